@@ -1,0 +1,22 @@
+# tpmkey_harden(target): the warnings and hardening flags every target of
+# ours gets. Applied per target so third-party code is not affected.
+function(tpmkey_harden target)
+  target_compile_options(${target} PRIVATE
+    -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
+    -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual
+    -Wnull-dereference -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough
+    -fstack-protector-strong -fstack-clash-protection -fcf-protection
+    $<$<NOT:$<CONFIG:Debug>>:-D_FORTIFY_SOURCE=2>)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(${target} PRIVATE -Wglobal-constructors -Wexit-time-destructors)
+  endif()
+  if(TPMKEY_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  target_link_options(${target} PRIVATE -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack)
+endfunction()
+
+if(TPMKEY_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,295 @@
+// tpmkey-keygen: creates a signing key inside the TPM and writes the
+// TPM-wrapped key file (TSS2 PRIVATE KEY PEM) and its OpenSSH .pub line.
+// Flags follow ssh-keygen where they mean the same thing.
+
+#include "atomic_file.hpp"
+#include "config.hpp"
+#include "error.hpp"
+#include "key_file.hpp"
+#include "keys.hpp"
+#include "prompt.hpp"
+#include "public_key.hpp"
+
+#include <tss2/tss2_tpm2_types.h>
+
+#include <getopt.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+
+namespace {
+
+using namespace tpmkey;
+
+constexpr const char* usage_text =
+    "usage: tpmkey-keygen [-q] [-t ecdsa|rsa] [-b bits] [-f keyfile] [-C comment]\n"
+    "                     [-N ''] [--pin-file FILE] [--parent HANDLE] [--tcti TCTI]\n"
+    "\n"
+    "Creates a key inside the TPM. Writes KEYFILE (default ~/.ssh/id_tpm.tpm), which\n"
+    "only this TPM can use, and its public key next to it (id_tpm.pub).\n"
+    "\n"
+    "  -t ecdsa|rsa       key type (default ecdsa)\n"
+    "  -b bits            ecdsa: 256 (default) or 384; rsa: 2048 (default) or 3072\n"
+    "  -f keyfile         where to write the key; the .pub goes next to it\n"
+    "  -C comment         comment of the .pub line (default user@host)\n"
+    "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"
+    "  --pin-file FILE    read the PIN from the first line of FILE\n"
+    "  --parent HANDLE    0x40000001 (re-created storage key) or a persistent\n"
+    "                     handle such as 0x81000001 (default: 0x81000001 if the TPM\n"
+    "                     has a storage key there, else 0x40000001)\n"
+    "  --tcti TCTI        how to reach the TPM (default: $TPMKEY_TCTI, the config\n"
+    "                     file, then /dev/tpmrm0)\n"
+    "  -q                 quiet\n";
+
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void on_signal(int) { interrupted = 1; }
+
+// Ctrl-C must not leave a half-written file or a key in the TPM: the
+// signal only sets a flag, which is checked between steps, and the
+// normal unwinding cleans up.
+void catch_interrupts() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns EINTR
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        sigaction(sig, &sa, nullptr);
+}
+
+void check_interrupted() {
+    if (interrupted)
+        throw Error("interrupted; nothing was written");
+}
+
+struct Options {
+    KeySpec spec;
+    bool bits_given = false;
+    std::string file;
+    std::optional<std::string> comment;
+    bool no_pin = false;
+    std::string pin_file;
+    std::optional<std::uint32_t> parent;
+    std::optional<std::string> tcti;
+    bool quiet = false;
+};
+
+class UsageError : public Error {
+public:
+    using Error::Error;
+};
+
+std::uint32_t parse_handle(const std::string& text) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long value = std::strtoul(text.c_str(), &end, 0);
+    if (text.empty() || *end != '\0' || errno != 0 || value > 0xffffffffUL)
+        throw UsageError("--parent: '" + text + "' is not a handle (e.g. 0x81000001)");
+    const auto handle = static_cast<std::uint32_t>(value);
+    if (handle != owner_hierarchy && (handle >> 24) != TPM2_HT_PERSISTENT)
+        throw UsageError("--parent: use 0x40000001 or a persistent handle (0x81xxxxxx)");
+    return handle;
+}
+
+Options parse_options(int argc, char** argv) {
+    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_help };
+    const option long_options[] = {
+        {"pin-file", required_argument, nullptr, opt_pin_file},
+        {"parent", required_argument, nullptr, opt_parent},
+        {"tcti", required_argument, nullptr, opt_tcti},
+        {"help", no_argument, nullptr, opt_help},
+        {nullptr, 0, nullptr, 0},
+    };
+    Options o;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":t:b:f:C:N:qh", long_options, nullptr)) != -1) {
+        const std::string arg = optarg ? optarg : "";
+        switch (c) {
+        case 't':
+            if (arg == "ecdsa")
+                o.spec.algorithm = KeyAlgorithm::ecdsa;
+            else if (arg == "rsa")
+                o.spec.algorithm = KeyAlgorithm::rsa;
+            else
+                throw UsageError("-t: unknown key type '" + arg + "' (ecdsa or rsa; the TPM has no ed25519)");
+            break;
+        case 'b': {
+            char* end = nullptr;
+            const unsigned long bits = std::strtoul(arg.c_str(), &end, 10);
+            if (arg.empty() || *end != '\0' || bits > 65536)
+                throw UsageError("-b: '" + arg + "' is not a number of bits");
+            o.spec.bits = static_cast<unsigned>(bits);
+            o.bits_given = true;
+            break;
+        }
+        case 'f': o.file = arg; break;
+        case 'C': o.comment = arg; break;
+        case 'N':
+            if (!arg.empty())
+                throw UsageError("-N: a PIN on the command line is visible to every user (ps); "
+                                 "use -N '' for no PIN, --pin-file FILE, or answer the prompt");
+            o.no_pin = true;
+            break;
+        case 'q': o.quiet = true; break;
+        case opt_pin_file: o.pin_file = arg; break;
+        case opt_parent: o.parent = parse_handle(arg); break;
+        case opt_tcti: o.tcti = arg; break;
+        case 'h':
+        case opt_help:
+            std::cout << usage_text;
+            std::exit(0);
+        case ':': throw UsageError(std::string("option needs a value: ") + argv[optind - 1]);
+        default: throw UsageError(std::string("unknown option: ") + argv[optind - 1]);
+        }
+    }
+    if (optind != argc)
+        throw UsageError(std::string("unexpected argument: ") + argv[optind]);
+    if (o.no_pin && !o.pin_file.empty())
+        throw UsageError("-N '' and --pin-file contradict each other");
+    if (!o.bits_given)
+        o.spec.bits = o.spec.algorithm == KeyAlgorithm::ecdsa ? 256 : 2048;
+    try {
+        check_key_spec(o.spec);
+    } catch (const Error& e) {
+        throw UsageError(std::string("-b: ") + e.what());
+    }
+    return o;
+}
+
+// NAME.tpm -> NAME.pub (as ssh-tpm-agent names them); other names get .pub appended.
+std::filesystem::path pub_path_for(const std::filesystem::path& key) {
+    std::filesystem::path pub = key;
+    if (pub.extension() == ".tpm")
+        return pub.replace_extension(".pub");
+    pub += ".pub";
+    return pub;
+}
+
+std::string default_comment() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    const char* user = std::getenv("USER");
+    std::string u = user ? user : std::to_string(::getuid());
+    return u + "@" + host;
+}
+
+Secret ask_pin() {
+    while (true) {
+        Secret first = read_pin_from_terminal("Enter PIN for the new key (empty for no PIN): ");
+        check_interrupted();
+        Secret second = read_pin_from_terminal("Enter the same PIN again: ");
+        check_interrupted();
+        if (first == second)
+            return first;
+        std::cerr << "The PINs do not match; try again.\n";
+    }
+}
+
+int run(int argc, char** argv) {
+    catch_interrupts();
+    const Options o = parse_options(argc, argv);
+
+    const std::filesystem::path key_path =
+        o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : std::filesystem::path(o.file);
+    const std::filesystem::path pub_path = pub_path_for(key_path);
+    if (o.file.empty())
+        std::filesystem::create_directories(key_path.parent_path());
+
+    bool replace = false;
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(key_path, ec))) {
+        if (!confirm_on_terminal(key_path.string() + " already exists. Overwrite?"))
+            throw Error(key_path.string() + " already exists; not overwritten (remove it or choose another -f)");
+        replace = true;
+    }
+
+    Secret pin;
+    if (!o.pin_file.empty())
+        pin = read_pin_file(o.pin_file);
+    else if (!o.no_pin)
+        pin = ask_pin();
+    check_interrupted();
+
+    const std::string tcti = o.tcti ? *o.tcti : load_config().tcti;
+    Tpm tpm(tcti);
+    check_interrupted();
+
+    std::uint32_t parent_handle = owner_hierarchy;
+    if (o.parent)
+        parent_handle = *o.parent;
+    else if (persistent_storage_key_exists(tpm, standard_srk))
+        parent_handle = standard_srk;
+    if (!o.quiet)
+        std::cout << (parent_handle == owner_hierarchy
+                          ? "Parent: the owner hierarchy's storage key (0x40000001, re-created on use)\n"
+                          : "Parent: the persistent storage key at " + handle_text(parent_handle) + "\n");
+    const Object parent = load_parent(tpm, parent_handle);
+    check_interrupted();
+
+    if (!o.quiet) {
+        std::cout << "Generating " << (o.spec.algorithm == KeyAlgorithm::rsa ? "an RSA " : "an ECDSA ")
+                  << o.spec.bits << " key inside the TPM";
+        if (o.spec.algorithm == KeyAlgorithm::rsa)
+            std::cout << " (on a real TPM this can take a minute)";
+        std::cout << "..." << std::endl;
+    }
+    KeyFile key;
+    key.parent = parent_handle;
+    key.blobs = create_key(tpm, parent, o.spec, pin);
+    if (pin.empty())
+        key.empty_auth = true;
+    check_interrupted();
+
+    const PublicKey pub(key.blobs.pub.publicArea);
+    const std::string comment = o.comment ? *o.comment : default_comment();
+    const std::string pub_line = pub.ssh_line(comment) + "\n";
+
+    // Ctrl-C is held back while the files are written. The key goes first
+    // (an existing one is replaced only after the prompt said so); if the
+    // .pub then fails, a key that did not exist before is removed again.
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&block, sig);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    write_file_atomically(key_path, format_key_file(key), 0600, replace ? Replace::yes : Replace::no);
+    try {
+        write_file_atomically(pub_path, pub_line, 0644, Replace::yes);
+    } catch (const Error& e) {
+        if (!replace)
+            std::filesystem::remove(key_path, ec);
+        throw Error(std::string(e.what()) + (replace ? "; the key was written, run 'tpmkey pubkey' to make the .pub"
+                                                     : "; nothing was written"));
+    }
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+
+    if (!o.quiet) {
+        std::cout << "Your TPM key is in " << key_path.string() << " (usable only with this TPM"
+                  << (pin.empty() ? ", no PIN" : ", PIN protected") << ").\n"
+                  << "Your public key is in " << pub_path.string() << ".\n"
+                  << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const UsageError& e) {
+        std::cerr << "tpmkey-keygen: " << e.what() << "\n(see tpmkey-keygen --help)\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << "tpmkey-keygen: " << e.what() << "\n";
+        return 1;
+    }
+}

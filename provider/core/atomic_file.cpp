@@ -1,0 +1,99 @@
+#include "atomic_file.hpp"
+
+#include "error.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <string>
+
+namespace tpmkey {
+
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const char* what) {
+    throw Error(path.string() + ": cannot " + what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents,
+                           mode_t mode, Replace replace) {
+    std::filesystem::path dir = path.parent_path();
+    if (dir.empty())
+        dir = ".";
+    // A file another user can replace under us is no place for a key.
+    struct stat dir_st {};
+    if (::stat(dir.c_str(), &dir_st) != 0)
+        fail(dir, "use the directory");
+    if ((dir_st.st_mode & S_IWOTH) && !(dir_st.st_mode & S_ISVTX))
+        throw Error(dir.string() + ": the directory is writable by everyone; choose a private one");
+
+    std::filesystem::path tmp;
+    int fd = -1;
+    std::random_device random;
+    for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+        tmp = path;
+        tmp += ".tmp-" + std::to_string(random());
+        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0 && errno != EEXIST)
+            fail(path, "write");
+    }
+    if (fd < 0)
+        fail(path, "create a temporary file");
+    struct Cleanup {
+        const std::filesystem::path& tmp;
+        int& fd;
+        bool done = false;
+        ~Cleanup() {
+            if (fd >= 0)
+                ::close(fd);
+            if (!done)
+                ::unlink(tmp.c_str());
+        }
+    } cleanup{tmp, fd};
+
+    // The umask must not widen or narrow what we asked for.
+    if (::fchmod(fd, mode) != 0)
+        fail(path, "set permissions on");
+    std::size_t written = 0;
+    while (written < contents.size()) {
+        const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail(path, "write");
+        written += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd) != 0)
+        fail(path, "write");
+    const int closed = ::close(fd);
+    fd = -1;
+    if (closed != 0)
+        fail(path, "write");
+
+    if (replace == Replace::yes) {
+        if (::rename(tmp.c_str(), path.c_str()) != 0)
+            fail(path, "replace");
+    } else {
+        if (::link(tmp.c_str(), path.c_str()) != 0) {
+            if (errno == EEXIST)
+                throw Error(path.string() + ": already exists; not overwritten");
+            fail(path, "create");
+        }
+        ::unlink(tmp.c_str());
+    }
+    cleanup.done = true;
+    // Make the rename itself durable.
+    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+        (void)::fsync(dir_fd);
+        ::close(dir_fd);
+    }
+}
+
+}  // namespace tpmkey

@@ -1,0 +1,162 @@
+#include "config.hpp"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+namespace tpmkey {
+
+namespace {
+
+std::string getenv_string(const char* name) {
+    const char* value = std::getenv(name);
+    return value ? value : "";
+}
+
+std::string_view trim(std::string_view s) {
+    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+    while (!s.empty() && space(s.front()))
+        s.remove_prefix(1);
+    while (!s.empty() && space(s.back()))
+        s.remove_suffix(1);
+    return s;
+}
+
+std::filesystem::path expand_home(std::string_view path) {
+    if (path == "~" || path.starts_with("~/"))
+        return home_directory() / std::filesystem::path(path.substr(path.size() > 1 ? 2 : 1));
+    return std::filesystem::path(path);
+}
+
+// A key path names a file, or a directory whose *.tpm files are keys
+// (sorted, so slots come in a stable order).
+void add_keys(const std::filesystem::path& path, Config& config, std::set<std::filesystem::path>& seen) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> found;
+    if (std::filesystem::is_directory(path, ec)) {
+        for (const auto& entry : std::filesystem::directory_iterator(path, ec))
+            if (entry.path().extension() == ".tpm")
+                found.push_back(entry.path());
+        std::sort(found.begin(), found.end());
+    } else {
+        found.push_back(path);
+    }
+    for (const auto& p : found)
+        if (seen.insert(p.lexically_normal()).second)
+            config.key_files.push_back(p);
+}
+
+std::string read_small_file(const std::filesystem::path& path, std::vector<std::string>& warnings) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        return {};
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec || size > max_config_file_size) {
+        warnings.push_back(path.string() + ": ignored: larger than 64 KiB");
+        return {};
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+}  // namespace
+
+std::filesystem::path home_directory() {
+    const std::string home = getenv_string("HOME");
+    if (!home.empty())
+        return home;
+    const passwd* pw = ::getpwuid(::getuid());
+    return pw && pw->pw_dir ? std::filesystem::path(pw->pw_dir) : std::filesystem::path();
+}
+
+std::filesystem::path config_file_path() {
+    const std::string xdg = getenv_string("XDG_CONFIG_HOME");
+    if (!xdg.empty() && xdg.front() == '/')
+        return std::filesystem::path(xdg) / "tpmkey" / "config";
+    const std::filesystem::path home = home_directory();
+    return home.empty() ? home : home / ".config" / "tpmkey" / "config";
+}
+
+ConfigFile parse_config(std::string_view text, const std::string& name) {
+    ConfigFile out;
+    std::size_t line_no = 0;
+    while (!text.empty()) {
+        const std::size_t eol = text.find('\n');
+        std::string_view line = text.substr(0, eol);
+        text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+        ++line_no;
+        line = trim(line);
+        if (line.empty() || line.front() == '#')
+            continue;
+        const std::size_t space = line.find_first_of(" \t");
+        const std::string_view keyword = line.substr(0, space);
+        const std::string_view value =
+            space == std::string_view::npos ? std::string_view() : trim(line.substr(space));
+        const std::string where = name + ":" + std::to_string(line_no) + ": ";
+        if (line.find('\0') != std::string_view::npos) {
+            out.warnings.push_back(where + "ignored: contains a NUL byte");
+        } else if (value.empty()) {
+            out.warnings.push_back(where + "ignored: '" + std::string(keyword) + "' needs a value");
+        } else if (keyword == "key") {
+            out.keys.push_back(expand_home(value));
+        } else if (keyword == "tcti") {
+            out.tcti = std::string(value);
+        } else {
+            out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
+                                   "' (expected 'key' or 'tcti')");
+        }
+    }
+    return out;
+}
+
+Config load_config() {
+    Config config;
+    const std::filesystem::path file = config_file_path();
+    ConfigFile from_file;
+    if (!file.empty())
+        from_file = parse_config(read_small_file(file, config.warnings), file.string());
+    config.warnings.insert(config.warnings.end(), from_file.warnings.begin(), from_file.warnings.end());
+
+    std::set<std::filesystem::path> seen;
+    const std::string env_keys = getenv_string("TPMKEY_KEYS");
+    if (!env_keys.empty()) {
+        config.searched.push_back("TPMKEY_KEYS");
+        std::string_view rest = env_keys;
+        while (!rest.empty()) {
+            const std::size_t colon = rest.find(':');
+            const std::string_view item = trim(rest.substr(0, colon));
+            rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+            if (!item.empty())
+                add_keys(expand_home(item), config, seen);
+        }
+    } else if (!from_file.keys.empty()) {
+        config.searched.push_back(file.string());
+        for (const auto& p : from_file.keys)
+            add_keys(p, config, seen);
+    } else {
+        const std::filesystem::path ssh_dir = home_directory() / ".ssh";
+        config.searched.push_back(ssh_dir.string() + "/*.tpm");
+        add_keys(ssh_dir, config, seen);
+    }
+
+    config.tcti = getenv_string("TPMKEY_TCTI");
+    config.tcti_source = "TPMKEY_TCTI";
+    if (config.tcti.empty() && !from_file.tcti.empty()) {
+        config.tcti = from_file.tcti;
+        config.tcti_source = file.string();
+    }
+    if (config.tcti.empty())
+        config.tcti_source = "the tpm2-tss default";
+    return config;
+}
+
+}  // namespace tpmkey

@@ -1,0 +1,47 @@
+// Where the keys are and how to reach the TPM (DESIGN.md, "Configuration"
+// and "TPM connection"). Reads only the environment and one small file.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+// $XDG_CONFIG_HOME/tpmkey/config, lines of:
+//   key PATH      a key file, or a directory whose *.tpm files are keys
+//   tcti STRING   how to reach the TPM (tpm2-tools syntax)
+//   # comment
+struct ConfigFile {
+    std::vector<std::filesystem::path> keys;
+    std::string tcti;
+    std::vector<std::string> warnings;  // lines that were skipped, and why
+};
+
+// Larger config files are refused; a real one is a few lines.
+inline constexpr std::size_t max_config_file_size = 64 * 1024;
+
+// Parses config text; `name` prefixes warnings. Bad lines are skipped with
+// a warning, never fatal: a typo must not lock the user out of ssh.
+ConfigFile parse_config(std::string_view text, const std::string& name);
+
+struct Config {
+    std::vector<std::filesystem::path> key_files;  // in the order found, no duplicates
+    std::vector<std::string> searched;             // where we looked, for messages
+    std::string tcti;                              // empty: the tpm2-tss default
+    std::string tcti_source;                       // "TPMKEY_TCTI", the config file, "default"
+    std::vector<std::string> warnings;
+};
+
+// TPMKEY_KEYS (':'-separated paths or directories), else the config file's
+// `key` lines, else ~/.ssh/*.tpm; TPMKEY_TCTI, else the config file's
+// `tcti` line, else the default. Key files are listed, not read.
+Config load_config();
+
+// The config file's path ($XDG_CONFIG_HOME or ~/.config), empty if no home.
+std::filesystem::path config_file_path();
+
+// The user's home directory ($HOME, else the password database).
+std::filesystem::path home_directory();
+
+}  // namespace tpmkey

@@ -1,0 +1,33 @@
+#include "error.hpp"
+
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_tpm2_types.h>
+
+namespace tpmkey {
+
+TpmError::TpmError(const std::string& message, TSS2_RC rc) : Error(message), rc_(rc) {}
+
+bool TpmError::is(TSS2_RC base) const noexcept { return tpm_rc_base(rc_) == base; }
+
+bool TpmError::tpm_unreachable() const noexcept {
+    return (rc_ & TSS2_RC_LAYER_MASK) == TSS2_TCTI_RC_LAYER;
+}
+
+TSS2_RC tpm_rc_base(TSS2_RC rc) noexcept {
+    const TSS2_RC layer = rc & TSS2_RC_LAYER_MASK;
+    const TSS2_RC code = rc & ~TSS2_RC_LAYER_MASK;
+    // Only codes that came from the TPM (directly or passed up through a
+    // TSS layer, which keeps the TPM's code) have a format-one part.
+    if (layer != TSS2_TPM_RC_LAYER && layer != TSS2_RESMGR_TPM_RC_LAYER)
+        return rc;
+    if (code & TPM2_RC_FMT1)
+        return TPM2_RC_FMT1 | (code & 0x3f);  // drop parameter/handle/session number
+    return code & 0xfff;                      // format zero: version, vendor, warning bits
+}
+
+void check_rc(TSS2_RC rc, const char* call) {
+    if (rc != TSS2_RC_SUCCESS)
+        throw TpmError(std::string(call) + " failed (" + Tss2_RC_Decode(rc) + ")", rc);
+}
+
+}  // namespace tpmkey

@@ -1,0 +1,356 @@
+#include "key_file.hpp"
+
+#include "error.hpp"
+
+#include <openssl/asn1.h>
+#include <openssl/err.h>
+#include <openssl/objects.h>
+#include <openssl/pem.h>
+#include <tss2/tss2_mu.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace tpmkey {
+
+namespace {
+
+constexpr const char* pem_label = "TSS2 PRIVATE KEY";
+constexpr const char* loadable_key_oid = "2.23.133.10.1.3";
+constexpr const char* old_loadable_key_oid = "2.23.133.10.2";  // openssl_tpm2_engine before v2
+constexpr const char* importable_key_oid = "2.23.133.10.1.4";
+constexpr const char* sealed_data_oid = "2.23.133.10.1.5";
+
+struct AsnTypeFree {
+    void operator()(ASN1_TYPE* p) const noexcept { ASN1_TYPE_free(p); }
+};
+using AsnType = std::unique_ptr<ASN1_TYPE, AsnTypeFree>;
+struct BioFree {
+    void operator()(BIO* p) const noexcept { BIO_free(p); }
+};
+using Bio = std::unique_ptr<BIO, BioFree>;
+struct OpensslFree {
+    void operator()(void* p) const noexcept { OPENSSL_free(p); }
+};
+
+// Walks the elements of one DER SEQUENCE. Every value is decoded by
+// OpenSSL (ASN1_get_object for headers, d2i_ASN1_TYPE for primitives);
+// this class only keeps the position and turns failures into messages.
+class DerReader {
+public:
+    DerReader(const unsigned char* data, long size, const std::string& name)
+        : pos_(data), end_(data + size), name_(name) {}
+
+    bool at_end() const noexcept { return pos_ == end_; }
+
+    struct Header {
+        int tag = 0;
+        int cls = 0;
+        bool constructed = false;
+        const unsigned char* content = nullptr;
+        long length = 0;
+    };
+
+    Header peek() const {
+        if (at_end())
+            fail("the key ends too early");
+        Header h;
+        const unsigned char* p = pos_;
+        long length = 0;
+        const int ret = ASN1_get_object(&p, &length, &h.tag, &h.cls, end_ - pos_);
+        if (ret & 0x80)
+            fail("the key is truncated or its encoding is damaged");
+        if (ret == 0x21)
+            fail("the key uses an indefinite length, which DER forbids");
+        h.constructed = (ret & V_ASN1_CONSTRUCTED) != 0;
+        h.content = p;
+        h.length = length;
+        return h;
+    }
+
+    // Steps over the element that peek() described.
+    void skip(const Header& h) { pos_ = h.content + h.length; }
+
+    // Decodes the next element, which must be a universal `type`.
+    AsnType take(int type, const char* what) {
+        const unsigned char* p = pos_;
+        AsnType value(d2i_ASN1_TYPE(nullptr, &p, end_ - pos_));
+        if (!value || value->type != type) {
+            ERR_clear_error();
+            fail(std::string("expected ") + what);
+        }
+        pos_ = p;
+        return value;
+    }
+
+    [[noreturn]] void fail(const std::string& problem) const {
+        throw Error(name_ + ": not a valid TSS2 PRIVATE KEY: " + problem);
+    }
+
+private:
+    const unsigned char* pos_;
+    const unsigned char* end_;
+    const std::string& name_;
+};
+
+template <class T>
+T unmarshal(const ASN1_OCTET_STRING* octets,
+            TSS2_RC (*fn)(const uint8_t*, size_t, size_t*, T*),
+            const DerReader& reader, const char* what) {
+    T out{};
+    size_t offset = 0;
+    const auto size = static_cast<size_t>(octets->length);
+    if (fn(octets->data, size, &offset, &out) != TSS2_RC_SUCCESS || offset != size)
+        reader.fail(std::string("its ") + what + " is damaged");
+    return out;
+}
+
+std::string oid_text(const ASN1_OBJECT* oid) {
+    char buf[128];
+    const int n = OBJ_obj2txt(buf, sizeof buf, oid, 1);
+    if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
+        return {};
+    return buf;
+}
+
+void check_public(const TPMT_PUBLIC& area, const DerReader& reader) {
+    if (area.type != TPM2_ALG_RSA && area.type != TPM2_ALG_ECC)
+        reader.fail("only RSA and ECC keys are supported");
+    if (!(area.objectAttributes & TPMA_OBJECT_SIGN_ENCRYPT))
+        reader.fail("the key cannot sign (no 'sign' attribute)");
+    if (area.objectAttributes & TPMA_OBJECT_RESTRICTED)
+        reader.fail("the key is restricted: it signs only TPM-made digests");
+}
+
+}  // namespace
+
+KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name) {
+    if (pem.size() > max_key_file_size)
+        throw Error(name + ": too large for a key file (" + std::to_string(pem.size()) + " bytes)");
+    Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+    if (!bio)
+        throw std::bad_alloc();
+    char* raw_label = nullptr;
+    char* raw_header = nullptr;
+    unsigned char* raw_der = nullptr;
+    long der_size = 0;
+    const int ok = PEM_read_bio(bio.get(), &raw_label, &raw_header, &raw_der, &der_size);
+    const std::unique_ptr<char, OpensslFree> label(raw_label), header(raw_header);
+    const std::unique_ptr<unsigned char, OpensslFree> der(raw_der);
+    ERR_clear_error();
+    if (!ok)
+        throw Error(name + ": not a PEM file (no '-----BEGIN " + pem_label + "-----' block)");
+    if (std::strcmp(label.get(), pem_label) != 0)
+        throw Error(name + ": holds a '" + label.get() + "', not a " + pem_label);
+    if (header && header.get()[0] != '\0')
+        throw Error(name + ": PEM headers (encryption) are not allowed in a " + pem_label);
+
+    DerReader outer(der.get(), der_size, name);
+    const DerReader::Header seq = outer.peek();
+    if (seq.tag != V_ASN1_SEQUENCE || seq.cls != V_ASN1_UNIVERSAL || !seq.constructed)
+        outer.fail("expected a SEQUENCE");
+    outer.skip(seq);
+    if (!outer.at_end())
+        outer.fail("trailing data after the key");
+
+    DerReader r(seq.content, seq.length, name);
+    KeyFile key;
+    const std::string type = oid_text(r.take(V_ASN1_OBJECT, "the key type (an OID)")->value.object);
+    if (type == importable_key_oid)
+        r.fail("it is an importable key (2.23.133.10.1.4); only loadable keys are supported");
+    if (type == sealed_data_oid)
+        r.fail("it is sealed data (2.23.133.10.1.5), not a key");
+    if (type != loadable_key_oid && type != old_loadable_key_oid)
+        r.fail("unknown key type " + (type.empty() ? std::string("OID") : type));
+
+    // Optional [n] EXPLICIT fields, in increasing tag order; unknown ones
+    // are skipped so that later versions of the format still load.
+    int last_tag = -1;
+    while (true) {
+        const DerReader::Header h = r.peek();
+        if (h.cls != V_ASN1_CONTEXT_SPECIFIC)
+            break;
+        if (!h.constructed || h.tag <= last_tag)
+            r.fail("optional fields are malformed or out of order");
+        last_tag = h.tag;
+        DerReader inner(h.content, h.length, name);
+        switch (h.tag) {
+        case 0:
+            key.empty_auth = inner.take(V_ASN1_BOOLEAN, "emptyAuth to be a BOOLEAN")->value.boolean != 0;
+            break;
+        case 1:
+        case 3:
+            (void)inner.take(V_ASN1_SEQUENCE, "a policy SEQUENCE");
+            key.has_policy = true;
+            break;
+        case 4: {
+            const AsnType text = inner.take(V_ASN1_UTF8STRING, "the description to be a UTF8String");
+            const ASN1_STRING* s = text->value.utf8string;
+            key.description.assign(reinterpret_cast<const char*>(s->data), static_cast<size_t>(s->length));
+            break;
+        }
+        default:
+            inner.skip(inner.peek());  // secret [2], rsaParent [5], future tags
+            break;
+        }
+        if (!inner.at_end())
+            r.fail("optional field [" + std::to_string(h.tag) + "] has trailing data");
+        r.skip(h);
+    }
+
+    const AsnType parent = r.take(V_ASN1_INTEGER, "the parent handle (an INTEGER)");
+    std::uint64_t parent_value = 0;
+    if (!ASN1_INTEGER_get_uint64(&parent_value, parent->value.integer) || parent_value > 0xffffffff) {
+        ERR_clear_error();
+        r.fail("the parent handle is not a 32-bit handle");
+    }
+    key.parent = static_cast<std::uint32_t>(parent_value);
+
+    const AsnType pub = r.take(V_ASN1_OCTET_STRING, "the public part (an OCTET STRING)");
+    const AsnType priv = r.take(V_ASN1_OCTET_STRING, "the private part (an OCTET STRING)");
+    if (!r.at_end())
+        r.fail("unexpected fields after the private part");
+    key.blobs.pub = unmarshal(pub->value.octet_string, Tss2_MU_TPM2B_PUBLIC_Unmarshal, r, "public part");
+    key.blobs.priv = unmarshal(priv->value.octet_string, Tss2_MU_TPM2B_PRIVATE_Unmarshal, r, "private part");
+    if (key.blobs.priv.size == 0)
+        r.fail("the private part is empty");
+    check_public(key.blobs.pub.publicArea, r);
+    return key;
+}
+
+namespace {
+
+// DER of one primitive value, encoded by OpenSSL.
+std::vector<unsigned char> der_of(const ASN1_TYPE& value) {
+    const int size = i2d_ASN1_TYPE(&value, nullptr);
+    if (size <= 0)
+        throw Error("cannot encode the key file");
+    std::vector<unsigned char> out(static_cast<size_t>(size));
+    unsigned char* p = out.data();
+    i2d_ASN1_TYPE(&value, &p);
+    return out;
+}
+
+std::vector<unsigned char> der_octets(const void* data, size_t size) {
+    ASN1_OCTET_STRING* s = ASN1_OCTET_STRING_new();
+    if (!s || !ASN1_OCTET_STRING_set(s, static_cast<const unsigned char*>(data), static_cast<int>(size))) {
+        ASN1_OCTET_STRING_free(s);
+        throw std::bad_alloc();
+    }
+    ASN1_TYPE t{};
+    t.type = V_ASN1_OCTET_STRING;
+    t.value.octet_string = s;
+    std::vector<unsigned char> out = der_of(t);
+    ASN1_OCTET_STRING_free(s);
+    return out;
+}
+
+// Header (tag and length) followed by `content`.
+std::vector<unsigned char> der_wrap(int tag, int cls, const std::vector<unsigned char>& content) {
+    const int length = static_cast<int>(content.size());
+    std::vector<unsigned char> out(static_cast<size_t>(ASN1_object_size(1, length, tag)));
+    unsigned char* p = out.data();
+    ASN1_put_object(&p, 1, length, tag, cls);
+    std::copy(content.begin(), content.end(), p);
+    return out;
+}
+
+template <class T>
+std::vector<unsigned char> marshal(const T& value, TSS2_RC (*fn)(const T*, uint8_t*, size_t, size_t*)) {
+    std::vector<unsigned char> out(sizeof(T));
+    size_t offset = 0;
+    check_rc(fn(&value, out.data(), out.size(), &offset), "marshalling the key");
+    out.resize(offset);
+    return out;
+}
+
+}  // namespace
+
+std::string format_key_file(const KeyFile& key) {
+    std::vector<unsigned char> body;
+    const auto append = [&body](const std::vector<unsigned char>& part) {
+        body.insert(body.end(), part.begin(), part.end());
+    };
+
+    ASN1_TYPE t{};
+    t.type = V_ASN1_OBJECT;
+    t.value.object = OBJ_txt2obj(loadable_key_oid, 1);
+    if (!t.value.object)
+        throw std::bad_alloc();
+    std::vector<unsigned char> oid = der_of(t);
+    ASN1_OBJECT_free(t.value.object);
+    append(oid);
+
+    if (key.empty_auth == true) {
+        ASN1_TYPE b{};
+        b.type = V_ASN1_BOOLEAN;
+        b.value.boolean = 0xff;
+        append(der_wrap(0, V_ASN1_CONTEXT_SPECIFIC, der_of(b)));
+    }
+
+    ASN1_INTEGER* parent = ASN1_INTEGER_new();
+    if (!parent || !ASN1_INTEGER_set_uint64(parent, key.parent)) {
+        ASN1_INTEGER_free(parent);
+        throw std::bad_alloc();
+    }
+    ASN1_TYPE p{};
+    p.type = V_ASN1_INTEGER;
+    p.value.integer = parent;
+    std::vector<unsigned char> parent_der = der_of(p);
+    ASN1_INTEGER_free(parent);
+    append(parent_der);
+
+    const auto pub = marshal(key.blobs.pub, Tss2_MU_TPM2B_PUBLIC_Marshal);
+    const auto priv = marshal(key.blobs.priv, Tss2_MU_TPM2B_PRIVATE_Marshal);
+    append(der_octets(pub.data(), pub.size()));
+    append(der_octets(priv.data(), priv.size()));
+
+    const std::vector<unsigned char> der = der_wrap(V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL, body);
+    Bio bio(BIO_new(BIO_s_mem()));
+    if (!bio || !PEM_write_bio(bio.get(), pem_label, "", der.data(), static_cast<long>(der.size())))
+        throw Error("cannot encode the key file as PEM");
+    char* text = nullptr;
+    const long size = BIO_get_mem_data(bio.get(), &text);
+    return std::string(text, static_cast<size_t>(size));
+}
+
+KeyFile read_key_file(const std::filesystem::path& path) {
+    const std::string name = path.string();
+    // O_NONBLOCK: a FIFO put where a key should be must not hang the caller.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        throw Error(name + ": cannot open: " + std::strerror(errno));
+    struct FdCloser {
+        int fd;
+        ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0)
+        throw Error(name + ": cannot read: " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        throw Error(name + ": not a regular file");
+    if (static_cast<std::size_t>(st.st_size) > max_key_file_size)
+        throw Error(name + ": too large for a key file (" + std::to_string(st.st_size) + " bytes)");
+    std::vector<std::uint8_t> data(max_key_file_size + 1);
+    std::size_t used = 0;
+    while (used < data.size()) {
+        const ssize_t n = ::read(fd, data.data() + used, data.size() - used);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw Error(name + ": cannot read: " + std::strerror(errno));
+        if (n == 0)
+            break;
+        used += static_cast<std::size_t>(n);
+    }
+    data.resize(used);
+    return parse_key_file(data, name);
+}
+
+}  // namespace tpmkey

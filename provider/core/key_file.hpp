@@ -1,0 +1,54 @@
+// The TSS2 PRIVATE KEY file (the ASN.1 TPM key format of
+// draft-bottomley-tpm2-keys, shared with tpm2-openssl, openssl_tpm2_engine,
+// ssh-tpm-agent and the Linux kernel).
+//
+//   TPMKey ::= SEQUENCE {
+//     type        OBJECT IDENTIFIER,   -- 2.23.133.10.1.3: loadable key
+//     emptyAuth   [0] EXPLICIT BOOLEAN OPTIONAL,
+//     policy      [1] EXPLICIT SEQUENCE OF TPMPolicy OPTIONAL,
+//     secret      [2] EXPLICIT OCTET STRING OPTIONAL,
+//     authPolicy  [3] EXPLICIT SEQUENCE OF TPMAuthPolicy OPTIONAL,
+//     description [4] EXPLICIT UTF8String OPTIONAL,
+//     rsaParent   [5] EXPLICIT BOOLEAN OPTIONAL,
+//     parent      INTEGER,
+//     pubkey      OCTET STRING,        -- marshalled TPM2B_PUBLIC
+//     privkey     OCTET STRING }       -- marshalled TPM2B_PRIVATE
+#pragma once
+
+#include "keys.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace tpmkey {
+
+// Larger files are refused before parsing; a real one is under 2 KiB.
+inline constexpr std::size_t max_key_file_size = 64 * 1024;
+
+struct KeyFile {
+    // Tri-state as in the file: absent, TRUE or FALSE. Only TRUE promises
+    // an empty auth value; otherwise a PIN is asked for.
+    std::optional<bool> empty_auth;
+    std::uint32_t parent = owner_hierarchy;
+    KeyBlobs blobs;
+    // Read but not acted on: a key with a policy cannot be used by us.
+    bool has_policy = false;
+    std::string description;
+
+    bool needs_pin() const noexcept { return empty_auth != true; }
+};
+
+// Parses PEM text. `name` (the file's path) prefixes every error message.
+KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name);
+
+// The PEM text of a key file: writes type, emptyAuth (only when TRUE),
+// parent, pubkey, privkey — what every reader of the format understands.
+std::string format_key_file(const KeyFile& key);
+
+// Reads and parses a key file (size-checked, regular file only).
+KeyFile read_key_file(const std::filesystem::path& path);
+
+}  // namespace tpmkey

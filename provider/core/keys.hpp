@@ -1,0 +1,80 @@
+// Key operations inside the TPM: the parent (storage key), creating,
+// loading and using signing keys. The private parts never leave the TPM
+// except wrapped by the parent, which is useless on any other TPM.
+#pragma once
+
+#include "secret.hpp"
+#include "tpm.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+// The parent handles a key file can name (DESIGN.md, "Parent").
+inline constexpr std::uint32_t owner_hierarchy = 0x40000001;  // TPM2_RH_OWNER: re-create the primary
+inline constexpr std::uint32_t standard_srk = 0x81000001;     // TCG's persistent SRK location
+
+// The attributes of every key we create: bound to this TPM and this
+// parent, generated inside it, usable with its auth value, signing only.
+inline constexpr TPMA_OBJECT signing_key_attributes =
+    TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+    TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT;
+
+// "0x81000001"
+std::string handle_text(std::uint32_t handle);
+
+enum class KeyAlgorithm { ecdsa, rsa };
+
+struct KeySpec {
+    KeyAlgorithm algorithm = KeyAlgorithm::ecdsa;
+    unsigned bits = 256;  // ecdsa: 256 or 384; rsa: 2048 or 3072
+};
+
+// Throws Error unless the spec is one we create (DESIGN.md, "Key objects").
+void check_key_spec(const KeySpec& spec);
+
+// The public template of a new signing key: scheme NULL, so the scheme and
+// hash are chosen per signature.
+TPM2B_PUBLIC signing_key_template(const KeySpec& spec);
+
+// The standard ECC P-256 storage key (TCG "H-2" template, empty unique),
+// the one tpm2-openssl, openssl_tpm2_engine and the kernel use for 0x40000001.
+TPM2B_PUBLIC storage_key_template();
+
+// Makes the parent usable: 0x40000001 re-creates the storage key with
+// TPM2_CreatePrimary; a persistent handle (0x81xxxxxx) is used as is.
+Object load_parent(Tpm& tpm, std::uint32_t parent);
+
+// True when a persistent storage key is present at `handle` (one command).
+bool persistent_storage_key_exists(Tpm& tpm, std::uint32_t handle);
+
+// A key as its parent wrapped it: what a key file holds.
+struct KeyBlobs {
+    TPM2B_PUBLIC pub{};
+    TPM2B_PRIVATE priv{};
+};
+
+// TPM2_Create under `parent`, with `pin` (possibly empty) as the auth value.
+KeyBlobs create_key(Tpm& tpm, const Object& parent, const KeySpec& spec, const Secret& pin);
+
+// TPM2_Load of a wrapped key under its parent (whose auth value is empty).
+Object load_key(Tpm& tpm, const Object& parent, const Authorization& auth, const KeyBlobs& blobs);
+
+// TPM2_Sign of a digest with `scheme` (TPM2_ALG_ECDSA, _RSASSA, _RSAPSS)
+// and `hash`. The key's auth value must already be set (AuthValue).
+// Returns the signature as PKCS#11 wants it: raw r||s, each half
+// `ec_half_size` bytes, for ECDSA; the signature block for RSA.
+std::vector<std::uint8_t> sign_digest(Tpm& tpm, const Object& key, const Authorization& auth,
+                                      TPM2_ALG_ID scheme, TPM2_ALG_ID hash,
+                                      std::span<const std::uint8_t> digest,
+                                      std::size_t ec_half_size);
+
+// TPM2_ObjectChangeAuth: the key wrapped again with a new auth value. With
+// new_pin equal to the current one it only proves the current one right.
+TPM2B_PRIVATE change_auth(Tpm& tpm, const Object& key, const Object& parent,
+                          const Authorization& auth, const Secret& new_pin);
+
+}  // namespace tpmkey

@@ -1,0 +1,208 @@
+#include "public_key.hpp"
+
+#include "error.hpp"
+
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/objects.h>
+#include <openssl/param_build.h>
+#include <openssl/sha.h>
+
+#include <algorithm>
+
+namespace tpmkey {
+
+namespace {
+
+struct Curve {
+    TPMI_ECC_CURVE tpm_id;
+    int nid;
+    std::size_t field_size;
+    const char* ssh_name;  // also the curve part of the key type
+};
+
+constexpr Curve curves[] = {
+    {TPM2_ECC_NIST_P256, NID_X9_62_prime256v1, 32, "nistp256"},
+    {TPM2_ECC_NIST_P384, NID_secp384r1, 48, "nistp384"},
+    {TPM2_ECC_NIST_P521, NID_secp521r1, 66, "nistp521"},
+};
+
+const Curve* curve_by_nid(int nid) {
+    for (const Curve& c : curves)
+        if (c.nid == nid)
+            return &c;
+    return nullptr;
+}
+
+Bytes strip_leading_zeros(const std::uint8_t* data, std::size_t size) {
+    std::size_t i = 0;
+    while (i < size && data[i] == 0)
+        ++i;
+    return Bytes(data + i, data + size);
+}
+
+// RFC 4251 5: string = uint32 length + bytes; mpint = string of the
+// two's-complement value (a leading zero byte when the top bit is set).
+void put_string(Bytes& out, const Bytes& s) {
+    const auto n = static_cast<std::uint32_t>(s.size());
+    for (int shift = 24; shift >= 0; shift -= 8)
+        out.push_back(static_cast<std::uint8_t>(n >> shift));
+    out.insert(out.end(), s.begin(), s.end());
+}
+void put_string(Bytes& out, const std::string& s) { put_string(out, Bytes(s.begin(), s.end())); }
+void put_mpint(Bytes& out, const Bytes& magnitude) {
+    Bytes v = magnitude;
+    if (!v.empty() && (v[0] & 0x80))
+        v.insert(v.begin(), 0);
+    put_string(out, v);
+}
+
+struct ParamBldFree {
+    void operator()(OSSL_PARAM_BLD* p) const noexcept { OSSL_PARAM_BLD_free(p); }
+};
+struct ParamFree {
+    void operator()(OSSL_PARAM* p) const noexcept { OSSL_PARAM_free(p); }
+};
+struct BnFree {
+    void operator()(BIGNUM* p) const noexcept { BN_free(p); }
+};
+struct PkeyCtxFree {
+    void operator()(EVP_PKEY_CTX* p) const noexcept { EVP_PKEY_CTX_free(p); }
+};
+
+}  // namespace
+
+PublicKey::PublicKey(const TPMT_PUBLIC& area) {
+    if (area.type == TPM2_ALG_RSA) {
+        rsa_ = true;
+        bits_ = area.parameters.rsaDetail.keyBits;
+        const TPM2B_PUBLIC_KEY_RSA& n = area.unique.rsa;
+        if (bits_ < 1024 || n.size != bits_ / 8)
+            throw Error("the RSA key's modulus does not match its size");
+        n_ = strip_leading_zeros(n.buffer, n.size);
+        std::uint32_t exponent = area.parameters.rsaDetail.exponent;
+        if (exponent == 0)
+            exponent = 65537;  // TPM 2.0 Part 2, 12.2.3.5: zero means 2^16+1
+        for (int shift = 24; shift >= 0; shift -= 8)
+            e_.push_back(static_cast<std::uint8_t>(exponent >> shift));
+        e_ = strip_leading_zeros(e_.data(), e_.size());
+        return;
+    }
+    if (area.type != TPM2_ALG_ECC)
+        throw Error("only RSA and ECC keys are supported");
+    const auto* curve = std::find_if(std::begin(curves), std::end(curves), [&](const Curve& c) {
+        return c.tpm_id == area.parameters.eccDetail.curveID;
+    });
+    if (curve == std::end(curves))
+        throw Error("only the NIST P-256, P-384 and P-521 curves are supported");
+    curve_nid_ = curve->nid;
+    field_size_ = curve->field_size;
+    bits_ = curve->nid == NID_secp521r1 ? 521 : static_cast<unsigned>(field_size_ * 8);
+    const TPMS_ECC_POINT& p = area.unique.ecc;
+    if (p.x.size == 0 || p.x.size > field_size_ || p.y.size == 0 || p.y.size > field_size_)
+        throw Error("the ECC key's public point does not match its curve");
+    point_.push_back(0x04);
+    point_.insert(point_.end(), field_size_ - p.x.size, 0);
+    point_.insert(point_.end(), p.x.buffer, p.x.buffer + p.x.size);
+    point_.insert(point_.end(), field_size_ - p.y.size, 0);
+    point_.insert(point_.end(), p.y.buffer, p.y.buffer + p.y.size);
+}
+
+std::string PublicKey::ssh_type() const {
+    if (rsa_)
+        return "ssh-rsa";
+    return std::string("ecdsa-sha2-") + curve_by_nid(curve_nid_)->ssh_name;
+}
+
+Bytes PublicKey::ssh_blob() const {
+    Bytes out;
+    put_string(out, ssh_type());
+    if (rsa_) {
+        put_mpint(out, e_);
+        put_mpint(out, n_);
+    } else {
+        put_string(out, std::string(curve_by_nid(curve_nid_)->ssh_name));
+        put_string(out, point_);
+    }
+    return out;
+}
+
+std::string PublicKey::ssh_line(const std::string& comment) const {
+    std::string line = ssh_type() + " " + base64(ssh_blob());
+    if (!comment.empty())
+        line += " " + comment;
+    return line;
+}
+
+std::string PublicKey::ssh_fingerprint() const {
+    const Bytes blob = ssh_blob();
+    Bytes digest(SHA256_DIGEST_LENGTH);
+    SHA256(blob.data(), blob.size(), digest.data());
+    std::string b64 = base64(digest);
+    while (!b64.empty() && b64.back() == '=')
+        b64.pop_back();
+    return "SHA256:" + b64;
+}
+
+Bytes PublicKey::ec_params_der() const {
+    const ASN1_OBJECT* oid = OBJ_nid2obj(curve_nid_);
+    const int size = i2d_ASN1_OBJECT(oid, nullptr);
+    if (size <= 0)
+        throw Error("cannot encode the curve");
+    Bytes out(static_cast<std::size_t>(size));
+    unsigned char* p = out.data();
+    i2d_ASN1_OBJECT(oid, &p);
+    return out;
+}
+
+Bytes PublicKey::ec_point_der() const {
+    ASN1_OCTET_STRING* s = ASN1_OCTET_STRING_new();
+    if (!s || !ASN1_OCTET_STRING_set(s, point_.data(), static_cast<int>(point_.size()))) {
+        ASN1_OCTET_STRING_free(s);
+        throw std::bad_alloc();
+    }
+    const int size = i2d_ASN1_OCTET_STRING(s, nullptr);
+    Bytes out(static_cast<std::size_t>(std::max(size, 0)));
+    unsigned char* p = out.data();
+    i2d_ASN1_OCTET_STRING(s, &p);
+    ASN1_OCTET_STRING_free(s);
+    return out;
+}
+
+EvpPkey PublicKey::to_evp() const {
+    std::unique_ptr<OSSL_PARAM_BLD, ParamBldFree> bld(OSSL_PARAM_BLD_new());
+    if (!bld)
+        throw std::bad_alloc();
+    std::unique_ptr<BIGNUM, BnFree> n, e;
+    if (rsa_) {
+        n.reset(BN_bin2bn(n_.data(), static_cast<int>(n_.size()), nullptr));
+        e.reset(BN_bin2bn(e_.data(), static_cast<int>(e_.size()), nullptr));
+        if (!n || !e || !OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_N, n.get()) ||
+            !OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_E, e.get()))
+            throw std::bad_alloc();
+    } else {
+        if (!OSSL_PARAM_BLD_push_utf8_string(bld.get(), OSSL_PKEY_PARAM_GROUP_NAME,
+                                             OBJ_nid2sn(curve_nid_), 0) ||
+            !OSSL_PARAM_BLD_push_octet_string(bld.get(), OSSL_PKEY_PARAM_PUB_KEY, point_.data(),
+                                              point_.size()))
+            throw std::bad_alloc();
+    }
+    std::unique_ptr<OSSL_PARAM, ParamFree> params(OSSL_PARAM_BLD_to_param(bld.get()));
+    std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree> ctx(
+        EVP_PKEY_CTX_new_from_name(nullptr, rsa_ ? "RSA" : "EC", nullptr));
+    EVP_PKEY* pkey = nullptr;
+    if (!params || !ctx || EVP_PKEY_fromdata_init(ctx.get()) <= 0 ||
+        EVP_PKEY_fromdata(ctx.get(), &pkey, EVP_PKEY_PUBLIC_KEY, params.get()) <= 0)
+        throw Error("OpenSSL rejects the key's public part");
+    return EvpPkey(pkey);
+}
+
+std::string base64(const Bytes& data) {
+    std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
+    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(),
+                                  static_cast<int>(data.size()));
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+}
+
+}  // namespace tpmkey

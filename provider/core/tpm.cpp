@@ -1,0 +1,105 @@
+#include "tpm.hpp"
+
+#include "error.hpp"
+
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_tctildr.h>
+
+#include <cstdlib>
+
+#include <cstring>
+
+namespace tpmkey {
+
+namespace {
+
+// The message for a TPM that cannot be reached: what was tried and what to do.
+std::string unreachable_message(const std::string& tcti, TSS2_RC rc) {
+    const std::string tried = tcti.empty() ? "the tpm2-tss default: tabrmd, /dev/tpmrm0, /dev/tpm0"
+                                           : "TCTI '" + tcti + "'";
+    return "cannot reach the TPM (tried " + tried + "; " + Tss2_RC_Decode(rc) +
+           "). Check that the machine has a TPM 2.0 and that you may use /dev/tpmrm0 "
+           "(usually: join the 'tss' group and log in again), or set TPMKEY_TCTI";
+}
+
+// tpm2-tss writes its own errors to stderr, inside ssh's terminal. Our
+// messages say what matters; TSS2_LOG set by the user still wins.
+void quiet_tss2_logging() { ::setenv("TSS2_LOG", "all+NONE", 0); }
+
+}  // namespace
+
+Tpm::Tpm(const std::string& tcti) : tcti_(tcti) {
+    quiet_tss2_logging();
+    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &tcti_ctx_);
+    if (rc != TSS2_RC_SUCCESS)
+        throw TpmError(unreachable_message(tcti, rc), rc);
+    rc = Esys_Initialize(&esys_, tcti_ctx_, nullptr);
+    if (rc != TSS2_RC_SUCCESS) {
+        Tss2_TctiLdr_Finalize(&tcti_ctx_);
+        throw TpmError(unreachable_message(tcti, rc), rc);
+    }
+}
+
+Tpm::~Tpm() {
+    // ESAPI first, then the TCTI it was using (ESAPI spec, Esys_Finalize).
+    Esys_Finalize(&esys_);
+    Tss2_TctiLdr_Finalize(&tcti_ctx_);
+}
+
+Object::~Object() {
+    if (!tpm_ || handle_ == ESYS_TR_NONE)
+        return;
+    // Failure here cannot be reported from a destructor; the TPM (or its
+    // resource manager) reclaims the slot when the connection closes.
+    if (kind_ == Kind::transient)
+        (void)Esys_FlushContext(tpm_->esys(), handle_);
+    else
+        (void)Esys_TR_Close(tpm_->esys(), &handle_);
+}
+
+Authorization Authorization::for_secret(Tpm& tpm, const Object& salt_key, bool secret_involved) {
+    Authorization auth;
+    if (!secret_involved)
+        return auth;
+    const TPMT_SYM_DEF symmetric{.algorithm = TPM2_ALG_AES,
+                                 .keyBits = {.aes = 128},
+                                 .mode = {.aes = TPM2_ALG_CFB}};
+    ESYS_TR session = ESYS_TR_NONE;
+    check_rc(Esys_StartAuthSession(tpm.esys(), salt_key.handle(), ESYS_TR_NONE, ESYS_TR_NONE,
+                                   ESYS_TR_NONE, ESYS_TR_NONE, nullptr, TPM2_SE_HMAC, &symmetric,
+                                   TPM2_ALG_SHA256, &session),
+             "TPM2_StartAuthSession");
+    auth.session_ = Object(tpm, session, Object::Kind::transient);
+    const TPMA_SESSION attributes =
+        TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT;
+    check_rc(Esys_TRSess_SetAttributes(tpm.esys(), session, attributes, 0xff),
+             "Esys_TRSess_SetAttributes");
+    return auth;
+}
+
+void fill_auth(TPM2B_AUTH& auth, const Secret& value) {
+    // TPM 2.0 Part 1, 19.6.4: an auth value is at most the size of the
+    // object's name algorithm digest (SHA-256 for every key we make).
+    if (value.size() > 32)
+        throw Error("the PIN is too long: at most 32 bytes");
+    auth = TPM2B_AUTH{};
+    auth.size = static_cast<UINT16>(value.size());
+    if (!value.empty())
+        std::memcpy(auth.buffer, value.data(), value.size());
+}
+
+AuthValue::AuthValue(Tpm& tpm, const Object& object, const Secret& value)
+    : tpm_(tpm), handle_(object.handle()) {
+    TPM2B_AUTH auth;
+    fill_auth(auth, value);
+    const TSS2_RC rc = Esys_TR_SetAuth(tpm.esys(), handle_, &auth);
+    OPENSSL_cleanse(&auth, sizeof auth);
+    check_rc(rc, "Esys_TR_SetAuth");
+}
+
+AuthValue::~AuthValue() {
+    const TPM2B_AUTH empty{};
+    (void)Esys_TR_SetAuth(tpm_.esys(), handle_, &empty);
+}
+
+}  // namespace tpmkey

@@ -1,0 +1,116 @@
+// The TPM connection and the resources held in it, each owned by exactly
+// one C++ object so that nothing is left in the TPM when it goes away.
+#pragma once
+
+#include "secret.hpp"
+
+#include <tss2/tss2_esys.h>
+
+#include <memory>
+#include <string>
+
+namespace tpmkey {
+
+// ESAPI hands out memory that must go back through Esys_Free.
+struct EsysFree {
+    void operator()(void* p) const noexcept { Esys_Free(p); }
+};
+template <class T>
+using EsysPtr = std::unique_ptr<T, EsysFree>;
+
+// One ESAPI context on one TCTI. Not copyable, not movable: objects and
+// sessions keep a reference to it.
+class Tpm {
+public:
+    // `tcti` uses the tpm2-tools syntax ("device:/dev/tpmrm0",
+    // "swtpm:port=2321"); empty means the tpm2-tss default search.
+    explicit Tpm(const std::string& tcti);
+    ~Tpm();
+    Tpm(const Tpm&) = delete;
+    Tpm& operator=(const Tpm&) = delete;
+
+    ESYS_CONTEXT* esys() const noexcept { return esys_; }
+    // What the connection was opened with, for messages.
+    const std::string& tcti() const noexcept { return tcti_; }
+
+private:
+    std::string tcti_;
+    TSS2_TCTI_CONTEXT* tcti_ctx_ = nullptr;
+    ESYS_CONTEXT* esys_ = nullptr;
+};
+
+// An ESAPI object handle. A transient object is flushed from the TPM when
+// this goes away; a persistent one is only forgotten by ESAPI.
+class Object {
+public:
+    enum class Kind { transient, persistent };
+
+    Object() = default;
+    Object(Tpm& tpm, ESYS_TR handle, Kind kind) noexcept : tpm_(&tpm), handle_(handle), kind_(kind) {}
+    Object(Object&& other) noexcept { swap(other); }
+    Object& operator=(Object&& other) noexcept {
+        Object(std::move(other)).swap(*this);
+        return *this;
+    }
+    Object(const Object&) = delete;
+    Object& operator=(const Object&) = delete;
+    ~Object();
+
+    ESYS_TR handle() const noexcept { return handle_; }
+    explicit operator bool() const noexcept { return handle_ != ESYS_TR_NONE; }
+
+private:
+    void swap(Object& other) noexcept {
+        std::swap(tpm_, other.tpm_);
+        std::swap(handle_, other.handle_);
+        std::swap(kind_, other.kind_);
+    }
+    Tpm* tpm_ = nullptr;
+    ESYS_TR handle_ = ESYS_TR_NONE;
+    Kind kind_ = Kind::transient;
+};
+
+// How a command proves it may use an object.
+//
+// A non-empty auth value only ever travels in an HMAC session salted with
+// the parent key, with parameter encryption both ways (AES-128-CFB), so the
+// bus never carries it, nor a new auth value, in the clear. An empty auth
+// value goes in the password session: it then carries nothing secret, and
+// it saves the two commands (StartAuthSession, FlushContext) that keys
+// without a PIN would otherwise pay on every ssh login.
+class Authorization {
+public:
+    // `salt_key` is the parent: a loaded storage key whose public part ESAPI knows.
+    static Authorization for_secret(Tpm& tpm, const Object& salt_key, bool secret_involved);
+
+    Authorization(Authorization&&) = default;
+    Authorization& operator=(Authorization&&) = default;
+    ~Authorization() = default;
+
+    ESYS_TR session() const noexcept { return session_ ? session_.handle() : ESYS_TR_PASSWORD; }
+    bool encrypted() const noexcept { return static_cast<bool>(session_); }
+
+private:
+    Authorization() = default;
+    Object session_;  // empty for the password session
+};
+
+// Sets an object's auth value in ESAPI for the lifetime of this guard, and
+// overwrites ESAPI's copy with the empty value afterwards.
+class AuthValue {
+public:
+    AuthValue(Tpm& tpm, const Object& object, const Secret& value);
+    ~AuthValue();
+    AuthValue(const AuthValue&) = delete;
+    AuthValue& operator=(const AuthValue&) = delete;
+
+private:
+    Tpm& tpm_;
+    ESYS_TR handle_;
+};
+
+// Copies a secret into a TPM2B_AUTH (which the caller must wipe), checking
+// that it fits the name algorithm's digest size as the TPM requires.
+void fill_auth(TPM2B_AUTH& auth, const Secret& value);
+
+}  // namespace tpmkey

@@ -1,0 +1,119 @@
+// Key discovery and TPM selection from the environment and the config file.
+#include "atomic_file.hpp"
+#include "config.hpp"
+#include "error.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace tpmkey;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A private HOME and XDG_CONFIG_HOME for one test, restored afterwards.
+struct TempHome {
+    fs::path dir = fs::temp_directory_path() / ("tpmkey-home-" + std::to_string(::getpid()));
+    TempHome() {
+        fs::remove_all(dir);
+        fs::create_directories(dir / ".ssh");
+        ::setenv("HOME", dir.c_str(), 1);
+        ::unsetenv("XDG_CONFIG_HOME");
+        ::unsetenv("TPMKEY_KEYS");
+        ::unsetenv("TPMKEY_TCTI");
+    }
+    ~TempHome() { fs::remove_all(dir); }
+    void touch(const fs::path& p) {
+        fs::create_directories(p.parent_path());
+        std::ofstream(p) << "x";
+    }
+    void write_config(const std::string& text) {
+        fs::create_directories(dir / ".config" / "tpmkey");
+        std::ofstream(dir / ".config" / "tpmkey" / "config") << text;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("config lines: key and tcti are read, bad lines skipped with a warning") {
+    const ConfigFile c = parse_config("# comment\n\n  key ~/keys/a.tpm\nkey /etc/b.tpm\r\ntcti swtpm:port=2321\n"
+                                      "colour blue\nkey\n",
+                                      "cfg");
+    REQUIRE(c.keys.size() == 2);
+    CHECK(c.keys[1] == "/etc/b.tpm");
+    CHECK(c.tcti == "swtpm:port=2321");
+    REQUIRE(c.warnings.size() == 2);
+    CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:6: ignored: unknown keyword 'colour'"));
+    CHECK_THAT(c.warnings[1], Catch::StartsWith("cfg:7: ignored: 'key' needs a value"));
+}
+
+TEST_CASE("keys come from TPMKEY_KEYS, else the config file, else ~/.ssh/*.tpm") {
+    TempHome home;
+    home.touch(home.dir / ".ssh" / "b.tpm");
+    home.touch(home.dir / ".ssh" / "a.tpm");
+    home.touch(home.dir / ".ssh" / "id_ecdsa");
+    home.touch(home.dir / "keys" / "work.tpm");
+
+    Config c = load_config();
+    REQUIRE(c.key_files.size() == 2);
+    CHECK(c.key_files[0].filename() == "a.tpm");  // sorted: stable slot order
+    CHECK(c.key_files[1].filename() == "b.tpm");
+    CHECK(c.tcti.empty());
+
+    home.write_config("key ~/keys\ntcti device:/dev/tpmrm0\n");
+    c = load_config();
+    REQUIRE(c.key_files.size() == 1);
+    CHECK(c.key_files[0] == home.dir / "keys" / "work.tpm");
+    CHECK(c.tcti == "device:/dev/tpmrm0");
+
+    ::setenv("TPMKEY_KEYS", (home.dir.string() + "/keys/work.tpm::~/.ssh/a.tpm:" + home.dir.string() + "/keys").c_str(), 1);
+    ::setenv("TPMKEY_TCTI", "swtpm:port=1", 1);
+    c = load_config();
+    REQUIRE(c.key_files.size() == 2);  // the directory repeats work.tpm: listed once
+    CHECK(c.key_files[1] == home.dir / ".ssh" / "a.tpm");
+    CHECK(c.tcti == "swtpm:port=1");
+    CHECK(c.tcti_source == "TPMKEY_TCTI");
+    ::unsetenv("TPMKEY_KEYS");
+    ::unsetenv("TPMKEY_TCTI");
+}
+
+TEST_CASE("atomic writes: 0600, no overwrite unless asked, no temp file left") {
+    TempHome home;
+    const fs::path key = home.dir / "k.tpm";
+    ::umask(0);
+    write_file_atomically(key, "one", 0600, Replace::no);
+    struct stat st {};
+    REQUIRE(::stat(key.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK_THROWS_WITH(write_file_atomically(key, "two", 0600, Replace::no), Catch::Contains("already exists"));
+    std::ifstream in(key);
+    std::string content;
+    in >> content;
+    CHECK(content == "one");
+    write_file_atomically(key, "three", 0600, Replace::yes);
+    std::ifstream in2(key);
+    in2 >> content;
+    CHECK(content == "three");
+    CHECK_THROWS(write_file_atomically(home.dir / "missing" / "k.tpm", "x", 0600, Replace::no));
+    ::umask(022);
+    int files = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(home.dir))
+        ++files;
+    CHECK(files == 2);  // .ssh and k.tpm: no temporary file left behind
+}
+
+TEST_CASE("a world-writable directory is refused for key files") {
+    TempHome home;
+    const fs::path open_dir = home.dir / "open";
+    fs::create_directories(open_dir);
+    ::chmod(open_dir.c_str(), 0777);
+    CHECK_THROWS_WITH(write_file_atomically(open_dir / "k.tpm", "x", 0600, Replace::no),
+                      Catch::Contains("writable by everyone"));
+    CHECK_FALSE(fs::exists(open_dir / "k.tpm"));
+}
