@@ -1,0 +1,619 @@
+// The PKCS#11 C entry points. Each one is a shim into C++ through guard(),
+// which turns every exception into a CK_RV: nothing throws across the C
+// boundary, nothing calls exit() or abort(). Argument rules are checked in
+// the spec's order: initialised, NULL arguments, handles, operation state.
+//
+// All state sits behind one mutex, taken for the whole call (TPM commands
+// included): the TPM executes one command at a time anyway.
+
+#include "config.hpp"
+#include "error.hpp"
+#include "log.hpp"
+#include "module.hpp"
+#include "pkcs11.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+using namespace tpmkey;
+using namespace tpmkey::pkcs11;
+
+namespace {
+
+// Plain C objects: constant-initialised, no constructors run at load time.
+pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+Module* module = nullptr;  // between C_Initialize and C_Finalize
+pid_t module_pid = 0;      // the process that initialised it
+
+constexpr CK_VERSION library_version{0, 1};
+
+class Lock {
+public:
+    Lock() { pthread_mutex_lock(&module_lock); }
+    ~Lock() { pthread_mutex_unlock(&module_lock); }
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+};
+
+// A forked child shares nothing with its parent's state: that memory is a
+// copy, its TPM objects belong to the parent. It is forgotten without being
+// freed or flushed; the child must call C_Initialize (PKCS#11 2.40, 5.4).
+void forget_state_after_fork() noexcept {
+    if (module && module_pid != ::getpid())
+        module = nullptr;
+}
+
+CK_RV rv_for_tpm_error(const TpmError& e) noexcept {
+    if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
+        return CKR_PIN_INCORRECT;
+    if (e.is(TPM2_RC_LOCKOUT))
+        return CKR_PIN_LOCKED;
+    return CKR_DEVICE_ERROR;
+}
+
+// The exception firewall (STYLE.md, practice 1).
+template <class Body>
+CK_RV guard(const char* function, Body&& body) noexcept {
+    try {
+        return body();
+    } catch (const Pkcs11Error& e) {
+        if (log_level() >= LogLevel::debug)
+            log_debug(std::string(function) + " -> " + std::to_string(e.rv()));
+        return e.rv();
+    } catch (const std::bad_alloc&) {
+        log_error(std::string(function) + ": out of memory");
+        return CKR_HOST_MEMORY;
+    } catch (const std::exception& e) {
+        log_error(e.what());
+        return CKR_GENERAL_ERROR;
+    } catch (...) {
+        log_error(std::string(function) + ": unexpected failure");
+        return CKR_GENERAL_ERROR;
+    }
+}
+
+// Runs `body` with the module locked, or fails with
+// CKR_CRYPTOKI_NOT_INITIALIZED. TPM failures are logged once here, with
+// the token's name, and turn into their CK_RV.
+template <class Body>
+CK_RV with_module(const char* function, Body&& body) noexcept {
+    return guard(function, [&]() -> CK_RV {
+        Lock lock;
+        forget_state_after_fork();
+        require(module != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
+        try {
+            body(*module);
+            return CKR_OK;
+        } catch (const TpmError& e) {
+            const CK_RV rv = rv_for_tpm_error(e);
+            if (rv == CKR_PIN_INCORRECT)
+                log_error("wrong PIN (the TPM counts wrong PINs and locks the key after too many)");
+            else if (rv == CKR_PIN_LOCKED)
+                log_error("the TPM is in dictionary-attack lockout: it refuses PINs until the lockout "
+                          "time has passed (see 'tpm2_getcap properties-variable', TPM2_PT_LOCKOUT_*)");
+            else {
+                log_error(e.what());
+                module->drop_tpm();
+            }
+            throw Pkcs11Error(rv);
+        } catch (const Error& e) {
+            log_error(e.what());
+            throw Pkcs11Error(CKR_GENERAL_ERROR);
+        }
+    });
+}
+
+Session& session_of(Module& m, CK_SESSION_HANDLE h) { return m.session(h); }
+
+// Two-call convention (PKCS#11 2.40, 5.2): NULL buffer -> the length;
+// short buffer -> CKR_BUFFER_TOO_SMALL with the length.
+template <class T>
+void return_list(const std::vector<T>& items, T* out, CK_ULONG_PTR count) {
+    require(count != nullptr, CKR_ARGUMENTS_BAD);
+    if (out == nullptr) {
+        *count = items.size();
+        return;
+    }
+    if (*count < items.size()) {
+        *count = items.size();
+        throw Pkcs11Error(CKR_BUFFER_TOO_SMALL);
+    }
+    std::copy(items.begin(), items.end(), out);
+    *count = items.size();
+}
+
+std::span<const std::uint8_t> bytes(CK_BYTE_PTR data, CK_ULONG len) {
+    require(data != nullptr || len == 0, CKR_ARGUMENTS_BAD);
+    return {data, static_cast<std::size_t>(len)};
+}
+
+// The end of C_Sign / C_SignFinal: size query, or sign and end the operation.
+void finish_signature(Module& m, Session& s, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
+                      bool final_part, std::span<const std::uint8_t> data) {
+    SignOperation& op = *s.sign;
+    const std::size_t size = op.signature_size();
+    if (signature == nullptr) {
+        *signature_len = size;
+        return;  // the operation stays active
+    }
+    if (*signature_len < size) {
+        *signature_len = size;
+        throw Pkcs11Error(CKR_BUFFER_TOO_SMALL);  // the operation stays active
+    }
+    // From here on, success or failure ends the operation.
+    std::optional<SignOperation> ending = std::move(s.sign);
+    s.sign.reset();
+    const TpmSignRequest request = final_part ? ending->request_final() : ending->request_for(data);
+    const Bytes sig = m.token(s.slot).sign(m.tpm(), request);
+    if (sig.size() > size)
+        throw Error("the TPM returned a signature longer than the key allows");
+    std::copy(sig.begin(), sig.end(), signature);
+    *signature_len = sig.size();
+}
+
+CK_RV not_supported() noexcept { return CKR_FUNCTION_NOT_SUPPORTED; }
+
+}  // namespace
+
+extern "C" {
+
+// ---- General purpose ------------------------------------------------------
+
+CK_RV C_Initialize(CK_VOID_PTR init_args) {
+    return guard("C_Initialize", [&]() -> CK_RV {
+        if (init_args) {
+            const auto* args = static_cast<const CK_C_INITIALIZE_ARGS*>(init_args);
+            require(args->pReserved == nullptr, CKR_ARGUMENTS_BAD);
+            const bool all_fns = args->CreateMutex && args->DestroyMutex && args->LockMutex && args->UnlockMutex;
+            const bool no_fns = !args->CreateMutex && !args->DestroyMutex && !args->LockMutex && !args->UnlockMutex;
+            require(all_fns || no_fns, CKR_ARGUMENTS_BAD);
+            // We lock with the OS; an application that insists on its own
+            // mutex functions (no CKF_OS_LOCKING_OK) cannot be served.
+            require(no_fns || (args->flags & CKF_OS_LOCKING_OK), CKR_CANT_LOCK);
+        }
+        Lock lock;
+        forget_state_after_fork();
+        require(module == nullptr, CKR_CRYPTOKI_ALREADY_INITIALIZED);
+        configure_logging();
+        module = new Module(load_config());
+        module_pid = ::getpid();
+        return CKR_OK;
+    });
+}
+
+CK_RV C_Finalize(CK_VOID_PTR reserved) {
+    return guard("C_Finalize", [&]() -> CK_RV {
+        require(reserved == nullptr, CKR_ARGUMENTS_BAD);
+        Lock lock;
+        forget_state_after_fork();
+        require(module != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
+        delete module;  // flushes what was loaded into the TPM
+        module = nullptr;
+        return CKR_OK;
+    });
+}
+
+CK_RV C_GetInfo(CK_INFO_PTR info) {
+    return with_module("C_GetInfo", [&](Module&) {
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
+        std::memset(info, 0, sizeof *info);
+        info->cryptokiVersion = {2, 40};
+        pad_copy(info->manufacturerID, "tpmkey");
+        info->flags = 0;
+        pad_copy(info->libraryDescription, "tpmkey: SSH keys in the TPM");
+        info->libraryVersion = library_version;
+    });
+}
+
+CK_RV C_GetFunctionList(CK_FUNCTION_LIST_PTR_PTR list);
+
+// ---- Slots and tokens -----------------------------------------------------
+
+CK_RV C_GetSlotList(CK_BBOOL, CK_SLOT_ID_PTR slots, CK_ULONG_PTR count) {
+    return with_module("C_GetSlotList", [&](Module& m) {
+        std::vector<CK_SLOT_ID> ids;
+        for (const auto& t : m.tokens())
+            ids.push_back(t->slot());  // every slot holds its token
+        return_list(ids, slots, count);
+    });
+}
+
+CK_RV C_GetSlotInfo(CK_SLOT_ID slot, CK_SLOT_INFO_PTR info) {
+    return with_module("C_GetSlotInfo", [&](Module& m) {
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
+        const Token& t = m.token(slot);
+        std::memset(info, 0, sizeof *info);
+        pad_copy(info->slotDescription, "TPM key " + t.path().string());
+        pad_copy(info->manufacturerID, "tpmkey");
+        info->flags = CKF_TOKEN_PRESENT;
+        info->hardwareVersion = {2, 0};  // TPM 2.0
+        info->firmwareVersion = library_version;
+    });
+}
+
+CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
+    return with_module("C_GetTokenInfo", [&](Module& m) {
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
+        const Token& t = m.token(slot);
+        std::memset(info, 0, sizeof *info);
+        pad_copy(info->label, t.label());
+        pad_copy(info->manufacturerID, "tpmkey");
+        pad_copy(info->model, "TPM 2.0 key");
+        char serial[17];
+        for (int i = 0; i < 8; ++i)
+            std::snprintf(serial + 2 * i, 3, "%02x", t.id()[static_cast<std::size_t>(i)]);
+        pad_copy(info->serialNumber, serial);
+        info->flags = CKF_TOKEN_INITIALIZED | CKF_WRITE_PROTECTED | CKF_USER_PIN_INITIALIZED |
+                      (t.needs_pin() ? CKF_LOGIN_REQUIRED : 0);
+        info->ulMaxSessionCount = CK_EFFECTIVELY_INFINITE;
+        info->ulSessionCount = m.session_count(slot, false);
+        info->ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
+        info->ulRwSessionCount = m.session_count(slot, true);
+        info->ulMaxPinLen = 32;  // a TPM auth value is at most one SHA-256 digest
+        info->ulMinPinLen = 0;
+        info->ulTotalPublicMemory = CK_UNAVAILABLE_INFORMATION;
+        info->ulFreePublicMemory = CK_UNAVAILABLE_INFORMATION;
+        info->ulTotalPrivateMemory = CK_UNAVAILABLE_INFORMATION;
+        info->ulFreePrivateMemory = CK_UNAVAILABLE_INFORMATION;
+        info->hardwareVersion = {2, 0};
+        info->firmwareVersion = library_version;
+        pad_copy(info->utcTime, "");
+    });
+}
+
+CK_RV C_GetMechanismList(CK_SLOT_ID slot, CK_MECHANISM_TYPE_PTR list, CK_ULONG_PTR count) {
+    return with_module("C_GetMechanismList", [&](Module& m) {
+        require(count != nullptr, CKR_ARGUMENTS_BAD);
+        const Token& t = m.token(slot);
+        return_list(mechanisms_for(t.public_key(), m.tpm_hashes()), list, count);
+    });
+}
+
+CK_RV C_GetMechanismInfo(CK_SLOT_ID slot, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR info) {
+    return with_module("C_GetMechanismInfo", [&](Module& m) {
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
+        const Token& t = m.token(slot);
+        const auto offered = mechanisms_for(t.public_key(), m.tpm_hashes());
+        require(std::find(offered.begin(), offered.end(), type) != offered.end(), CKR_MECHANISM_INVALID);
+        info->ulMinKeySize = t.public_key().bits();
+        info->ulMaxKeySize = t.public_key().bits();
+        info->flags = CKF_HW | CKF_SIGN;
+        if (!t.public_key().is_rsa())
+            info->flags |= CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS;
+    });
+}
+
+CK_RV C_InitToken(CK_SLOT_ID slot, CK_UTF8CHAR_PTR, CK_ULONG, CK_UTF8CHAR_PTR) {
+    return with_module("C_InitToken", [&](Module& m) {
+        (void)m.token(slot);
+        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
+    });
+}
+
+CK_RV C_InitPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR, CK_ULONG) {
+    return with_module("C_InitPIN", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
+    });
+}
+
+CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR, CK_ULONG, CK_UTF8CHAR_PTR, CK_ULONG) {
+    return with_module("C_SetPIN", [&](Module& m) {
+        (void)session_of(m, h);
+        // The PIN is changed with 'tpmkey passwd', which rewrites the key file.
+        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
+    });
+}
+
+// ---- Sessions -------------------------------------------------------------
+
+CK_RV C_OpenSession(CK_SLOT_ID slot, CK_FLAGS flags, CK_VOID_PTR, CK_NOTIFY, CK_SESSION_HANDLE_PTR out) {
+    return with_module("C_OpenSession", [&](Module& m) {
+        (void)m.token(slot);
+        require(flags & CKF_SERIAL_SESSION, CKR_SESSION_PARALLEL_NOT_SUPPORTED);
+        require(out != nullptr, CKR_ARGUMENTS_BAD);
+        // Read-write sessions are allowed (ssh opens them), but nothing can
+        // be written: object changes fail with CKR_TOKEN_WRITE_PROTECTED.
+        *out = m.open_session(slot, flags);
+    });
+}
+
+CK_RV C_CloseSession(CK_SESSION_HANDLE h) {
+    return with_module("C_CloseSession", [&](Module& m) { m.close_session(h); });
+}
+
+CK_RV C_CloseAllSessions(CK_SLOT_ID slot) {
+    return with_module("C_CloseAllSessions", [&](Module& m) { m.close_all_sessions(slot); });
+}
+
+CK_RV C_GetSessionInfo(CK_SESSION_HANDLE h, CK_SESSION_INFO_PTR info) {
+    return with_module("C_GetSessionInfo", [&](Module& m) {
+        const Session& s = session_of(m, h);
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
+        const bool user = m.token(s.slot).logged_in();
+        const bool rw = s.flags & CKF_RW_SESSION;
+        info->slotID = s.slot;
+        info->state = rw ? (user ? CKS_RW_USER_FUNCTIONS : CKS_RW_PUBLIC_SESSION)
+                         : (user ? CKS_RO_USER_FUNCTIONS : CKS_RO_PUBLIC_SESSION);
+        info->flags = s.flags;
+        info->ulDeviceError = 0;
+    });
+}
+
+CK_RV C_GetOperationState(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return with_module("C_GetOperationState", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_FUNCTION_NOT_SUPPORTED);
+    });
+}
+
+CK_RV C_SetOperationState(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
+    return with_module("C_SetOperationState", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_FUNCTION_NOT_SUPPORTED);
+    });
+}
+
+CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_ULONG pin_len) {
+    return with_module("C_Login", [&](Module& m) {
+        const Session& s = session_of(m, h);
+        Token& t = m.token(s.slot);
+        require(pin != nullptr || pin_len == 0, CKR_ARGUMENTS_BAD);
+        // There is no security officer; a context-specific login is only for
+        // CKA_ALWAYS_AUTHENTICATE keys, which we do not have.
+        require(user != CKU_CONTEXT_SPECIFIC || s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        require(user == CKU_USER || user == CKU_CONTEXT_SPECIFIC, user == CKU_SO ? CKR_PIN_INCORRECT : CKR_USER_TYPE_INVALID);
+        require(user == CKU_CONTEXT_SPECIFIC || !t.logged_in(), CKR_USER_ALREADY_LOGGED_IN);
+        require(pin_len <= 32, CKR_PIN_LEN_RANGE);
+        Secret secret(std::span<const std::uint8_t>(pin, pin_len));
+        t.login(m.tpm(), std::move(secret));
+        log_debug(t.label() + ": logged in");
+    });
+}
+
+CK_RV C_Logout(CK_SESSION_HANDLE h) {
+    return with_module("C_Logout", [&](Module& m) {
+        Token& t = m.token(session_of(m, h).slot);
+        require(t.logged_in(), CKR_USER_NOT_LOGGED_IN);
+        t.logout();
+    });
+}
+
+// ---- Objects --------------------------------------------------------------
+
+CK_RV C_CreateObject(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) {
+    return with_module("C_CreateObject", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
+    });
+}
+
+CK_RV C_CopyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) {
+    return with_module("C_CopyObject", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
+    });
+}
+
+CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE) {
+    return with_module("C_DestroyObject", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
+    });
+}
+
+CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG) {
+    return with_module("C_SetAttributeValue", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
+    });
+}
+
+// The object `handle` of the session's token, if this session may see it.
+const P11Object& visible_object(Module& m, const Session& s, CK_OBJECT_HANDLE handle) {
+    const Token& t = m.token(s.slot);
+    const P11Object* o = t.object(handle);
+    require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_OBJECT_HANDLE_INVALID);
+    return *o;
+}
+
+CK_RV C_GetObjectSize(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE object, CK_ULONG_PTR size) {
+    return with_module("C_GetObjectSize", [&](Module& m) {
+        const P11Object& o = visible_object(m, session_of(m, h), object);
+        require(size != nullptr, CKR_ARGUMENTS_BAD);
+        *size = o.size();
+    });
+}
+
+CK_RV C_GetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE object, CK_ATTRIBUTE_PTR templ, CK_ULONG count) {
+    return with_module("C_GetAttributeValue", [&](Module& m) {
+        const P11Object& o = visible_object(m, session_of(m, h), object);
+        require(templ != nullptr || count == 0, CKR_ARGUMENTS_BAD);
+        const CK_RV rv = o.get_attributes(std::span(templ, count));
+        if (rv != CKR_OK)
+            throw Pkcs11Error(rv);
+    });
+}
+
+CK_RV C_FindObjectsInit(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR templ, CK_ULONG count) {
+    return with_module("C_FindObjectsInit", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(templ != nullptr || count == 0, CKR_ARGUMENTS_BAD);
+        const std::span<const CK_ATTRIBUTE> match(templ, count);
+        for (const CK_ATTRIBUTE& a : match)
+            require(a.pValue != nullptr || a.ulValueLen == 0, CKR_ARGUMENTS_BAD);
+        require(!s.finding, CKR_OPERATION_ACTIVE);
+        const Token& t = m.token(s.slot);
+        s.found.clear();
+        for (const P11Object& o : t.objects())
+            if ((!o.is_private() || t.logged_in()) && o.matches(match))
+                s.found.push_back(o.handle());
+        s.found_next = 0;
+        s.finding = true;
+    });
+}
+
+CK_RV C_FindObjects(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE_PTR out, CK_ULONG max, CK_ULONG_PTR count) {
+    return with_module("C_FindObjects", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(out != nullptr && count != nullptr, CKR_ARGUMENTS_BAD);
+        require(s.finding, CKR_OPERATION_NOT_INITIALIZED);
+        CK_ULONG n = 0;
+        while (n < max && s.found_next < s.found.size())
+            out[n++] = s.found[s.found_next++];
+        *count = n;
+    });
+}
+
+CK_RV C_FindObjectsFinal(CK_SESSION_HANDLE h) {
+    return with_module("C_FindObjectsFinal", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(s.finding, CKR_OPERATION_NOT_INITIALIZED);
+        s.finding = false;
+        s.found.clear();
+    });
+}
+
+// ---- Signing --------------------------------------------------------------
+
+CK_RV C_SignInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HANDLE key) {
+    return with_module("C_SignInit", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(mechanism != nullptr, CKR_ARGUMENTS_BAD);
+        require(!s.sign.has_value(), CKR_OPERATION_ACTIVE);
+        Token& t = m.token(s.slot);
+        const P11Object* o = t.object(key);
+        require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_KEY_HANDLE_INVALID);
+        require(t.is_key_object(key), CKR_KEY_FUNCTION_NOT_PERMITTED);  // only the private key signs
+        require(t.may_sign(), CKR_USER_NOT_LOGGED_IN);
+        s.sign.emplace(*mechanism, t.public_key());
+    });
+}
+
+CK_RV C_Sign(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE_PTR signature,
+                    CK_ULONG_PTR signature_len) {
+    return with_module("C_Sign", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        try {
+            require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
+            const auto input = bytes(data, data_len);
+            // C_Sign cannot finish a multi-part operation (PKCS#11 2.40, 5.11).
+            require(!s.sign->started_multi_part(), CKR_OPERATION_ACTIVE);
+            finish_signature(m, s, signature, signature_len, false, input);
+        } catch (const Pkcs11Error& e) {
+            // A C_Sign that fails ends the operation; only the size query
+            // and CKR_BUFFER_TOO_SMALL leave it active.
+            if (e.rv() != CKR_BUFFER_TOO_SMALL)
+                s.sign.reset();
+            throw;
+        } catch (...) {
+            s.sign.reset();
+            throw;
+        }
+    });
+}
+
+CK_RV C_SignUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len) {
+    return with_module("C_SignUpdate", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        try {
+            s.sign->update(bytes(data, data_len));
+        } catch (...) {
+            s.sign.reset();
+            throw;
+        }
+    });
+}
+
+CK_RV C_SignFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len) {
+    return with_module("C_SignFinal", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        try {
+            require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
+            require(s.sign->multi_part(), CKR_FUNCTION_NOT_SUPPORTED);
+            finish_signature(m, s, signature, signature_len, true, {});
+        } catch (const Pkcs11Error& e) {
+            if (e.rv() != CKR_BUFFER_TOO_SMALL)
+                s.sign.reset();
+            throw;
+        } catch (...) {
+            s.sign.reset();
+            throw;
+        }
+    });
+}
+
+// ---- What a signing-only, read-only TPM token does not do ----------------
+
+CK_RV C_EncryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
+CK_RV C_Encrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_EncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_EncryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DecryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
+CK_RV C_Decrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DecryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DecryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DigestInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR) { return not_supported(); }
+CK_RV C_Digest(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
+CK_RV C_DigestKey(CK_SESSION_HANDLE, CK_OBJECT_HANDLE) { return not_supported(); }
+CK_RV C_DigestFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_SignRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
+CK_RV C_SignRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_VerifyInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
+CK_RV C_Verify(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
+CK_RV C_VerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
+CK_RV C_VerifyFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
+CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
+CK_RV C_VerifyRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DecryptDigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_SignEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_GenerateKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(); }
+CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR, CK_ULONG,
+                               CK_OBJECT_HANDLE_PTR, CK_OBJECT_HANDLE_PTR) { return not_supported(); }
+CK_RV C_WrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+CK_RV C_UnwrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR,
+                         CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(); }
+CK_RV C_DeriveKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
+                         CK_OBJECT_HANDLE_PTR) { return not_supported(); }
+CK_RV C_SeedRandom(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return CKR_RANDOM_SEED_NOT_SUPPORTED; }
+CK_RV C_GenerateRandom(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return CKR_RANDOM_NO_RNG; }
+CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
+CK_RV C_CancelFunction(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
+CK_RV C_WaitForSlotEvent(CK_FLAGS, CK_SLOT_ID_PTR, CK_VOID_PTR) { return not_supported(); }
+
+// The static function table (one per library, as SoftHSM keeps it).
+CK_FUNCTION_LIST function_list = {
+    {2, 40},
+    C_Initialize, C_Finalize, C_GetInfo, C_GetFunctionList, C_GetSlotList, C_GetSlotInfo,
+    C_GetTokenInfo, C_GetMechanismList, C_GetMechanismInfo, C_InitToken, C_InitPIN, C_SetPIN,
+    C_OpenSession, C_CloseSession, C_CloseAllSessions, C_GetSessionInfo, C_GetOperationState,
+    C_SetOperationState, C_Login, C_Logout, C_CreateObject, C_CopyObject, C_DestroyObject,
+    C_GetObjectSize, C_GetAttributeValue, C_SetAttributeValue, C_FindObjectsInit, C_FindObjects,
+    C_FindObjectsFinal, C_EncryptInit, C_Encrypt, C_EncryptUpdate, C_EncryptFinal, C_DecryptInit,
+    C_Decrypt, C_DecryptUpdate, C_DecryptFinal, C_DigestInit, C_Digest, C_DigestUpdate,
+    C_DigestKey, C_DigestFinal, C_SignInit, C_Sign, C_SignUpdate, C_SignFinal, C_SignRecoverInit,
+    C_SignRecover, C_VerifyInit, C_Verify, C_VerifyUpdate, C_VerifyFinal, C_VerifyRecoverInit,
+    C_VerifyRecover, C_DigestEncryptUpdate, C_DecryptDigestUpdate, C_SignEncryptUpdate,
+    C_DecryptVerifyUpdate, C_GenerateKey, C_GenerateKeyPair, C_WrapKey, C_UnwrapKey, C_DeriveKey,
+    C_SeedRandom, C_GenerateRandom, C_GetFunctionStatus, C_CancelFunction, C_WaitForSlotEvent,
+};
+
+// The one exported symbol.
+__attribute__((visibility("default"))) CK_RV C_GetFunctionList(CK_FUNCTION_LIST_PTR_PTR list) {
+    if (list == nullptr)
+        return CKR_ARGUMENTS_BAD;
+    *list = &function_list;
+    return CKR_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,227 @@
+#include "mechanisms.hpp"
+
+#include "error.hpp"
+
+#include <openssl/err.h>
+#include <openssl/objects.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace tpmkey::pkcs11 {
+
+namespace {
+
+constexpr Mechanism mechanisms[] = {
+    {CKM_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_NULL},
+    {CKM_SHA1_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA1},
+    {CKM_SHA256_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA256},
+    {CKM_SHA384_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA384},
+    {CKM_SHA512_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA512},
+    {CKM_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_NULL},
+    {CKM_SHA256_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_SHA256},
+    {CKM_SHA384_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_SHA384},
+    {CKM_SHA512_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_SHA512},
+    {CKM_ECDSA, false, TPM2_ALG_ECDSA, TPM2_ALG_NULL},
+    {CKM_ECDSA_SHA1, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA1},
+    {CKM_ECDSA_SHA256, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA256},
+    {CKM_ECDSA_SHA384, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA384},
+    {CKM_ECDSA_SHA512, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA512},
+};
+
+struct HashInfo {
+    TPM2_ALG_ID tpm;
+    CK_MECHANISM_TYPE ck;  // as in CK_RSA_PKCS_PSS_PARAMS.hashAlg
+    CK_RSA_PKCS_MGF_TYPE mgf;
+    int nid;
+    const char* name;
+};
+
+constexpr HashInfo hashes[] = {
+    {TPM2_ALG_SHA1, CKM_SHA_1, CKG_MGF1_SHA1, NID_sha1, "SHA1"},
+    {TPM2_ALG_SHA256, CKM_SHA256, CKG_MGF1_SHA256, NID_sha256, "SHA256"},
+    {TPM2_ALG_SHA384, CKM_SHA384, CKG_MGF1_SHA384, NID_sha384, "SHA384"},
+    {TPM2_ALG_SHA512, CKM_SHA512, CKG_MGF1_SHA512, NID_sha512, "SHA512"},
+};
+
+const HashInfo* hash_info(TPM2_ALG_ID tpm) {
+    for (const HashInfo& h : hashes)
+        if (h.tpm == tpm)
+            return &h;
+    return nullptr;
+}
+
+struct X509SigFree {
+    void operator()(X509_SIG* p) const noexcept { X509_SIG_free(p); }
+};
+
+}  // namespace
+
+const Mechanism* find_mechanism(CK_MECHANISM_TYPE type) {
+    for (const Mechanism& m : mechanisms)
+        if (m.type == type)
+            return &m;
+    return nullptr;
+}
+
+std::size_t digest_size(TPM2_ALG_ID hash) noexcept {
+    switch (hash) {
+    case TPM2_ALG_SHA1: return 20;
+    case TPM2_ALG_SHA256: return 32;
+    case TPM2_ALG_SHA384: return 48;
+    case TPM2_ALG_SHA512: return 64;
+    default: return 0;
+    }
+}
+
+std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub, std::span<const TPM2_ALG_ID> tpm_hashes) {
+    const auto tpm_has = [&](TPM2_ALG_ID h) {
+        return std::find(tpm_hashes.begin(), tpm_hashes.end(), h) != tpm_hashes.end();
+    };
+    std::vector<CK_MECHANISM_TYPE> out;
+    if (!pub.is_rsa() && pub.ec_field_size() != 32 && pub.ec_field_size() != 48)
+        return out;  // P-521: no hash of that size to sign with
+    for (const Mechanism& m : mechanisms) {
+        if (m.rsa != pub.is_rsa())
+            continue;
+        // ECDSA signs with the curve's own hash, whatever the input's.
+        const TPM2_ALG_ID tpm_hash = m.rsa ? m.hash : (pub.ec_field_size() == 32 ? TPM2_ALG_SHA256 : TPM2_ALG_SHA384);
+        if (tpm_hash != TPM2_ALG_NULL && !tpm_has(tpm_hash))
+            continue;
+        out.push_back(m.type);
+    }
+    return out;
+}
+
+std::optional<TpmSignRequest> parse_digest_info(std::span<const std::uint8_t> der) {
+    const unsigned char* p = der.data();
+    std::unique_ptr<X509_SIG, X509SigFree> sig(d2i_X509_SIG(nullptr, &p, static_cast<long>(der.size())));
+    ERR_clear_error();
+    if (!sig || p != der.data() + der.size())
+        return std::nullopt;
+    // Only the exact DER encoding counts: re-encode and compare.
+    unsigned char* again = nullptr;
+    const int again_len = i2d_X509_SIG(sig.get(), &again);
+    const bool canonical = again_len == static_cast<int>(der.size()) && std::memcmp(again, der.data(), der.size()) == 0;
+    OPENSSL_free(again);
+    if (!canonical)
+        return std::nullopt;
+    const X509_ALGOR* alg = nullptr;
+    const ASN1_OCTET_STRING* digest = nullptr;
+    X509_SIG_get0(sig.get(), &alg, &digest);
+    const ASN1_OBJECT* oid = nullptr;
+    int param_type = 0;
+    X509_ALGOR_get0(&oid, &param_type, nullptr, alg);
+    // RFC 8017, A.2.4: the SHA family's parameters are NULL.
+    if (param_type != V_ASN1_NULL)
+        return std::nullopt;
+    const int nid = OBJ_obj2nid(oid);
+    for (const HashInfo& h : hashes) {
+        if (h.nid != nid)
+            continue;
+        if (static_cast<std::size_t>(ASN1_STRING_length(digest)) != digest_size(h.tpm))
+            return std::nullopt;
+        const unsigned char* d = ASN1_STRING_get0_data(digest);
+        return TpmSignRequest{TPM2_ALG_RSASSA, h.tpm, Bytes(d, d + ASN1_STRING_length(digest))};
+    }
+    return std::nullopt;
+}
+
+TpmSignRequest ecdsa_request(std::span<const std::uint8_t> digest, std::size_t field_size) {
+    Bytes normalized(field_size, 0);
+    const std::size_t n = std::min(digest.size(), field_size);
+    std::copy(digest.begin(), digest.begin() + static_cast<long>(n), normalized.end() - static_cast<long>(n));
+    return TpmSignRequest{TPM2_ALG_ECDSA, field_size == 32 ? TPM2_ALG_SHA256 : TPM2_ALG_SHA384, std::move(normalized)};
+}
+
+std::size_t tpm_pss_salt_length(std::size_t digest_len, std::size_t modulus_len) noexcept {
+    if (modulus_len < digest_len + 2)
+        return 0;
+    return std::min(digest_len, modulus_len - digest_len - 2);
+}
+
+SignOperation::SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub)
+    : mechanism_(find_mechanism(mechanism.mechanism)), pub_(pub) {
+    require(mechanism_ != nullptr, CKR_MECHANISM_INVALID);
+    require(mechanism_->rsa == pub.is_rsa(), CKR_KEY_TYPE_INCONSISTENT);
+    require(pub.is_rsa() || pub.ec_field_size() == 32 || pub.ec_field_size() == 48, CKR_KEY_TYPE_INCONSISTENT);
+    signature_size_ = pub.is_rsa() ? pub.rsa_modulus().size() : 2 * pub.ec_field_size();
+    if (pub.is_rsa())
+        signature_size_ = (pub.bits() + 7) / 8;
+
+    if (mechanism_->scheme == TPM2_ALG_RSAPSS) {
+        // PKCS#11 2.40 current mechanisms, 2.1.14: CK_RSA_PKCS_PSS_PARAMS.
+        require(mechanism.pParameter != nullptr && mechanism.ulParameterLen == sizeof(CK_RSA_PKCS_PSS_PARAMS),
+                CKR_MECHANISM_PARAM_INVALID);
+        CK_RSA_PKCS_PSS_PARAMS params;
+        std::memcpy(&params, mechanism.pParameter, sizeof params);
+        const HashInfo* h = nullptr;
+        for (const HashInfo& candidate : hashes)
+            if (candidate.ck == params.hashAlg)
+                h = &candidate;
+        require(h != nullptr && params.mgf == h->mgf, CKR_MECHANISM_PARAM_INVALID);
+        require(mechanism_->hash == TPM2_ALG_NULL || mechanism_->hash == h->tpm, CKR_MECHANISM_PARAM_INVALID);
+        // The TPM chooses the salt length itself; another one cannot be had.
+        require(params.sLen == tpm_pss_salt_length(digest_size(h->tpm), signature_size_), CKR_MECHANISM_PARAM_INVALID);
+        pss_hash_ = h->tpm;
+    } else {
+        require(mechanism.pParameter == nullptr && mechanism.ulParameterLen == 0, CKR_MECHANISM_PARAM_INVALID);
+    }
+
+    if (mechanism_->hash != TPM2_ALG_NULL) {
+        hash_.reset(EVP_MD_CTX_new());
+        if (!hash_)
+            throw std::bad_alloc();
+        EVP_MD* md = EVP_MD_fetch(nullptr, hash_info(mechanism_->hash)->name, nullptr);
+        const bool ok = md && EVP_DigestInit_ex(hash_.get(), md, nullptr) == 1;
+        EVP_MD_free(md);
+        if (!ok)
+            throw Error("OpenSSL cannot hash with " + std::string(hash_info(mechanism_->hash)->name));
+    }
+}
+
+void SignOperation::update(std::span<const std::uint8_t> data) {
+    require(multi_part(), CKR_FUNCTION_NOT_SUPPORTED);  // raw mechanisms are single-part only
+    if (!data.empty() && EVP_DigestUpdate(hash_.get(), data.data(), data.size()) != 1)
+        throw Error("OpenSSL hashing failed");
+    updated_ = true;
+}
+
+TpmSignRequest SignOperation::request_for(std::span<const std::uint8_t> data) {
+    if (multi_part()) {
+        update(data);
+        return request_final();
+    }
+    switch (mechanism_->scheme) {
+    case TPM2_ALG_RSASSA: {
+        std::optional<TpmSignRequest> request = parse_digest_info(data);
+        require(request.has_value(), CKR_DATA_INVALID);
+        return std::move(*request);
+    }
+    case TPM2_ALG_RSAPSS:
+        require(data.size() == digest_size(pss_hash_), CKR_DATA_LEN_RANGE);
+        return TpmSignRequest{TPM2_ALG_RSAPSS, pss_hash_, Bytes(data.begin(), data.end())};
+    default:
+        require(!data.empty() && data.size() <= 64, CKR_DATA_LEN_RANGE);
+        return ecdsa_request(data, pub_.ec_field_size());
+    }
+}
+
+TpmSignRequest SignOperation::request_final() {
+    require(multi_part(), CKR_FUNCTION_NOT_SUPPORTED);
+    Bytes digest(EVP_MAX_MD_SIZE);
+    unsigned int n = 0;
+    if (EVP_DigestFinal_ex(hash_.get(), digest.data(), &n) != 1)
+        throw Error("OpenSSL hashing failed");
+    digest.resize(n);
+    return request_for_digest(std::move(digest), mechanism_->hash);
+}
+
+TpmSignRequest SignOperation::request_for_digest(Bytes digest, TPM2_ALG_ID hash) const {
+    if (mechanism_->scheme == TPM2_ALG_ECDSA)
+        return ecdsa_request(digest, pub_.ec_field_size());
+    return TpmSignRequest{mechanism_->scheme, hash, std::move(digest)};
+}
+
+}  // namespace tpmkey::pkcs11

@@ -1,0 +1,91 @@
+// The signature mechanisms, and how each turns the caller's input into the
+// digest and scheme that TPM2_Sign takes.
+#pragma once
+
+#include "pkcs11.hpp"
+#include "public_key.hpp"
+
+#include <openssl/evp.h>
+#include <tss2/tss2_tpm2_types.h>
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace tpmkey::pkcs11 {
+
+struct Mechanism {
+    CK_MECHANISM_TYPE type;
+    bool rsa;                // else ECDSA
+    TPM2_ALG_ID scheme;      // TPM2_ALG_RSASSA, _RSAPSS or _ECDSA
+    TPM2_ALG_ID hash;        // hashed by us first; TPM2_ALG_NULL: the input is the digest
+};
+
+// nullptr when we do not offer `type`.
+const Mechanism* find_mechanism(CK_MECHANISM_TYPE type);
+
+// The mechanisms a key can use, optionally limited to the hash algorithms
+// the TPM implements (TPM2_ALG_SHA1, ...).
+std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub,
+                                              std::span<const TPM2_ALG_ID> tpm_hashes);
+
+// The hash algorithms a digest input can come from, as TPM IDs.
+inline constexpr TPM2_ALG_ID all_hashes[] = {TPM2_ALG_SHA1, TPM2_ALG_SHA256, TPM2_ALG_SHA384, TPM2_ALG_SHA512};
+
+// Size in bytes of a digest, 0 for an unknown algorithm.
+std::size_t digest_size(TPM2_ALG_ID hash) noexcept;
+
+// What to ask the TPM for.
+struct TpmSignRequest {
+    TPM2_ALG_ID scheme;
+    TPM2_ALG_ID hash;
+    Bytes digest;
+};
+
+// A DER DigestInfo (PKCS #1, 9.2) for SHA-1/256/384/512, parsed strictly:
+// anything else, or any deviation from the DER encoding, is nullopt.
+std::optional<TpmSignRequest> parse_digest_info(std::span<const std::uint8_t> der);
+
+// ECDSA over a digest of any length is the same as ECDSA over the digest
+// truncated to the curve's size (FIPS 186-4, 6.4), and left zero padding
+// does not change its value; so every digest becomes one of exactly the
+// curve's size, signed with the hash of that size.
+TpmSignRequest ecdsa_request(std::span<const std::uint8_t> digest, std::size_t field_size);
+
+// The salt length the TPM uses for RSASSA-PSS: the digest length (TPM 2.0
+// Part 1, B.7, as libtpms implements it), capped by the key size.
+std::size_t tpm_pss_salt_length(std::size_t digest_len, std::size_t modulus_len) noexcept;
+
+// One C_SignInit..C_Sign/C_SignFinal: checks the mechanism and its
+// parameters up front, collects the data, and yields the TPM request.
+class SignOperation {
+public:
+    // Throws Pkcs11Error: CKR_MECHANISM_INVALID, CKR_KEY_TYPE_INCONSISTENT,
+    // CKR_MECHANISM_PARAM_INVALID.
+    SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub);
+
+    std::size_t signature_size() const noexcept { return signature_size_; }
+    bool multi_part() const noexcept { return mechanism_->hash != TPM2_ALG_NULL; }
+    bool started_multi_part() const noexcept { return updated_; }
+    // C_SignUpdate: only for the hash-and-sign mechanisms.
+    void update(std::span<const std::uint8_t> data);
+    // The TPM request for single-part `data`, or for what update() collected.
+    TpmSignRequest request_for(std::span<const std::uint8_t> data);
+    TpmSignRequest request_final();
+
+private:
+    TpmSignRequest request_for_digest(Bytes digest, TPM2_ALG_ID hash) const;
+
+    const Mechanism* mechanism_;
+    const PublicKey& pub_;
+    std::size_t signature_size_;
+    TPM2_ALG_ID pss_hash_ = TPM2_ALG_NULL;  // CKM_RSA_PKCS_PSS: from the parameters
+    struct MdCtxFree {
+        void operator()(EVP_MD_CTX* p) const noexcept { EVP_MD_CTX_free(p); }
+    };
+    std::unique_ptr<EVP_MD_CTX, MdCtxFree> hash_;
+    bool updated_ = false;
+};
+
+}  // namespace tpmkey::pkcs11

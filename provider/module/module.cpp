@@ -1,0 +1,91 @@
+#include "module.hpp"
+
+#include "error.hpp"
+#include "log.hpp"
+
+namespace tpmkey::pkcs11 {
+
+Module::Module(const Config& config) : tpm_(config.tcti) {
+    for (const std::string& warning : config.warnings)
+        log_error(warning);
+    for (const std::filesystem::path& path : config.key_files) {
+        try {
+            auto token = std::make_unique<Token>(tokens_.size(), path, read_key_file(path));
+            log_debug("slot " + std::to_string(tokens_.size()) + ": " + path.string());
+            tokens_.push_back(std::move(token));
+        } catch (const Error& e) {
+            // One bad file must not hide the user's other keys.
+            log_error(std::string(e.what()) + " (key skipped)");
+        }
+    }
+    if (tokens_.empty())
+        log_info("no TPM keys found (looked in " +
+                 (config.searched.empty() ? std::string("nowhere") : config.searched.front()) + ")");
+}
+
+Module::~Module() { drop_tpm(); }
+
+Token& Module::token(CK_SLOT_ID slot) {
+    require(slot < tokens_.size(), CKR_SLOT_ID_INVALID);
+    return *tokens_[slot];
+}
+
+Session& Module::session(CK_SESSION_HANDLE handle) {
+    const auto it = sessions_.find(handle);
+    require(it != sessions_.end(), CKR_SESSION_HANDLE_INVALID);
+    return it->second;
+}
+
+CK_SESSION_HANDLE Module::open_session(CK_SLOT_ID slot, CK_FLAGS flags) {
+    (void)token(slot);
+    const CK_SESSION_HANDLE handle = new_handle();
+    sessions_.emplace(handle, Session{slot, flags, false, {}, 0, std::nullopt});
+    return handle;
+}
+
+void Module::close_session(CK_SESSION_HANDLE handle) {
+    const CK_SLOT_ID slot = session(handle).slot;
+    sessions_.erase(handle);
+    if (session_count(slot, false) == 0)
+        token(slot).logout();
+}
+
+void Module::close_all_sessions(CK_SLOT_ID slot) {
+    Token& t = token(slot);
+    std::erase_if(sessions_, [slot](const auto& entry) { return entry.second.slot == slot; });
+    t.logout();
+}
+
+CK_ULONG Module::session_count(CK_SLOT_ID slot, bool read_write_only) const {
+    CK_ULONG n = 0;
+    for (const auto& [handle, s] : sessions_)
+        if (s.slot == slot && (!read_write_only || (s.flags & CKF_RW_SESSION)))
+            ++n;
+    return n;
+}
+
+std::span<const TPM2_ALG_ID> Module::tpm_hashes() {
+    if (!tpm_hashes_) {
+        TPMI_YES_NO more = TPM2_NO;
+        TPMS_CAPABILITY_DATA* raw = nullptr;
+        check_rc(Esys_GetCapability(tpm_.tpm().esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+                                    TPM2_CAP_ALGS, TPM2_ALG_FIRST, TPM2_MAX_CAP_ALGS, &more, &raw),
+                 "TPM2_GetCapability(algorithms)");
+        const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
+        std::vector<TPM2_ALG_ID> found;
+        for (UINT32 i = 0; i < data->data.algorithms.count; ++i)
+            for (TPM2_ALG_ID h : all_hashes)
+                if (data->data.algorithms.algProperties[i].alg == h)
+                    found.push_back(h);
+        tpm_hashes_ = std::move(found);
+    }
+    return *tpm_hashes_;
+}
+
+void Module::drop_tpm() noexcept {
+    for (auto& t : tokens_)
+        t->drop_tpm_objects();
+    tpm_.close();
+}
+
+}  // namespace tpmkey::pkcs11

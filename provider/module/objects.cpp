@@ -1,0 +1,250 @@
+#include "objects.hpp"
+
+#include "error.hpp"
+
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+namespace tpmkey::pkcs11 {
+
+namespace {
+
+template <class T>
+Bytes bytes_of(const T& value) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&value);
+    return Bytes(p, p + sizeof value);
+}
+Attribute flag(CK_ATTRIBUTE_TYPE type, bool value) {
+    return {type, bytes_of(static_cast<CK_BBOOL>(value ? CK_TRUE : CK_FALSE))};
+}
+Attribute number(CK_ATTRIBUTE_TYPE type, CK_ULONG value) { return {type, bytes_of(value)}; }
+Attribute text(CK_ATTRIBUTE_TYPE type, const std::string& value) { return {type, Bytes(value.begin(), value.end())}; }
+Attribute sensitive(CK_ATTRIBUTE_TYPE type) { return {type, {}, true}; }
+
+struct X509PubkeyFree {
+    void operator()(X509_PUBKEY* p) const noexcept { X509_PUBKEY_free(p); }
+};
+struct X509Free {
+    void operator()(X509* p) const noexcept { X509_free(p); }
+};
+
+Bytes spki_der(const PublicKey& pub) {
+    const EvpPkey pkey = pub.to_evp();
+    const int n = i2d_PUBKEY(pkey.get(), nullptr);
+    if (n <= 0)
+        throw Error("cannot encode the public key");
+    Bytes out(static_cast<std::size_t>(n));
+    unsigned char* p = out.data();
+    i2d_PUBKEY(pkey.get(), &p);
+    return out;
+}
+
+Bytes der_of_name(const X509_NAME* name) {
+    unsigned char* buf = nullptr;
+    const int n = i2d_X509_NAME(name, &buf);
+    if (n <= 0)
+        throw Error("cannot encode a certificate name");
+    Bytes out(buf, buf + n);
+    OPENSSL_free(buf);
+    return out;
+}
+
+// Attributes every key object has (PKCS#11 2.40, 4.4 and 4.7).
+void add_common_key_attributes(std::vector<Attribute>& a, const KeyFacts& key) {
+    const bool rsa = key.pub->is_rsa();
+    a.push_back(number(CKA_KEY_TYPE, rsa ? CKK_RSA : CKK_EC));
+    a.push_back(flag(CKA_TOKEN, true));
+    a.push_back(flag(CKA_MODIFIABLE, false));
+    a.push_back(flag(CKA_COPYABLE, false));
+    a.push_back(flag(CKA_DESTROYABLE, false));
+    a.push_back(text(CKA_LABEL, key.label));
+    a.push_back({CKA_ID, key.id});
+    a.push_back({CKA_START_DATE, {}});
+    a.push_back({CKA_END_DATE, {}});
+    a.push_back(flag(CKA_DERIVE, false));
+    // Made inside the TPM (sensitiveDataOrigin): true for tpmkey-keygen keys.
+    a.push_back(flag(CKA_LOCAL, (key.tpm_attributes & TPMA_OBJECT_SENSITIVEDATAORIGIN) != 0));
+    a.push_back(number(CKA_KEY_GEN_MECHANISM, rsa ? CKM_RSA_PKCS_KEY_PAIR_GEN : CKM_EC_KEY_PAIR_GEN));
+    Bytes mechanisms;
+    for (CK_MECHANISM_TYPE m : key.mechanisms) {
+        const Bytes b = bytes_of(m);
+        mechanisms.insert(mechanisms.end(), b.begin(), b.end());
+    }
+    a.push_back({CKA_ALLOWED_MECHANISMS, mechanisms});
+    a.push_back({CKA_SUBJECT, {}});
+    a.push_back({CKA_PUBLIC_KEY_INFO, spki_der(*key.pub)});
+    if (rsa) {
+        a.push_back({CKA_MODULUS, key.pub->rsa_modulus()});
+        a.push_back(number(CKA_MODULUS_BITS, key.pub->bits()));
+        a.push_back({CKA_PUBLIC_EXPONENT, key.pub->rsa_exponent()});
+    } else {
+        a.push_back({CKA_EC_PARAMS, key.pub->ec_params_der()});
+    }
+}
+
+}  // namespace
+
+const Attribute* P11Object::find(CK_ATTRIBUTE_TYPE type) const noexcept {
+    for (const Attribute& a : attributes_)
+        if (a.type == type)
+            return &a;
+    return nullptr;
+}
+
+bool P11Object::is_private() const noexcept {
+    const Attribute* a = find(CKA_PRIVATE);
+    return a && !a->value.empty() && a->value[0] == CK_TRUE;
+}
+
+CK_OBJECT_CLASS P11Object::object_class() const noexcept {
+    const Attribute* a = find(CKA_CLASS);
+    CK_OBJECT_CLASS c = CKO_VENDOR_DEFINED;
+    if (a && a->value.size() == sizeof c)
+        std::memcpy(&c, a->value.data(), sizeof c);
+    return c;
+}
+
+bool P11Object::matches(std::span<const CK_ATTRIBUTE> templ) const {
+    for (const CK_ATTRIBUTE& t : templ) {
+        const Attribute* a = find(t.type);
+        if (!a || a->sensitive || a->value.size() != t.ulValueLen)
+            return false;
+        if (t.ulValueLen > 0 && std::memcmp(a->value.data(), t.pValue, t.ulValueLen) != 0)
+            return false;
+    }
+    return true;
+}
+
+CK_RV P11Object::get_attributes(std::span<CK_ATTRIBUTE> templ) const {
+    // Every attribute is processed; the result is the last error seen
+    // (PKCS#11 2.40, C_GetAttributeValue: "any of" the errors may be returned).
+    CK_RV rv = CKR_OK;
+    for (CK_ATTRIBUTE& t : templ) {
+        const Attribute* a = find(t.type);
+        if (!a) {
+            t.ulValueLen = CK_UNAVAILABLE_INFORMATION;
+            rv = CKR_ATTRIBUTE_TYPE_INVALID;
+        } else if (a->sensitive) {
+            t.ulValueLen = CK_UNAVAILABLE_INFORMATION;
+            rv = CKR_ATTRIBUTE_SENSITIVE;
+        } else if (t.pValue == nullptr) {
+            t.ulValueLen = a->value.size();
+        } else if (t.ulValueLen >= a->value.size()) {
+            if (!a->value.empty())
+                std::memcpy(t.pValue, a->value.data(), a->value.size());
+            t.ulValueLen = a->value.size();
+        } else {
+            t.ulValueLen = CK_UNAVAILABLE_INFORMATION;
+            rv = CKR_BUFFER_TOO_SMALL;
+        }
+    }
+    return rv;
+}
+
+CK_ULONG P11Object::size() const noexcept {
+    CK_ULONG total = 0;
+    for (const Attribute& a : attributes_)
+        total += a.value.size();
+    return total;
+}
+
+P11Object make_public_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) {
+    std::vector<Attribute> a;
+    a.push_back(number(CKA_CLASS, CKO_PUBLIC_KEY));
+    a.push_back(flag(CKA_PRIVATE, false));
+    add_common_key_attributes(a, key);
+    a.push_back(flag(CKA_ENCRYPT, false));
+    // The TPM verifies nothing for us, and we offer no C_Verify.
+    a.push_back(flag(CKA_VERIFY, false));
+    a.push_back(flag(CKA_VERIFY_RECOVER, false));
+    a.push_back(flag(CKA_WRAP, false));
+    a.push_back(flag(CKA_TRUSTED, false));
+    if (!key.pub->is_rsa())
+        a.push_back({CKA_EC_POINT, key.pub->ec_point_der()});
+    return P11Object(handle, std::move(a));
+}
+
+P11Object make_private_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) {
+    const bool fixed_tpm = (key.tpm_attributes & TPMA_OBJECT_FIXEDTPM) != 0;
+    const bool made_inside = (key.tpm_attributes & TPMA_OBJECT_SENSITIVEDATAORIGIN) != 0;
+    std::vector<Attribute> a;
+    a.push_back(number(CKA_CLASS, CKO_PRIVATE_KEY));
+    // Only a key with a PIN hides behind C_Login: ssh looks for the private
+    // key of a PIN-less token without logging in.
+    a.push_back(flag(CKA_PRIVATE, key.needs_pin));
+    add_common_key_attributes(a, key);
+    a.push_back(flag(CKA_SENSITIVE, true));
+    a.push_back(flag(CKA_DECRYPT, false));
+    a.push_back(flag(CKA_SIGN, true));
+    a.push_back(flag(CKA_SIGN_RECOVER, false));
+    a.push_back(flag(CKA_UNWRAP, false));
+    a.push_back(flag(CKA_EXTRACTABLE, false));
+    // From the TPM's own attributes: fixedTPM means no copy can ever leave.
+    a.push_back(flag(CKA_ALWAYS_SENSITIVE, fixed_tpm && made_inside));
+    a.push_back(flag(CKA_NEVER_EXTRACTABLE, fixed_tpm));
+    a.push_back(flag(CKA_WRAP_WITH_TRUSTED, false));
+    a.push_back(flag(CKA_ALWAYS_AUTHENTICATE, false));
+    if (key.pub->is_rsa()) {
+        for (CK_ATTRIBUTE_TYPE t : {CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1,
+                                    CKA_EXPONENT_2, CKA_COEFFICIENT})
+            a.push_back(sensitive(t));
+    } else {
+        a.push_back(sensitive(CKA_VALUE));
+    }
+    return P11Object(handle, std::move(a));
+}
+
+P11Object make_certificate_object(CK_OBJECT_HANDLE handle, const KeyFacts& key, const Bytes& der) {
+    const unsigned char* p = der.data();
+    std::unique_ptr<X509, X509Free> cert(d2i_X509(nullptr, &p, static_cast<long>(der.size())));
+    if (!cert || p != der.data() + der.size())
+        throw Error("not a valid X.509 certificate");
+    const EvpPkey key_pub = key.pub->to_evp();
+    if (EVP_PKEY_eq(X509_get0_pubkey(cert.get()), key_pub.get()) != 1)
+        throw Error("the certificate is for a different key");
+    unsigned char* serial_der = nullptr;
+    const int serial_len = i2d_ASN1_INTEGER(X509_get0_serialNumber(cert.get()), &serial_der);
+    if (serial_len <= 0)
+        throw Error("cannot encode the certificate's serial number");
+    Bytes serial(serial_der, serial_der + serial_len);
+    OPENSSL_free(serial_der);
+
+    std::vector<Attribute> a;
+    a.push_back(number(CKA_CLASS, CKO_CERTIFICATE));
+    a.push_back(number(CKA_CERTIFICATE_TYPE, CKC_X_509));
+    a.push_back(flag(CKA_TOKEN, true));
+    a.push_back(flag(CKA_PRIVATE, false));
+    a.push_back(flag(CKA_MODIFIABLE, false));
+    a.push_back(flag(CKA_COPYABLE, false));
+    a.push_back(flag(CKA_DESTROYABLE, false));
+    a.push_back(flag(CKA_TRUSTED, false));
+    a.push_back(number(CKA_CERTIFICATE_CATEGORY, 0));  // unspecified
+    a.push_back(text(CKA_LABEL, key.label));
+    a.push_back({CKA_ID, key.id});
+    a.push_back({CKA_SUBJECT, der_of_name(X509_get_subject_name(cert.get()))});
+    a.push_back({CKA_ISSUER, der_of_name(X509_get_issuer_name(cert.get()))});
+    a.push_back({CKA_SERIAL_NUMBER, serial});
+    a.push_back({CKA_VALUE, der});
+    a.push_back({CKA_START_DATE, {}});
+    a.push_back({CKA_END_DATE, {}});
+    return P11Object(handle, std::move(a));
+}
+
+Bytes key_id_of(const PublicKey& pub) {
+    const Bytes spki = spki_der(pub);
+    const unsigned char* p = spki.data();
+    std::unique_ptr<X509_PUBKEY, X509PubkeyFree> x(d2i_X509_PUBKEY(nullptr, &p, static_cast<long>(spki.size())));
+    const unsigned char* bits = nullptr;
+    int bits_len = 0;
+    if (!x || !X509_PUBKEY_get0_param(nullptr, &bits, &bits_len, nullptr, x.get()))
+        throw Error("cannot encode the public key");
+    Bytes id(SHA_DIGEST_LENGTH);
+    SHA1(bits, static_cast<std::size_t>(bits_len), id.data());
+    return id;
+}
+
+}  // namespace tpmkey::pkcs11

@@ -1,0 +1,68 @@
+// PKCS#11 objects: a handle and a fixed set of attributes. Our objects
+// never change after C_Initialize, so they are plain values.
+#pragma once
+
+#include "pkcs11.hpp"
+#include "public_key.hpp"
+
+#include <tss2/tss2_tpm2_types.h>
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tpmkey::pkcs11 {
+
+struct Attribute {
+    CK_ATTRIBUTE_TYPE type;
+    Bytes value;
+    bool sensitive = false;  // exists, but its value never leaves (CKR_ATTRIBUTE_SENSITIVE)
+};
+
+class P11Object {
+public:
+    P11Object(CK_OBJECT_HANDLE handle, std::vector<Attribute> attributes)
+        : handle_(handle), attributes_(std::move(attributes)) {}
+
+    CK_OBJECT_HANDLE handle() const noexcept { return handle_; }
+    const Attribute* find(CK_ATTRIBUTE_TYPE type) const noexcept;
+    bool is_private() const noexcept;  // CKA_PRIVATE: visible only after login
+    CK_OBJECT_CLASS object_class() const noexcept;
+
+    // True when every attribute of the template is present with exactly that
+    // value. An empty template matches everything.
+    bool matches(std::span<const CK_ATTRIBUTE> templ) const;
+
+    // C_GetAttributeValue with the per-attribute rules of PKCS#11 2.40,
+    // 5.7 (sensitive, invalid type, size query, too small); returns the rv.
+    CK_RV get_attributes(std::span<CK_ATTRIBUTE> templ) const;
+
+    // C_GetObjectSize: the sum of the attribute values.
+    CK_ULONG size() const noexcept;
+
+private:
+    CK_OBJECT_HANDLE handle_;
+    std::vector<Attribute> attributes_;
+};
+
+// The facts about a key that its objects are made from.
+struct KeyFacts {
+    std::string label;           // CKA_LABEL: the key's name
+    Bytes id;                    // CKA_ID
+    const PublicKey* pub;        // outlives the objects
+    TPMA_OBJECT tpm_attributes;  // for CKA_LOCAL, CKA_NEVER_EXTRACTABLE, ...
+    bool needs_pin;              // CKA_PRIVATE of the private key
+    std::vector<CK_MECHANISM_TYPE> mechanisms;  // CKA_ALLOWED_MECHANISMS
+};
+
+P11Object make_public_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key);
+P11Object make_private_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key);
+// `der` is an X.509 certificate whose public key is the key's; throws
+// Error otherwise.
+P11Object make_certificate_object(CK_OBJECT_HANDLE handle, const KeyFacts& key, const Bytes& der);
+
+// CKA_ID: SHA-1 of the public key's BIT STRING contents, the X.509
+// subject key identifier, so a certificate's SKI matches it.
+Bytes key_id_of(const PublicKey& pub);
+
+}  // namespace tpmkey::pkcs11

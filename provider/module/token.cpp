@@ -1,0 +1,136 @@
+#include "token.hpp"
+
+#include "error.hpp"
+#include "log.hpp"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace tpmkey::pkcs11 {
+
+namespace {
+
+// Atomic, so it needs no constructor at load time; starts above 0 because
+// 0 means "no handle" (CK_INVALID_HANDLE).
+std::atomic<CK_ULONG> handle_counter{0};
+
+constexpr std::size_t max_certificate_size = 64 * 1024;
+
+// NAME.crt or NAME-cert.pem next to NAME.tpm, as DER bytes.
+std::optional<Bytes> read_certificate_next_to(const std::filesystem::path& key_path) {
+    const std::filesystem::path stem = key_path.parent_path() / key_path.stem();
+    for (const std::string suffix : {".crt", "-cert.pem"}) {
+        std::filesystem::path cert_path = stem;
+        cert_path += suffix;
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(cert_path, ec))
+            continue;
+        if (std::filesystem::file_size(cert_path, ec) > max_certificate_size || ec) {
+            log_error(cert_path.string() + ": ignored: larger than 64 KiB");
+            continue;
+        }
+        std::ifstream in(cert_path, std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        const std::string data = text.str();
+        if (data.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+            return Bytes(data.begin(), data.end());  // DER
+        BIO* bio = BIO_new_mem_buf(data.data(), static_cast<int>(data.size()));
+        X509* cert = bio ? PEM_read_bio_X509(bio, nullptr, nullptr, nullptr) : nullptr;
+        BIO_free(bio);
+        ERR_clear_error();
+        if (!cert) {
+            log_error(cert_path.string() + ": ignored: not a readable PEM certificate");
+            continue;
+        }
+        unsigned char* der = nullptr;
+        const int n = i2d_X509(cert, &der);
+        X509_free(cert);
+        if (n <= 0)
+            continue;
+        Bytes out(der, der + n);
+        OPENSSL_free(der);
+        return out;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+CK_ULONG new_handle() noexcept { return ++handle_counter; }
+
+Token::Token(CK_SLOT_ID slot, std::filesystem::path path, KeyFile key)
+    : slot_(slot), path_(std::move(path)), key_(std::move(key)), pub_(key_.blobs.pub.publicArea),
+      label_(path_.stem().string()), id_(key_id_of(pub_)) {
+    if (key_.has_policy)
+        throw Error(path_.string() + ": the key has a TPM policy, which tpmkey cannot satisfy");
+    const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
+                         mechanisms_for(pub_, all_hashes)};
+    objects_.push_back(make_public_key_object(new_handle(), facts));
+    private_handle_ = new_handle();
+    objects_.push_back(make_private_key_object(private_handle_, facts));
+    if (const std::optional<Bytes> cert = read_certificate_next_to(path_)) {
+        try {
+            objects_.push_back(make_certificate_object(new_handle(), facts, *cert));
+        } catch (const Error& e) {
+            log_error(path_.string() + ": certificate next to the key ignored: " + e.what());
+        }
+    }
+}
+
+const P11Object* Token::object(CK_OBJECT_HANDLE handle) const noexcept {
+    for (const P11Object& o : objects_)
+        if (o.handle() == handle)
+            return &o;
+    return nullptr;
+}
+
+Token::Loaded& Token::load(TpmConnection& tpm) {
+    if (!loaded_) {
+        const tpmkey::Object& parent = tpm.parent(key_.parent);
+        Authorization auth = Authorization::for_secret(tpm.tpm(), parent, needs_pin() || !pin_.empty());
+        tpmkey::Object key = load_key(tpm.tpm(), parent, auth, key_.blobs);
+        loaded_.emplace(Loaded{std::move(auth), std::move(key)});
+        log_debug(label_ + ": key loaded into the TPM");
+    }
+    return *loaded_;
+}
+
+void Token::login(TpmConnection& tpm, Secret pin) {
+    if (!needs_pin() && pin.empty()) {
+        logged_in_ = true;  // nothing to prove
+        return;
+    }
+    // A key loaded without a session (no PIN so far) must be reloaded with one.
+    if (loaded_ && !loaded_->auth.encrypted())
+        loaded_.reset();
+    pin_ = std::move(pin);
+    try {
+        Loaded& loaded = load(tpm);
+        const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
+        (void)change_auth(tpm.tpm(), loaded.key, tpm.parent(key_.parent), loaded.auth, pin_);
+    } catch (...) {
+        pin_ = Secret();
+        throw;
+    }
+    logged_in_ = true;
+}
+
+void Token::logout() noexcept {
+    logged_in_ = false;
+    pin_ = Secret();
+    loaded_.reset();
+}
+
+Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
+    Loaded& loaded = load(tpm);
+    const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
+    return sign_digest(tpm.tpm(), loaded.key, loaded.auth, request.scheme, request.hash, request.digest,
+                       pub_.ec_field_size());
+}
+
+}  // namespace tpmkey::pkcs11

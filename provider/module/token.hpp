@@ -1,0 +1,79 @@
+// One key file = one slot with one token (DESIGN.md, "Slots and tokens"):
+// its objects, its login state, and the key loaded in the TPM while in use.
+#pragma once
+
+#include "key_file.hpp"
+#include "mechanisms.hpp"
+#include "objects.hpp"
+#include "public_key.hpp"
+#include "secret.hpp"
+#include "tpm_connection.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpmkey::pkcs11 {
+
+// Session and object handles come from one counter that is never reset,
+// not even by C_Finalize: a handle is never reused in a process.
+CK_ULONG new_handle() noexcept;
+
+class Token {
+public:
+    // Reads nothing: the key file is already parsed. A certificate next to
+    // the key (NAME.crt, NAME-cert.pem; PEM or DER) is read if present.
+    Token(CK_SLOT_ID slot, std::filesystem::path path, KeyFile key);
+    Token(const Token&) = delete;
+    Token& operator=(const Token&) = delete;
+    ~Token() = default;
+
+    CK_SLOT_ID slot() const noexcept { return slot_; }
+    const std::string& label() const noexcept { return label_; }
+    const std::filesystem::path& path() const noexcept { return path_; }
+    const PublicKey& public_key() const noexcept { return pub_; }
+    bool needs_pin() const noexcept { return key_.needs_pin(); }
+    const Bytes& id() const noexcept { return id_; }
+
+    const std::vector<P11Object>& objects() const noexcept { return objects_; }
+    const P11Object* object(CK_OBJECT_HANDLE handle) const noexcept;
+    bool is_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == private_handle_; }
+
+    bool logged_in() const noexcept { return logged_in_; }
+    // Checks the PIN with the TPM (TPM2_ObjectChangeAuth to the same value:
+    // the cheapest command that proves it without signing anything).
+    void login(TpmConnection& tpm, Secret pin);
+    // Forgets the PIN and flushes what this token loaded.
+    void logout() noexcept;
+    // The key may be used now: it has no PIN, or the user logged in.
+    bool may_sign() const noexcept { return !needs_pin() || logged_in_; }
+
+    Bytes sign(TpmConnection& tpm, const TpmSignRequest& request);
+
+    // Forgets the TPM objects of a connection that is going away.
+    void drop_tpm_objects() noexcept { loaded_.reset(); }
+
+private:
+    struct Loaded {
+        Authorization auth;
+        tpmkey::Object key;
+    };
+    Loaded& load(TpmConnection& tpm);
+
+    CK_SLOT_ID slot_;
+    std::filesystem::path path_;
+    KeyFile key_;
+    PublicKey pub_;
+    std::string label_;
+    Bytes id_;
+    std::vector<P11Object> objects_;
+    CK_OBJECT_HANDLE private_handle_ = 0;
+
+    bool logged_in_ = false;
+    Secret pin_;  // held while logged in: each TPM2_Sign's HMAC needs it
+    std::optional<Loaded> loaded_;
+};
+
+}  // namespace tpmkey::pkcs11
