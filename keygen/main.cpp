@@ -13,6 +13,7 @@
 #include <tss2/tss2_tpm2_types.h>
 
 #include <getopt.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -200,8 +202,8 @@ int run(int argc, char** argv) {
     const std::filesystem::path key_path =
         o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : std::filesystem::path(o.file);
     const std::filesystem::path pub_path = pub_path_for(key_path);
-    if (o.file.empty())
-        std::filesystem::create_directories(key_path.parent_path());
+    if (o.file.empty() && ::mkdir(key_path.parent_path().c_str(), 0700) != 0 && errno != EEXIST)
+        throw Error(key_path.parent_path().string() + ": cannot create: " + std::strerror(errno));
 
     bool replace = false;
     std::error_code ec;
