@@ -320,6 +320,13 @@ std::string format_key_file(const KeyFile& key) {
     return std::string(text, static_cast<size_t>(size));
 }
 
+void check_usable(const KeyFile& key, const std::string& name) {
+    // Without userWithAuth only a policy session may use the key (TPM 2.0
+    // Part 1, 19.7.4); a policy is fine as long as the auth value also works.
+    if (!(key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_USERWITHAUTH))
+        throw Error(name + ": the key can only be used through a TPM policy, which tpmkey cannot satisfy");
+}
+
 KeyFile read_key_file(const std::filesystem::path& path) {
     const std::string name = path.string();
     // O_NONBLOCK: a FIFO put where a key should be must not hang the caller.

@@ -48,6 +48,10 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
 // parent, pubkey, privkey — what every reader of the format understands.
 std::string format_key_file(const KeyFile& key);
 
+// Throws Error (prefixed by `name`) for a key tpmkey cannot use although the
+// file is valid: one usable only through a TPM policy.
+void check_usable(const KeyFile& key, const std::string& name);
+
 // Reads and parses a key file (size-checked, regular file only).
 KeyFile read_key_file(const std::filesystem::path& path);
 

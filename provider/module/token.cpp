@@ -66,8 +66,7 @@ CK_ULONG new_handle() noexcept { return ++handle_counter; }
 Token::Token(CK_SLOT_ID slot, std::filesystem::path path, KeyFile key)
     : slot_(slot), path_(std::move(path)), key_(std::move(key)), pub_(key_.blobs.pub.publicArea),
       label_(path_.stem().string()), id_(key_id_of(pub_)) {
-    if (key_.has_policy)
-        throw Error(path_.string() + ": the key has a TPM policy, which tpmkey cannot satisfy");
+    check_usable(key_, path_.string());
     const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
                          mechanisms_for(pub_, all_hashes)};
     objects_.push_back(make_public_key_object(new_handle(), facts));
