@@ -27,13 +27,6 @@ constexpr Curve curves[] = {
     {TPM2_ECC_NIST_P521, NID_secp521r1, 66, "nistp521"},
 };
 
-const Curve* curve_by_nid(int nid) {
-    for (const Curve& c : curves)
-        if (c.nid == nid)
-            return &c;
-    return nullptr;
-}
-
 Bytes strip_leading_zeros(const std::uint8_t* data, std::size_t size) {
     std::size_t i = 0;
     while (i < size && data[i] == 0)
@@ -96,6 +89,7 @@ PublicKey::PublicKey(const TPMT_PUBLIC& area) {
     if (curve == std::end(curves))
         throw Error("only the NIST P-256, P-384 and P-521 curves are supported");
     curve_nid_ = curve->nid;
+    ssh_curve_ = curve->ssh_name;
     field_size_ = curve->field_size;
     bits_ = curve->nid == NID_secp521r1 ? 521 : static_cast<unsigned>(field_size_ * 8);
     const TPMS_ECC_POINT& p = area.unique.ecc;
@@ -111,7 +105,7 @@ PublicKey::PublicKey(const TPMT_PUBLIC& area) {
 std::string PublicKey::ssh_type() const {
     if (rsa_)
         return "ssh-rsa";
-    return std::string("ecdsa-sha2-") + curve_by_nid(curve_nid_)->ssh_name;
+    return "ecdsa-sha2-" + ssh_curve_;
 }
 
 Bytes PublicKey::ssh_blob() const {
@@ -121,7 +115,7 @@ Bytes PublicKey::ssh_blob() const {
         put_mpint(out, e_);
         put_mpint(out, n_);
     } else {
-        put_string(out, std::string(curve_by_nid(curve_nid_)->ssh_name));
+        put_string(out, ssh_curve_);
         put_string(out, point_);
     }
     return out;

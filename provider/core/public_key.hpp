@@ -55,6 +55,7 @@ private:
     unsigned bits_ = 0;
     std::size_t field_size_ = 0;
     int curve_nid_ = 0;
+    std::string ssh_curve_;  // "nistp256": the curve's name in OpenSSH
     Bytes n_, e_;    // RSA
     Bytes point_;    // ECDSA: 04||X||Y
 };
