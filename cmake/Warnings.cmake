@@ -4,7 +4,7 @@ function(tpmkey_harden target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
     -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual
-    -Wnull-dereference -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough
+    -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough
     -fstack-protector-strong -fstack-clash-protection -fcf-protection
     $<$<NOT:$<CONFIG:Debug>>:-D_FORTIFY_SOURCE=2>)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -13,6 +13,7 @@
 #include <tss2/tss2_tpm2_types.h>
 
 #include <getopt.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
@@ -178,9 +179,10 @@ std::string default_comment() {
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) != 0)
         host[0] = '\0';
-    const char* user = std::getenv("USER");
-    std::string u = user ? user : std::to_string(::getuid());
-    return u + "@" + host;
+    // As ssh-keygen: the account's name, whatever $USER says.
+    const passwd* pw = ::getpwuid(::getuid());
+    const std::string user = pw && pw->pw_name ? pw->pw_name : std::to_string(::getuid());
+    return user + "@" + host;
 }
 
 Secret ask_pin() {
@@ -212,10 +214,18 @@ int run(int argc, char** argv) {
             throw Error(key_path.string() + " already exists; not overwritten (remove it or choose another -f)");
         replace = true;
     }
+    // Find out now, not after the TPM spent a minute on an RSA key.
+    const std::filesystem::path dir = key_path.parent_path().empty() ? "." : key_path.parent_path();
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw Error(dir.string() + ": cannot write there: " + std::strerror(errno));
 
     Secret pin;
-    if (!o.pin_file.empty())
+    if (!o.pin_file.empty()) {
         pin = read_pin_file(o.pin_file);
+        // An empty file is more likely a failed `pass show` than a wish.
+        if (pin.empty())
+            throw Error(o.pin_file + ": the PIN file is empty; use -N '' for a key without a PIN");
+    }
     else if (!o.no_pin)
         pin = ask_pin();
     check_interrupted();
@@ -246,8 +256,7 @@ int run(int argc, char** argv) {
     KeyFile key;
     key.parent = parent_handle;
     key.blobs = create_key(tpm, parent, o.spec, pin);
-    if (pin.empty())
-        key.empty_auth = true;
+    key.empty_auth = pin.empty();
     check_interrupted();
 
     const PublicKey pub(key.blobs.pub.publicArea);

@@ -94,8 +94,14 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
         std::string_view line = text.substr(0, eol);
         text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
         ++line_no;
+        // A '#' at the start of a line or after a blank starts a comment.
+        for (std::size_t hash = line.find('#'); hash != std::string_view::npos; hash = line.find('#', hash + 1))
+            if (hash == 0 || line[hash - 1] == ' ' || line[hash - 1] == '\t') {
+                line = line.substr(0, hash);
+                break;
+            }
         line = trim(line);
-        if (line.empty() || line.front() == '#')
+        if (line.empty())
             continue;
         const std::size_t space = line.find_first_of(" \t");
         const std::string_view keyword = line.substr(0, space);
@@ -145,7 +151,9 @@ Config load_config() {
     } else {
         const std::filesystem::path ssh_dir = home_directory() / ".ssh";
         config.searched.push_back(ssh_dir.string() + "/*.tpm");
-        add_keys(ssh_dir, config, seen);
+        std::error_code ec;
+        if (std::filesystem::is_directory(ssh_dir, ec))
+            add_keys(ssh_dir, config, seen);
     }
 
     config.tcti = getenv_string("TPMKEY_TCTI");

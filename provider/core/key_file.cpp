@@ -1,5 +1,6 @@
 #include "key_file.hpp"
 
+#include "der.hpp"
 #include "error.hpp"
 
 #include <openssl/asn1.h>
@@ -226,44 +227,9 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
 
 namespace {
 
-// DER of one primitive value, encoded by OpenSSL.
-std::vector<unsigned char> der_of(const ASN1_TYPE& value) {
-    const int size = i2d_ASN1_TYPE(&value, nullptr);
-    if (size <= 0)
-        throw Error("cannot encode the key file");
-    std::vector<unsigned char> out(static_cast<size_t>(size));
-    unsigned char* p = out.data();
-    i2d_ASN1_TYPE(&value, &p);
-    return out;
-}
-
-std::vector<unsigned char> der_octets(const void* data, size_t size) {
-    ASN1_OCTET_STRING* s = ASN1_OCTET_STRING_new();
-    if (!s || !ASN1_OCTET_STRING_set(s, static_cast<const unsigned char*>(data), static_cast<int>(size))) {
-        ASN1_OCTET_STRING_free(s);
-        throw std::bad_alloc();
-    }
-    ASN1_TYPE t{};
-    t.type = V_ASN1_OCTET_STRING;
-    t.value.octet_string = s;
-    std::vector<unsigned char> out = der_of(t);
-    ASN1_OCTET_STRING_free(s);
-    return out;
-}
-
-// Header (tag and length) followed by `content`.
-std::vector<unsigned char> der_wrap(int tag, int cls, const std::vector<unsigned char>& content) {
-    const int length = static_cast<int>(content.size());
-    std::vector<unsigned char> out(static_cast<size_t>(ASN1_object_size(1, length, tag)));
-    unsigned char* p = out.data();
-    ASN1_put_object(&p, 1, length, tag, cls);
-    std::copy(content.begin(), content.end(), p);
-    return out;
-}
-
 template <class T>
-std::vector<unsigned char> marshal(const T& value, TSS2_RC (*fn)(const T*, uint8_t*, size_t, size_t*)) {
-    std::vector<unsigned char> out(sizeof(T));
+std::vector<std::uint8_t> marshal(const T& value, TSS2_RC (*fn)(const T*, uint8_t*, size_t, size_t*)) {
+    std::vector<std::uint8_t> out(sizeof(T));
     size_t offset = 0;
     check_rc(fn(&value, out.data(), out.size(), &offset), "marshalling the key");
     out.resize(offset);
@@ -273,45 +239,14 @@ std::vector<unsigned char> marshal(const T& value, TSS2_RC (*fn)(const T*, uint8
 }  // namespace
 
 std::string format_key_file(const KeyFile& key) {
-    std::vector<unsigned char> body;
-    const auto append = [&body](const std::vector<unsigned char>& part) {
-        body.insert(body.end(), part.begin(), part.end());
-    };
+    der::Bytes body = der::object_identifier(loadable_key_oid);
+    if (key.empty_auth.has_value())
+        der::append(body, der::constructed(0, V_ASN1_CONTEXT_SPECIFIC, der::boolean(*key.empty_auth)));
+    der::append(body, der::unsigned_integer(key.parent));
+    der::append(body, der::octet_string(marshal(key.blobs.pub, Tss2_MU_TPM2B_PUBLIC_Marshal)));
+    der::append(body, der::octet_string(marshal(key.blobs.priv, Tss2_MU_TPM2B_PRIVATE_Marshal)));
+    const der::Bytes der = der::sequence(body);
 
-    ASN1_TYPE t{};
-    t.type = V_ASN1_OBJECT;
-    t.value.object = OBJ_txt2obj(loadable_key_oid, 1);
-    if (!t.value.object)
-        throw std::bad_alloc();
-    std::vector<unsigned char> oid = der_of(t);
-    ASN1_OBJECT_free(t.value.object);
-    append(oid);
-
-    if (key.empty_auth == true) {
-        ASN1_TYPE b{};
-        b.type = V_ASN1_BOOLEAN;
-        b.value.boolean = 0xff;
-        append(der_wrap(0, V_ASN1_CONTEXT_SPECIFIC, der_of(b)));
-    }
-
-    ASN1_INTEGER* parent = ASN1_INTEGER_new();
-    if (!parent || !ASN1_INTEGER_set_uint64(parent, key.parent)) {
-        ASN1_INTEGER_free(parent);
-        throw std::bad_alloc();
-    }
-    ASN1_TYPE p{};
-    p.type = V_ASN1_INTEGER;
-    p.value.integer = parent;
-    std::vector<unsigned char> parent_der = der_of(p);
-    ASN1_INTEGER_free(parent);
-    append(parent_der);
-
-    const auto pub = marshal(key.blobs.pub, Tss2_MU_TPM2B_PUBLIC_Marshal);
-    const auto priv = marshal(key.blobs.priv, Tss2_MU_TPM2B_PRIVATE_Marshal);
-    append(der_octets(pub.data(), pub.size()));
-    append(der_octets(priv.data(), priv.size()));
-
-    const std::vector<unsigned char> der = der_wrap(V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL, body);
     Bio bio(BIO_new(BIO_s_mem()));
     if (!bio || !PEM_write_bio(bio.get(), pem_label, "", der.data(), static_cast<long>(der.size())))
         throw Error("cannot encode the key file as PEM");

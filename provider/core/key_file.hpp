@@ -44,8 +44,10 @@ struct KeyFile {
 // Parses PEM text. `name` (the file's path) prefixes every error message.
 KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name);
 
-// The PEM text of a key file: writes type, emptyAuth (only when TRUE),
-// parent, pubkey, privkey — what every reader of the format understands.
+// The PEM text of a key file: writes type, emptyAuth (when known), parent,
+// pubkey, privkey — what every reader of the format understands. Keys we
+// make always say emptyAuth TRUE or FALSE: tpm2-openssl before 1.3 (Debian
+// 12 has 1.1) takes an absent emptyAuth for TRUE and never asks for a PIN.
 std::string format_key_file(const KeyFile& key);
 
 // Throws Error (prefixed by `name`) for a key tpmkey cannot use although the

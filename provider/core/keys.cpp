@@ -79,9 +79,13 @@ Object load_parent(Tpm& tpm, std::uint32_t parent) {
         throw Error("parent handle " + handle_text(parent) +
                     " is neither the owner hierarchy (0x40000001) nor a persistent handle (0x81xxxxxx)");
     ESYS_TR handle = ESYS_TR_NONE;
-    check_rc(Esys_TR_FromTPMPublic(tpm.esys(), parent, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-                                   &handle),
-             "reading the persistent parent key");
+    const TSS2_RC rc = Esys_TR_FromTPMPublic(tpm.esys(), parent, ESYS_TR_NONE, ESYS_TR_NONE,
+                                             ESYS_TR_NONE, &handle);
+    if (tpm_rc_base(rc) == TPM2_RC_HANDLE)
+        throw TpmError("the parent key " + handle_text(parent) +
+                           " is not in this TPM (the key was made on another machine, or its storage key was removed)",
+                       rc);
+    check_rc(rc, "reading the persistent parent key");
     return Object(tpm, handle, Object::Kind::persistent);
 }
 
@@ -92,7 +96,17 @@ bool persistent_storage_key_exists(Tpm& tpm, std::uint32_t handle) {
                                 TPM2_CAP_HANDLES, handle, 1, &more, &raw),
              "TPM2_GetCapability");
     const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
-    return data->data.handles.count > 0 && data->data.handles.handle[0] == handle;
+    if (data->data.handles.count == 0 || data->data.handles.handle[0] != handle)
+        return false;
+    // Something is there; a parent must be a storage key: restricted, decrypt.
+    const Object object = load_parent(tpm, handle);
+    TPM2B_PUBLIC* pub_raw = nullptr;
+    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+                             &pub_raw, nullptr, nullptr),
+             "TPM2_ReadPublic");
+    const EsysPtr<TPM2B_PUBLIC> pub(pub_raw);
+    const TPMA_OBJECT storage = TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
+    return (pub->publicArea.objectAttributes & (storage | TPMA_OBJECT_SIGN_ENCRYPT)) == storage;
 }
 
 KeyBlobs create_key(Tpm& tpm, const Object& parent, const KeySpec& spec, const Secret& pin) {
@@ -116,9 +130,15 @@ KeyBlobs create_key(Tpm& tpm, const Object& parent, const KeySpec& spec, const S
 
 Object load_key(Tpm& tpm, const Object& parent, const Authorization& auth, const KeyBlobs& blobs) {
     ESYS_TR handle = ESYS_TR_NONE;
-    check_rc(Esys_Load(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE,
-                       &blobs.priv, &blobs.pub, &handle),
-             "TPM2_Load of the key");
+    const TSS2_RC rc = Esys_Load(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE,
+                                 ESYS_TR_NONE, &blobs.priv, &blobs.pub, &handle);
+    // The parent's seed protects the private part: another TPM (or a
+    // cleared one, or a changed file) fails the integrity check.
+    if (tpm_rc_base(rc) == TPM2_RC_INTEGRITY)
+        throw TpmError("this key belongs to a different TPM, or its file was altered "
+                       "(the TPM's integrity check failed)",
+                       rc);
+    check_rc(rc, "TPM2_Load of the key");
     return Object(tpm, handle, Object::Kind::transient);
 }
 

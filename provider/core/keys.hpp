@@ -48,7 +48,8 @@ TPM2B_PUBLIC storage_key_template();
 // TPM2_CreatePrimary; a persistent handle (0x81xxxxxx) is used as is.
 Object load_parent(Tpm& tpm, std::uint32_t parent);
 
-// True when a persistent storage key is present at `handle` (one command).
+// True when a storage key (restricted, decrypt, not sign) is present at the
+// persistent `handle`.
 bool persistent_storage_key_exists(Tpm& tpm, std::uint32_t handle);
 
 // A key as its parent wrapped it: what a key file holds.

@@ -1,12 +1,13 @@
 #include "public_key.hpp"
 
+#include "der.hpp"
 #include "error.hpp"
 
-#include <openssl/core_names.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/objects.h>
-#include <openssl/param_build.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 
@@ -50,17 +51,9 @@ void put_mpint(Bytes& out, const Bytes& magnitude) {
     put_string(out, v);
 }
 
-struct ParamBldFree {
-    void operator()(OSSL_PARAM_BLD* p) const noexcept { OSSL_PARAM_BLD_free(p); }
-};
-struct ParamFree {
-    void operator()(OSSL_PARAM* p) const noexcept { OSSL_PARAM_free(p); }
-};
-struct BnFree {
-    void operator()(BIGNUM* p) const noexcept { BN_free(p); }
-};
-struct PkeyCtxFree {
-    void operator()(EVP_PKEY_CTX* p) const noexcept { EVP_PKEY_CTX_free(p); }
+
+struct X509PubkeyFree {
+    void operator()(X509_PUBKEY* p) const noexcept { X509_PUBKEY_free(p); }
 };
 
 }  // namespace
@@ -138,57 +131,53 @@ std::string PublicKey::ssh_fingerprint() const {
     return "SHA256:" + b64;
 }
 
-Bytes PublicKey::ec_params_der() const {
-    const ASN1_OBJECT* oid = OBJ_nid2obj(curve_nid_);
-    const int size = i2d_ASN1_OBJECT(oid, nullptr);
-    if (size <= 0)
-        throw Error("cannot encode the curve");
-    Bytes out(static_cast<std::size_t>(size));
-    unsigned char* p = out.data();
-    i2d_ASN1_OBJECT(oid, &p);
-    return out;
+Bytes PublicKey::ec_params_der() const { return der::object_identifier(curve_nid_); }
+
+Bytes PublicKey::ec_point_der() const { return der::octet_string(point_); }
+
+Bytes PublicKey::subject_public_key() const {
+    if (!rsa_)
+        return point_;
+    Bytes content = der::unsigned_integer(n_);  // RFC 8017, A.1.1
+    der::append(content, der::unsigned_integer(e_));
+    return der::sequence(content);
 }
 
-Bytes PublicKey::ec_point_der() const {
-    ASN1_OCTET_STRING* s = ASN1_OCTET_STRING_new();
-    if (!s || !ASN1_OCTET_STRING_set(s, point_.data(), static_cast<int>(point_.size()))) {
-        ASN1_OCTET_STRING_free(s);
+Bytes PublicKey::spki_der() const {
+    const std::unique_ptr<X509_PUBKEY, X509PubkeyFree> spki(X509_PUBKEY_new());
+    const Bytes bits = subject_public_key();
+    auto* encoded = static_cast<unsigned char*>(OPENSSL_memdup(bits.data(), bits.size()));
+    if (!spki || !encoded)
         throw std::bad_alloc();
+    // RFC 3279: rsaEncryption with NULL parameters; id-ecPublicKey with the
+    // named curve.
+    const bool ok = rsa_ ? X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_rsaEncryption), V_ASN1_NULL,
+                                                  nullptr, encoded, static_cast<int>(bits.size()))
+                         : X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_X9_62_id_ecPublicKey),
+                                                  V_ASN1_OBJECT, OBJ_nid2obj(curve_nid_), encoded,
+                                                  static_cast<int>(bits.size()));
+    if (!ok) {
+        OPENSSL_free(encoded);
+        throw Error("cannot encode the public key");
     }
-    const int size = i2d_ASN1_OCTET_STRING(s, nullptr);
-    Bytes out(static_cast<std::size_t>(std::max(size, 0)));
-    unsigned char* p = out.data();
-    i2d_ASN1_OCTET_STRING(s, &p);
-    ASN1_OCTET_STRING_free(s);
+    unsigned char* der = nullptr;
+    const int n = i2d_X509_PUBKEY(spki.get(), &der);
+    if (n <= 0)
+        throw Error("cannot encode the public key");
+    Bytes out(der, der + n);
+    OPENSSL_free(der);
     return out;
 }
 
 EvpPkey PublicKey::to_evp() const {
-    std::unique_ptr<OSSL_PARAM_BLD, ParamBldFree> bld(OSSL_PARAM_BLD_new());
-    if (!bld)
-        throw std::bad_alloc();
-    std::unique_ptr<BIGNUM, BnFree> n, e;
-    if (rsa_) {
-        n.reset(BN_bin2bn(n_.data(), static_cast<int>(n_.size()), nullptr));
-        e.reset(BN_bin2bn(e_.data(), static_cast<int>(e_.size()), nullptr));
-        if (!n || !e || !OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_N, n.get()) ||
-            !OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_E, e.get()))
-            throw std::bad_alloc();
-    } else {
-        if (!OSSL_PARAM_BLD_push_utf8_string(bld.get(), OSSL_PKEY_PARAM_GROUP_NAME,
-                                             OBJ_nid2sn(curve_nid_), 0) ||
-            !OSSL_PARAM_BLD_push_octet_string(bld.get(), OSSL_PKEY_PARAM_PUB_KEY, point_.data(),
-                                              point_.size()))
-            throw std::bad_alloc();
-    }
-    std::unique_ptr<OSSL_PARAM, ParamFree> params(OSSL_PARAM_BLD_to_param(bld.get()));
-    std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree> ctx(
-        EVP_PKEY_CTX_new_from_name(nullptr, rsa_ ? "RSA" : "EC", nullptr));
-    EVP_PKEY* pkey = nullptr;
-    if (!params || !ctx || EVP_PKEY_fromdata_init(ctx.get()) <= 0 ||
-        EVP_PKEY_fromdata(ctx.get(), &pkey, EVP_PKEY_PUBLIC_KEY, params.get()) <= 0)
+    const Bytes der = spki_der();
+    const unsigned char* p = der.data();
+    EvpPkey pkey(d2i_PUBKEY(nullptr, &p, static_cast<long>(der.size())));
+    if (!pkey) {
+        ERR_clear_error();
         throw Error("OpenSSL rejects the key's public part");
-    return EvpPkey(pkey);
+    }
+    return pkey;
 }
 
 std::string base64(const Bytes& data) {

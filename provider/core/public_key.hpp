@@ -48,6 +48,14 @@ public:
     Bytes ec_point() const { return point_; }
     Bytes ec_point_der() const;
 
+    // The contents of the SubjectPublicKeyInfo BIT STRING: 04||X||Y, or the
+    // DER RSAPublicKey. Its SHA-1 is the X.509 subject key identifier.
+    Bytes subject_public_key() const;
+    // DER SubjectPublicKeyInfo (X.509), as in CKA_PUBLIC_KEY_INFO.
+    Bytes spki_der() const;
+    // Decoded from the SPKI, not built from parameters: an ENGINE that an
+    // application made the default for RSA or EC (the openssl CLI's
+    // -engine does) breaks EVP_PKEY_fromdata, but not the decoders.
     EvpPkey to_evp() const;
 
 private:

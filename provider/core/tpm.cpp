@@ -15,9 +15,11 @@ namespace {
 
 // The message for a TPM that cannot be reached: what was tried and what to do.
 std::string unreachable_message(const std::string& tcti, TSS2_RC rc) {
-    const std::string tried = tcti.empty() ? "the tpm2-tss default: tabrmd, /dev/tpmrm0, /dev/tpm0"
-                                           : "TCTI '" + tcti + "'";
-    return "cannot reach the TPM (tried " + tried + "; " + Tss2_RC_Decode(rc) +
+    if (!tcti.empty())
+        return "cannot reach the TPM at TCTI '" + tcti + "' (" + Tss2_RC_Decode(rc) +
+               "): check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0";
+    return std::string("cannot reach the TPM (tried the tpm2-tss default: tabrmd, /dev/tpmrm0, /dev/tpm0; ") +
+           Tss2_RC_Decode(rc) +
            "). Check that the machine has a TPM 2.0 and that you may use /dev/tpmrm0 "
            "(usually: join the 'tss' group and log in again), or set TPMKEY_TCTI";
 }

@@ -93,12 +93,14 @@ CK_RV with_module(const char* function, Body&& body) noexcept {
             if (rv == CKR_PIN_INCORRECT)
                 log_error("wrong PIN (the TPM counts wrong PINs and locks the key after too many)");
             else if (rv == CKR_PIN_LOCKED)
-                log_error("the TPM is in dictionary-attack lockout: it refuses PINs until the lockout "
-                          "time has passed (see 'tpm2_getcap properties-variable', TPM2_PT_LOCKOUT_*)");
-            else {
+                log_error("the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses "
+                          "its keys until the lockout time has passed ('tpmkey doctor' says how long)");
+            else
                 log_error(e.what());
+            if (rv == CKR_DEVICE_ERROR)
                 module->drop_tpm();
-            }
+            else
+                module->drop_tpm_if_idle();
             throw Pkcs11Error(rv);
         } catch (const Error& e) {
             log_error(e.what());
@@ -148,7 +150,8 @@ void finish_signature(Module& m, Session& s, CK_BYTE_PTR signature, CK_ULONG_PTR
     std::optional<SignOperation> ending = std::move(s.sign);
     s.sign.reset();
     const TpmSignRequest request = final_part ? ending->request_final() : ending->request_for(data);
-    const Bytes sig = m.token(s.slot).sign(m.tpm(), request);
+    Token& token = m.token(s.slot);
+    const Bytes sig = m.with_room_in_tpm(token, [&] { return token.sign(m.tpm(), request); });
     if (sig.size() > size)
         throw Error("the TPM returned a signature longer than the key allows");
     std::copy(sig.begin(), sig.end(), signature);
@@ -370,7 +373,7 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_UL
         require(user == CKU_CONTEXT_SPECIFIC || !t.logged_in(), CKR_USER_ALREADY_LOGGED_IN);
         require(pin_len <= 32, CKR_PIN_LEN_RANGE);
         Secret secret(std::span<const std::uint8_t>(pin, pin_len));
-        t.login(m.tpm(), std::move(secret));
+        m.with_room_in_tpm(t, [&] { t.login(m.tpm(), secret.clone()); });
         log_debug(t.label() + ": logged in");
     });
 }
@@ -585,8 +588,20 @@ CK_RV C_UnwrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE
                          CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(); }
 CK_RV C_DeriveKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
                          CK_OBJECT_HANDLE_PTR) { return not_supported(); }
-CK_RV C_SeedRandom(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return CKR_RANDOM_SEED_NOT_SUPPORTED; }
-CK_RV C_GenerateRandom(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return CKR_RANDOM_NO_RNG; }
+// PKCS#11 2.40, 5.15: a token without a random number generator answers
+// CKR_RANDOM_NO_RNG to both (we leave random numbers to the OS).
+CK_RV C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
+    return with_module("C_SeedRandom", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_RANDOM_NO_RNG);
+    });
+}
+CK_RV C_GenerateRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
+    return with_module("C_GenerateRandom", [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(CKR_RANDOM_NO_RNG);
+    });
+}
 CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
 CK_RV C_CancelFunction(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
 CK_RV C_WaitForSlotEvent(CK_FLAGS, CK_SLOT_ID_PTR, CK_VOID_PTR) { return not_supported(); }

@@ -15,7 +15,8 @@ Module::Module(const Config& config) : tpm_(config.tcti) {
             tokens_.push_back(std::move(token));
         } catch (const Error& e) {
             // One bad file must not hide the user's other keys.
-            log_error(std::string(e.what()) + " (key skipped)");
+            const std::string what = e.what();
+            log_error((what.starts_with(path.string()) ? what : path.string() + ": " + what) + " (key skipped)");
         }
     }
     if (tokens_.empty())
@@ -80,6 +81,20 @@ std::span<const TPM2_ALG_ID> Module::tpm_hashes() {
         tpm_hashes_ = std::move(found);
     }
     return *tpm_hashes_;
+}
+
+void Module::drop_tpm_if_idle() noexcept {
+    for (const auto& t : tokens_)
+        if (t->holds_tpm_objects())
+            return;
+    tpm_.close();
+}
+
+void Module::release_other_keys(const Token& keep) noexcept {
+    for (auto& t : tokens_)
+        if (t.get() != &keep)
+            t->drop_tpm_objects();
+    log_debug("the TPM is full: released the other keys to make room");
 }
 
 void Module::drop_tpm() noexcept {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "error.hpp"
 #include "mechanisms.hpp"
 #include "token.hpp"
 #include "tpm_connection.hpp"
@@ -51,8 +52,28 @@ public:
     // After the TPM failed or went away: forget everything loaded in it, so
     // that the next operation starts on a fresh connection.
     void drop_tpm() noexcept;
+    // Closes the connection (flushing the parents) when no token holds a
+    // key: after a failed login nothing of ours stays in the TPM.
+    void drop_tpm_if_idle() noexcept;
+
+    // Runs a TPM operation of `token`; when the TPM has no room for another
+    // object or session (TPMs without a resource manager have 3 object
+    // slots), releases the other tokens' keys and tries once more.
+    template <class Operation>
+    auto with_room_in_tpm(Token& token, Operation operation) {
+        try {
+            return operation();
+        } catch (const TpmError& e) {
+            if (!e.is(TPM2_RC_OBJECT_MEMORY) && !e.is(TPM2_RC_SESSION_MEMORY))
+                throw;
+            release_other_keys(token);
+            return operation();
+        }
+    }
 
 private:
+    void release_other_keys(const Token& keep) noexcept;
+
     TpmConnection tpm_;
     std::vector<std::unique_ptr<Token>> tokens_;
     std::map<CK_SESSION_HANDLE, Session> sessions_;

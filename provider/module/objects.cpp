@@ -25,23 +25,9 @@ Attribute number(CK_ATTRIBUTE_TYPE type, CK_ULONG value) { return {type, bytes_o
 Attribute text(CK_ATTRIBUTE_TYPE type, const std::string& value) { return {type, Bytes(value.begin(), value.end())}; }
 Attribute sensitive(CK_ATTRIBUTE_TYPE type) { return {type, {}, true}; }
 
-struct X509PubkeyFree {
-    void operator()(X509_PUBKEY* p) const noexcept { X509_PUBKEY_free(p); }
-};
 struct X509Free {
     void operator()(X509* p) const noexcept { X509_free(p); }
 };
-
-Bytes spki_der(const PublicKey& pub) {
-    const EvpPkey pkey = pub.to_evp();
-    const int n = i2d_PUBKEY(pkey.get(), nullptr);
-    if (n <= 0)
-        throw Error("cannot encode the public key");
-    Bytes out(static_cast<std::size_t>(n));
-    unsigned char* p = out.data();
-    i2d_PUBKEY(pkey.get(), &p);
-    return out;
-}
 
 Bytes der_of_name(const X509_NAME* name) {
     unsigned char* buf = nullptr;
@@ -76,7 +62,7 @@ void add_common_key_attributes(std::vector<Attribute>& a, const KeyFacts& key) {
     }
     a.push_back({CKA_ALLOWED_MECHANISMS, mechanisms});
     a.push_back({CKA_SUBJECT, {}});
-    a.push_back({CKA_PUBLIC_KEY_INFO, spki_der(*key.pub)});
+    a.push_back({CKA_PUBLIC_KEY_INFO, key.pub->spki_der()});
     if (rsa) {
         a.push_back({CKA_MODULUS, key.pub->rsa_modulus()});
         a.push_back(number(CKA_MODULUS_BITS, key.pub->bits()));
@@ -235,15 +221,9 @@ P11Object make_certificate_object(CK_OBJECT_HANDLE handle, const KeyFacts& key, 
 }
 
 Bytes key_id_of(const PublicKey& pub) {
-    const Bytes spki = spki_der(pub);
-    const unsigned char* p = spki.data();
-    std::unique_ptr<X509_PUBKEY, X509PubkeyFree> x(d2i_X509_PUBKEY(nullptr, &p, static_cast<long>(spki.size())));
-    const unsigned char* bits = nullptr;
-    int bits_len = 0;
-    if (!x || !X509_PUBKEY_get0_param(nullptr, &bits, &bits_len, nullptr, x.get()))
-        throw Error("cannot encode the public key");
+    const Bytes bits = pub.subject_public_key();
     Bytes id(SHA_DIGEST_LENGTH);
-    SHA1(bits, static_cast<std::size_t>(bits_len), id.data());
+    SHA1(bits.data(), bits.size(), id.data());
     return id;
 }
 

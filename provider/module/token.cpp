@@ -100,8 +100,11 @@ Token::Loaded& Token::load(TpmConnection& tpm) {
 }
 
 void Token::login(TpmConnection& tpm, Secret pin) {
-    if (!needs_pin() && pin.empty()) {
-        logged_in_ = true;  // nothing to prove
+    if (!needs_pin()) {
+        // The key file promises an empty auth value: there is nothing to
+        // prove, and a PIN sent to the TPM anyway would only count as a
+        // failed try against its dictionary-attack counter.
+        logged_in_ = true;
         return;
     }
     // A key loaded without a session (no PIN so far) must be reloaded with one.
@@ -113,7 +116,11 @@ void Token::login(TpmConnection& tpm, Secret pin) {
         const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
         (void)change_auth(tpm.tpm(), loaded.key, tpm.parent(key_.parent), loaded.auth, pin_);
     } catch (...) {
+        // A failed login leaves the TPM as it found it: ssh exits through
+        // _exit() after a wrong PIN, without C_Finalize, and a TPM without
+        // a resource manager would keep the objects.
         pin_ = Secret();
+        loaded_.reset();
         throw;
     }
     logged_in_ = true;

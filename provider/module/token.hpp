@@ -52,8 +52,9 @@ public:
 
     Bytes sign(TpmConnection& tpm, const TpmSignRequest& request);
 
-    // Forgets the TPM objects of a connection that is going away.
+    // Flushes (or, when the connection is gone, forgets) its TPM objects.
     void drop_tpm_objects() noexcept { loaded_.reset(); }
+    bool holds_tpm_objects() const noexcept { return loaded_.has_value(); }
 
 private:
     struct Loaded {
