@@ -217,7 +217,7 @@ int run(int argc, char** argv) {
     // Find out now, not after the TPM spent a minute on an RSA key.
     const std::filesystem::path dir = key_path.parent_path().empty() ? "." : key_path.parent_path();
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw Error(dir.string() + ": cannot write there: " + std::strerror(errno));
+        throw Error(key_path.string() + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
 
     Secret pin;
     if (!o.pin_file.empty()) {

@@ -42,11 +42,11 @@ struct TempHome {
 }  // namespace
 
 TEST_CASE("config lines: key and tcti are read, bad lines skipped with a warning") {
-    const ConfigFile c = parse_config("# comment\n\n  key ~/keys/a.tpm\nkey /etc/b.tpm\r\ntcti swtpm:port=2321\n"
+    const ConfigFile c = parse_config("# comment\n\n  key ~/keys/a.tpm\nkey /etc/b#1.tpm   # work\r\ntcti swtpm:port=2321\n"
                                       "colour blue\nkey\n",
                                       "cfg");
     REQUIRE(c.keys.size() == 2);
-    CHECK(c.keys[1] == "/etc/b.tpm");
+    CHECK(c.keys[1] == "/etc/b#1.tpm");
     CHECK(c.tcti == "swtpm:port=2321");
     REQUIRE(c.warnings.size() == 2);
     CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:6: ignored: unknown keyword 'colour'"));

@@ -1,0 +1,31 @@
+// The TPM a test program may talk to (STYLE.md, practice 10): only the one
+// with-swtpm started for it, named by TPMKEY_TCTI. A test never falls back
+// to the tpm2-tss default, which would find the machine's real TPM.
+#pragma once
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tpmkey::test {
+
+// TPMKEY_TCTI if it names a simulator ("swtpm:..." or "mssim:...", also
+// behind the pcap TCTI that only records the traffic), else nothing.
+inline std::optional<std::string> simulator_tcti() {
+    const char* value = std::getenv("TPMKEY_TCTI");
+    if (!value)
+        return std::nullopt;
+    std::string_view tcti = value;
+    if (tcti.starts_with("pcap:"))
+        tcti.remove_prefix(5);
+    if (!tcti.starts_with("swtpm:") && !tcti.starts_with("mssim:"))
+        return std::nullopt;
+    return std::string(value);
+}
+
+inline constexpr const char* refusal =
+    "TPMKEY_TCTI must name a software TPM (\"swtpm:...\" or \"mssim:...\"); these tests "
+    "never touch a real TPM. Run them through swtpm-fixtures/with-swtpm";
+
+}  // namespace tpmkey::test
