@@ -1,0 +1,44 @@
+#!/bin/bash
+# One long-lived process signing with three TPM keys, one after the other:
+# ssh-agent's ssh-pkcs11-helper with three keys added, `ssh-keygen -Y sign`
+# with each. Every signature must work and verify, and `ssh-add -e` must
+# leave the TPM empty. Without a resource manager (swtpm here, /dev/tpm0
+# on a machine) the TPM has 3 slots for loaded objects; a module that keeps
+# the parent and every key it used loaded runs out of them at the third key
+# ("out of memory for object contexts").
+# Needs root (module under /usr/local/lib), else exits 77 (skipped).
+set -euo pipefail
+. "$(dirname "$(readlink -f "$0")")/lib.sh"
+
+agent_install_module
+keys=$E2E_DIR/keys
+names=(k1-ecdsa256 k2-ecdsa384 k3-rsa2048)
+keygen "$keys/k1-ecdsa256.tpm" ecdsa 256
+keygen "$keys/k2-ecdsa384.tpm" ecdsa 384
+keygen "$keys/k3-rsa2048.tpm" rsa 2048
+
+export TPMKEY_KEYS=$keys
+agent_start
+askpass_pin ""
+ssh-add -s "$AGENT_MODULE" >"$E2E_DIR/add.out" 2>&1 || { show "$E2E_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
+[ "$(agent_fingerprints | wc -l)" = 3 ] || { ssh-add -l >&2 || true; fail "the agent does not hold the three keys"; }
+ok "ssh-add -s: three keys"
+
+echo "tpmkey e2e $$ $RANDOM" >"$E2E_DIR/data"
+for key in "${names[@]}"; do
+    cp "$E2E_DIR/data" "$E2E_DIR/data-$key"
+    ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$E2E_DIR/data-$key" 2>"$E2E_DIR/sign.err" || {
+        show "$E2E_DIR/sign.err" "$AGENT_LOG"
+        echo "TPM holds: $(tpm_leftovers | tr '\n' ' ')" >&2
+        fail "$key: signing through the agent failed"
+    }
+    echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$E2E_DIR/allowed_signers"
+    ssh-keygen -Y verify -f "$E2E_DIR/allowed_signers" -I signer@tpmkey.test -n file \
+        -s "$E2E_DIR/data-$key.sig" <"$E2E_DIR/data" >"$E2E_DIR/verify.out" 2>&1 ||
+        { show "$E2E_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
+    ok "$key: signed through the agent, verified"
+done
+
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+expect_clean_tpm "after ssh-add -e"
+ok "ssh-add -e: TPM empty"
