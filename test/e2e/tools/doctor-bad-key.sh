@@ -1,0 +1,43 @@
+#!/bin/bash
+# tpmkey doctor with key files the module cannot use (root reads any file,
+# so the unreadable ones are a directory named x.tpm and corrupt files):
+# each is named with its reason, the good key still loads, exit 1.
+# shellcheck source=test/e2e/tools/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+S=$HOME/.ssh
+keygen "$S/good.tpm"
+printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$S/config"
+mkdir "$S/x.tpm"
+echo "garbage" >"$S/corrupt.tpm"
+head -c 300 "$S/good.tpm" >"$S/truncated.tpm"
+sed 's/^-----BEGIN TSS2 PRIVATE KEY-----$/-----BEGIN PRIVATE KEY-----/; s/^-----END TSS2 PRIVATE KEY-----$/-----END PRIVATE KEY-----/' \
+    "$S/good.tpm" >"$S/label.tpm"
+
+run "$TPMKEY_TOOL" doctor
+expect_rc 1 "bad keys"
+expect_out "[ok]      5 key file(s) in $S/*.tpm" "bad keys"
+expect_out "[problem] $S/x.tpm: the module skips this file" "directory"
+expect_out "Likely problem:    not a regular file" "directory"
+expect_out "[problem] $S/corrupt.tpm: the module skips this file" "corrupt"
+expect_out "Likely problem:    not a PEM file" "corrupt"
+expect_out "[problem] $S/truncated.tpm: the module skips this file" "truncated"
+expect_out "[problem] $S/label.tpm: the module skips this file" "wrong PEM label"
+expect_out "Likely problem:    holds a 'PRIVATE KEY', not a TSS2 PRIVATE KEY" "wrong PEM label"
+expect_out "[ok]      $S/good.tpm: ECDSA P-256, no PIN, parent 0x81000001: loads on this TPM" "good key"
+expect_out "4 problem(s) found." "bad keys"
+ok "a directory, a corrupt, a truncated and a mislabelled key file: each named, exit 1"
+
+# The module skips the same files and still serves the good key.
+ssh-keygen -D "$TPMKEY_MODULE" >"$T_DIR/module.pub" 2>"$T_DIR/module.err" || fail "ssh-keygen -D failed"
+[ "$(grep -c . "$T_DIR/module.pub")" = 1 ] || fail "the module should serve the one good key"
+grep -qF "x.tpm: not a regular file (key skipped)" "$T_DIR/module.err" || fail "the module does not name x.tpm"
+ok "the module agrees"
+
+# A key file others may write to: a warning.
+rm -r "$S/x.tpm" "$S/corrupt.tpm" "$S/truncated.tpm" "$S/label.tpm"
+chmod 666 "$S/good.tpm"
+run "$TPMKEY_TOOL" doctor
+expect_rc 0 "writable key"
+expect_out "[warning] $S/good.tpm: others may write to it" "writable key"
+ok "a key file others may write to: warning"

@@ -1,0 +1,58 @@
+#!/bin/bash
+# Dictionary-attack lockout (with-swtpm --da 2:600:600: 2 wrong PINs lock
+# the TPM, one is forgiven every 600 s): wrong PINs through passwd and the
+# module lock it; passwd, the module and doctor then say so.
+# shellcheck source=test/e2e/tools/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+K=$HOME/.ssh/id_tpm.tpm
+keygen "$K" "right pin"
+keygen "$HOME/.ssh/nopin.tpm"
+printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$HOME/.ssh/config"
+WRONG=$(pin_file "wrong")
+NEW=$(pin_file "new")
+
+run "$TPMKEY_TOOL" doctor
+expect_rc 0 "before"
+expect_out "[ok]      dictionary-attack protection: not in lockout (0 of 2 wrong PINs counted; one is forgiven every 10 minutes)" "before"
+
+cp "$K" "$T_DIR/orig.tpm"
+run "$TPMKEY_TOOL" passwd --old-pin-file "$WRONG" --new-pin-file "$NEW" "$K"
+expect_rc 1 "1st wrong PIN"
+expect_err "wrong PIN; $K is unchanged" "1st wrong PIN"
+run "$TPMKEY_TOOL" doctor
+expect_rc 0 "one wrong PIN"
+expect_out "[warning] dictionary-attack protection: 1 of 2 wrong PINs counted" "one wrong PIN"
+expect_out "one more wrong PIN and the TPM locks out" "one wrong PIN"
+
+sign_fails "$K" "wrong" "2nd wrong PIN (module)"
+expect_err "wrong PIN" "2nd wrong PIN (module)"
+
+run "$TPMKEY_TOOL" doctor
+expect_rc 1 "lockout"
+expect_out "[problem] dictionary-attack lockout: the TPM refuses to use keys (2 of 2 wrong PINs counted; one is forgiven every 10 minutes)" "lockout"
+expect_out "Possible solution: wait: within 10 minutes the TPM uses keys again (with or without PIN)" "lockout"
+expect_out "1 problem(s) found." "lockout"
+ok "doctor: lockout named with counter, maximum and recovery time; exit 1"
+
+# In lockout even the right PIN is refused, and passwd says why.
+run "$TPMKEY_TOOL" passwd --old-pin-file "$(pin_file "right pin")" --new-pin-file "$NEW" "$K"
+expect_rc 1 "passwd in lockout"
+expect_err "the TPM is in dictionary-attack lockout" "passwd in lockout"
+cmp -s "$K" "$T_DIR/orig.tpm" || fail "the key file changed"
+sign_fails "$K" "right pin" "module in lockout"
+expect_err "the TPM is in dictionary-attack lockout" "module in lockout"
+ok "passwd and the module in lockout: refused, named, file unchanged"
+
+# The TPM refuses every key without 'noda', also those without a PIN.
+sign_fails "$HOME/.ssh/nopin.tpm" "" "no-PIN key in lockout"
+expect_err "the TPM is in dictionary-attack lockout" "no-PIN key in lockout"
+ok "a key without PIN is refused too, and the module says why"
+
+# The way out doctor names (the lockout password of a fresh swtpm is empty).
+tpm2_dictionarylockout -T "$TPMKEY_TCTI" --clear-lockout >/dev/null || fail "tpm2_dictionarylockout failed"
+run "$TPMKEY_TOOL" doctor
+expect_rc 0 "after clearing"
+expect_out "[ok]      dictionary-attack protection: not in lockout (0 of 2" "after clearing"
+sign_ok "$K" "right pin" "after clearing"
+ok "cleared with tpm2_dictionarylockout: keys work again"

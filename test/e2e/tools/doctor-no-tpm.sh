@@ -1,0 +1,42 @@
+#!/bin/bash
+# tpmkey doctor with no TPM where it looks: exit 1, and the message names
+# what was tried (the TCTI and where it was set).
+# shellcheck source=test/e2e/tools/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+keygen "$HOME/.ssh/id_tpm.tpm"
+printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$HOME/.ssh/config"
+CLOSED=$(closed_tcti)
+
+run env TPMKEY_TCTI="$CLOSED" "$TPMKEY_TOOL" doctor
+expect_rc 1 "TPMKEY_TCTI at a closed port"
+expect_out "[problem] TPM not reachable; tried:" "closed port"
+expect_out "            $CLOSED: no simulator answers there" "closed port"
+expect_out "no TPM answers at the TCTI set in TPMKEY_TCTI" "closed port"
+expect_out "[ok]      $HOME/.ssh/id_tpm.tpm: ECDSA P-256, no PIN, parent 0x81000001 (not loaded: no TPM)" "closed port"
+expect_out "1 problem(s) found." "closed port"
+ok "TPMKEY_TCTI at a closed port: exit 1, names the TCTI"
+
+mkdir -p "$HOME/.config/tpmkey"
+printf 'tcti %s\n' "$CLOSED" >"$HOME/.config/tpmkey/config"
+run env -u TPMKEY_TCTI "$TPMKEY_TOOL" doctor
+expect_rc 1 "config file TCTI"
+expect_out "            $CLOSED: no simulator answers there" "config file TCTI"
+expect_out "no TPM answers at the TCTI set in $HOME/.config/tpmkey/config" "config file TCTI"
+ok "a closed TCTI from the config file: exit 1, names the file"
+rm "$HOME/.config/tpmkey/config"
+
+run env TPMKEY_TCTI="device:$T_DIR/no-such-tpm" "$TPMKEY_TOOL" doctor
+expect_rc 1 "missing device"
+expect_out "            device:$T_DIR/no-such-tpm: $T_DIR/no-such-tpm does not exist" "missing device"
+ok "a device TCTI naming a missing device"
+
+# The tpm2-tss default, on a machine without a TPM (only where that holds).
+if ! ls /dev/tpm* >/dev/null 2>&1; then
+    run env -u TPMKEY_TCTI "$TPMKEY_TOOL" doctor
+    expect_rc 1 "default, no TPM"
+    expect_out "[problem] /dev/tpmrm0 is missing" "default, no TPM"
+    expect_out "            device:/dev/tpmrm0: /dev/tpmrm0 does not exist" "default, no TPM"
+    expect_out "no TPM answers where tpm2-tss looks by default" "default, no TPM"
+    ok "no TPM device: says so and what was tried"
+fi

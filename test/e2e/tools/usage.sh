@@ -1,0 +1,72 @@
+#!/bin/bash
+# Usage errors exit 2 with the command's usage line on stderr; --help exits
+# 0 with it on stdout; for every subcommand. No TPM needed.
+# shellcheck source=test/e2e/tools/lib.sh
+. "$(dirname "$0")/lib.sh"
+TPMKEY_TCTI=$(closed_tcti)
+export TPMKEY_TCTI
+K=$T_DIR/k.tpm
+: >"$K"
+
+usage_error() {   # usage_error USAGE-START ARGS...
+    local want=$1
+    shift
+    run "$TPMKEY_TOOL" "$@"
+    expect_rc 2 "tpmkey $*"
+    expect_err "usage: $want" "tpmkey $*"
+    [ ! -s "$OUT" ] || { show_run; fail "tpmkey $*: a usage error prints nothing on stdout"; }
+}
+
+help_ok() {   # help_ok USAGE-START ARGS...
+    local want=$1
+    shift
+    run "$TPMKEY_TOOL" "$@"
+    expect_rc 0 "tpmkey $*"
+    expect_out "usage: $want" "tpmkey $*"
+    [ "$(grep -c . "$OUT")" -ge 3 ] || { show_run; fail "tpmkey $*: --help should explain, not just repeat the usage"; }
+}
+
+usage_error "tpmkey COMMAND"
+usage_error "tpmkey COMMAND" frobnicate
+usage_error "tpmkey COMMAND" --frobnicate
+help_ok "tpmkey COMMAND" --help
+help_ok "tpmkey COMMAND" help
+
+for cmd in list doctor; do
+    help_ok "tpmkey $cmd" "$cmd" --help
+    help_ok "tpmkey $cmd" "$cmd" -h
+    usage_error "tpmkey $cmd" "$cmd" extra
+    usage_error "tpmkey $cmd" "$cmd" --bogus
+done
+for cmd in pubkey info passwd; do
+    help_ok "tpmkey $cmd" "$cmd" --help
+    help_ok "tpmkey $cmd" "$cmd" "$K" --help
+    usage_error "tpmkey $cmd" "$cmd"
+    usage_error "tpmkey $cmd" "$cmd" "$K" "$K"
+    usage_error "tpmkey $cmd" "$cmd" --bogus "$K"
+done
+usage_error "tpmkey pubkey" pubkey -C
+usage_error "tpmkey pubkey" pubkey --bogus
+expect_err "tpmkey pubkey: unknown option '--bogus'" "pubkey --bogus"
+usage_error "tpmkey ssh-config" ssh-config --aply
+expect_err "tpmkey ssh-config: unknown option '--aply'" "ssh-config --aply"
+usage_error "tpmkey pubkey" pubkey -C a -C b "$K"
+usage_error "tpmkey passwd" passwd --old-pin-file
+usage_error "tpmkey passwd" passwd "$K" --new-pin-file
+help_ok "tpmkey ssh-config" ssh-config --help
+usage_error "tpmkey ssh-config" ssh-config extra
+usage_error "tpmkey ssh-config" ssh-config --aply
+ok "usage errors exit 2 and --help exits 0, for every subcommand"
+
+# "--" ends the options: a key file named like an option.
+cp "$(dirname "$0")/../../data/ecdsa256.tpm" "$T_DIR/-C"
+(cd "$T_DIR" && "$TPMKEY_TOOL" pubkey -- -C >/dev/null) || fail "pubkey -- -C: the file named -C"
+ok "-- ends the options"
+
+# Failures that are not usage errors exit 1.
+run "$TPMKEY_TOOL" info "$T_DIR/missing.tpm"
+expect_rc 1 "missing key file"
+run "$TPMKEY_TOOL" passwd --old-pin-file "$T_DIR/missing" --new-pin-file "$T_DIR/missing" "$(dirname "$0")/../../data/ecdsa256.tpm"
+expect_rc 1 "missing PIN file"
+expect_err "cannot read the PIN file" "missing PIN file"
+ok "other failures exit 1"
