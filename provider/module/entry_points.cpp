@@ -160,6 +160,15 @@ void finish_signature(Module& m, Session& s, CK_BYTE_PTR signature, CK_ULONG_PTR
 
 CK_RV not_supported() noexcept { return CKR_FUNCTION_NOT_SUPPORTED; }
 
+// For functions whose answer is fixed once the session is known to be valid
+// (writing to a read-only token, operation state, random numbers).
+CK_RV in_session_answer(const char* function, CK_SESSION_HANDLE h, CK_RV rv) noexcept {
+    return with_module(function, [&](Module& m) {
+        (void)session_of(m, h);
+        throw Pkcs11Error(rv);
+    });
+}
+
 }  // namespace
 
 extern "C" {
@@ -298,18 +307,12 @@ CK_RV C_InitToken(CK_SLOT_ID slot, CK_UTF8CHAR_PTR, CK_ULONG, CK_UTF8CHAR_PTR) {
 }
 
 CK_RV C_InitPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR, CK_ULONG) {
-    return with_module("C_InitPIN", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
-    });
+    return in_session_answer("C_InitPIN", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR, CK_ULONG, CK_UTF8CHAR_PTR, CK_ULONG) {
-    return with_module("C_SetPIN", [&](Module& m) {
-        (void)session_of(m, h);
-        // The PIN is changed with 'tpmkey passwd', which rewrites the key file.
-        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
-    });
+    // The PIN is changed with 'tpmkey passwd', which rewrites the key file.
+    return in_session_answer("C_SetPIN", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 // ---- Sessions -------------------------------------------------------------
@@ -348,17 +351,11 @@ CK_RV C_GetSessionInfo(CK_SESSION_HANDLE h, CK_SESSION_INFO_PTR info) {
 }
 
 CK_RV C_GetOperationState(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) {
-    return with_module("C_GetOperationState", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_FUNCTION_NOT_SUPPORTED);
-    });
+    return in_session_answer("C_GetOperationState", h, CKR_FUNCTION_NOT_SUPPORTED);
 }
 
 CK_RV C_SetOperationState(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
-    return with_module("C_SetOperationState", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_FUNCTION_NOT_SUPPORTED);
-    });
+    return in_session_answer("C_SetOperationState", h, CKR_FUNCTION_NOT_SUPPORTED);
 }
 
 CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_ULONG pin_len) {
@@ -389,31 +386,19 @@ CK_RV C_Logout(CK_SESSION_HANDLE h) {
 // ---- Objects --------------------------------------------------------------
 
 CK_RV C_CreateObject(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) {
-    return with_module("C_CreateObject", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
-    });
+    return in_session_answer("C_CreateObject", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_CopyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) {
-    return with_module("C_CopyObject", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
-    });
+    return in_session_answer("C_CopyObject", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE) {
-    return with_module("C_DestroyObject", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
-    });
+    return in_session_answer("C_DestroyObject", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG) {
-    return with_module("C_SetAttributeValue", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
-    });
+    return in_session_answer("C_SetAttributeValue", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 // The object `handle` of the session's token, if this session may see it.
@@ -591,16 +576,10 @@ CK_RV C_DeriveKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTR
 // PKCS#11 2.40, 5.15: a token without a random number generator answers
 // CKR_RANDOM_NO_RNG to both (we leave random numbers to the OS).
 CK_RV C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
-    return with_module("C_SeedRandom", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_RANDOM_NO_RNG);
-    });
+    return in_session_answer("C_SeedRandom", h, CKR_RANDOM_NO_RNG);
 }
 CK_RV C_GenerateRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
-    return with_module("C_GenerateRandom", [&](Module& m) {
-        (void)session_of(m, h);
-        throw Pkcs11Error(CKR_RANDOM_NO_RNG);
-    });
+    return in_session_answer("C_GenerateRandom", h, CKR_RANDOM_NO_RNG);
 }
 CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
 CK_RV C_CancelFunction(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
