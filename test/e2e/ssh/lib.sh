@@ -195,13 +195,9 @@ sshd_stop() {
     SSHD_PID=""
 }
 
-# port_in_use PORT: any TCP socket (any state) with PORT as its local port.
-port_in_use() {
-    local hex
-    hex=$(printf '%04X' "$1")
-    awk -v p="$hex" 'FNR > 1 { n = split($2, a, ":"); if (a[n] == p) found = 1 }
-                     END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
+# fx_port_in_use PORT comes from the swtpm fixtures.
+# shellcheck source=../../../swtpm-fixtures/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../../swtpm-fixtures/lib.sh"
 
 # sshd_start [CONFIG_LINE...]: start the throwaway sshd (with the extra
 # sshd_config lines given), wait until it listens.
@@ -223,7 +219,7 @@ sshd_start() {
     e2e_on_exit sshd_stop
     for _ in $(seq 20); do
         port=$((10000 + RANDOM % 10000))
-        ! port_in_use "$port" || continue
+        ! fx_port_in_use "$port" || continue
         cat >"$SSHD_CONFIG" <<EOF
 Port $port
 ListenAddress 127.0.0.1
