@@ -377,9 +377,9 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_UL
 
 CK_RV C_Logout(CK_SESSION_HANDLE h) {
     return with_module("C_Logout", [&](Module& m) {
-        Token& t = m.token(session_of(m, h).slot);
-        require(t.logged_in(), CKR_USER_NOT_LOGGED_IN);
-        t.logout();
+        const CK_SLOT_ID slot = session_of(m, h).slot;
+        require(m.token(slot).logged_in(), CKR_USER_NOT_LOGGED_IN);
+        m.logout(slot);
     });
 }
 

@@ -48,12 +48,21 @@ void Module::close_session(CK_SESSION_HANDLE handle) {
     const CK_SLOT_ID slot = session(handle).slot;
     sessions_.erase(handle);
     if (session_count(slot, false) == 0)
-        token(slot).logout();
+        logout(slot);
 }
 
 void Module::close_all_sessions(CK_SLOT_ID slot) {
-    Token& t = token(slot);
+    (void)token(slot);
     std::erase_if(sessions_, [slot](const auto& entry) { return entry.second.slot == slot; });
+    logout(slot);
+}
+
+void Module::logout(CK_SLOT_ID slot) {
+    Token& t = token(slot);
+    if (t.needs_pin())
+        for (auto& [handle, s] : sessions_)
+            if (s.slot == slot)
+                s.sign.reset();
     t.logout();
 }
 

@@ -45,6 +45,9 @@ public:
     void close_session(CK_SESSION_HANDLE handle);
     void close_all_sessions(CK_SLOT_ID slot);
     CK_ULONG session_count(CK_SLOT_ID slot, bool read_write_only) const;
+    // Logs the token out and ends its sessions' signing operations, whose
+    // key needs the login.
+    void logout(CK_SLOT_ID slot);
 
     TpmConnection& tpm() noexcept { return tpm_; }
     // The hash algorithms the TPM implements; asked once, when first needed.

@@ -25,6 +25,8 @@ public:
         : handle_(handle), attributes_(std::move(attributes)) {}
 
     CK_OBJECT_HANDLE handle() const noexcept { return handle_; }
+    // A new handle: the old one must stop working (after C_Logout).
+    void renumber(CK_OBJECT_HANDLE handle) noexcept { handle_ = handle; }
     const Attribute* find(CK_ATTRIBUTE_TYPE type) const noexcept;
     bool is_private() const noexcept;  // CKA_PRIVATE: visible only after login
     CK_OBJECT_CLASS object_class() const noexcept;

@@ -130,9 +130,16 @@ void Token::logout() noexcept {
     logged_in_ = false;
     pin_ = Secret();
     loaded_.reset();
+    // PKCS#11 2.40, 5.6.4 (C_Logout): handles to private objects become
+    // invalid, even after a new login.
+    if (needs_pin())
+        for (P11Object& o : objects_)
+            if (o.handle() == private_handle_)
+                o.renumber(private_handle_ = new_handle());
 }
 
 Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
+    require(may_sign(), CKR_USER_NOT_LOGGED_IN);  // e.g. C_Logout during an operation
     Loaded& loaded = load(tpm);
     const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
     return sign_digest(tpm.tpm(), loaded.key, loaded.auth, request.scheme, request.hash, request.digest,

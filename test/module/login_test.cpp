@@ -1,0 +1,304 @@
+// C_Login checks the PIN with the TPM; private objects of a PIN token are
+// visible only while logged in; C_Logout, C_CloseSession and C_Finalize
+// flush what was loaded (counted in the swtpm with tpm2_getcap).
+#include "harness.hpp"
+
+#include <cstring>
+#include <sstream>
+
+using namespace mt;
+
+namespace {
+
+CK_RV login_with(CK_SESSION_HANDLE s, const std::string& pin, CK_USER_TYPE user = CKU_USER) {
+    return p11()->C_Login(s, user, reinterpret_cast<CK_UTF8CHAR_PTR>(const_cast<char*>(pin.data())), pin.size());
+}
+
+CK_STATE state_of(CK_SESSION_HANDLE s) {
+    CK_SESSION_INFO info;
+    REQUIRE_RV(p11()->C_GetSessionInfo(s, &info), CKR_OK);
+    return info.state;
+}
+
+std::size_t private_keys_visible(CK_SESSION_HANDLE s) {
+    CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+    return find(s, {{CKA_CLASS, &cls, sizeof cls}}).size();
+}
+
+// The TPM's count of authorization failures (TPM2_PT_LOCKOUT_COUNTER).
+unsigned long lockout_counter() {
+    int status = 0;
+    const std::string out = run("tpm2_getcap -T " + shell_quote(swtpm_tcti()) + " properties-variable", &status);
+    REQUIRE(status == 0);
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind("TPM2_PT_LOCKOUT_COUNTER:", 0) == 0)
+            return std::stoul(line.substr(line.find(':') + 1), nullptr, 0);
+    FAIL("no TPM2_PT_LOCKOUT_COUNTER in tpm2_getcap's output");
+    return 0;
+}
+
+Bytes sign_ok(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE priv, const TestKey& k, const Bytes& data) {
+    CK_MECHANISM m{k.rsa ? CKM_SHA256_RSA_PKCS : CKM_ECDSA_SHA256, nullptr, 0};
+    const Bytes sig = sign(s, priv, m, data);
+    CHECK((k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig)));
+    return sig;
+}
+
+}  // namespace
+
+TEST_CASE("a PIN token: private key hidden until C_Login; wrong PIN refused by the TPM", "[login]") {
+    for (const char* name : {"ec384", "rsa3072"}) {
+        const TestKey& k = key(name);
+        INFO(k.name);
+        Initialized init;
+        const CK_SLOT_ID slot = slot_of(k.name);
+        CK_TOKEN_INFO ti;
+        REQUIRE_RV(p11()->C_GetTokenInfo(slot, &ti), CKR_OK);
+        CHECK((ti.flags & CKF_LOGIN_REQUIRED));
+        Session s(slot);
+        Session rw(slot, CKF_RW_SESSION);
+
+        CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
+        CHECK(find(s).size() == 1);  // the public key only
+        CHECK(private_keys_visible(s) == 0);
+
+        // The TPM judges the PIN (TPM2_RC_AUTH_FAIL), and counts the failure.
+        const unsigned long failures = lockout_counter();
+        CHECK_RV(login_with(s, k.pin + "x"), CKR_PIN_INCORRECT);
+        CHECK_RV(login_with(s, ""), CKR_PIN_INCORRECT);
+        CHECK(lockout_counter() >= failures + 1);
+        CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
+        CHECK(private_keys_visible(s) == 0);
+
+        REQUIRE_RV(login_with(s, k.pin), CKR_OK);
+        CHECK(state_of(s) == CKS_RO_USER_FUNCTIONS);
+        CHECK(state_of(rw) == CKS_RW_USER_FUNCTIONS);  // login is per token
+        CHECK(private_keys_visible(s) == 1);
+        CHECK(private_keys_visible(rw) == 1);
+        CHECK(find(s).size() == 2);
+        CHECK_RV(login_with(s, k.pin), CKR_USER_ALREADY_LOGGED_IN);
+        CHECK_RV(login_with(rw, k.pin), CKR_USER_ALREADY_LOGGED_IN);
+        sign_ok(rw, find_one(rw, CKO_PRIVATE_KEY), k, bytes("logged in"));
+
+        REQUIRE_RV(p11()->C_Logout(s), CKR_OK);
+        CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
+        CHECK(state_of(rw) == CKS_RW_PUBLIC_SESSION);
+        CHECK(private_keys_visible(s) == 0);
+        CHECK(private_keys_visible(rw) == 0);
+        CHECK_RV(p11()->C_Logout(s), CKR_USER_NOT_LOGGED_IN);
+    }
+}
+
+TEST_CASE("a PIN token: signing needs the login", "[login]") {
+    const TestKey& k = key("ec384");
+    Initialized init;
+    Session s(slot_of(k.name));
+    const CK_OBJECT_HANDLE pub = find_one(s, CKO_PUBLIC_KEY);
+    CK_MECHANISM m{CKM_ECDSA_SHA384, nullptr, 0};
+
+    // Before any login the private key has no handle the caller can know;
+    // the one after the public key's is refused.
+    CHECK_RV(p11()->C_SignInit(s, &m, pub + 1), CKR_KEY_HANDLE_INVALID);
+
+    login(s, k);
+    const CK_OBJECT_HANDLE priv = find_one(s, CKO_PRIVATE_KEY);
+    REQUIRE_RV(p11()->C_Logout(s), CKR_OK);
+
+    // PKCS#11 2.40, 5.6, C_Logout: "any of the application's handles to
+    // private objects become invalid (even if a user is later logged back
+    // into the token, those handles remain invalid)". So: the handle is
+    // invalid now; CKR_USER_NOT_LOGGED_IN (SoftHSM's answer) is as good.
+    const CK_RV rv = p11()->C_SignInit(s, &m, priv);
+    CHECK((rv == CKR_KEY_HANDLE_INVALID || rv == CKR_USER_NOT_LOGGED_IN));
+    CK_ATTRIBUTE a{CKA_LABEL, nullptr, 0};
+    const CK_RV get_rv = p11()->C_GetAttributeValue(s, priv, &a, 1);
+    CHECK((get_rv == CKR_OBJECT_HANDLE_INVALID || get_rv == CKR_USER_NOT_LOGGED_IN));
+
+    login(s, k);
+    const CK_OBJECT_HANDLE again = find_one(s, CKO_PRIVATE_KEY);
+    // 2.40, 5.6, C_Logout: handles to private objects stay invalid even
+    // after a new login.
+    CHECK(again != priv);
+    CHECK_RV(p11()->C_GetAttributeValue(s, priv, &a, 1), CKR_OBJECT_HANDLE_INVALID);
+    sign_ok(s, again, k, bytes("after a new login"));
+}
+
+TEST_CASE("C_Logout with a signing operation active: no signature and no dictionary-attack strike", "[login]") {
+    const TestKey& k = key("ec384");
+    Initialized init;
+    Session s(slot_of(k.name));
+    const CK_OBJECT_HANDLE priv = private_key(s, k);
+    CK_MECHANISM m{CKM_ECDSA, nullptr, 0};
+    REQUIRE_RV(p11()->C_SignInit(s, &m, priv), CKR_OK);
+    REQUIRE_RV(p11()->C_Logout(s), CKR_OK);
+    const unsigned long failures = lockout_counter();
+    Bytes d = digest("SHA384", bytes("after logout"));
+    Bytes sig(96);
+    CK_ULONG n = sig.size();
+    // 2.40, 5.6, C_Logout: the operation may or may not still be active.
+    // Either way, without the PIN there must be no signature, and no wrong
+    // authorization sent to the TPM.
+    const CK_RV rv = p11()->C_Sign(s, d.data(), d.size(), sig.data(), &n);
+    CHECK((rv == CKR_OPERATION_NOT_INITIALIZED || rv == CKR_USER_NOT_LOGGED_IN));
+    CHECK(lockout_counter() == failures);
+}
+
+TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "[login]") {
+    for (const char* name : {"ec256", "rsa2048"}) {
+        const TestKey& k = key(name);
+        INFO(k.name);
+        Initialized init;
+        const CK_SLOT_ID slot = slot_of(k.name);
+        CK_TOKEN_INFO ti;
+        REQUIRE_RV(p11()->C_GetTokenInfo(slot, &ti), CKR_OK);
+        CHECK_FALSE((ti.flags & CKF_LOGIN_REQUIRED));
+        Session s(slot);
+        CHECK(private_keys_visible(s) == 1);
+        const CK_OBJECT_HANDLE priv = find_one(s, CKO_PRIVATE_KEY);
+        CHECK_FALSE(bool_attribute(s, priv, CKA_PRIVATE));
+        sign_ok(s, priv, k, bytes("no login"));
+        CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
+
+        // A login with the empty PIN is harmless and changes nothing visible.
+        CHECK_RV(login_with(s, ""), CKR_OK);
+        CHECK(state_of(s) == CKS_RO_USER_FUNCTIONS);
+        sign_ok(s, priv, k, bytes("logged in without a PIN"));
+        CHECK_RV(p11()->C_Logout(s), CKR_OK);
+        // Some PIN on a key without one: accepted or refused, but never
+        // sent to the TPM as a wrong authorization (a dictionary-attack
+        // strike for nothing).
+        const unsigned long failures = lockout_counter();
+        const CK_RV rv = login_with(s, "1234");
+        CHECK((rv == CKR_OK || rv == CKR_PIN_INCORRECT));
+        CHECK(lockout_counter() == failures);
+        sign_ok(s, priv, k, bytes("still signs"));
+    }
+}
+
+TEST_CASE("C_Login arguments", "[login]") {
+    const TestKey& k = key("ec384");
+    Initialized init;
+    Session s(slot_of(k.name));
+    // There is no security officer; any SO login fails.
+    CHECK(login_with(s, k.pin, CKU_SO) != CKR_OK);
+    CHECK_RV(login_with(s, k.pin, 7), CKR_USER_TYPE_INVALID);
+    // A context-specific login needs an operation (2.40, 5.6, C_Login).
+    CHECK_RV(login_with(s, k.pin, CKU_CONTEXT_SPECIFIC), CKR_OPERATION_NOT_INITIALIZED);
+    // Longer than any TPM auth value: refused without asking the TPM.
+    const unsigned long failures = lockout_counter();
+    const CK_RV rv = login_with(s, std::string(33, 'p'));
+    CHECK((rv == CKR_PIN_LEN_RANGE || rv == CKR_PIN_INCORRECT));
+    CHECK(lockout_counter() == failures);
+    CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
+    CHECK_RV(p11()->C_Logout(s), CKR_USER_NOT_LOGGED_IN);
+}
+
+TEST_CASE("closing the last session logs the token out", "[login]") {
+    const TestKey& k = key("rsa3072");
+    Initialized init;
+    const CK_SLOT_ID slot = slot_of(k.name);
+    {
+        Session s(slot);
+        login(s, k);
+        CHECK(private_keys_visible(s) == 1);
+        s.close();
+    }
+    {
+        // 2.40, 5.6, C_CloseSession: closing the last session returns the
+        // token to public sessions.
+        Session s(slot);
+        CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
+        CHECK(private_keys_visible(s) == 0);
+        login(s, k);
+        Session other(slot);
+        CHECK(state_of(other) == CKS_RO_USER_FUNCTIONS);
+        s.close();  // not the last one: still logged in
+        CHECK(state_of(other) == CKS_RO_USER_FUNCTIONS);
+        CHECK(private_keys_visible(other) == 1);
+    }
+    {
+        Session s(slot);
+        login(s, k);
+        REQUIRE_RV(p11()->C_CloseAllSessions(slot), CKR_OK);
+        Session t(slot);
+        CHECK(state_of(t) == CKS_RO_PUBLIC_SESSION);
+    }
+}
+
+TEST_CASE("C_Logout / C_CloseSession / C_Finalize flush what they loaded", "[login][flush]") {
+    REQUIRE(tpm_transient_objects() == 0);
+    {
+        Initialized init;
+        for (const TestKey& k : keys()) {
+            Session s(slot_of(k.name));
+            (void)find(s);
+            (void)attribute(s, find_one(s, CKO_PUBLIC_KEY), CKA_ID);
+        }
+        CHECK(tpm_transient_objects() == 0);  // nothing loaded for listing
+
+        const TestKey& plain = key("ec256");
+        Session s(slot_of(plain.name));
+        sign_ok(s, private_key(s, plain), plain, bytes("load"));
+        const int with_key = tpm_transient_objects();
+        CHECK(with_key >= 1);
+        CHECK(with_key <= 2);  // the key, and maybe its parent
+        s.close();             // the last session of the token: the key goes
+        CHECK(tpm_transient_objects() == with_key - 1);
+        CHECK(tpm_loaded_sessions() == 0);
+
+        const TestKey& pin = key("ec384");
+        Session p(slot_of(pin.name));
+        const int before_login = tpm_transient_objects();
+        login(p, pin);
+        sign_ok(p, find_one(p, CKO_PRIVATE_KEY), pin, bytes("load"));
+        CHECK(tpm_transient_objects() >= before_login + 1);
+        REQUIRE_RV(p11()->C_Logout(p), CKR_OK);
+        CHECK(tpm_transient_objects() == before_login);
+        CHECK(tpm_loaded_sessions() == 0);
+
+        // A failed login leaves nothing of its own behind (ssh _exit()s
+        // after a wrong PIN, without C_Finalize).
+        CHECK_RV(login_with(p, "wrong"), CKR_PIN_INCORRECT);
+        CHECK(tpm_transient_objects() <= before_login);
+        CHECK(tpm_loaded_sessions() == 0);
+        login(p, pin);
+        REQUIRE_RV(p11()->C_Logout(p), CKR_OK);
+        CHECK(tpm_transient_objects() == before_login);
+        CHECK(tpm_loaded_sessions() == 0);
+
+        // Loaded again, then C_Finalize with the session still open.
+        login(p, pin);
+        sign_ok(p, find_one(p, CKO_PRIVATE_KEY), pin, bytes("load"));
+        Session q(slot_of(plain.name));
+        sign_ok(q, find_one(q, CKO_PRIVATE_KEY), plain, bytes("load"));
+    }
+    CHECK(tpm_transient_objects() == 0);
+    CHECK(tpm_loaded_sessions() == 0);
+}
+
+TEST_CASE("dictionary-attack lockout: CKR_PIN_LOCKED; the right PIN works after it", "[lockout]") {
+    const TestKey& k = key("ec384");
+    const std::string tcti = " -T " + shell_quote(swtpm_tcti());
+    int status = 0;
+    // 2 tries, 2 s recovery: the third wrong PIN locks.
+    run("tpm2_dictionarylockout -c" + tcti + " && tpm2_dictionarylockout -s -n 2 -t 2 -l 2" + tcti, &status);
+    REQUIRE(status == 0);
+    {
+        Initialized init;
+        Session s(slot_of(k.name));
+        CK_RV rv = CKR_OK;
+        int tries = 0;
+        while (tries < 5 && (rv = login_with(s, "wrong")) == CKR_PIN_INCORRECT)
+            ++tries;
+        CHECK(tries >= 1);
+        CHECK_RV(rv, CKR_PIN_LOCKED);
+        CHECK_RV(login_with(s, k.pin), CKR_PIN_LOCKED);  // even the right PIN, while locked
+    }
+    run("tpm2_dictionarylockout -c" + tcti + " && tpm2_dictionarylockout -s -n 32 -t 1 -l 1" + tcti, &status);
+    REQUIRE(status == 0);
+    Initialized init;
+    Session s(slot_of(k.name));
+    login(s, k);
+    sign_ok(s, find_one(s, CKO_PRIVATE_KEY), k, bytes("unlocked"));
+}
