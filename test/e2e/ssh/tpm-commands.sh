@@ -5,7 +5,7 @@
 #   - an ssh login where sshd refuses the TPM keys (offered, not accepted)
 #     still works with another identity (a plain ed25519 key), asks no PIN
 #     and sends no TPM command.
-# Reported, not asserted (yet): the commands of one full login with a key
+# Reported here (budget.sh asserts them): the commands of one full login with a key
 # without PIN and with a PIN key, flushes included (targets: 5 and 8).
 set -euo pipefail
 . "$(dirname "$(readlink -f "$0")")/lib.sh"
