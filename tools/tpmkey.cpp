@@ -539,26 +539,6 @@ private:
 };
 
 // TPM2_GetCapability(TPM_PROPERTIES) for [first, first + count).
-std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count) {
-    std::map<TPM2_PT, UINT32> out;
-    TPMI_YES_NO more = TPM2_YES;
-    TPM2_PT next = first;
-    while (more == TPM2_YES && next < first + count) {
-        TPMS_CAPABILITY_DATA* raw = nullptr;
-        check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
-                                    next, first + count - next, &more, &raw),
-                 "TPM2_GetCapability");
-        const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
-        const TPML_TAGGED_TPM_PROPERTY& list = data->data.tpmProperties;
-        if (list.count == 0)
-            break;
-        for (UINT32 i = 0; i < list.count; ++i)
-            out[list.tpmProperty[i].property] = list.tpmProperty[i].value;
-        next = list.tpmProperty[list.count - 1].property + 1;
-    }
-    return out;
-}
-
 // The handles of one kind this connection can see (transient objects,
 // loaded sessions): with a resource manager only its own (none yet);
 // without one, whatever every process left behind.

@@ -134,7 +134,9 @@ void check_public(const TPMT_PUBLIC& area, const DerReader& reader) {
 KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name) {
     if (pem.size() > max_key_file_size)
         throw Error(name + ": too large for a key file (" + std::to_string(pem.size()) + " bytes)");
-    Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+    // BIO_new_mem_buf() refuses a NULL buffer, which an empty span may have.
+    static const std::uint8_t nothing = 0;
+    Bio bio(BIO_new_mem_buf(pem.empty() ? &nothing : pem.data(), static_cast<int>(pem.size())));
     if (!bio)
         throw std::bad_alloc();
     char* raw_label = nullptr;
@@ -277,6 +279,9 @@ KeyFile read_key_file(const std::filesystem::path& path) {
         throw Error(name + ": cannot read: " + std::strerror(errno));
     if (!S_ISREG(st.st_mode))
         throw Error(name + ": not a regular file");
+    // Anyone could have swapped in a key of theirs (and collect the PIN).
+    if (st.st_mode & S_IWOTH)
+        throw Error(name + ": the key file is writable by others; refusing it (chmod 600 " + name + ")");
     if (static_cast<std::size_t>(st.st_size) > max_key_file_size)
         throw Error(name + ": too large for a key file (" + std::to_string(st.st_size) + " bytes)");
     std::vector<std::uint8_t> data(max_key_file_size + 1);

@@ -191,6 +191,34 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const Object& key, const Authori
     return out;
 }
 
+std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count) {
+    std::map<TPM2_PT, UINT32> out;
+    TPMI_YES_NO more = TPM2_YES;
+    TPM2_PT next = first;
+    while (more == TPM2_YES && next < first + count) {
+        TPMS_CAPABILITY_DATA* raw = nullptr;
+        check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
+                                    next, first + count - next, &more, &raw),
+                 "TPM2_GetCapability");
+        const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
+        const TPML_TAGGED_TPM_PROPERTY& list = data->data.tpmProperties;
+        if (list.count == 0)
+            break;
+        for (UINT32 i = 0; i < list.count; ++i)
+            out[list.tpmProperty[i].property] = list.tpmProperty[i].value;
+        next = list.tpmProperty[list.count - 1].property + 1;
+    }
+    return out;
+}
+
+DictionaryAttackState dictionary_attack_state(Tpm& tpm) {
+    // TPM2_PT_PERMANENT .. TPM2_PT_LOCKOUT_INTERVAL are one run: one command.
+    auto props = tpm_properties(tpm, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_INTERVAL - TPM2_PT_PERMANENT + 1);
+    return DictionaryAttackState{props[TPM2_PT_LOCKOUT_COUNTER], props[TPM2_PT_MAX_AUTH_FAIL],
+                                 props[TPM2_PT_LOCKOUT_INTERVAL],
+                                 (props[TPM2_PT_PERMANENT] & TPMA_PERMANENT_INLOCKOUT) != 0};
+}
+
 TPM2B_PRIVATE change_auth(Tpm& tpm, const Object& key, const Object& parent,
                           const Authorization& auth, const Secret& new_pin) {
     TPM2B_AUTH new_auth;

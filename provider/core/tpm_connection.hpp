@@ -27,6 +27,8 @@ public:
     // Flushes the parents and closes the connection. Whoever holds objects
     // of this connection must drop them first.
     void close() noexcept;
+    // Flushes the parents; the connection stays open.
+    void flush_parents() noexcept { parents_.clear(); }
     const std::string& tcti() const noexcept { return tcti_; }
 
 private:

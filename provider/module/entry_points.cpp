@@ -47,6 +47,18 @@ void forget_state_after_fork() noexcept {
         module = nullptr;
 }
 
+// "2 of 3 wrong PINs counted; one is forgiven every 600 s", for the
+// messages about PINs; empty when the TPM does not say.
+std::string dictionary_attack_text(Module& m) noexcept {
+    try {
+        const DictionaryAttackState da = dictionary_attack_state(m.tpm().tpm());
+        return std::to_string(da.failures) + " of " + std::to_string(da.max_failures) +
+               " wrong PINs counted by the TPM; one is forgiven every " + std::to_string(da.recovery_seconds) + " s";
+    } catch (...) {
+        return {};
+    }
+}
+
 CK_RV rv_for_tpm_error(const TpmError& e) noexcept {
     if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
         return CKR_PIN_INCORRECT;
@@ -91,16 +103,17 @@ CK_RV with_module(const char* function, Body&& body) noexcept {
         } catch (const TpmError& e) {
             const CK_RV rv = rv_for_tpm_error(e);
             if (rv == CKR_PIN_INCORRECT)
-                log_error("wrong PIN (the TPM counts wrong PINs and locks the key after too many)");
+                log_error("wrong PIN (" + dictionary_attack_text(*module) +
+                          "; too many and the TPM locks out)");
             else if (rv == CKR_PIN_LOCKED)
                 log_error("the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses "
-                          "its keys until the lockout time has passed ('tpmkey doctor' says how long)");
+                          "its keys until enough are forgiven (" + dictionary_attack_text(*module) + ")");
             else
                 log_error(e.what());
             if (rv == CKR_DEVICE_ERROR)
                 module->drop_tpm();
             else
-                module->drop_tpm_if_idle();
+                module->flush_parents_if_idle();
             throw Pkcs11Error(rv);
         } catch (const Error& e) {
             log_error(e.what());
@@ -261,6 +274,23 @@ CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
         pad_copy(info->serialNumber, serial);
         info->flags = CKF_TOKEN_INITIALIZED | CKF_WRITE_PROTECTED | CKF_USER_PIN_INITIALIZED |
                       (t.needs_pin() ? CKF_LOGIN_REQUIRED : 0);
+        // The PIN counters are the TPM's dictionary-attack counter. Asked
+        // only once this process uses the TPM anyway: listing tokens must
+        // send no TPM command (ssh-keygen -D, ssh before it signs).
+        if (t.needs_pin() && m.tpm().is_open()) {
+            try {
+                const DictionaryAttackState da = dictionary_attack_state(m.tpm().tpm());
+                if (da.failures > 0)
+                    info->flags |= CKF_USER_PIN_COUNT_LOW;
+                if (da.max_failures > 0 && da.failures + 1 == da.max_failures)
+                    info->flags |= CKF_USER_PIN_FINAL_TRY;
+                if (da.in_lockout)
+                    info->flags |= CKF_USER_PIN_LOCKED;
+            } catch (const TpmError&) {
+                // The counters are extra information; the TPM's trouble is
+                // reported by the next operation that needs it.
+            }
+        }
         info->ulMaxSessionCount = CK_EFFECTIVELY_INFINITE;
         info->ulSessionCount = m.session_count(slot, false);
         info->ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;

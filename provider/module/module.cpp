@@ -92,11 +92,11 @@ std::span<const TPM2_ALG_ID> Module::tpm_hashes() {
     return *tpm_hashes_;
 }
 
-void Module::drop_tpm_if_idle() noexcept {
+void Module::flush_parents_if_idle() noexcept {
     for (const auto& t : tokens_)
         if (t->holds_tpm_objects())
             return;
-    tpm_.close();
+    tpm_.flush_parents();
 }
 
 void Module::release_other_keys(const Token& keep) noexcept {

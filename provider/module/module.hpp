@@ -55,9 +55,9 @@ public:
     // After the TPM failed or went away: forget everything loaded in it, so
     // that the next operation starts on a fresh connection.
     void drop_tpm() noexcept;
-    // Closes the connection (flushing the parents) when no token holds a
-    // key: after a failed login nothing of ours stays in the TPM.
-    void drop_tpm_if_idle() noexcept;
+    // Flushes the parents when no token holds a key: after a failed login
+    // nothing of ours stays in the TPM. The connection stays open.
+    void flush_parents_if_idle() noexcept;
 
     // Runs a TPM operation of `token`; when the TPM has no room for another
     // object or session (TPMs without a resource manager have 3 object

@@ -221,5 +221,11 @@ TEST_CASE("read_key_file refuses what is not a regular key file") {
     CHECK_THROWS_WITH(read_key_file(fifo), Catch::Contains("not a regular file"));  // and does not hang
     std::ofstream(dir / "big.tpm") << std::string(max_key_file_size + 10, 'x');
     CHECK_THROWS_WITH(read_key_file(dir / "big.tpm"), Catch::Contains("too large"));
+    const std::filesystem::path open_key = dir / "open.tpm";
+    std::filesystem::copy_file(data("ecdsa256.tpm"), open_key);
+    REQUIRE(::chmod(open_key.c_str(), 0666) == 0);
+    CHECK_THROWS_WITH(read_key_file(open_key), Catch::Contains("writable by others"));
+    REQUIRE(::chmod(open_key.c_str(), 0644) == 0);
+    CHECK_NOTHROW(read_key_file(open_key));
     std::filesystem::remove_all(dir);
 }
