@@ -13,8 +13,13 @@ namespace tpmkey {
 
 namespace {
 
-// The message for a TPM that cannot be reached: what was tried and what to do.
-std::string unreachable_message(const std::string& tcti, TSS2_RC rc) {
+// tpm2-tss writes its own errors to stderr, inside ssh's terminal. Our
+// messages say what matters; TSS2_LOG set by the user still wins.
+void quiet_tss2_logging() { ::setenv("TSS2_LOG", "all+NONE", 0); }
+
+}  // namespace
+
+std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc) {
     if (!tcti.empty())
         return "cannot reach the TPM at TCTI '" + tcti + "' (" + Tss2_RC_Decode(rc) +
                "): check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0";
@@ -24,21 +29,15 @@ std::string unreachable_message(const std::string& tcti, TSS2_RC rc) {
            "(usually: join the 'tss' group and log in again), or set TPMKEY_TCTI";
 }
 
-// tpm2-tss writes its own errors to stderr, inside ssh's terminal. Our
-// messages say what matters; TSS2_LOG set by the user still wins.
-void quiet_tss2_logging() { ::setenv("TSS2_LOG", "all+NONE", 0); }
-
-}  // namespace
-
 Tpm::Tpm(const std::string& tcti) : tcti_(tcti) {
     quiet_tss2_logging();
     TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &tcti_ctx_);
     if (rc != TSS2_RC_SUCCESS)
-        throw TpmError(unreachable_message(tcti, rc), rc);
+        throw TpmError(tpm_unreachable_message(tcti, rc), rc);
     rc = Esys_Initialize(&esys_, tcti_ctx_, nullptr);
     if (rc != TSS2_RC_SUCCESS) {
         Tss2_TctiLdr_Finalize(&tcti_ctx_);
-        throw TpmError(unreachable_message(tcti, rc), rc);
+        throw TpmError(tpm_unreachable_message(tcti, rc), rc);
     }
 }
 

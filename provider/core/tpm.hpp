@@ -109,6 +109,10 @@ private:
     ESYS_TR handle_;
 };
 
+// The sentence for a TPM that cannot be reached through `tcti` (empty: the
+// tpm2-tss default): what was tried and what to do.
+std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc);
+
 // Copies a secret into a TPM2B_AUTH (which the caller must wipe), checking
 // that it fits the name algorithm's digest size as the TPM requires.
 void fill_auth(TPM2B_AUTH& auth, const Secret& value);

@@ -108,6 +108,12 @@ CK_RV with_module(const char* function, Body&& body) noexcept {
             else if (rv == CKR_PIN_LOCKED)
                 log_error("the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses "
                           "its keys until enough are forgiven (" + dictionary_attack_text(*module) + ")");
+            else if (e.tpm_unreachable())
+                // Also when the TPM went away under a running process.
+                log_error(tpm_unreachable_message(module->tpm().tcti(), e.rc()));
+            else if (e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))
+                log_error("the TPM has no room for another object: other programs left theirs loaded "
+                          "(use /dev/tpmrm0, or flush them: tpm2_flushcontext -t)");
             else
                 log_error(e.what());
             if (rv == CKR_DEVICE_ERROR)

@@ -1,0 +1,109 @@
+#!/bin/bash
+# pin-secrecy.sh: the PIN never crosses the TPM bus in the clear and never
+# reaches a log, at any level.
+#
+# Everything tpmkey sends to the TPM while a PIN is in play is captured with
+# tpm2-tss's pcap TCTI: tpmkey-keygen with a PIN, C_Login with a wrong and
+# with the right PIN, C_Sign (pkcs11-tool, a client we did not write),
+# `tpmkey passwd` (old and new PIN), a login and signature with the new PIN.
+# The capture, the module's TPMKEY_LOG=debug log and every stdout/stderr are
+# then searched for each PIN as raw bytes, as hex text (lower and upper
+# case) and as UTF-16 (LE and BE). A control run sends a secret in the
+# clear with tpm2-tools (a plaintext password session, what we must never
+# do): the same search has to find it, or the search proves nothing.
+#
+# Runs under with-swtpm; TPMKEY_MODULE, TPMKEY_KEYGEN, TPMKEY_TOOL from CMake.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+E2E_PROG="pin-secrecy"
+# shellcheck source=../e2e/ssh/lib.sh
+. "$(dirname "$0")/../e2e/ssh/lib.sh"
+command -v pkcs11-tool >/dev/null || skip "no pkcs11-tool (Debian package opensc)"
+
+# PINs no other byte string in the capture can resemble.
+rand_word() { od -An -N9 -tx1 /dev/urandom | tr -d ' \n'; }
+PIN="Pin-$(rand_word)"
+NEW_PIN="New-$(rand_word)"
+WRONG_PIN="Bad-$(rand_word)"
+CONTROL="Ctl-$(rand_word)"
+OUT=$E2E_DIR/out   # every stdout/stderr of the run
+mkdir -p "$OUT" "$E2E_DIR/keys"
+KEY=$E2E_DIR/keys/secret.tpm
+export TPMKEY_KEYS=$E2E_DIR/keys TPMKEY_LOG=debug TPMKEY_LOG_FILE=$E2E_DIR/module.log
+printf '%s\n' "$PIN" >"$E2E_DIR/pin.old"
+printf '%s\n' "$NEW_PIN" >"$E2E_DIR/pin.new"
+head -c 64 /dev/urandom >"$E2E_DIR/data"
+
+# p11 NAME PIN ARGS...: pkcs11-tool signing with PIN, output in $OUT/NAME.*
+p11() {
+    local name=$1 pin=$2
+    shift 2
+    pkcs11-tool --module "$TPMKEY_MODULE" --login --pin "$pin" --sign -m ECDSA-SHA256 \
+        -i "$E2E_DIR/data" -o "$E2E_DIR/$name.sig" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+}
+
+pcap_start bus
+"$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$KEY" -C secret --pin-file "$E2E_DIR/pin.old" \
+    >"$OUT/keygen.out" 2>"$OUT/keygen.err" || { show "$OUT/keygen.err"; fail "keygen with a PIN failed"; }
+! p11 wrong "$WRONG_PIN" || fail "pkcs11-tool signed with a wrong PIN"
+grep -q CKR_PIN_INCORRECT "$OUT/wrong.err" || { show "$OUT/wrong.err"; fail "wrong PIN: no CKR_PIN_INCORRECT"; }
+p11 right "$PIN" || { show "$OUT/right.err"; fail "C_Login + C_Sign with the PIN failed"; }
+"$TPMKEY_TOOL" passwd --old-pin-file "$E2E_DIR/pin.old" --new-pin-file "$E2E_DIR/pin.new" "$KEY" \
+    >"$OUT/passwd.out" 2>"$OUT/passwd.err" || { show "$OUT/passwd.err"; fail "tpmkey passwd failed"; }
+p11 new "$NEW_PIN" || { show "$OUT/new.err"; fail "C_Login + C_Sign with the new PIN failed"; }
+! p11 old "$PIN" || fail "the old PIN still works after tpmkey passwd"
+pcap_stop
+ok "keygen, wrong PIN, C_Login, C_Sign, passwd, new PIN: all behaved"
+
+# The capture holds what we claim it holds.
+commands=$(pcap_commands bus)
+for cc in Create Load ObjectChangeAuth Sign StartAuthSession; do
+    [[ " $commands " == *" $cc "* ]] || fail "the capture has no TPM2_$cc: $commands"
+done
+ok "captured $(pcap_count bus) TPM commands (keygen, logins, signatures, PIN change)"
+cp "$E2E_DIR/bus.pcap" "$OUT/bus.pcap" 2>/dev/null || true
+
+# Control: tpm2-tools sends a key's auth value in the clear (TPM2_CreatePrimary
+# without a session: the sensitive parameter is not encrypted).
+TCTI_PCAP_FILE=$E2E_DIR/control.pcap tpm2_createprimary -Q -T "pcap:$PCAP_PLAIN_TCTI" -C o -p "$CONTROL" \
+    -c "$E2E_DIR/control.ctx" >/dev/null 2>&1 || fail "control: tpm2_createprimary failed"
+tpm2_flushcontext -T "$PCAP_PLAIN_TCTI" -t >/dev/null
+
+# hexdump FILE: the file's bytes as " xx xx xx ... " (one line, byte-aligned).
+hexdump() { printf ' %s \n' "$(od -An -v -tx1 -- "$1" | tr -s ' \n' '  ' | sed 's/^ *//; s/ *$//')"; }
+# forms TEXT: the hex of each form of TEXT, "NAME HEX..." per line.
+forms() {
+    local raw
+    raw=$(printf '%s' "$1" | od -An -v -tx1 | tr -s ' \n' '  ' | sed 's/^ *//; s/ *$//')
+    echo "raw $raw"
+    echo "hex $(printf '%s' "$1" | od -An -v -tx1 | tr -d ' \n' | od -An -v -tx1 | tr -s ' \n' '  ' | sed 's/^ *//; s/ *$//')"
+    echo "HEX $(printf '%s' "$1" | od -An -v -tx1 | tr -d ' \n' | tr a-f A-F | od -An -v -tx1 | tr -s ' \n' '  ' | sed 's/^ *//; s/ *$//')"
+    echo "utf16le ${raw// / 00 } 00"
+    echo "utf16be 00 ${raw// / 00 }"
+}
+# found_in FILE TEXT: which forms of TEXT FILE contains ("" if none).
+found_in() {
+    local dump name hex hits=""
+    dump=$(hexdump "$1")
+    while read -r name hex; do
+        [[ $dump != *" $hex "* ]] || hits+="$name "
+    done < <(forms "$2")
+    echo "$hits"
+}
+
+hits=$(found_in "$E2E_DIR/control.pcap" "$CONTROL")
+[ "$hits" = "raw " ] || fail "control: the search did not find a secret sent in the clear (found: '$hits')"
+ok "control: a secret tpm2-tools sends in the clear is found by the same search"
+
+checked=0
+for secret in PIN NEW_PIN WRONG_PIN; do
+    for f in "$E2E_DIR/bus.pcap" "$E2E_DIR/module.log" "$OUT"/*.out "$OUT"/*.err; do
+        [ -e "$f" ] || continue
+        hits=$(found_in "$f" "${!secret}")
+        [ -z "$hits" ] || fail "$secret found in ${f#"$E2E_DIR"/} as: $hits"
+        checked=$((checked + 1))
+    done
+done
+[ -s "$E2E_DIR/module.log" ] || fail "the module wrote no debug log: the log check would prove nothing"
+grep -q '\[[0-9]*\] ' "$E2E_DIR/module.log" || fail "the module log has no debug lines"
+ok "no PIN (raw, hex, HEX, UTF-16LE/BE) on the bus or in $checked captures and logs (module log: $(wc -l <"$E2E_DIR/module.log") lines at debug)"
