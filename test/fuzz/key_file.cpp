@@ -1,0 +1,130 @@
+// Fuzz target: the TSS2 PRIVATE KEY parser (provider/core/key_file.cpp),
+// which reads files a user may have been handed by anyone.
+//
+// Input: one mode byte, then the payload; the mode is the byte modulo 3.
+//  0: the payload is DER, wrapped here into a PEM block with the right
+//     label, so that mutations reach the DER walker instead of breaking
+//     the base64;
+//  1: the payload is the file's text as is (PEM armour, labels, headers);
+//  2: the payload is a list of elements, each a tag byte, a two-byte
+//     length and that many bytes of content; they are encoded here as DER
+//     with correct lengths inside the outer SEQUENCE, so that mutations
+//     can grow or shrink a field (a longer OID, a bigger INTEGER) without
+//     having to fix up the lengths around it.
+//
+// Properties: parse_key_file either returns a key or throws tpmkey::Error
+// (nothing else, no crash); a key it returns is written back by
+// format_key_file into a file that parses to the same key, and writing that
+// again gives the same text (the writer's output is a fixed point).
+#include "fuzz.hpp"
+
+#include "error.hpp"
+#include "key_file.hpp"
+
+#include <openssl/evp.h>
+#include <tss2/tss2_mu.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace {
+
+std::string pem_of(std::span<const std::uint8_t> der) {
+    std::string b64(4 * ((der.size() + 2) / 3) + 1, '\0');
+    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()), der.data(),
+                                  static_cast<int>(der.size()));
+    b64.resize(static_cast<std::size_t>(n));
+    std::string out = "-----BEGIN TSS2 PRIVATE KEY-----\n";
+    for (std::size_t i = 0; i < b64.size(); i += 64)
+        out += b64.substr(i, 64) + "\n";
+    return out + "-----END TSS2 PRIVATE KEY-----\n";
+}
+
+void append_length(std::vector<std::uint8_t>& out, std::size_t n) {
+    if (n < 0x80) {
+        out.push_back(static_cast<std::uint8_t>(n));
+    } else if (n < 0x100) {
+        out.push_back(0x81);
+        out.push_back(static_cast<std::uint8_t>(n));
+    } else {
+        out.push_back(0x82);
+        out.push_back(static_cast<std::uint8_t>(n >> 8));
+        out.push_back(static_cast<std::uint8_t>(n));
+    }
+}
+
+// Mode 2: the elements, as a DER SEQUENCE.
+std::vector<std::uint8_t> der_of_elements(std::span<const std::uint8_t> in) {
+    std::vector<std::uint8_t> body;
+    std::size_t i = 0;
+    while (i + 3 <= in.size()) {
+        const std::uint8_t tag = in[i];
+        const std::size_t n = std::min<std::size_t>((std::size_t{in[i + 1]} << 8) | in[i + 2], in.size() - i - 3);
+        body.push_back(tag);
+        append_length(body, n);
+        body.insert(body.end(), in.begin() + static_cast<long>(i + 3), in.begin() + static_cast<long>(i + 3 + n));
+        i += 3 + n;
+    }
+    std::vector<std::uint8_t> out{0x30};
+    append_length(out, body.size());
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+}
+
+std::span<const std::uint8_t> bytes_of(const std::string& s) {
+    return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+bool same_key(const tpmkey::KeyFile& a, const tpmkey::KeyFile& b) {
+    // The writer keeps type, emptyAuth, parent, pubkey and privkey.
+    std::uint8_t ma[sizeof(TPM2B_PUBLIC)], mb[sizeof(TPM2B_PUBLIC)];
+    std::size_t na = 0, nb = 0;
+    if (Tss2_MU_TPM2B_PUBLIC_Marshal(&a.blobs.pub, ma, sizeof ma, &na) != TSS2_RC_SUCCESS ||
+        Tss2_MU_TPM2B_PUBLIC_Marshal(&b.blobs.pub, mb, sizeof mb, &nb) != TSS2_RC_SUCCESS)
+        return false;
+    return a.empty_auth == b.empty_auth && a.parent == b.parent && na == nb && std::memcmp(ma, mb, na) == 0 &&
+           a.blobs.priv.size == b.blobs.priv.size &&
+           std::memcmp(a.blobs.priv.buffer, b.blobs.priv.buffer, a.blobs.priv.size) == 0;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return 0; }
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    if (size == 0)
+        return 0;
+    const std::span<const std::uint8_t> payload(data + 1, size - 1);
+    std::string wrapped;
+    std::span<const std::uint8_t> file = payload;
+    switch (data[0] % 3) {
+    case 0:
+        wrapped = pem_of(payload);
+        file = bytes_of(wrapped);
+        break;
+    case 2:
+        wrapped = pem_of(der_of_elements(payload));
+        file = bytes_of(wrapped);
+        break;
+    default:
+        break;
+    }
+    tpmkey::KeyFile key;
+    try {
+        key = tpmkey::parse_key_file(file, "fuzz.tpm");
+    } catch (const tpmkey::Error&) {
+        return 0;  // refused with a message: fine
+    }
+    const std::string text = tpmkey::format_key_file(key);
+    tpmkey::KeyFile again;
+    try {
+        again = tpmkey::parse_key_file(bytes_of(text), "again.tpm");
+    } catch (const tpmkey::Error& e) {
+        std::fprintf(stderr, "our own output does not parse: %s\n", e.what());
+        FUZZ_CHECK(false);
+    }
+    FUZZ_CHECK(same_key(key, again));
+    FUZZ_CHECK(tpmkey::format_key_file(again) == text);
+    return 0;
+}
