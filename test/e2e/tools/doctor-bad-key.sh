@@ -38,6 +38,9 @@ ok "the module agrees"
 rm -r "$S/x.tpm" "$S/corrupt.tpm" "$S/truncated.tpm" "$S/label.tpm"
 chmod 666 "$S/good.tpm"
 run "$TPMKEY_TOOL" doctor
-expect_rc 0 "writable key"
-expect_out "[warning] $S/good.tpm: others may write to it" "writable key"
-ok "a key file others may write to: warning"
+# The module refuses such a file (anyone could have swapped in a key of
+# theirs), so doctor reports a problem, with the fix.
+expect_rc 1 "writable key"
+expect_out "[problem] $S/good.tpm: the module skips this file" "writable key"
+expect_out "the key file is writable by others; refusing it (chmod 600 $S/good.tpm)" "writable key"
+ok "a key file others may write to: a problem, with the chmod that fixes it"
