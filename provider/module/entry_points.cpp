@@ -177,6 +177,14 @@ void finish_signature(Module& m, Session& s, CK_BYTE_PTR signature, CK_ULONG_PTR
     *signature_len = sig.size();
 }
 
+// The object `handle` of the session's token, if this session may see it.
+const P11Object& visible_object(Module& m, const Session& s, CK_OBJECT_HANDLE handle) {
+    const Token& t = m.token(s.slot);
+    const P11Object* o = t.object(handle);
+    require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_OBJECT_HANDLE_INVALID);
+    return *o;
+}
+
 CK_RV not_supported() noexcept { return CKR_FUNCTION_NOT_SUPPORTED; }
 
 // For functions whose answer is fixed once the session is known to be valid
@@ -435,14 +443,6 @@ CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE) {
 
 CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG) {
     return in_session_answer("C_SetAttributeValue", h, CKR_TOKEN_WRITE_PROTECTED);
-}
-
-// The object `handle` of the session's token, if this session may see it.
-const P11Object& visible_object(Module& m, const Session& s, CK_OBJECT_HANDLE handle) {
-    const Token& t = m.token(s.slot);
-    const P11Object* o = t.object(handle);
-    require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_OBJECT_HANDLE_INVALID);
-    return *o;
 }
 
 CK_RV C_GetObjectSize(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE object, CK_ULONG_PTR size) {
