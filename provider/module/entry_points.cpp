@@ -185,6 +185,23 @@ const P11Object& visible_object(Module& m, const Session& s, CK_OBJECT_HANDLE ha
     return *o;
 }
 
+// Runs one step of a signing operation. A failure ends the operation
+// (PKCS#11 2.40, 5.12), except CKR_BUFFER_TOO_SMALL: the caller retries
+// with a larger buffer.
+template <class Step>
+void signing_step(Session& s, Step step) {
+    try {
+        step();
+    } catch (const Pkcs11Error& e) {
+        if (e.rv() != CKR_BUFFER_TOO_SMALL)
+            s.sign.reset();
+        throw;
+    } catch (...) {
+        s.sign.reset();
+        throw;
+    }
+}
+
 CK_RV not_supported() noexcept { return CKR_FUNCTION_NOT_SUPPORTED; }
 
 // For functions whose answer is fixed once the session is known to be valid
@@ -523,22 +540,13 @@ CK_RV C_Sign(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE_P
     return with_module("C_Sign", [&](Module& m) {
         Session& s = session_of(m, h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
-        try {
+        signing_step(s, [&] {
             require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
             const auto input = bytes(data, data_len);
             // C_Sign cannot finish a multi-part operation (PKCS#11 2.40, 5.11).
             require(!s.sign->started_multi_part(), CKR_OPERATION_ACTIVE);
             finish_signature(m, s, signature, signature_len, false, input);
-        } catch (const Pkcs11Error& e) {
-            // A C_Sign that fails ends the operation; only the size query
-            // and CKR_BUFFER_TOO_SMALL leave it active.
-            if (e.rv() != CKR_BUFFER_TOO_SMALL)
-                s.sign.reset();
-            throw;
-        } catch (...) {
-            s.sign.reset();
-            throw;
-        }
+        });
     });
 }
 
@@ -546,12 +554,7 @@ CK_RV C_SignUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len) {
     return with_module("C_SignUpdate", [&](Module& m) {
         Session& s = session_of(m, h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
-        try {
-            s.sign->update(bytes(data, data_len));
-        } catch (...) {
-            s.sign.reset();
-            throw;
-        }
+        signing_step(s, [&] { s.sign->update(bytes(data, data_len)); });
     });
 }
 
@@ -559,18 +562,11 @@ CK_RV C_SignFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG_PTR signa
     return with_module("C_SignFinal", [&](Module& m) {
         Session& s = session_of(m, h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
-        try {
+        signing_step(s, [&] {
             require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
             require(s.sign->multi_part(), CKR_FUNCTION_NOT_SUPPORTED);
             finish_signature(m, s, signature, signature_len, true, {});
-        } catch (const Pkcs11Error& e) {
-            if (e.rv() != CKR_BUFFER_TOO_SMALL)
-                s.sign.reset();
-            throw;
-        } catch (...) {
-            s.sign.reset();
-            throw;
-        }
+        });
     });
 }
 
