@@ -1,5 +1,9 @@
 #include "harness.hpp"
 
+#include <dlfcn.h>
+
+#include <iostream>
+
 #include <openssl/bn.h>
 #include <openssl/ec.h>
 #include <openssl/err.h>
@@ -127,6 +131,23 @@ Bytes ecdsa_der(const TestKey& k, const Bytes& raw) {
 
 CK_FUNCTION_LIST* p11() { return function_list; }
 void set_p11(CK_FUNCTION_LIST* list) { function_list = list; }
+
+bool load_module(const std::string& path, const char* program) {
+    // RTLD_LOCAL: the module's symbols must not be needed by anyone.
+    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        std::cerr << program << ": dlopen " << path << ": " << ::dlerror() << "\n";
+        return false;
+    }
+    auto get_function_list = reinterpret_cast<CK_C_GetFunctionList>(::dlsym(lib, "C_GetFunctionList"));
+    CK_FUNCTION_LIST* list = nullptr;
+    if (!get_function_list || get_function_list(&list) != CKR_OK || !list) {
+        std::cerr << program << ": " << path << " has no working C_GetFunctionList\n";
+        return false;
+    }
+    set_p11(list);
+    return true;
+}
 
 std::string rv_name(CK_RV rv) {
     switch (rv) {

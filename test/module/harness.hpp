@@ -23,6 +23,10 @@ using Bytes = std::vector<std::uint8_t>;
 // The module's function list (set by main before any test runs).
 CK_FUNCTION_LIST* p11();
 void set_p11(CK_FUNCTION_LIST* list);
+// dlopen()s the module and installs its function list (set_p11); only
+// C_GetFunctionList is looked up. False, with a message naming `program`,
+// when that fails.
+bool load_module(const std::string& path, const char* program);
 
 // ---- CK_RV with a readable name in Catch's messages ------------------------
 

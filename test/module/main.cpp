@@ -52,20 +52,8 @@ int main(int argc, char** argv) {
         return 1;
     }
 
-    // RTLD_LOCAL: the module's symbols must not be needed by anyone; only
-    // C_GetFunctionList is looked up.
-    void* lib = ::dlopen(module_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        std::cerr << "module-tests: dlopen " << module_path << ": " << ::dlerror() << "\n";
+    if (!mt::load_module(module_path, "module-tests"))
         return 1;
-    }
-    auto get_function_list = reinterpret_cast<CK_C_GetFunctionList>(::dlsym(lib, "C_GetFunctionList"));
-    CK_FUNCTION_LIST* list = nullptr;
-    if (!get_function_list || get_function_list(&list) != CKR_OK || !list) {
-        std::cerr << "module-tests: " << module_path << " has no working C_GetFunctionList\n";
-        return 1;
-    }
-    mt::set_p11(list);
 
     // Inside with-swtpm's state directory when there is one: it is removed
     // at teardown even when this program is killed.

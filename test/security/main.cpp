@@ -44,18 +44,8 @@ int main(int argc, char** argv) {
         std::cerr << "security-tests: give --module and --keygen\n";
         return 1;
     }
-    void* lib = ::dlopen(module_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        std::cerr << "security-tests: dlopen " << module_path << ": " << ::dlerror() << "\n";
+    if (!mt::load_module(module_path, "security-tests"))
         return 1;
-    }
-    auto get_function_list = reinterpret_cast<CK_C_GetFunctionList>(::dlsym(lib, "C_GetFunctionList"));
-    CK_FUNCTION_LIST* list = nullptr;
-    if (!get_function_list || get_function_list(&list) != CKR_OK || !list) {
-        std::cerr << "security-tests: " << module_path << " has no working C_GetFunctionList\n";
-        return 1;
-    }
-    mt::set_p11(list);
     ::setenv("TPMKEY_KEYGEN_PATH", keygen_path.c_str(), 1);  // for tests that make more keys
 
     std::string dir_template = (std::filesystem::path(swtpm_dir) / "security-tests.XXXXXX").string();
