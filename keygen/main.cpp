@@ -7,6 +7,7 @@
 #include "error.hpp"
 #include "key_file.hpp"
 #include "keys.hpp"
+#include "known_parents.hpp"
 #include "prompt.hpp"
 #include "public_key.hpp"
 
@@ -185,6 +186,29 @@ std::string default_comment() {
     return user + "@" + host;
 }
 
+// The parent of a new key: the TCG standard SRK at 0x81000001 when the TPM
+// has one (no TPM2_CreatePrimary on every later use: faster on real TPMs),
+// else the owner hierarchy's storage key, re-created on use. Anything else
+// at 0x81000001 is not used: another program's primary (tpm2-pkcs11's) may
+// be evicted by that program, and a key that is not bound to this TPM would
+// let its owner read the PIN.
+std::uint32_t choose_parent(Tpm& tpm, bool quiet) {
+    const PersistentSrk srk = inspect_persistent_srk(tpm);
+    using State = PersistentSrk::State;
+    if (srk.state == State::unfit)
+        std::cerr << "tpmkey-keygen: warning: 0x81000001 is not used: " << srk.detail << "\n";
+    if (quiet) {
+    } else if (srk.state == State::standard) {
+        std::cout << "Parent: the TCG standard storage key (SRK) at 0x81000001\n";
+    } else {
+        std::cout << "Parent: the owner hierarchy's storage key (0x40000001, re-created on use)";
+        if (srk.state == State::other_storage_key)
+            std::cout << ";\n        0x81000001 holds " << srk.detail << ", which is not used";
+        std::cout << "\n";
+    }
+    return srk.state == State::standard ? standard_srk : owner_hierarchy;
+}
+
 Secret ask_pin() {
     while (true) {
         Secret first = read_pin_from_terminal("Enter PIN for the new key (empty for no PIN): ");
@@ -226,24 +250,22 @@ int run(int argc, char** argv) {
         if (pin.empty())
             throw Error(o.pin_file + ": the PIN file is empty; use -N '' for a key without a PIN");
     }
-    else if (!o.no_pin)
-        pin = ask_pin();
-    check_interrupted();
 
+    // The TPM and the parent before the PIN prompt: a PIN is asked only for
+    // a run that can succeed, and never sent under a storage key that fails
+    // its checks.
     const std::string tcti = o.tcti ? *o.tcti : load_config().tcti;
     Tpm tpm(tcti);
     check_interrupted();
+    KnownParents known = KnownParents::load();
+    for (const std::string& w : known.warnings())
+        std::cerr << "tpmkey-keygen: " << w << "\n";
+    const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet);
+    const Object parent = load_verified_parent(tpm, parent_handle, known);
+    check_interrupted();
 
-    std::uint32_t parent_handle = owner_hierarchy;
-    if (o.parent)
-        parent_handle = *o.parent;
-    else if (persistent_storage_key_exists(tpm, standard_srk))
-        parent_handle = standard_srk;
-    if (!o.quiet)
-        std::cout << (parent_handle == owner_hierarchy
-                          ? "Parent: the owner hierarchy's storage key (0x40000001, re-created on use)\n"
-                          : "Parent: the persistent storage key at " + handle_text(parent_handle) + "\n");
-    const Object parent = load_parent(tpm, parent_handle);
+    if (o.pin_file.empty() && !o.no_pin)
+        pin = ask_pin();
     check_interrupted();
 
     if (!o.quiet) {
@@ -281,6 +303,11 @@ int run(int argc, char** argv) {
                                                      : "; nothing was written"));
     }
     sigprocmask(SIG_SETMASK, &old, nullptr);
+    // Trust on first use, as ssh does with a host key: later uses of this
+    // parent (the module, tpmkey passwd, the next keygen) must meet this name.
+    if (pin_parent_on_first_use(tpm, parent_handle, parent, known) && !o.quiet)
+        std::cout << "Pinned the TPM's storage key " << handle_text(parent_handle) << " in "
+                  << KnownParents::file_path().string() << ".\n";
 
     if (!o.quiet) {
         std::cout << "Your TPM key is in " << key_path.string() << " (usable only with this TPM"

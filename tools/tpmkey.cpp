@@ -6,6 +6,7 @@
 #include "error.hpp"
 #include "key_file.hpp"
 #include "keys.hpp"
+#include "known_parents.hpp"
 #include "log.hpp"
 #include "prompt.hpp"
 #include "public_key.hpp"
@@ -144,28 +145,6 @@ std::string ssh_keygen_l_line(const PublicKey& pub, const std::string& comment) 
            (pub.is_rsa() ? " (RSA)" : " (ECDSA)");
 }
 
-// The attribute names of tpm2-tools (tpm2_readpublic), so output compares.
-std::string attributes_text(TPMA_OBJECT a) {
-    static const std::pair<TPMA_OBJECT, const char*> names[] = {
-        {TPMA_OBJECT_FIXEDTPM, "fixedtpm"},
-        {TPMA_OBJECT_STCLEAR, "stclear"},
-        {TPMA_OBJECT_FIXEDPARENT, "fixedparent"},
-        {TPMA_OBJECT_SENSITIVEDATAORIGIN, "sensitivedataorigin"},
-        {TPMA_OBJECT_USERWITHAUTH, "userwithauth"},
-        {TPMA_OBJECT_ADMINWITHPOLICY, "adminwithpolicy"},
-        {TPMA_OBJECT_NODA, "noda"},
-        {TPMA_OBJECT_ENCRYPTEDDUPLICATION, "encryptedduplication"},
-        {TPMA_OBJECT_RESTRICTED, "restricted"},
-        {TPMA_OBJECT_DECRYPT, "decrypt"},
-        {TPMA_OBJECT_SIGN_ENCRYPT, "sign"},
-    };
-    std::string out;
-    for (const auto& [bit, name] : names)
-        if (a & bit)
-            out += (out.empty() ? "" : "|") + std::string(name);
-    return out;
-}
-
 // Why a key does not load, and what to do about it.
 struct LoadProblem {
     std::string problem;
@@ -204,13 +183,24 @@ LoadProblem load_failure(const TpmError& e) {
     return {e.what(), "the TPM's reason is in brackets; 'tpmkey doctor' checks the TPM"};
 }
 
-// Loads `key` (parent first): nothing when it loads, else why not.
-std::optional<LoadProblem> why_key_does_not_load(Tpm& tpm, const KeyFile& key) {
+// A parent that fails its checks (check_storage_key, known_parents.hpp).
+LoadProblem untrusted_parent(const Error& e) {
+    return {e.what(),
+            "type no PIN for this key until you know why: if you replaced the TPM's storage key yourself, "
+            "remove its line from " + KnownParents::file_path().string() + "; see docs/security.md"};
+}
+
+// Loads `key` (parent first, verified): nothing when it loads, else why not.
+// `pinned` says whether the parent's name was checked against a pin.
+std::optional<LoadProblem> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
+                                                 bool* pinned = nullptr) {
     Object parent;
     try {
-        parent = load_parent(tpm, key.parent);
+        parent = load_verified_parent(tpm, key.parent, known, pinned);
     } catch (const TpmError& e) {
         return parent_failure(e, key.parent);
+    } catch (const Error& e) {
+        return untrusted_parent(e);
     }
     try {
         const Authorization auth = Authorization::for_secret(tpm, parent, false);
@@ -404,7 +394,7 @@ int cmd_info(const Parsed& p) {
     std::optional<LoadProblem> problem;
     try {
         Tpm tpm(tcti_for_tools());
-        problem = why_key_does_not_load(tpm, key);
+        problem = why_key_does_not_load(tpm, key, KnownParents::load());
     } catch (const TpmError& e) {
         problem = LoadProblem{e.what(), "run 'tpmkey doctor'"};
     }
@@ -445,34 +435,47 @@ Secret ask_new_pin() {
 }
 
 int cmd_passwd(const Parsed& p) {
-    const std::filesystem::path path = p.positional[0];
+    std::filesystem::path path = p.positional[0];
+    // A key file that is a link (dotfile managers) stays a link: the new
+    // file replaces the link's target.
+    std::error_code ec;
+    if (std::filesystem::is_symlink(path, ec))
+        path = std::filesystem::canonical(path);
     KeyFile key = read_key_file(path);
     check_usable(key, path.string());
-    // We write only the five fields every reader knows; a policy section
-    // would be lost, and with it the key's use by the tool that needs it.
-    if (key.has_policy)
-        throw Error(path.string() + ": the key file has a policy section, which tpmkey passwd would drop; "
-                                    "change its PIN with the tool that made it");
-
     Secret old_pin;
     if (p.has_value("--old-pin-file"))
         old_pin = read_pin_file(p.value("--old-pin-file"));
-    else if (key.needs_pin())
+    Secret new_pin;
+    if (p.has_value("--new-pin-file"))
+        new_pin = read_pin_file(p.value("--new-pin-file"));
+
+    // The TPM, the parent and the key before any PIN is asked for: no PIN
+    // is typed for a run that was going to fail, and none is sent under a
+    // storage key that fails its checks.
+    Tpm tpm(tcti_for_tools());
+    KnownParents known = KnownParents::load();
+    Object parent;
+    try {
+        parent = load_verified_parent(tpm, key.parent, known);
+    } catch (const TpmError& e) {
+        throw Error(path.string() + ": " + parent_failure(e, key.parent).problem + "; the file is unchanged");
+    } catch (const Error& e) {
+        throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
+    }
+    // Trust on first use, as keygen does: from now on this parent must meet this name.
+    if (pin_parent_on_first_use(tpm, key.parent, parent, known))
+        std::cout << "Pinned the TPM's storage key " << handle_text(key.parent) << " in "
+                  << KnownParents::file_path().string() << ".\n";
+    if (!p.has_value("--old-pin-file") && key.needs_pin())
         old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
-    const Secret new_pin =
-        p.has_value("--new-pin-file") ? read_pin_file(p.value("--new-pin-file")) : ask_new_pin();
+    if (!p.has_value("--new-pin-file"))
+        new_pin = ask_new_pin();
     if (old_pin.empty() && new_pin.empty() && !key.needs_pin()) {
         std::cout << path.string() << " has no PIN; nothing changed.\n";
         return 0;
     }
 
-    Tpm tpm(tcti_for_tools());
-    Object parent;
-    try {
-        parent = load_parent(tpm, key.parent);
-    } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + parent_failure(e, key.parent).problem + "; the file is unchanged");
-    }
     // Both PINs cross the bus only inside the salted, encrypted session.
     const Authorization auth = Authorization::for_secret(tpm, parent, !old_pin.empty() || !new_pin.empty());
     Object loaded;
@@ -495,6 +498,8 @@ int cmd_passwd(const Parsed& p) {
             throw;
         }
     }
+    // Every other field (the description, a policy, fields of later
+    // versions of the format) is written back as it was read.
     key.empty_auth = new_pin.empty();
     write_file_atomically(path, format_key_file(key), 0600, Replace::yes);
     const char* what = new_pin.empty() ? "removed" : old_pin.empty() ? "set" : "changed";
@@ -554,20 +559,6 @@ UINT32 handle_count(Tpm& tpm, TPM2_HC first) {
         if ((data->data.handles.handle[i] >> TPM2_HR_SHIFT) == (first >> TPM2_HR_SHIFT))
             ++n;
     return n;
-}
-
-// The public area of a persistent object.
-TPMT_PUBLIC read_persistent_public(Tpm& tpm, std::uint32_t handle) {
-    ESYS_TR tr = ESYS_TR_NONE;
-    check_rc(Esys_TR_FromTPMPublic(tpm.esys(), handle, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &tr),
-             "reading the persistent key");
-    const Object object(tpm, tr, Object::Kind::persistent);
-    TPM2B_PUBLIC* raw = nullptr;
-    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &raw, nullptr,
-                             nullptr),
-             "TPM2_ReadPublic");
-    const EsysPtr<TPM2B_PUBLIC> pub(raw);
-    return pub->publicArea;
 }
 
 std::string seconds_text(UINT32 s) {
@@ -745,27 +736,37 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     else
         d.ok("dictionary-attack protection: not in lockout (" + da_numbers + ")");
 
-    // The storage key.
+    // PINs rely on the dictionary-attack counter, and whoever knows the
+    // lockout authorization may reset it (TPM2_DictionaryAttackLockReset).
+    if (!(permanent & TPMA_PERMANENT_LOCKOUTAUTHSET))
+        d.warn("the TPM's lockout authorization is empty",
+               "anyone who may use the TPM can reset its wrong-PIN counter, so a PIN can be guessed "
+               "without limit (a 4-digit PIN in seconds)",
+               "set one and keep it safe: tpm2_changeauth -c lockout (see docs/security.md)");
+    else
+        d.ok("the TPM's lockout authorization is set: the wrong-PIN counter cannot be reset without it");
+
+    // The storage keys: what 0x81000001 holds, and whether the parents match their pins.
     try {
-        if (persistent_storage_key_exists(*tpm, standard_srk)) {
-            const TPMT_PUBLIC srk = read_persistent_public(*tpm, standard_srk);
-            const TPMA_OBJECT storage = TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
-            if ((srk.objectAttributes & storage) != storage || (srk.objectAttributes & TPMA_OBJECT_SIGN_ENCRYPT))
-                d.fail("the persistent object at 0x81000001 is not a storage key",
-                       "something else was stored where the TCG puts the SRK (attributes " +
-                           attributes_text(srk.objectAttributes) + ")",
-                       "make keys with 'tpmkey-keygen --parent 0x40000001'");
-            else
-                d.ok("storage key (SRK) at 0x81000001: new keys use it (the fastest parent)");
-        } else if (permanent & TPMA_PERMANENT_OWNERAUTHSET) {
+        const PersistentSrk srk = inspect_persistent_srk(*tpm);
+        using State = PersistentSrk::State;
+        if (srk.state == State::standard)
+            d.ok("storage key (SRK) at 0x81000001: the TCG standard SRK; new keys use it (the fastest parent)");
+        else if (srk.state == State::unfit)
+            d.fail("0x81000001 holds a key that must not be a parent", srk.detail,
+                   "if you did not put it there, someone with the TPM's owner authorization did: find out who; "
+                   "new keys use 0x40000001 (tpmkey-keygen skips it); remove it with tpm2_evictcontrol -c 0x81000001");
+        else if (srk.state == State::other_storage_key)
+            d.ok("0x81000001 holds " + srk.detail + " (another program's, e.g. tpm2-pkcs11's): "
+                 "new keys use 0x40000001 instead, so that program may evict it");
+        else if (permanent & TPMA_PERMANENT_OWNERAUTHSET)
             d.fail("no storage key at 0x81000001, and the owner hierarchy has a password",
                    "tpmkey cannot re-create the storage key 0x40000001 without that password",
                    "make a persistent SRK once: tpm2_createprimary -C o -P OWNERPW -c srk.ctx && "
                    "tpm2_evictcontrol -C o -P OWNERPW -c srk.ctx 0x81000001");
-        } else {
+        else
             d.ok("no storage key at 0x81000001: keys use 0x40000001, re-created on use (slower on real TPMs; "
                  "tpm2_createprimary -c srk.ctx && tpm2_evictcontrol -c srk.ctx 0x81000001 makes one)");
-        }
     } catch (const TpmError& e) {
         d.warn("storage key (SRK)", e.what(), "none needed unless keys fail to load below");
     }
@@ -773,6 +774,9 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
 }
 
 void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
+    const KnownParents known = KnownParents::load();
+    for (const std::string& w : known.warnings())
+        d.warn("pinned parents: " + w, "a line tpmkey does not understand", "fix or remove that line");
     for (const std::string& w : config.warnings)
         d.warn("configuration: " + w, "a line tpmkey does not understand", "fix or remove that line");
     const std::string where = config.searched.empty() ? std::string("any place") : config.searched.front();
@@ -807,10 +811,17 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
             d.ok(desc + " (not loaded: no TPM)");
             continue;
         }
-        if (const auto why = why_key_does_not_load(*tpm, key))
+        bool pinned = false;
+        if (const auto why = why_key_does_not_load(*tpm, key, known, &pinned))
             d.fail(desc + ": does not load", why->problem, why->solution);
+        else if (!pinned)
+            d.warn(desc + ": loads on this TPM, but its parent is not pinned",
+                   "its storage key is checked by its attributes only, not by name (the key was made by another "
+                   "tool or an older tpmkey)",
+                   "on a machine you trust, run 'tpmkey passwd " + name + "' once: it pins the parent in " +
+                       KnownParents::file_path().string());
         else
-            d.ok(desc + ": loads on this TPM");
+            d.ok(desc + ": loads on this TPM, under its pinned parent");
     }
 }
 

@@ -77,6 +77,8 @@ public:
 
     // Steps over the element that peek() described.
     void skip(const Header& h) { pos_ = h.content + h.length; }
+    // The whole element that peek() described (header and content), as DER.
+    std::vector<std::uint8_t> raw(const Header& h) const { return {pos_, h.content + h.length}; }
 
     // Decodes the next element, which must be a universal `type`.
     AsnType take(int type, const char* what) {
@@ -204,6 +206,8 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
         }
         if (!inner.at_end())
             r.fail("optional field [" + std::to_string(h.tag) + "] has trailing data");
+        if (h.tag != 0)
+            key.other_fields.push_back(r.raw(h));
         r.skip(h);
     }
 
@@ -244,6 +248,8 @@ std::string format_key_file(const KeyFile& key) {
     der::Bytes body = der::object_identifier(loadable_key_oid);
     if (key.empty_auth.has_value())
         der::append(body, der::constructed(0, V_ASN1_CONTEXT_SPECIFIC, der::boolean(*key.empty_auth)));
+    for (const auto& field : key.other_fields)
+        der::append(body, field);
     der::append(body, der::unsigned_integer(key.parent));
     der::append(body, der::octet_string(marshal(key.blobs.pub, Tss2_MU_TPM2B_PUBLIC_Marshal)));
     der::append(body, der::octet_string(marshal(key.blobs.priv, Tss2_MU_TPM2B_PRIVATE_Marshal)));

@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace tpmkey {
 
@@ -37,6 +38,10 @@ struct KeyFile {
     // Read but not acted on: a key with a policy cannot be used by us.
     bool has_policy = false;
     std::string description;
+    // Every optional field but emptyAuth ([1] policy .. [5] rsaParent, and
+    // tags of later versions of the format), as the DER it was read as, in
+    // file order: rewriting a key (tpmkey passwd) keeps them all.
+    std::vector<std::vector<std::uint8_t>> other_fields;
 
     bool needs_pin() const noexcept { return empty_auth != true; }
 };
@@ -44,10 +49,11 @@ struct KeyFile {
 // Parses PEM text. `name` (the file's path) prefixes every error message.
 KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name);
 
-// The PEM text of a key file: writes type, emptyAuth (when known), parent,
-// pubkey, privkey — what every reader of the format understands. Keys we
-// make always say emptyAuth TRUE or FALSE: tpm2-openssl before 1.3 (Debian
-// 12 has 1.1) takes an absent emptyAuth for TRUE and never asks for a PIN.
+// The PEM text of a key file: type, emptyAuth (when known), the other
+// optional fields as they were read, parent, pubkey, privkey. Keys we make
+// have only the five fields every reader understands, and always say
+// emptyAuth TRUE or FALSE: tpm2-openssl before 1.3 (Debian 12 has 1.1)
+// takes an absent emptyAuth for TRUE and never asks for a PIN.
 std::string format_key_file(const KeyFile& key);
 
 // Throws Error (prefixed by `name`) for a key tpmkey cannot use although the

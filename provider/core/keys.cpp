@@ -2,6 +2,8 @@
 
 #include "error.hpp"
 
+#include <tss2/tss2_mu.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -43,37 +45,119 @@ TPM2B_PUBLIC signing_key_template(const KeySpec& spec) {
     return pub;
 }
 
-TPM2B_PUBLIC storage_key_template() {
+TPM2B_PUBLIC storage_key_template(TPMI_ALG_PUBLIC type) {
     TPM2B_PUBLIC pub{};
     TPMT_PUBLIC& area = pub.publicArea;
-    area.type = TPM2_ALG_ECC;
+    area.type = type;
     area.nameAlg = TPM2_ALG_SHA256;
     area.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
                             TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
                             TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
-    area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_AES;
-    area.parameters.eccDetail.symmetric.keyBits.aes = 128;
-    area.parameters.eccDetail.symmetric.mode.aes = TPM2_ALG_CFB;
-    area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
-    area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
-    area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
-    return pub;  // unique.ecc.x and .y stay empty
+    const TPMT_SYM_DEF_OBJECT aes128cfb{.algorithm = TPM2_ALG_AES, .keyBits = {.aes = 128}, .mode = {.aes = TPM2_ALG_CFB}};
+    if (type == TPM2_ALG_RSA) {
+        area.parameters.rsaDetail.symmetric = aes128cfb;
+        area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
+        area.parameters.rsaDetail.keyBits = 2048;
+        area.parameters.rsaDetail.exponent = 0;
+    } else {
+        area.parameters.eccDetail.symmetric = aes128cfb;
+        area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
+        area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
+        area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    }
+    return pub;  // unique stays empty
 }
+
+std::string attributes_text(TPMA_OBJECT attributes) {
+    static const std::pair<TPMA_OBJECT, const char*> names[] = {
+        {TPMA_OBJECT_FIXEDTPM, "fixedtpm"},
+        {TPMA_OBJECT_STCLEAR, "stclear"},
+        {TPMA_OBJECT_FIXEDPARENT, "fixedparent"},
+        {TPMA_OBJECT_SENSITIVEDATAORIGIN, "sensitivedataorigin"},
+        {TPMA_OBJECT_USERWITHAUTH, "userwithauth"},
+        {TPMA_OBJECT_ADMINWITHPOLICY, "adminwithpolicy"},
+        {TPMA_OBJECT_NODA, "noda"},
+        {TPMA_OBJECT_ENCRYPTEDDUPLICATION, "encryptedduplication"},
+        {TPMA_OBJECT_RESTRICTED, "restricted"},
+        {TPMA_OBJECT_DECRYPT, "decrypt"},
+        {TPMA_OBJECT_SIGN_ENCRYPT, "sign"},
+    };
+    std::string out;
+    TPMA_OBJECT named = 0;
+    for (const auto& [bit, name] : names) {
+        named |= bit;
+        if (attributes & bit)
+            out += (out.empty() ? "" : "|") + std::string(name);
+    }
+    if (attributes & ~named) {
+        char other[16];
+        std::snprintf(other, sizeof other, "0x%x", static_cast<unsigned>(attributes & ~named));
+        out += (out.empty() ? "" : "|") + std::string(other);
+    }
+    return out;
+}
+
+void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle) {
+    constexpr TPMA_OBJECT required = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
+                                     TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_RESTRICTED |
+                                     TPMA_OBJECT_DECRYPT;
+    constexpr TPMA_OBJECT allowed = required | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA;
+    const std::string what = "the parent " + handle_text(handle) + " (attributes " +
+                             attributes_text(area.objectAttributes) + ") is not a storage key bound to this TPM: ";
+    if (area.type != TPM2_ALG_ECC && area.type != TPM2_ALG_RSA)
+        throw Error(what + "it is neither an ECC nor an RSA key; refusing to use it");
+    if (const TPMA_OBJECT missing = required & ~area.objectAttributes)
+        throw Error(what + "it lacks " + attributes_text(missing) + "; refusing to send anything secret under it");
+    if (const TPMA_OBJECT extra = area.objectAttributes & ~allowed)
+        throw Error(what + "it also has " + attributes_text(extra) + "; refusing to send anything secret under it");
+}
+
+namespace {
+
+TPMT_PUBLIC read_public(Tpm& tpm, const Object& object) {
+    TPM2B_PUBLIC* raw = nullptr;
+    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &raw, nullptr,
+                             nullptr),
+             "TPM2_ReadPublic");
+    const EsysPtr<TPM2B_PUBLIC> pub(raw);
+    return pub->publicArea;
+}
+
+// TPM2_CreatePrimary under the owner hierarchy; `out` gets the public area.
+Object create_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out) {
+    const TPM2B_SENSITIVE_CREATE sensitive{};
+    const TPM2B_DATA outside_info{};
+    const TPML_PCR_SELECTION pcrs{};
+    ESYS_TR handle = ESYS_TR_NONE;
+    TPM2B_PUBLIC* raw = nullptr;
+    // The owner hierarchy's auth value is empty (we support no other),
+    // so the password session carries nothing secret.
+    check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
+                                &sensitive, &in_public, &outside_info, &pcrs, &handle, &raw, nullptr, nullptr,
+                                nullptr),
+             "TPM2_CreatePrimary of the storage key");
+    Object primary(tpm, handle, Object::Kind::transient);
+    const EsysPtr<TPM2B_PUBLIC> pub(raw);
+    out = pub->publicArea;
+    return primary;
+}
+
+bool same_public(const TPMT_PUBLIC& a, const TPMT_PUBLIC& b) {
+    std::uint8_t ma[sizeof(TPMT_PUBLIC)], mb[sizeof(TPMT_PUBLIC)];
+    size_t sa = 0, sb = 0;
+    check_rc(Tss2_MU_TPMT_PUBLIC_Marshal(&a, ma, sizeof ma, &sa), "marshalling a public area");
+    check_rc(Tss2_MU_TPMT_PUBLIC_Marshal(&b, mb, sizeof mb, &sb), "marshalling a public area");
+    return sa == sb && std::memcmp(ma, mb, sa) == 0;
+}
+
+}  // namespace
 
 Object load_parent(Tpm& tpm, std::uint32_t parent) {
     if (parent == owner_hierarchy) {
-        const TPM2B_SENSITIVE_CREATE sensitive{};
-        const TPM2B_PUBLIC in_public = storage_key_template();
-        const TPM2B_DATA outside_info{};
-        const TPML_PCR_SELECTION pcrs{};
-        ESYS_TR handle = ESYS_TR_NONE;
-        // The owner hierarchy's auth value is empty (we support no other),
-        // so the password session carries nothing secret.
-        check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE,
-                                    ESYS_TR_NONE, &sensitive, &in_public, &outside_info, &pcrs,
-                                    &handle, nullptr, nullptr, nullptr, nullptr),
-                 "TPM2_CreatePrimary of the storage key");
-        return Object(tpm, handle, Object::Kind::transient);
+        TPMT_PUBLIC area{};
+        Object primary = create_primary(tpm, storage_key_template(), area);
+        check_storage_key(area, parent);
+        return primary;
     }
     if ((parent >> 24) != TPM2_HT_PERSISTENT)
         throw Error("parent handle " + handle_text(parent) +
@@ -86,27 +170,51 @@ Object load_parent(Tpm& tpm, std::uint32_t parent) {
                            " is not in this TPM (the key was made on another machine, or its storage key was removed)",
                        rc);
     check_rc(rc, "reading the persistent parent key");
-    return Object(tpm, handle, Object::Kind::persistent);
+    Object object(tpm, handle, Object::Kind::persistent);
+    check_storage_key(read_public(tpm, object), parent);
+    return object;
 }
 
-bool persistent_storage_key_exists(Tpm& tpm, std::uint32_t handle) {
+PersistentSrk inspect_persistent_srk(Tpm& tpm) {
     TPMI_YES_NO more = TPM2_NO;
     TPMS_CAPABILITY_DATA* raw = nullptr;
     check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-                                TPM2_CAP_HANDLES, handle, 1, &more, &raw),
+                                TPM2_CAP_HANDLES, standard_srk, 1, &more, &raw),
              "TPM2_GetCapability");
     const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
-    if (data->data.handles.count == 0 || data->data.handles.handle[0] != handle)
-        return false;
-    // Something is there; a parent must be a storage key: restricted, decrypt.
-    const Object object = load_parent(tpm, handle);
-    TPM2B_PUBLIC* pub_raw = nullptr;
-    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-                             &pub_raw, nullptr, nullptr),
-             "TPM2_ReadPublic");
-    const EsysPtr<TPM2B_PUBLIC> pub(pub_raw);
-    const TPMA_OBJECT storage = TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
-    return (pub->publicArea.objectAttributes & (storage | TPMA_OBJECT_SIGN_ENCRYPT)) == storage;
+    if (data->data.handles.count == 0 || data->data.handles.handle[0] != standard_srk)
+        return {};
+    ESYS_TR handle = ESYS_TR_NONE;
+    check_rc(Esys_TR_FromTPMPublic(tpm.esys(), standard_srk, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
+             "reading the persistent key 0x81000001");
+    const Object object(tpm, handle, Object::Kind::persistent);
+    const TPMT_PUBLIC area = read_public(tpm, object);
+    try {
+        check_storage_key(area, standard_srk);
+    } catch (const Error& e) {
+        return {PersistentSrk::State::unfit, e.what()};
+    }
+    // The standard SRK is the key TPM2_CreatePrimary makes from the TCG
+    // template: then keys under it also load under 0x40000001, and no other
+    // program's set-up (tpm2-pkcs11's own primary, say) owns it.
+    const TPM2B_PUBLIC tmpl = storage_key_template(area.type);
+    try {
+        TPMT_PUBLIC created{};
+        const Object primary = create_primary(tpm, tmpl, created);
+        if (same_public(created, area))
+            return {PersistentSrk::State::standard, {}};
+    } catch (const TpmError& e) {
+        // An owner password keeps us from re-creating it: judge by the template.
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        TPMT_PUBLIC without_unique = area;
+        without_unique.unique = {};
+        if (same_public(without_unique, tmpl.publicArea))
+            return {PersistentSrk::State::standard, {}};
+    }
+    return {PersistentSrk::State::other_storage_key,
+            "a storage key made from another template than the TCG standard SRK (attributes " +
+                attributes_text(area.objectAttributes) + ")"};
 }
 
 KeyBlobs create_key(Tpm& tpm, const Object& parent, const KeySpec& spec, const Secret& pin) {

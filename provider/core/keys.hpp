@@ -41,17 +41,40 @@ void check_key_spec(const KeySpec& spec);
 // hash are chosen per signature.
 TPM2B_PUBLIC signing_key_template(const KeySpec& spec);
 
-// The standard ECC P-256 storage key (TCG "H-2" template, empty unique),
-// the one tpm2-openssl, openssl_tpm2_engine and the kernel use for 0x40000001.
-TPM2B_PUBLIC storage_key_template();
+// The TCG standard storage key templates (TCG TPM v2.0 Provisioning
+// Guidance, 7.5.1; empty unique): ECC P-256 ("H-2"), the one tpm2-openssl,
+// openssl_tpm2_engine, systemd and the kernel use, and RSA 2048.
+TPM2B_PUBLIC storage_key_template(TPMI_ALG_PUBLIC type = TPM2_ALG_ECC);
+
+// The attribute names of tpm2-tools ("fixedtpm|fixedparent|..."), so output compares.
+std::string attributes_text(TPMA_OBJECT attributes);
+
+// Throws Error unless `area` may be a parent: a storage key bound to this
+// TPM, exactly fixedTPM|fixedParent|sensitiveDataOrigin|restricted|decrypt,
+// plus userWithAuth and noDA as the TCG template has them, and nothing else
+// (not 'sign', no duplication: a key that could leave the TPM would let its
+// owner read every secret salted with it).
+void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle);
 
 // Makes the parent usable: 0x40000001 re-creates the storage key with
-// TPM2_CreatePrimary; a persistent handle (0x81xxxxxx) is used as is.
+// TPM2_CreatePrimary; a persistent handle (0x81xxxxxx) is used as is. The
+// TPM's answer must pass check_storage_key. Whether it is the right key is
+// for known_parents.hpp to say.
 Object load_parent(Tpm& tpm, std::uint32_t parent);
 
-// True when a storage key (restricted, decrypt, not sign) is present at the
-// persistent `handle`.
-bool persistent_storage_key_exists(Tpm& tpm, std::uint32_t handle);
+// What the TCG's SRK location 0x81000001 holds, for choosing the parent of a
+// new key and for tpmkey doctor.
+struct PersistentSrk {
+    enum class State {
+        absent,
+        standard,           // the TCG standard SRK: the key 0x40000001 re-creates (or its RSA twin)
+        other_storage_key,  // a storage key of another template (tpm2-pkcs11's primary, say)
+        unfit,              // not a storage key bound to this TPM (check_storage_key)
+    };
+    State state = State::absent;
+    std::string detail;  // other_storage_key, unfit: what it is
+};
+PersistentSrk inspect_persistent_srk(Tpm& tpm);
 
 // A key as its parent wrapped it: what a key file holds.
 struct KeyBlobs {

@@ -39,6 +39,15 @@ public:
     Lock& operator=(const Lock&) = delete;
 };
 
+// fork() while another thread holds the lock (inside a TPM command, say)
+// hands the child a locked mutex that no thread of the child will ever
+// unlock: its C_Initialize would wait forever. The child gets a fresh one
+// instead; the state behind it is forgotten anyway (below). glibc drops
+// the handler when the module is unloaded (dlclose).
+void unlock_in_child() noexcept { pthread_mutex_init(&module_lock, nullptr); }
+pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+void register_fork_handler() noexcept { (void)pthread_atfork(nullptr, nullptr, unlock_in_child); }
+
 // A forked child shares nothing with its parent's state: that memory is a
 // copy, its TPM objects belong to the parent. It is forgotten without being
 // freed or flushed; the child must call C_Initialize (PKCS#11 2.40, 5.4).
@@ -97,6 +106,10 @@ CK_RV with_module(const char* function, Body&& body) noexcept {
         Lock lock;
         forget_state_after_fork();
         require(module != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
+        struct EndCall {
+            Module& m;
+            ~EndCall() { m.end_call(); }
+        } end_call{*module};
         try {
             body(*module);
             return CKR_OK;
@@ -231,6 +244,7 @@ CK_RV C_Initialize(CK_VOID_PTR init_args) {
             // mutex functions (no CKF_OS_LOCKING_OK) cannot be served.
             require(no_fns || (args->flags & CKF_OS_LOCKING_OK), CKR_CANT_LOCK);
         }
+        (void)pthread_once(&atfork_once, register_fork_handler);
         Lock lock;
         forget_state_after_fork();
         require(module == nullptr, CKR_CRYPTOKI_ALREADY_INITIALIZED);

@@ -99,6 +99,14 @@ void Module::flush_parents_if_idle() noexcept {
     tpm_.flush_parents();
 }
 
+void Module::end_call() noexcept {
+    if (tpm_.may_hold_objects())
+        return;
+    for (auto& t : tokens_)
+        t->drop_tpm_objects();
+    tpm_.flush_parents();
+}
+
 void Module::release_other_keys(const Token& keep) noexcept {
     for (auto& t : tokens_)
         if (t.get() != &keep)

@@ -58,6 +58,9 @@ public:
     // Flushes the parents when no token holds a key: after a failed login
     // nothing of ours stays in the TPM. The connection stays open.
     void flush_parents_if_idle() noexcept;
+    // The end of every call: without a resource manager nothing of ours
+    // stays in the TPM between calls (TpmConnection::may_hold_objects).
+    void end_call() noexcept;
 
     // Runs a TPM operation of `token`; when the TPM has no room for another
     // object or session (TPMs without a resource manager have 3 object

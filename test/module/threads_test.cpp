@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -294,4 +296,70 @@ TEST_CASE("fork: the child starts uninitialised and gets fresh state from C_Init
     Session s(slot);
     const Bytes data = bytes("parent again");
     CHECK(verify_ecdsa_message(k, "SHA256", data, sign(s, private_key(s, k), {CKM_ECDSA_SHA256, nullptr, 0}, data)));
+}
+
+TEST_CASE("fork while another thread is inside the module: the child's C_Initialize does not wait", "[fork]") {
+    Initialized init;
+    const TestKey& k = key("ec256");
+    const CK_SLOT_ID slot = slot_of(k.name);
+    std::atomic<bool> stop{false};
+    std::atomic<int> signatures{0};
+    // Signs without pause, so the module's lock is held most of the time.
+    std::thread busy([&] {
+        CK_SESSION_HANDLE s;
+        if (p11()->C_OpenSession(slot, CKF_SERIAL_SESSION, nullptr, nullptr, &s) != CKR_OK)
+            return;
+        CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+        CK_ATTRIBUTE t{CKA_CLASS, &cls, sizeof cls};
+        CK_OBJECT_HANDLE priv;
+        CK_ULONG n = 0;
+        if (p11()->C_FindObjectsInit(s, &t, 1) != CKR_OK || p11()->C_FindObjects(s, &priv, 1, &n) != CKR_OK ||
+            p11()->C_FindObjectsFinal(s) != CKR_OK || n != 1)
+            return;
+        Bytes data = bytes("busy");
+        CK_MECHANISM m{CKM_ECDSA_SHA256, nullptr, 0};
+        while (!stop) {
+            Bytes sig(64);
+            n = sig.size();
+            if (p11()->C_SignInit(s, &m, priv) == CKR_OK &&
+                p11()->C_Sign(s, data.data(), data.size(), sig.data(), &n) == CKR_OK)
+                ++signatures;
+        }
+        p11()->C_CloseSession(s);
+    });
+    int hung = 0, failed = 0;
+    constexpr int forks = 20;
+    for (int i = 0; i < forks; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(7 * i % 23));
+        std::fflush(nullptr);
+        const pid_t child = ::fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            CK_ULONG n = 0;
+            if (p11()->C_Initialize(nullptr) != CKR_OK || p11()->C_GetSlotList(CK_TRUE, nullptr, &n) != CKR_OK ||
+                p11()->C_Finalize(nullptr) != CKR_OK)
+                ::_exit(1);
+            ::_exit(0);
+        }
+        int status = 0;
+        pid_t done = 0;
+        for (int wait_ms = 0; wait_ms < 10000 && done == 0; wait_ms += 10) {
+            done = ::waitpid(child, &status, WNOHANG);
+            if (done == 0)
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (done == 0) {
+            ++hung;
+            ::kill(child, SIGKILL);
+            ::waitpid(child, &status, 0);
+        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            ++failed;
+        }
+    }
+    stop = true;
+    busy.join();
+    INFO(signatures << " signatures by the busy thread during the forks");
+    CHECK(signatures > 0);
+    CHECK(hung == 0);
+    CHECK(failed == 0);
 }

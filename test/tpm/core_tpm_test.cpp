@@ -291,7 +291,7 @@ TEST_CASE("a key file's private part is bound to its parent and integrity-protec
 
 TEST_CASE("without a persistent SRK, 0x81000001 is reported missing") {
     Tpm tpm(tcti());
-    CHECK_FALSE(persistent_storage_key_exists(tpm, standard_srk));
+    CHECK(inspect_persistent_srk(tpm).state == PersistentSrk::State::absent);
     CHECK(rc_is(tpm_error_of([&] { load_parent(tpm, standard_srk); }), TPM2_RC_HANDLE));
 }
 
@@ -313,7 +313,7 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
     const Bytes message = bytes_of("SRK test");
 
     Tpm tpm(tcti());
-    REQUIRE(persistent_storage_key_exists(tpm, standard_srk));
+    REQUIRE(inspect_persistent_srk(tpm).state == PersistentSrk::State::standard);
     KeyFile key;
     {
         const Object srk = load_parent(tpm, standard_srk);

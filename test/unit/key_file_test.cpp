@@ -127,6 +127,23 @@ TEST_CASE("optional fields: known ones are read, unknown ones skipped, the old O
     }
 }
 
+TEST_CASE("rewriting a key keeps every optional field it does not change (tpmkey passwd)") {
+    const Parts& p = sample();
+    const Der policy = test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({0x01, 0x6b})),
+                                                                    test::explicit_tag(1, test::octets({0, 0}))})}));
+    const Der description = test::explicit_tag(4, test::utf8("ssh-tpm-agent comment"));
+    const Der future = test::explicit_tag(9, test::octets({1, 2, 3}));
+    const std::string text = key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(false)), policy,
+                                      description, future, parent_owner, test::octets(p.pub), test::octets(p.priv)});
+    KeyFile key = parse_text(text);
+    CHECK(format_key_file(key) == text);
+    key.empty_auth = true;  // what passwd changes
+    CHECK(format_key_file(key) == key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)), policy,
+                                           description, future, parent_owner, test::octets(p.pub),
+                                           test::octets(p.priv)}));
+    CHECK(parse_text(format_key_file(key)).description == "ssh-tpm-agent comment");
+}
+
 TEST_CASE("every malformed key file gets its own clear error naming the file") {
     const Parts& p = sample();
     const Der pub = test::octets(p.pub), priv = test::octets(p.priv);

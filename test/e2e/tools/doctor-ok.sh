@@ -80,3 +80,14 @@ run "$TPMKEY_TOOL" doctor
 expect_out "[warning] the TPM holds 1 object(s) and 0 session(s) of other programs" "left objects"
 tpm2_flushcontext -T "$TPMKEY_TCTI" -t >/dev/null || fail "tpm2_flushcontext failed"
 ok "objects left by other programs are reported"
+
+# PINs rely on the dictionary-attack counter, which anyone may reset while
+# the TPM's lockout authorization is empty (a fresh swtpm's is).
+run "$TPMKEY_TOOL" doctor
+expect_out "[warning] the TPM's lockout authorization is empty" "lockout auth empty"
+expect_out "tpm2_changeauth -c lockout" "lockout auth empty"
+tpm2_changeauth -T "$TPMKEY_TCTI" -c lockout lockout-secret || fail "tpm2_changeauth -c lockout failed"
+run "$TPMKEY_TOOL" doctor
+expect_out "[ok]      the TPM's lockout authorization is set" "lockout auth set"
+expect_no_out "lockout authorization is empty" "lockout auth set"
+ok "doctor flags an empty lockout authorization, and is content once it is set"

@@ -81,3 +81,65 @@ expect_rc 1 "long PIN"
 expect_err "the PIN is too long: at most 32 bytes" "long PIN"
 cmp -s "$K" "$T_DIR/before-tty.tpm" || fail "long PIN: the key file changed"
 ok "a too-long PIN is refused"
+
+# A key file with a description (ssh-tpm-agent keeps its comment there) and
+# a field of a later version of the format: passwd keeps both, byte for byte.
+with_fields() {  # FILE: adds description [4] "agent comment" and [9] {1,2,3}
+    python3 - "$1" <<'PY'
+import base64, sys
+path = sys.argv[1]
+lines = open(path).read().split("\n")
+der = base64.b64decode("".join(l for l in lines if l and not l.startswith("-----")))
+def tlv(tag, body):
+    n = len(body)
+    if n < 0x80: return bytes([tag, n]) + body
+    if n < 0x100: return bytes([tag, 0x81, n]) + body
+    return bytes([tag, 0x82, n >> 8, n & 0xff]) + body
+def elements(b):
+    out, i = [], 0
+    while i < len(b):
+        n, h = b[i + 1], 2
+        if n & 0x80:
+            k = n & 0x7f
+            n, h = int.from_bytes(b[i + 2:i + 2 + k], "big"), 2 + k
+        out.append(b[i:i + h + n]); i += h + n
+    return out
+seq = elements(der)[0]
+body = elements(seq[2 + (seq[1] & 0x7f if seq[1] & 0x80 else 0):])
+# type, [0] emptyAuth, then the new fields before the parent INTEGER
+extra = tlv(0xa4, tlv(0x0c, b"agent comment")) + tlv(0xa9, tlv(0x04, bytes([1, 2, 3])))
+new = b"".join(body[:2]) + extra + b"".join(body[2:])
+b64 = base64.b64encode(tlv(0x30, new)).decode()
+open(path, "w").write("-----BEGIN TSS2 PRIVATE KEY-----\n" +
+    "".join(b64[i:i + 64] + "\n" for i in range(0, len(b64), 64)) + "-----END TSS2 PRIVATE KEY-----\n")
+PY
+}
+F=$HOME/.ssh/fields.tpm
+keygen "$F"
+with_fields "$F"
+run "$TPMKEY_TOOL" info "$F"
+expect_out "description: agent comment" "fields: before passwd"
+fields_of() { openssl asn1parse -in "$1" | grep -E "cont \[ [49] \]|UTF8STRING|OCTET STRING +\[HEX DUMP\]:010203"; }
+fields_of "$F" >"$T_DIR/fields.before"
+[ "$(wc -l <"$T_DIR/fields.before")" = 4 ] || { cat "$T_DIR/fields.before"; fail "fields: the test key has not got its fields"; }
+run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$F"
+expect_rc 0 "fields: set a PIN"
+fields_of "$F" | cmp -s - "$T_DIR/fields.before" || fail "fields: passwd dropped or changed a field: $(fields_of "$F")"
+run "$TPMKEY_TOOL" info "$F"
+expect_out "description: agent comment" "fields: after passwd"
+sign_ok "$F" "first pin" "fields: the new PIN"
+ok "passwd keeps the description and unknown fields"
+
+# A key file that is a symlink (dotfile managers): the link stays a link,
+# its target gets the new PIN.
+mkdir -m 700 "$T_DIR/dotfiles"
+keygen "$T_DIR/dotfiles/linked.tpm"
+ln -s "$T_DIR/dotfiles/linked.tpm" "$HOME/.ssh/linked.tpm"
+cp "$T_DIR/dotfiles/linked.pub" "$HOME/.ssh/linked.pub"
+run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$HOME/.ssh/linked.tpm"
+expect_rc 0 "symlink"
+[ -L "$HOME/.ssh/linked.tpm" ] || fail "symlink: passwd replaced the link with a file"
+[ "$(readlink "$HOME/.ssh/linked.tpm")" = "$T_DIR/dotfiles/linked.tpm" ] || fail "symlink: the link points elsewhere"
+sign_ok "$HOME/.ssh/linked.tpm" "first pin" "symlink: the new PIN, through the link"
+sign_fails "$T_DIR/dotfiles/linked.tpm" "" "symlink: the target has the PIN"
+ok "passwd on a symlinked key file writes through to its target"

@@ -1,0 +1,227 @@
+#include "known_parents.hpp"
+
+#include "atomic_file.hpp"
+#include "config.hpp"
+#include "error.hpp"
+#include "keys.hpp"
+#include "log.hpp"
+
+#include <openssl/sha.h>
+#include <tss2/tss2_mu.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace tpmkey {
+
+namespace {
+
+constexpr const char* systemd_srk_path = "/run/systemd/tpm2-srk-public-key.tpm2b_public";
+constexpr std::size_t max_pins_file_size = 64 * 1024;
+
+std::string hex(const std::uint8_t* data, std::size_t size) {
+    std::string out;
+    char buf[3];
+    for (std::size_t i = 0; i < size; ++i) {
+        std::snprintf(buf, sizeof buf, "%02x", data[i]);
+        out += buf;
+    }
+    return out;
+}
+
+// systemd pins the SRK of the machine's own TPM, which the tpm2-tss default,
+// /dev/tpm* and tpm2-abrmd reach; a simulator or another TCTI is another TPM.
+bool is_system_tpm(const std::string& tpm) {
+    return tpm == "default" || tpm.starts_with("device") || tpm.starts_with("tabrmd");
+}
+
+// systemd's SRK is the TCG template's key (ECC P-256 "H-2", empty unique):
+// the same key that 0x40000001 re-creates when its public area says so.
+bool is_standard_ecc_srk(const TPM2B_PUBLIC& pub) {
+    TPM2B_PUBLIC without_unique = pub;
+    without_unique.publicArea.unique = {};
+    const TPM2B_PUBLIC tmpl = storage_key_template();
+    return name_hex_of(without_unique) == name_hex_of(tmpl);
+}
+
+std::optional<TPM2B_PUBLIC> read_systemd_srk() {
+    const int fd = ::open(systemd_srk_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return std::nullopt;
+    std::uint8_t buf[sizeof(TPM2B_PUBLIC) + 1];
+    struct stat st {};
+    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0;
+    const ssize_t n = regular ? ::read(fd, buf, sizeof buf) : -1;
+    ::close(fd);
+    TPM2B_PUBLIC pub{};
+    size_t offset = 0;
+    if (n <= 0 || Tss2_MU_TPM2B_PUBLIC_Unmarshal(buf, static_cast<size_t>(n), &offset, &pub) != TSS2_RC_SUCCESS ||
+        offset != static_cast<size_t>(n)) {
+        log_error(std::string(systemd_srk_path) + ": ignored: not a TPM2B_PUBLIC written by root");
+        return std::nullopt;
+    }
+    return pub;
+}
+
+std::string read_pins_file(const std::filesystem::path& path, std::vector<std::string>& warnings) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return {};
+    std::string text(max_pins_file_size + 1, '\0');
+    struct stat st {};
+    std::size_t used = 0;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        while (used < text.size()) {
+            const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
+            if (n <= 0)
+                break;
+            used += static_cast<std::size_t>(n);
+        }
+    }
+    ::close(fd);
+    if (used > max_pins_file_size) {
+        warnings.push_back(path.string() + ": ignored: larger than 64 KiB");
+        return {};
+    }
+    text.resize(used);
+    return text;
+}
+
+}  // namespace
+
+std::string tpm_identity(std::string_view tcti) {
+    // tpm2-tss's pcap TCTI records the traffic of the TCTI after its colon.
+    while (tcti.starts_with("pcap:"))
+        tcti.remove_prefix(5);
+    return tcti.empty() ? "default" : std::string(tcti);
+}
+
+std::string name_hex_of(const TPM2B_PUBLIC& pub) {
+    std::uint8_t area[sizeof(TPMT_PUBLIC)];
+    size_t size = 0;
+    check_rc(Tss2_MU_TPMT_PUBLIC_Marshal(&pub.publicArea, area, sizeof area, &size), "marshalling a public area");
+    // The standard storage keys (and systemd's SRK) are named with SHA-256.
+    if (pub.publicArea.nameAlg != TPM2_ALG_SHA256)
+        throw Error("only SHA-256 names are computed here");
+    std::uint8_t name[2 + SHA256_DIGEST_LENGTH] = {TPM2_ALG_SHA256 >> 8, TPM2_ALG_SHA256 & 0xff};
+    SHA256(area, size, name + 2);
+    return hex(name, sizeof name);
+}
+
+std::filesystem::path KnownParents::file_path() {
+    const std::filesystem::path config = config_file_path();
+    return config.empty() ? config : config.parent_path() / "known_parents";
+}
+
+KnownParents KnownParents::load() {
+    std::vector<std::string> warnings;
+    const std::filesystem::path path = file_path();
+    const std::string text = path.empty() ? std::string() : read_pins_file(path, warnings);
+    KnownParents known = parse(text, read_systemd_srk());
+    known.warnings_.insert(known.warnings_.begin(), warnings.begin(), warnings.end());
+    return known;
+}
+
+KnownParents KnownParents::parse(std::string_view text, std::optional<TPM2B_PUBLIC> systemd_srk) {
+    KnownParents known;
+    known.systemd_srk_ = systemd_srk;
+    std::istringstream in{std::string(text)};
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line.empty() || line[0] == '#')
+            continue;
+        std::istringstream fields(line);
+        std::string handle_text_field, name, tpm;
+        fields >> handle_text_field >> name >> tpm;
+        std::string rest;
+        fields >> rest;
+        char* end = nullptr;
+        const unsigned long handle = std::strtoul(handle_text_field.c_str(), &end, 16);
+        // nameAlg (2 bytes) and a digest of up to 64 bytes, in lower-case hex.
+        const bool name_ok = name.size() >= 6 && name.size() <= 132 && name.size() % 2 == 0 &&
+                             std::all_of(name.begin(), name.end(), [](char c) {
+                                 return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                             });
+        if (!handle_text_field.starts_with("0x") || *end != '\0' || handle > 0xffffffffUL || !name_ok ||
+            tpm.empty() || !rest.empty()) {
+            known.warnings_.push_back(file_path().string() + ":" + std::to_string(line_no) +
+                                      ": ignored: expected 'HANDLE NAME TPM'");
+            continue;
+        }
+        known.pins_.push_back({static_cast<std::uint32_t>(handle), name, tpm});
+    }
+    return known;
+}
+
+std::optional<std::string> KnownParents::expected(const std::string& tpm, std::uint32_t handle) const {
+    for (const ParentPin& pin : pins_)
+        if (pin.tpm == tpm && pin.handle == handle)
+            return pin.name_hex;
+    if (systemd_srk_ && is_system_tpm(tpm) &&
+        (handle == standard_srk || (handle == owner_hierarchy && is_standard_ecc_srk(*systemd_srk_))))
+        return name_hex_of(*systemd_srk_);
+    return std::nullopt;
+}
+
+void KnownParents::add(const std::string& tpm, std::uint32_t handle, const std::string& name_hex) {
+    if (tpm.find_first_of(" \t\n") != std::string::npos)
+        return;  // cannot be written as one field; the key works unpinned
+    const std::filesystem::path path = file_path();
+    if (path.empty())
+        return;
+    std::vector<std::string> ignored;
+    std::string text = read_pins_file(path, ignored);
+    if (text.empty())
+        text = "# The storage keys (TPM parents) your tpmkey keys were made under, like ssh's known_hosts.\n"
+               "# A different name means another TPM, a replaced SRK, or something between you and the TPM.\n"
+               "# HANDLE NAME TPM\n";
+    else if (text.back() != '\n')
+        text += '\n';
+    text += handle_text(handle) + " " + name_hex + " " + tpm + "\n";
+    // Private whatever the umask: write_file_atomically refuses a
+    // directory that others may write to.
+    for (const std::filesystem::path& dir : {path.parent_path().parent_path(), path.parent_path()})
+        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+            throw Error(dir.string() + ": cannot create: " + std::strerror(errno));
+    write_file_atomically(path, text, 0600, Replace::yes);
+    pins_.push_back({handle, name_hex, tpm});
+}
+
+std::string loaded_name_hex(Tpm& tpm, const Object& object) {
+    TPM2B_NAME* raw = nullptr;
+    check_rc(Esys_TR_GetName(tpm.esys(), object.handle(), &raw), "Esys_TR_GetName");
+    const EsysPtr<TPM2B_NAME> name(raw);
+    return hex(name->name, name->size);
+}
+
+Object load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned) {
+    Object parent = load_parent(tpm, handle);
+    const std::optional<std::string> expected = known.expected(tpm_identity(tpm.tcti()), handle);
+    if (pinned)
+        *pinned = expected.has_value();
+    if (expected && loaded_name_hex(tpm, parent) != *expected)
+        throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
+                             " is not the one this key was made under: possible TPM interposer or replaced SRK "
+                             "(its name differs from the one pinned in " + KnownParents::file_path().string() +
+                             "); nothing secret was sent to it");
+    return parent;
+}
+
+bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const Object& parent, KnownParents& known) {
+    const std::string id = tpm_identity(tpm.tcti());
+    if (known.expected(id, handle))
+        return false;
+    known.add(id, handle, loaded_name_hex(tpm, parent));
+    return true;
+}
+
+}  // namespace tpmkey
