@@ -215,7 +215,15 @@ void signing_step(Session& s, Step step) {
     }
 }
 
-CK_RV not_supported() noexcept { return CKR_FUNCTION_NOT_SUPPORTED; }
+// What a signing-only, read-only token does not do: still "not
+// initialised" before C_Initialize (PKCS#11 2.40, 5.4: every function but
+// C_Initialize and C_GetFunctionList answers CKR_CRYPTOKI_NOT_INITIALIZED).
+CK_RV answer_when_initialized(const char* function, CK_RV rv) noexcept {
+    return with_module(function, [&](Module&) { throw Pkcs11Error(rv); });
+}
+CK_RV not_supported(const char* function) noexcept {
+    return answer_when_initialized(function, CKR_FUNCTION_NOT_SUPPORTED);
+}
 
 // For functions whose answer is fixed once the session is known to be valid
 // (writing to a read-only token, operation state, random numbers).
@@ -319,14 +327,15 @@ CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
         pad_copy(info->serialNumber, serial);
         info->flags = CKF_TOKEN_INITIALIZED | CKF_WRITE_PROTECTED | CKF_USER_PIN_INITIALIZED |
                       (t.needs_pin() ? CKF_LOGIN_REQUIRED : 0);
-        // The PIN counters are the TPM's dictionary-attack counter. Asked
-        // only once this process uses the TPM anyway: listing tokens must
-        // send no TPM command (ssh-keygen -D, ssh before it signs).
+        if (t.needs_pin() && t.wrong_pin_since_login())
+            info->flags |= CKF_USER_PIN_COUNT_LOW;
+        // FINAL_TRY and LOCKED come from the TPM's dictionary-attack
+        // counter, which all keys share. Asked only once this process uses
+        // the TPM anyway: listing tokens must send no TPM command
+        // (ssh-keygen -D, ssh before it signs).
         if (t.needs_pin() && m.tpm().is_open()) {
             try {
                 const DictionaryAttackState da = dictionary_attack_state(m.tpm().tpm());
-                if (da.failures > 0)
-                    info->flags |= CKF_USER_PIN_COUNT_LOW;
                 if (da.max_failures > 0 && da.failures + 1 == da.max_failures)
                     info->flags |= CKF_USER_PIN_FINAL_TRY;
                 if (da.in_lockout)
@@ -441,7 +450,14 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_UL
         // There is no security officer; a context-specific login is only for
         // CKA_ALWAYS_AUTHENTICATE keys, which we do not have.
         require(user != CKU_CONTEXT_SPECIFIC || s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
-        require(user == CKU_USER || user == CKU_CONTEXT_SPECIFIC, user == CKU_SO ? CKR_PIN_INCORRECT : CKR_USER_TYPE_INVALID);
+        require(user == CKU_USER || user == CKU_CONTEXT_SPECIFIC || user == CKU_SO, CKR_USER_TYPE_INVALID);
+        if (user == CKU_SO) {
+            // There is no security officer, so no SO PIN is right; but the
+            // spec's other answers come first (PKCS#11 2.40, 5.6, C_Login).
+            require(!t.logged_in(), CKR_USER_ANOTHER_ALREADY_LOGGED_IN);
+            require(m.session_count(s.slot, false) == m.session_count(s.slot, true), CKR_SESSION_READ_ONLY_EXISTS);
+            throw Pkcs11Error(CKR_PIN_INCORRECT);
+        }
         require(user == CKU_CONTEXT_SPECIFIC || !t.logged_in(), CKR_USER_ALREADY_LOGGED_IN);
         require(pin_len <= 32, CKR_PIN_LEN_RANGE);
         Secret secret(std::span<const std::uint8_t>(pin, pin_len));
@@ -586,39 +602,39 @@ CK_RV C_SignFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG_PTR signa
 
 // ---- What a signing-only, read-only TPM token does not do ----------------
 
-CK_RV C_EncryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
-CK_RV C_Encrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_EncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_EncryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DecryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
-CK_RV C_Decrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DecryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DecryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DigestInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR) { return not_supported(); }
-CK_RV C_Digest(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
-CK_RV C_DigestKey(CK_SESSION_HANDLE, CK_OBJECT_HANDLE) { return not_supported(); }
-CK_RV C_DigestFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_SignRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
-CK_RV C_SignRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_VerifyInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
-CK_RV C_Verify(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
-CK_RV C_VerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
-CK_RV C_VerifyFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(); }
-CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(); }
-CK_RV C_VerifyRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DecryptDigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_SignEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
-CK_RV C_GenerateKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(); }
+CK_RV C_EncryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
+CK_RV C_Encrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_EncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_EncryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DecryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
+CK_RV C_Decrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DecryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DecryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DigestInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR) { return not_supported(__func__); }
+CK_RV C_Digest(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
+CK_RV C_DigestKey(CK_SESSION_HANDLE, CK_OBJECT_HANDLE) { return not_supported(__func__); }
+CK_RV C_DigestFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_SignRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
+CK_RV C_SignRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_VerifyInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
+CK_RV C_Verify(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
+CK_RV C_VerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
+CK_RV C_VerifyFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
+CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
+CK_RV C_VerifyRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DecryptDigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_SignEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
+CK_RV C_GenerateKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
 CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR, CK_ULONG,
-                               CK_OBJECT_HANDLE_PTR, CK_OBJECT_HANDLE_PTR) { return not_supported(); }
-CK_RV C_WrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(); }
+                               CK_OBJECT_HANDLE_PTR, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
+CK_RV C_WrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
 CK_RV C_UnwrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR,
-                         CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(); }
+                         CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
 CK_RV C_DeriveKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
-                         CK_OBJECT_HANDLE_PTR) { return not_supported(); }
+                         CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
 // PKCS#11 2.40, 5.15: a token without a random number generator answers
 // CKR_RANDOM_NO_RNG to both (we leave random numbers to the OS).
 CK_RV C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
@@ -627,9 +643,9 @@ CK_RV C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
 CK_RV C_GenerateRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
     return in_session_answer("C_GenerateRandom", h, CKR_RANDOM_NO_RNG);
 }
-CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
-CK_RV C_CancelFunction(CK_SESSION_HANDLE) { return CKR_FUNCTION_NOT_PARALLEL; }
-CK_RV C_WaitForSlotEvent(CK_FLAGS, CK_SLOT_ID_PTR, CK_VOID_PTR) { return not_supported(); }
+CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE) { return answer_when_initialized(__func__, CKR_FUNCTION_NOT_PARALLEL); }
+CK_RV C_CancelFunction(CK_SESSION_HANDLE) { return answer_when_initialized(__func__, CKR_FUNCTION_NOT_PARALLEL); }
+CK_RV C_WaitForSlotEvent(CK_FLAGS, CK_SLOT_ID_PTR, CK_VOID_PTR) { return not_supported(__func__); }
 
 // The static function table (one per library, as SoftHSM keeps it).
 CK_FUNCTION_LIST function_list = {

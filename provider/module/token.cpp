@@ -110,21 +110,27 @@ void Token::login(TpmConnection& tpm, Secret pin) {
     // A key loaded without a session (no PIN so far) must be reloaded with one.
     if (loaded_ && !loaded_->auth.encrypted())
         loaded_.reset();
+    // A failed login of any kind (also CKU_CONTEXT_SPECIFIC while logged in)
+    // leaves the login state as it was: the PIN that worked stays. It
+    // flushes what it loaded: ssh exits through _exit() after a wrong PIN,
+    // without C_Finalize, and a TPM without a resource manager would keep
+    // the objects.
     try {
         Loaded& loaded = load(tpm);
         const AuthValue auth_value(tpm.tpm(), loaded.key, pin);
         (void)change_auth(tpm.tpm(), loaded.key, tpm.parent(key_.parent), loaded.auth, pin);
+    } catch (const TpmError& e) {
+        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
+            wrong_pin_since_login_ = true;
+        loaded_.reset();
+        throw;
     } catch (...) {
-        // A failed login of any kind (also CKU_CONTEXT_SPECIFIC while logged
-        // in) leaves the login state as it was: the PIN that worked stays.
-        // It flushes what it loaded: ssh exits through _exit() after a wrong
-        // PIN, without C_Finalize, and a TPM without a resource manager
-        // would keep the objects.
         loaded_.reset();
         throw;
     }
     pin_ = std::move(pin);
     logged_in_ = true;
+    wrong_pin_since_login_ = false;
 }
 
 void Token::logout() noexcept {

@@ -42,6 +42,9 @@ public:
     bool is_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == private_handle_; }
 
     bool logged_in() const noexcept { return logged_in_; }
+    // CKF_USER_PIN_COUNT_LOW (PKCS#11 2.40, 3.2): a wrong PIN was given to
+    // this token since its last successful login (in this process).
+    bool wrong_pin_since_login() const noexcept { return wrong_pin_since_login_; }
     // Checks the PIN with the TPM (TPM2_ObjectChangeAuth to the same value:
     // the cheapest command that proves it without signing anything).
     void login(TpmConnection& tpm, Secret pin);
@@ -73,6 +76,7 @@ private:
     CK_OBJECT_HANDLE private_handle_ = 0;
 
     bool logged_in_ = false;
+    bool wrong_pin_since_login_ = false;
     Secret pin_;  // held while logged in: each TPM2_Sign's HMAC needs it
     std::optional<Loaded> loaded_;
 };

@@ -164,6 +164,41 @@ TEST_CASE("a failed context-specific login leaves the user logged in with the PI
     CHECK(lockout_counter() == failures + 1);
 }
 
+TEST_CASE("CKF_USER_PIN_COUNT_LOW: a wrong PIN since the last successful login, on that token only", "[login]") {
+    const TestKey& k = key("ec384");
+    Initialized init;
+    const CK_SLOT_ID slot = slot_of(k.name);
+    const auto low = [](CK_SLOT_ID id) {
+        CK_TOKEN_INFO info;
+        REQUIRE_RV(p11()->C_GetTokenInfo(id, &info), CKR_OK);
+        return (info.flags & CKF_USER_PIN_COUNT_LOW) != 0;
+    };
+    Session s(slot);
+    CHECK_FALSE(low(slot));
+    CHECK_RV(login_with(s, "wrong"), CKR_PIN_INCORRECT);
+    CHECK(low(slot));
+    CHECK_FALSE(low(slot_of("rsa3072")));  // another token's PIN was not tried
+    login(s, k);
+    CHECK(lockout_counter() >= 1);  // the TPM still counts it ...
+    CHECK_FALSE(low(slot));         // ... but the PIN was right since (2.40, 3.2)
+}
+
+TEST_CASE("a security officer login: the spec's answers for a token without one", "[login]") {
+    const TestKey& k = key("ec384");
+    Initialized init;
+    const CK_SLOT_ID slot = slot_of(k.name);
+    {
+        Session rw(slot, CKF_RW_SESSION);
+        CHECK_RV(login_with(rw, "so-pin", CKU_SO), CKR_PIN_INCORRECT);  // no SO PIN is right
+        Session ro(slot);
+        CHECK_RV(login_with(rw, "so-pin", CKU_SO), CKR_SESSION_READ_ONLY_EXISTS);
+        login(ro, k);
+        CHECK_RV(login_with(rw, "so-pin", CKU_SO), CKR_USER_ANOTHER_ALREADY_LOGGED_IN);
+    }
+    Session s(slot);
+    CHECK_RV(login_with(s, "x", CKU_SO + 7), CKR_USER_TYPE_INVALID);
+}
+
 TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "[login]") {
     for (const char* name : {"ec256", "rsa2048"}) {
         const TestKey& k = key(name);
