@@ -40,7 +40,7 @@ constexpr const char* usage_text =
     "only this TPM can use, and its public key next to it (id_tpm.pub).\n"
     "\n"
     "  -t ecdsa|rsa       key type (default ecdsa)\n"
-    "  -b bits            ecdsa: 256 (default) or 384; rsa: 2048 (default) or 3072\n"
+    "  -b bits            ecdsa: 256 (default), 384 or 521; rsa: 2048 (default) or 3072\n"
     "  -f keyfile         where to write the key; the .pub goes next to it\n"
     "  -C comment         comment of the .pub line (default user@host)\n"
     "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"

@@ -17,8 +17,8 @@ std::string handle_text(std::uint32_t handle) {
 }
 
 void check_key_spec(const KeySpec& spec) {
-    if (spec.algorithm == KeyAlgorithm::ecdsa && spec.bits != 256 && spec.bits != 384)
-        throw Error("ECDSA keys are 256 or 384 bits (NIST P-256, P-384)");
+    if (spec.algorithm == KeyAlgorithm::ecdsa && spec.bits != 256 && spec.bits != 384 && spec.bits != 521)
+        throw Error("ECDSA keys are 256, 384 or 521 bits (NIST P-256, P-384, P-521)");
     if (spec.algorithm == KeyAlgorithm::rsa && spec.bits != 2048 && spec.bits != 3072)
         throw Error("RSA keys are 2048 or 3072 bits");
 }
@@ -33,7 +33,9 @@ TPM2B_PUBLIC signing_key_template(const KeySpec& spec) {
         area.type = TPM2_ALG_ECC;
         area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
         area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
-        area.parameters.eccDetail.curveID = spec.bits == 256 ? TPM2_ECC_NIST_P256 : TPM2_ECC_NIST_P384;
+        area.parameters.eccDetail.curveID = spec.bits == 256   ? TPM2_ECC_NIST_P256
+                                            : spec.bits == 384 ? TPM2_ECC_NIST_P384
+                                                               : TPM2_ECC_NIST_P521;
         area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
     } else {
         area.type = TPM2_ALG_RSA;

@@ -31,7 +31,7 @@ enum class KeyAlgorithm { ecdsa, rsa };
 
 struct KeySpec {
     KeyAlgorithm algorithm = KeyAlgorithm::ecdsa;
-    unsigned bits = 256;  // ecdsa: 256 or 384; rsa: 2048 or 3072
+    unsigned bits = 256;  // ecdsa: 256, 384 or 521; rsa: 2048 or 3072
 };
 
 // Throws Error unless the spec is one we create (DESIGN.md, "Key objects").

@@ -80,13 +80,11 @@ std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub, std::span<co
         return std::find(tpm_hashes.begin(), tpm_hashes.end(), h) != tpm_hashes.end();
     };
     std::vector<CK_MECHANISM_TYPE> out;
-    if (!pub.is_rsa() && pub.ec_field_size() != 32 && pub.ec_field_size() != 48)
-        return out;  // P-521: no hash of that size to sign with
     for (const Mechanism& m : mechanisms) {
         if (m.rsa != pub.is_rsa())
             continue;
         // ECDSA signs with the curve's own hash, whatever the input's.
-        const TPM2_ALG_ID tpm_hash = m.rsa ? m.hash : (pub.ec_field_size() == 32 ? TPM2_ALG_SHA256 : TPM2_ALG_SHA384);
+        const TPM2_ALG_ID tpm_hash = m.rsa ? m.hash : ecdsa_hash(pub.ec_field_size());
         if (tpm_hash != TPM2_ALG_NULL && !tpm_has(tpm_hash))
             continue;
         out.push_back(m.type);
@@ -128,11 +126,17 @@ std::optional<TpmSignRequest> parse_digest_info(std::span<const std::uint8_t> de
     return std::nullopt;
 }
 
+TPM2_ALG_ID ecdsa_hash(std::size_t field_size) noexcept {
+    return field_size <= 32 ? TPM2_ALG_SHA256 : field_size <= 48 ? TPM2_ALG_SHA384 : TPM2_ALG_SHA512;
+}
+
 TpmSignRequest ecdsa_request(std::span<const std::uint8_t> digest, std::size_t field_size) {
-    Bytes normalized(field_size, 0);
-    const std::size_t n = std::min(digest.size(), field_size);
+    // P-521's 66-byte field takes any digest whole: its largest, SHA-512, is 64 bytes.
+    const TPM2_ALG_ID hash = ecdsa_hash(field_size);
+    Bytes normalized(digest_size(hash), 0);
+    const std::size_t n = std::min(digest.size(), normalized.size());
     std::copy(digest.begin(), digest.begin() + static_cast<long>(n), normalized.end() - static_cast<long>(n));
-    return TpmSignRequest{TPM2_ALG_ECDSA, field_size == 32 ? TPM2_ALG_SHA256 : TPM2_ALG_SHA384, std::move(normalized)};
+    return TpmSignRequest{TPM2_ALG_ECDSA, hash, std::move(normalized)};
 }
 
 std::size_t tpm_pss_salt_length(std::size_t digest_len, std::size_t modulus_len) noexcept {
@@ -145,7 +149,6 @@ SignOperation::SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub
     : mechanism_(find_mechanism(mechanism.mechanism)), pub_(pub) {
     require(mechanism_ != nullptr, CKR_MECHANISM_INVALID);
     require(mechanism_->rsa == pub.is_rsa(), CKR_KEY_TYPE_INCONSISTENT);
-    require(pub.is_rsa() || pub.ec_field_size() == 32 || pub.ec_field_size() == 48, CKR_KEY_TYPE_INCONSISTENT);
     signature_size_ = pub.is_rsa() ? pub.rsa_modulus().size() : 2 * pub.ec_field_size();
     if (pub.is_rsa())
         signature_size_ = (pub.bits() + 7) / 8;

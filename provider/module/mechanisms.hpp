@@ -47,10 +47,14 @@ struct TpmSignRequest {
 // anything else, or any deviation from the DER encoding, is nullopt.
 std::optional<TpmSignRequest> parse_digest_info(std::span<const std::uint8_t> der);
 
+// The hash the TPM signs ECDSA with for a curve: the one of the curve's
+// size (SHA-256 for P-256, SHA-384 for P-384), SHA-512 for P-521.
+TPM2_ALG_ID ecdsa_hash(std::size_t field_size) noexcept;
+
 // ECDSA over a digest of any length is the same as ECDSA over the digest
 // truncated to the curve's size (FIPS 186-4, 6.4), and left zero padding
 // does not change its value; so every digest becomes one of exactly the
-// curve's size, signed with the hash of that size.
+// size of ecdsa_hash(), signed with that hash.
 TpmSignRequest ecdsa_request(std::span<const std::uint8_t> digest, std::size_t field_size);
 
 // The salt length the TPM uses for RSASSA-PSS: the digest length (TPM 2.0

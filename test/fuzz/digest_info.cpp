@@ -60,12 +60,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(std::equal(request->digest.begin(), request->digest.end(), input.begin() + static_cast<long>(expected->size)));
     }
 
-    for (const std::size_t field : {std::size_t{32}, std::size_t{48}}) {
+    // P-256, P-384: a digest of the field's size; P-521 (66 bytes): SHA-512's 64.
+    for (const std::size_t field : {std::size_t{32}, std::size_t{48}, std::size_t{66}}) {
         const TpmSignRequest ecdsa = ecdsa_request(input, field);
+        const std::size_t want = std::min(field, std::size_t{64});
         FUZZ_CHECK(ecdsa.scheme == TPM2_ALG_ECDSA);
-        FUZZ_CHECK(ecdsa.digest.size() == field);
-        FUZZ_CHECK(digest_size(ecdsa.hash) == field);
-        const std::size_t n = std::min(size, field);
+        FUZZ_CHECK(ecdsa.digest.size() == want);
+        FUZZ_CHECK(digest_size(ecdsa.hash) == want);
+        const std::size_t n = std::min(size, want);
         FUZZ_CHECK(std::all_of(ecdsa.digest.begin(), ecdsa.digest.end() - static_cast<long>(n),
                                [](std::uint8_t b) { return b == 0; }));
         FUZZ_CHECK(std::equal(ecdsa.digest.end() - static_cast<long>(n), ecdsa.digest.end(), input.begin()));

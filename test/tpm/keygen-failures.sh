@@ -62,7 +62,7 @@ bad-flags)
         expect_no_files . "keygen $*"
     }
     check_usage "ed25519" -t ed25519 -N ''
-    check_usage "ECDSA keys are 256 or 384 bits" -b 1000 -N ''
+    check_usage "ECDSA keys are 256, 384 or 521 bits" -b 1000 -N ''
     check_usage "RSA keys are 2048 or 3072 bits" -t rsa -b 1000 -N ''
     check_usage "RSA keys are 2048 or 3072 bits" -t rsa -b 4096 -N ''
     check_usage "not a number of bits" -b 25x6 -N ''
