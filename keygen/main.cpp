@@ -41,7 +41,8 @@ constexpr const char* usage_text =
     "\n"
     "  -t ecdsa|rsa       key type (default ecdsa)\n"
     "  -b bits            ecdsa: 256 (default), 384 or 521; rsa: 2048 (default) or 3072\n"
-    "  -f keyfile         where to write the key; the .pub goes next to it\n"
+    "  -f keyfile         where to write the key (.tpm is added unless it is there);\n"
+    "                     the .pub goes next to it\n"
     "  -C comment         comment of the .pub line (default user@host)\n"
     "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"
     "  --pin-file FILE    read the PIN from the first line of FILE\n"
@@ -167,13 +168,19 @@ Options parse_options(int argc, char** argv) {
     return o;
 }
 
-// NAME.tpm -> NAME.pub (as ssh-tpm-agent names them); other names get .pub appended.
+// -f NAME writes NAME.tpm (the module finds keys by that suffix, and
+// ssh-tpm-agent names its keys so) unless NAME ends in .tpm already.
+std::filesystem::path key_path_for(const std::string& file) {
+    std::filesystem::path key = file;
+    if (key.extension() != ".tpm")
+        key += ".tpm";
+    return key;
+}
+
+// NAME.tpm -> NAME.pub, as ssh-tpm-agent names them.
 std::filesystem::path pub_path_for(const std::filesystem::path& key) {
     std::filesystem::path pub = key;
-    if (pub.extension() == ".tpm")
-        return pub.replace_extension(".pub");
-    pub += ".pub";
-    return pub;
+    return pub.replace_extension(".pub");
 }
 
 std::string default_comment() {
@@ -226,7 +233,7 @@ int run(int argc, char** argv) {
     const Options o = parse_options(argc, argv);
 
     const std::filesystem::path key_path =
-        o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : std::filesystem::path(o.file);
+        o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : key_path_for(o.file);
     const std::filesystem::path pub_path = pub_path_for(key_path);
     if (o.file.empty() && ::mkdir(key_path.parent_path().c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(key_path.parent_path().string() + ": cannot create: " + std::strerror(errno));

@@ -39,8 +39,26 @@ namespace {
 
 using namespace tpmkey;
 
-// Where `cmake --install` puts the module (TPMKEY_MODULE_PATH is set by CMake).
-constexpr const char* installed_module = TPMKEY_MODULE_PATH;
+// The module that belongs to this tpmkey: the one installed next to it
+// (TPMKEY_MODULE_FROM_BINDIR, set by CMake, is the module's path relative to
+// the bin directory), wherever the installation was put (cmake --install
+// --prefix, DESTDIR); else where the build's prefix would put it.
+struct ModuleLocation {
+    std::string path;
+    std::string how;  // for the user: how it was found
+};
+
+ModuleLocation find_module() {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const std::filesystem::path next_to = exe.parent_path() / TPMKEY_MODULE_FROM_BINDIR;
+        const std::filesystem::path found = std::filesystem::canonical(next_to, ec);
+        if (!ec && std::filesystem::is_regular_file(found, ec))
+            return {found.string(), "installed next to " + exe.string()};
+    }
+    return {TPMKEY_MODULE_PATH, "not found next to this tpmkey: where 'cmake --install' puts it"};
+}
 
 const char* const usage_text =
     "usage: tpmkey COMMAND [ARGS]\n"
@@ -863,11 +881,11 @@ void check_ssh(Doctor& d) {
                    "fine if you meant it; else run 'tpmkey ssh-config --apply' to use them for every host");
         } else {
             d.fail(cfg + " has no PKCS11Provider line", "ssh is not told to use the module",
-                   "run 'tpmkey ssh-config --apply' (adds: PKCS11Provider " + std::string(installed_module) + ")");
+                   "run 'tpmkey ssh-config --apply' (adds: PKCS11Provider " + find_module().path + ")");
         }
     }
 
-    const std::string agent_path = module.empty() ? std::string(installed_module) : module;
+    const std::string agent_path = module.empty() ? find_module().path : module;
     if (in_agent_allow_list(agent_path))
         d.ok("module path " + agent_path + " is inside ssh-agent's default allow-list");
     else
@@ -914,8 +932,9 @@ constexpr CommandSpec ssh_config_spec{
     {nullptr}, {"--apply", nullptr}, 0};
 
 int cmd_ssh_config(const Parsed& p) {
-    const std::string provider = std::string("PKCS11Provider ") + installed_module;
-    const std::string lines = "# SSH keys held in the TPM (tpmkey)\n" + provider + "\n";
+    const ModuleLocation module = find_module();
+    const std::string lines = "# SSH keys held in the TPM (tpmkey; the module " + module.how + ")\n" +
+                              "PKCS11Provider " + module.path + "\n";
     if (!p.has_flag("--apply")) {
         std::cout << lines;
         return 0;

@@ -4,7 +4,7 @@
 # installed, and the README's quick start works with the installed files:
 #   tpmkey-keygen
 #   echo 'PKCS11Provider .../tpmkey-pkcs11.so' >> ~/.ssh/config
-#   ssh-keygen -D .../tpmkey-pkcs11.so | ssh host tee -a .ssh/authorized_keys
+#   ssh-keygen -D .../tpmkey-pkcs11.so | ssh host 'mkdir -p -m 700 .ssh && cat >> .ssh/authorized_keys'
 #   ssh host
 # shellcheck source=test/e2e/tools/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -62,11 +62,12 @@ DMODULE=$D$MODULE
 run "$KEYGEN" -N ''
 expect_rc 0 "installed tpmkey-keygen"
 expect_out "Your TPM key is in $HOME/.ssh/id_tpm.tpm" "installed tpmkey-keygen"
-# 2. The config line: what the installed 'tpmkey ssh-config' prints is the
-#    quick start's line; under DESTDIR the module sits at $D first.
+# 2. The config line: the installed 'tpmkey ssh-config' names the module
+#    installed next to it (under DESTDIR: $D first), and says so.
 run "$TPMKEY" ssh-config
 expect_rc 0 "installed tpmkey ssh-config"
-expect_out "PKCS11Provider $MODULE" "installed tpmkey ssh-config"
+expect_out "PKCS11Provider $DMODULE" "installed tpmkey ssh-config"
+expect_out "the module installed next to $D$TPMKEY_BINDIR/tpmkey" "installed tpmkey ssh-config"
 echo "PKCS11Provider $DMODULE" >>"$HOME/.ssh/config"
 # 3. ssh-keygen -D with the installed module shows the key.
 ssh-keygen -D "$DMODULE" >"$T_DIR/D.pub" 2>"$T_DIR/D.err" || { cat "$T_DIR/D.err" >&2; fail "ssh-keygen -D failed"; }
@@ -76,12 +77,22 @@ run "$TPMKEY" doctor
 expect_rc 0 "installed tpmkey doctor"
 ok "quick start, steps 1-3 with the installed files"
 
-# 4. ssh host, against a throwaway sshd on 127.0.0.1.
+# 4. ssh host, against a throwaway sshd on 127.0.0.1, for an account that
+#    has no ~/.ssh yet: the sshd runs in a mount namespace of its own where
+#    the account's home is an empty directory. The README's step 3 reaches
+#    it with a plain key listed in a file of the sshd's (the "old way in"),
+#    makes ~/.ssh there and adds the TPM key; step 4 then logs in with it.
 [ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (Debian package openssh-server): the login step was not run"
 [ -d /run/sshd ] || mkdir -m 0755 /run/sshd 2>/dev/null || skip "/run/sshd cannot be made: the login step was not run"
 SSHD=$T_DIR/sshd
-mkdir "$SSHD"
+REMOTE_HOME=$T_DIR/remote-home
+mkdir "$SSHD" "$REMOTE_HOME"
+account_home=$(getent passwd "$(id -un)" | cut -d: -f6)
+unshare --mount --propagation private true 2>/dev/null ||
+    fail "unshare --mount does not work here (needed to give sshd's account an empty home)"
 ssh-keygen -q -t ed25519 -N '' -f "$SSHD/host"
+ssh-keygen -q -t ed25519 -N '' -f "$T_DIR/old-way-in"
+cp "$T_DIR/old-way-in.pub" "$SSHD/old_way_in_keys"
 port=""
 for _ in $(seq 10); do
     p=$((10000 + RANDOM % 10000))
@@ -90,14 +101,16 @@ Port $p
 ListenAddress 127.0.0.1
 HostKey $SSHD/host
 PidFile $SSHD/pid
-AuthorizedKeysFile $SSHD/authorized_keys
+AuthorizedKeysFile .ssh/authorized_keys $SSHD/old_way_in_keys
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 StrictModes no
 UsePAM no
 CFG
-    /usr/sbin/sshd -f "$SSHD/config" -E "$SSHD/log" || continue
+    unshare --mount --propagation private sh -c \
+        'mount --bind "$1" "$2" && exec /usr/sbin/sshd -f "$3" -E "$4"' sh \
+        "$REMOTE_HOME" "$account_home" "$SSHD/config" "$SSHD/log" || continue
     for _ in $(seq 50); do
         [ -s "$SSHD/pid" ] && break
         sleep 0.05
@@ -114,10 +127,45 @@ Host host
     StrictHostKeyChecking accept-new
 CFG
 # ssh reads ~/.ssh/config from the password database's home, not $HOME: -F.
-ssh-keygen -D "$DMODULE" 2>/dev/null | tee -a "$SSHD/authorized_keys" >/dev/null
+# Step 3 as the README has it (the old way in: the plain key, -i).
+ssh-keygen -D "$DMODULE" 2>/dev/null |
+    ssh -F "$HOME/.ssh/config" -o BatchMode=yes -o IdentitiesOnly=yes -o PKCS11Provider=none \
+        -i "$T_DIR/old-way-in" host 'mkdir -p -m 700 .ssh && cat >> .ssh/authorized_keys' ||
+    fail "the README's step 3 failed for an account without ~/.ssh"
+[ "$(stat -c %a "$REMOTE_HOME/.ssh")" = 700 ] || fail "step 3 made ~/.ssh with mode $(stat -c %a "$REMOTE_HOME/.ssh")"
+grep -qF "$(awk '{ print $2 }' "$HOME/.ssh/id_tpm.pub")" "$REMOTE_HOME/.ssh/authorized_keys" ||
+    fail "step 3 did not add the TPM key to the new ~/.ssh/authorized_keys"
 run ssh -F "$HOME/.ssh/config" -o BatchMode=yes host echo logged in with the TPM key
 expect_rc 0 "ssh host"
 expect_out "logged in with the TPM key" "ssh host"
 grep -q "Accepted publickey for .* ECDSA $(ssh-keygen -l -E sha256 -f "$HOME/.ssh/id_tpm.pub" | awk '{ print $2 }')" "$SSHD/log" ||
     { cat "$SSHD/log" >&2; fail "sshd did not log the TPM key's login"; }
-ok "quick start, step 4: ssh host signs with the TPM key through the installed module"
+ok "quick start, steps 3-4: the key added for an account without ~/.ssh, ssh host signs with it"
+
+# A user without root installs into a prefix of their own: everything lands
+# under it, the p11-kit file too (with the module's path under the prefix),
+# and the installed tpmkey names that module.
+U=$(mktemp -d "${TMPDIR:-/tmp}/tpmkey-user.XXXXXX")
+t_on_exit "rm -rf '$U'"
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    chown nobody "$U"
+    as_user=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups env HOME="$U")
+    "${as_user[@]}" test -r "$TPMKEY_BUILD_DIR/cmake_install.cmake" ||
+        fail "user prefix: nobody cannot read the build tree $TPMKEY_BUILD_DIR"
+    # cmake --install writes its list of installed files into the build
+    # tree; a user installs from a tree of their own, this test from root's.
+    manifest=$TPMKEY_BUILD_DIR/install_manifest.txt
+    : >"$manifest" && chown nobody "$manifest"
+    t_on_exit "rm -f '$manifest'"
+    run "${as_user[@]}" cmake --install "$TPMKEY_BUILD_DIR" --prefix "$U/prefix"
+    expect_rc 0 "user prefix: cmake --install as nobody"
+    grep -qx "module: $U/prefix/lib/pkcs11/tpmkey-pkcs11.so" "$U/prefix/share/p11-kit/modules/tpmkey.module" ||
+        fail "user prefix: no p11-kit file naming the module under the prefix"
+    outside=$(grep -v "^$U/prefix/" "$manifest" || true)
+    [ -z "$outside" ] || fail "user prefix: installed outside the prefix: $outside"
+    run "$U/prefix/bin/tpmkey" ssh-config
+    expect_out "PKCS11Provider $U/prefix/lib/pkcs11/tpmkey-pkcs11.so" "user prefix: tpmkey ssh-config"
+    ok "as a user without root: cmake --install --prefix PREFIX puts everything under PREFIX"
+else
+    skip "not root: cannot become another user to install as one"
+fi

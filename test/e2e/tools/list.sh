@@ -70,3 +70,13 @@ run env TPMKEY_TCTI="$(closed_tcti)" "$TPMKEY_TOOL" list
 expect_rc 0 "no TPM"
 expect_out "slot 0  $T_DIR/keys/other.tpm" "no TPM"
 ok "no TPM needed"
+
+# -f NAME without .tpm (as ssh-tpm-agent users type it): the key is NAME.tpm,
+# its public key NAME.pub, and the module serves it.
+run "$TPMKEY_KEYGEN" -q -f "$S/id_ecdsa" -C agent-style -N ''
+expect_rc 0 "keygen -f without .tpm"
+[ -f "$S/id_ecdsa.tpm" ] && [ -f "$S/id_ecdsa.pub" ] && [ ! -e "$S/id_ecdsa" ] ||
+    fail "keygen -f id_ecdsa: expected id_ecdsa.tpm and id_ecdsa.pub, found: $(ls "$S")"
+TPMKEY_KEYS=$S ssh-keygen -D "$TPMKEY_MODULE" 2>/dev/null | grep -qF "$(awk '{ print $2 }' "$S/id_ecdsa.pub")" ||
+    fail "the module does not serve id_ecdsa.tpm"
+ok "keygen -f NAME writes NAME.tpm and NAME.pub, which the module serves"
