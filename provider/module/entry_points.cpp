@@ -116,7 +116,7 @@ CK_RV with_module(const char* function, Body&& body) noexcept {
         } catch (const TpmError& e) {
             const CK_RV rv = rv_for_tpm_error(e);
             if (rv == CKR_PIN_INCORRECT)
-                log_error("wrong PIN (" + dictionary_attack_text(*module) +
+                log_error(std::string(e.what()) + " (" + dictionary_attack_text(*module) +
                           "; too many and the TPM locks out)");
             else if (rv == CKR_PIN_LOCKED)
                 log_error("the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses "

@@ -120,10 +120,12 @@ void Token::login(TpmConnection& tpm, Secret pin) {
         const AuthValue auth_value(tpm.tpm(), loaded.key, pin);
         (void)change_auth(tpm.tpm(), loaded.key, tpm.parent(key_.parent), loaded.auth, pin);
     } catch (const TpmError& e) {
-        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
-            wrong_pin_since_login_ = true;
         loaded_.reset();
-        throw;
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        wrong_pin_since_login_ = true;
+        // Named, for the one line a user of ssh-agent may get to see.
+        throw TpmError("wrong PIN for '" + label_ + "'", e.rc());
     } catch (...) {
         loaded_.reset();
         throw;

@@ -45,7 +45,8 @@ if [ "$(agent_fingerprints)" != "$fp_rsa" ]; then
     echo "agent holds: $(agent_fingerprints | tr '\n' ' ')" >&2
     fail "wrong PIN: the agent should hold only the PIN-less key $fp_rsa"
 fi
-grep -q "tpmkey: wrong PIN" "$AGENT_LOG" || { show "$AGENT_LOG"; fail "wrong PIN: no 'tpmkey: wrong PIN' in the agent's log"; }
+grep -q "tpmkey: wrong PIN for 'ec-pin' (1 of [0-9]* wrong PINs counted by the TPM" "$AGENT_LOG" ||
+    { show "$AGENT_LOG"; fail "wrong PIN: the agent's log does not name the key and the TPM's count"; }
 ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
 [ -z "$(agent_fingerprints)" ] || fail "the agent still holds keys after ssh-add -e"
 expect_clean_tpm "after the wrong PIN and ssh-add -e"
