@@ -11,6 +11,7 @@
 #include "prompt.hpp"
 #include "public_key.hpp"
 #include "tpm.hpp"
+#include "tpm_queries.hpp"
 
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tpm2_types.h>
@@ -561,24 +562,6 @@ private:
     int problems_ = 0;
 };
 
-// TPM2_GetCapability(TPM_PROPERTIES) for [first, first + count).
-// The handles of one kind this connection can see (transient objects,
-// loaded sessions): with a resource manager only its own (none yet);
-// without one, whatever every process left behind.
-UINT32 handle_count(Tpm& tpm, TPM2_HC first) {
-    TPMI_YES_NO more = TPM2_NO;
-    TPMS_CAPABILITY_DATA* raw = nullptr;
-    check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_HANDLES, first,
-                                TPM2_MAX_CAP_HANDLES, &more, &raw),
-             "TPM2_GetCapability");
-    const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
-    UINT32 n = 0;
-    for (UINT32 i = 0; i < data->data.handles.count; ++i)
-        if ((data->data.handles.handle[i] >> TPM2_HR_SHIFT) == (first >> TPM2_HR_SHIFT))
-            ++n;
-    return n;
-}
-
 std::string seconds_text(UINT32 s) {
     if (s >= 7200 && s % 3600 == 0)
         return std::to_string(s / 3600) + " hours";
@@ -717,8 +700,8 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     else
         d.ok("resource manager: whatever " + tcti + " provides");
     try {
-        const UINT32 objects = handle_count(*tpm, TPM2_TRANSIENT_FIRST);
-        const UINT32 sessions = handle_count(*tpm, TPM2_LOADED_SESSION_FIRST);
+        const UINT32 objects = static_cast<UINT32>(tpm_handles(*tpm, TPM2_TRANSIENT_FIRST).size());
+        const UINT32 sessions = static_cast<UINT32>(tpm_handles(*tpm, TPM2_LOADED_SESSION_FIRST).size());
         const UINT32 avail = props.count(TPM2_PT_HR_TRANSIENT_AVAIL) ? props[TPM2_PT_HR_TRANSIENT_AVAIL] : 1;
         const std::string what = "the TPM holds " + std::to_string(objects) + " object(s) and " +
                                  std::to_string(sessions) + " session(s) of other programs";

@@ -1,6 +1,7 @@
 #include "keys.hpp"
 
 #include "error.hpp"
+#include "tpm_queries.hpp"
 
 #include <tss2/tss2_mu.h>
 
@@ -178,12 +179,7 @@ Object load_parent(Tpm& tpm, std::uint32_t parent) {
 }
 
 PersistentSrk inspect_persistent_srk(Tpm& tpm) {
-    TPMI_YES_NO more = TPM2_NO;
-    TPMS_CAPABILITY_DATA* raw = nullptr;
-    check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-                                TPM2_CAP_HANDLES, standard_srk, 1, &more, &raw),
-             "TPM2_GetCapability");
-    const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
+    const auto data = get_capability(tpm, TPM2_CAP_HANDLES, standard_srk, 1);
     if (data->data.handles.count == 0 || data->data.handles.handle[0] != standard_srk)
         return {};
     ESYS_TR handle = ESYS_TR_NONE;
@@ -299,34 +295,6 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const Object& key, const Authori
         throw Error("the TPM returned a signature of an unexpected kind");
     }
     return out;
-}
-
-std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count) {
-    std::map<TPM2_PT, UINT32> out;
-    TPMI_YES_NO more = TPM2_YES;
-    TPM2_PT next = first;
-    while (more == TPM2_YES && next < first + count) {
-        TPMS_CAPABILITY_DATA* raw = nullptr;
-        check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, TPM2_CAP_TPM_PROPERTIES,
-                                    next, first + count - next, &more, &raw),
-                 "TPM2_GetCapability");
-        const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
-        const TPML_TAGGED_TPM_PROPERTY& list = data->data.tpmProperties;
-        if (list.count == 0)
-            break;
-        for (UINT32 i = 0; i < list.count; ++i)
-            out[list.tpmProperty[i].property] = list.tpmProperty[i].value;
-        next = list.tpmProperty[list.count - 1].property + 1;
-    }
-    return out;
-}
-
-DictionaryAttackState dictionary_attack_state(Tpm& tpm) {
-    // TPM2_PT_PERMANENT .. TPM2_PT_LOCKOUT_INTERVAL are one run: one command.
-    auto props = tpm_properties(tpm, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_INTERVAL - TPM2_PT_PERMANENT + 1);
-    return DictionaryAttackState{props[TPM2_PT_LOCKOUT_COUNTER], props[TPM2_PT_MAX_AUTH_FAIL],
-                                 props[TPM2_PT_LOCKOUT_INTERVAL],
-                                 (props[TPM2_PT_PERMANENT] & TPMA_PERMANENT_INLOCKOUT) != 0};
 }
 
 TPM2B_PRIVATE change_auth(Tpm& tpm, const Object& key, const Object& parent,

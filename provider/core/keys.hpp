@@ -7,7 +7,6 @@
 #include "tpm.hpp"
 
 #include <cstdint>
-#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,19 +95,6 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const Object& key, const Authori
                                       TPM2_ALG_ID scheme, TPM2_ALG_ID hash,
                                       std::span<const std::uint8_t> digest,
                                       std::size_t ec_half_size);
-
-// TPM2_GetCapability(TPM_PROPERTIES) for `count` properties from `first`.
-std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count);
-
-// The TPM's dictionary-attack protection (TPM 2.0 Part 1, 19.8): every key
-// without 'noda' (all of ours) counts wrong auth values against it.
-struct DictionaryAttackState {
-    UINT32 failures = 0;          // TPM2_PT_LOCKOUT_COUNTER
-    UINT32 max_failures = 0;      // TPM2_PT_MAX_AUTH_FAIL
-    UINT32 recovery_seconds = 0;  // TPM2_PT_LOCKOUT_INTERVAL: one failure forgiven each
-    bool in_lockout = false;      // TPMA_PERMANENT inLockout
-};
-DictionaryAttackState dictionary_attack_state(Tpm& tpm);
 
 // TPM2_ObjectChangeAuth: the key wrapped again with a new auth value. With
 // new_pin equal to the current one it only proves the current one right.

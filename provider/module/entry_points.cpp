@@ -11,6 +11,7 @@
 #include "log.hpp"
 #include "module.hpp"
 #include "pkcs11.hpp"
+#include "tpm_queries.hpp"
 
 #include <pthread.h>
 #include <unistd.h>

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "log.hpp"
+#include "tpm_queries.hpp"
 
 namespace tpmkey::pkcs11 {
 
@@ -75,20 +76,8 @@ CK_ULONG Module::session_count(CK_SLOT_ID slot, bool read_write_only) const {
 }
 
 std::span<const TPM2_ALG_ID> Module::tpm_hashes() {
-    if (!tpm_hashes_) {
-        TPMI_YES_NO more = TPM2_NO;
-        TPMS_CAPABILITY_DATA* raw = nullptr;
-        check_rc(Esys_GetCapability(tpm_.tpm().esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-                                    TPM2_CAP_ALGS, TPM2_ALG_FIRST, TPM2_MAX_CAP_ALGS, &more, &raw),
-                 "TPM2_GetCapability(algorithms)");
-        const EsysPtr<TPMS_CAPABILITY_DATA> data(raw);
-        std::vector<TPM2_ALG_ID> found;
-        for (UINT32 i = 0; i < data->data.algorithms.count; ++i)
-            for (TPM2_ALG_ID h : all_hashes)
-                if (data->data.algorithms.algProperties[i].alg == h)
-                    found.push_back(h);
-        tpm_hashes_ = std::move(found);
-    }
+    if (!tpm_hashes_)
+        tpm_hashes_ = implemented_hashes(tpm_.tpm());
     return *tpm_hashes_;
 }
 
