@@ -164,6 +164,38 @@ std::string ssh_keygen_l_line(const PublicKey& pub, const std::string& comment) 
            (pub.is_rsa() ? " (RSA)" : " (ECDSA)");
 }
 
+// ssh signs with an RSA user key using rsa-sha2-512 when the server allows
+// it, and does not try rsa-sha2-256 after a failed signature (sshconnect2.c):
+// on a TPM without SHA-512 an RSA key logs in only if ssh leaves
+// rsa-sha2-512 out. ECDSA keys have no such limit.
+constexpr const char* no_rsa_sha2_512_line =
+    "PubkeyAcceptedAlgorithms -rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com";
+
+bool tpm_lacks_sha512(Tpm& tpm) {
+    const std::vector<TPM2_ALG_ID> hashes = implemented_hashes(tpm);
+    return std::find(hashes.begin(), hashes.end(), TPM2_ALG_SHA512) == hashes.end();
+}
+
+// True when one of the user's keys is RSA and the TPM cannot sign SHA-512
+// (false when the TPM cannot be asked: nothing to say then).
+bool rsa_keys_need_sha256(const Config& config) {
+    bool rsa = false;
+    for (const auto& path : config.key_files) {
+        try {
+            rsa = rsa || PublicKey(read_key_file(path).blobs.pub.publicArea).is_rsa();
+        } catch (const Error&) {
+        }
+    }
+    if (!rsa)
+        return false;
+    try {
+        Tpm tpm(config.tcti);
+        return tpm_lacks_sha512(tpm);
+    } catch (const Error&) {
+        return false;
+    }
+}
+
 // Why a key does not load, and what to do about it.
 struct LoadProblem {
     std::string problem;
@@ -261,18 +293,19 @@ std::string command_output(const std::string& command) {
 
 std::filesystem::path ssh_config_path() { return home_directory() / ".ssh" / "config"; }
 
-struct ProviderLine {
+struct ConfigLine {
     int line_no;
-    std::string module;  // the value, unquoted
+    std::string value;   // unquoted
     std::string block;   // "" at the top, else the "Host ..."/"Match ..." line it is under
     bool all_hosts;      // at the top, or under "Host *" / "Match all"
 };
 
-// The PKCS11Provider lines of an ssh_config (ssh_config(5): keyword and
-// value separated by blanks or one '=', keywords case-insensitive, values
-// may be quoted; Host and Match start a block that lasts to the next one).
-std::vector<ProviderLine> provider_lines(const std::string& text) {
-    std::vector<ProviderLine> out;
+// The lines of an ssh_config with `wanted` (lower case) as keyword
+// (ssh_config(5): keyword and value separated by blanks or one '=', keywords
+// case-insensitive, values may be quoted; Host and Match start a block that
+// lasts to the next one).
+std::vector<ConfigLine> config_lines(const std::string& text, const std::string& wanted) {
+    std::vector<ConfigLine> out;
     std::istringstream in(text);
     std::string line, block;
     bool all_hosts = true;
@@ -301,7 +334,7 @@ std::vector<ProviderLine> provider_lines(const std::string& text) {
         if (keyword == "host" || keyword == "match") {
             block = line.substr(i);
             all_hosts = (keyword == "host" && value == "*") || (keyword == "match" && value == "all");
-        } else if (keyword == "pkcs11provider") {
+        } else if (keyword == wanted) {
             out.push_back({line_no, value, block, all_hosts});
         }
     }
@@ -823,6 +856,12 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
                        KnownParents::file_path().string());
         else
             d.ok(desc + ": loads on this TPM, under its pinned parent");
+        if (PublicKey(key.blobs.pub.publicArea).is_rsa() && tpm_lacks_sha512(*tpm))
+            d.warn(name + ": an RSA key, and this TPM cannot sign SHA-512",
+                   "ssh signs RSA keys with rsa-sha2-512 where the server allows it, and does not try "
+                   "rsa-sha2-256 after that fails: the login fails",
+                   "tpmkey ssh-config --apply adds '" + std::string(no_rsa_sha2_512_line) +
+                       "' to ~/.ssh/config; or make an ECDSA key (tpmkey-keygen), which has no such limit");
     }
 }
 
@@ -836,13 +875,13 @@ bool in_agent_allow_list(const std::string& path) {
 
 void check_ssh(Doctor& d) {
     const std::filesystem::path file = ssh_config_path();
-    const std::vector<ProviderLine> lines = provider_lines(read_text(file));
+    const std::vector<ConfigLine> lines = config_lines(read_text(file), "pkcs11provider");
     const std::string cfg = "~/.ssh/config";
     std::string module;
     const auto first_global =
-        std::find_if(lines.begin(), lines.end(), [](const ProviderLine& l) { return l.all_hosts; });
-    if (first_global != lines.end() && is_tpmkey_module(first_global->module)) {
-        module = first_global->module;
+        std::find_if(lines.begin(), lines.end(), [](const ConfigLine& l) { return l.all_hosts; });
+    if (first_global != lines.end() && is_tpmkey_module(first_global->value)) {
+        module = first_global->value;
         std::error_code ec;
         if (!std::filesystem::exists(module, ec))
             d.fail(cfg + " line " + std::to_string(first_global->line_no) + ": PKCS11Provider " + module,
@@ -851,14 +890,14 @@ void check_ssh(Doctor& d) {
         else
             d.ok(cfg + " line " + std::to_string(first_global->line_no) + ": PKCS11Provider " + module);
     } else if (first_global != lines.end()) {
-        d.fail(cfg + " line " + std::to_string(first_global->line_no) + ": PKCS11Provider " + first_global->module,
+        d.fail(cfg + " line " + std::to_string(first_global->line_no) + ": PKCS11Provider " + first_global->value,
                "ssh uses only the first PKCS11Provider it reads, and this one is not tpmkey's",
                "remove that line, then run 'tpmkey ssh-config --apply'");
     } else {
         const auto ours = std::find_if(lines.begin(), lines.end(),
-                                       [](const ProviderLine& l) { return is_tpmkey_module(l.module); });
+                                       [](const ConfigLine& l) { return is_tpmkey_module(l.value); });
         if (ours != lines.end()) {
-            module = ours->module;
+            module = ours->value;
             d.warn(cfg + " line " + std::to_string(ours->line_no) + ": PKCS11Provider under '" + ours->block + "'",
                    "ssh uses the TPM keys only for the hosts that block matches",
                    "fine if you meant it; else run 'tpmkey ssh-config --apply' to use them for every host");
@@ -916,10 +955,15 @@ constexpr CommandSpec ssh_config_spec{
 
 int cmd_ssh_config(const Parsed& p) {
     const ModuleLocation module = find_module();
-    const std::string lines = "# SSH keys held in the TPM (tpmkey; the module " + module.how + ")\n" +
-                              "PKCS11Provider " + module.path + "\n";
+    const Config config = load_config();
+    const bool sha256_only = rsa_keys_need_sha256(config);
+    const std::string provider_lines = "# SSH keys held in the TPM (tpmkey; the module " + module.how + ")\n" +
+                                       "PKCS11Provider " + module.path + "\n";
+    const std::string rsa_lines = sha256_only ? "# This TPM cannot sign SHA-512: RSA keys sign with rsa-sha2-256\n" +
+                                                    std::string(no_rsa_sha2_512_line) + "\n"
+                                              : "";
     if (!p.has_flag("--apply")) {
-        std::cout << lines;
+        std::cout << provider_lines << rsa_lines;
         return 0;
     }
     const std::filesystem::path dir = home_directory() / ".ssh";
@@ -931,12 +975,17 @@ int cmd_ssh_config(const Parsed& p) {
     if (std::filesystem::is_symlink(file, ec))
         file = std::filesystem::canonical(file);
     const std::string text = read_text(file);
-    const std::vector<ProviderLine> existing = provider_lines(text);
+    const std::vector<ConfigLine> existing = config_lines(text, "pkcs11provider");
     const auto first_global =
-        std::find_if(existing.begin(), existing.end(), [](const ProviderLine& l) { return l.all_hosts; });
-    if (first_global != existing.end() && is_tpmkey_module(first_global->module)) {
+        std::find_if(existing.begin(), existing.end(), [](const ConfigLine& l) { return l.all_hosts; });
+    const bool have_provider = first_global != existing.end() && is_tpmkey_module(first_global->value);
+    const std::vector<ConfigLine> algorithms = config_lines(text, "pubkeyacceptedalgorithms");
+    const bool have_rsa_line = !algorithms.empty() && algorithms.front().all_hosts &&
+                               algorithms.front().value.find("-rsa-sha2-512") == 0;
+    const std::string lines = (have_provider ? "" : provider_lines) + (have_rsa_line ? "" : rsa_lines);
+    if (lines.empty()) {
         std::cout << file.string() << " already has, on line " << first_global->line_no << ":\n"
-                  << "PKCS11Provider " << first_global->module << "\nNothing changed.\n";
+                  << "PKCS11Provider " << first_global->value << "\nNothing changed.\n";
         return 0;
     }
     std::cout << "Adding these lines to the top of " << file.string() << ":\n" << lines;
@@ -944,9 +993,10 @@ int cmd_ssh_config(const Parsed& p) {
     const mode_t mode = ::stat(file.c_str(), &st) == 0 ? (st.st_mode & 0777) : 0600;
     write_file_atomically(file, lines + (text.empty() ? "" : "\n" + text), mode, Replace::yes);
     std::cout << "Done.\n";
-    if (first_global != existing.end())
-        std::cout << "Note: ssh now uses this module instead of " << first_global->module << " (line "
-                  << first_global->line_no + 3 << "): it reads only the first PKCS11Provider.\n";
+    if (!have_provider && first_global != existing.end())
+        std::cout << "Note: ssh now uses this module instead of " << first_global->value << " (line "
+                  << first_global->line_no + std::count(lines.begin(), lines.end(), '\n') + 1
+                  << "): it reads only the first PKCS11Provider.\n";
     return 0;
 }
 
