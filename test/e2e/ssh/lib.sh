@@ -31,6 +31,13 @@
 #                           a private ssh-agent and the module where it
 #                           accepts it
 #
+# TPMKEY_OPENSSH_BIN (optional): an absolute directory with another
+# OpenSSH's ssh, sshd, ssh-agent, ssh-add and ssh-keygen (e.g. the prefix/bin
+# of test/e2e/ssh/build-openssh-latest); it goes first in PATH and sshd is
+# taken from it. Those binaries find their helpers (sshd-session,
+# ssh-pkcs11-helper) through paths compiled in from their --libexecdir.
+# Unset: the system's OpenSSH, sshd from /usr/sbin.
+#
 # Every ssh tool runs with SSH_ASKPASS_REQUIRE=force, so a PIN or passphrase
 # question never goes to a terminal: the askpass script answers it (or
 # refuses) and records the prompt.
@@ -88,6 +95,19 @@ skip() {
     echo "SKIP: $E2E_PROG: $*" >&2
     exit "$E2E_SKIP"
 }
+
+# The OpenSSH under test.
+SSHD=/usr/sbin/sshd
+if [ -n "${TPMKEY_OPENSSH_BIN:-}" ]; then
+    [[ $TPMKEY_OPENSSH_BIN == /* ]] || fail "TPMKEY_OPENSSH_BIN=$TPMKEY_OPENSSH_BIN is not an absolute path (sshd re-executes itself by its full path)"
+    for tool in ssh sshd ssh-agent ssh-add ssh-keygen; do
+        [ -x "$TPMKEY_OPENSSH_BIN/$tool" ] ||
+            fail "TPMKEY_OPENSSH_BIN=$TPMKEY_OPENSSH_BIN has no $tool; build it with test/e2e/ssh/build-openssh-latest"
+    done
+    export PATH=$TPMKEY_OPENSSH_BIN:$PATH
+    SSHD=$TPMKEY_OPENSSH_BIN/sshd
+    echo "info: OpenSSH from $TPMKEY_OPENSSH_BIN: $(ssh -V 2>&1)"
+fi
 
 # show FILE...: print files into the test log (for a failure's context).
 show() {
@@ -206,7 +226,7 @@ sshd_stop() {
 # in between makes sshd exit with "Bind to port ... failed"; then we retry.
 sshd_start() {
     local port i
-    [ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (Debian package openssh-server)"
+    [ -x "$SSHD" ] || fail "no $SSHD (Debian package openssh-server; run tools/install-deps)"
     # sshd refuses to start without its privilege separation directory.
     if [ ! -d /run/sshd ]; then
         mkdir -m 0755 /run/sshd 2>/dev/null ||
@@ -244,7 +264,7 @@ LogLevel DEBUG3
 EOF
         [ $# -eq 0 ] || printf '%s\n' "$@" >>"$SSHD_CONFIG"
         : >"$SSHD_LOG"
-        /usr/sbin/sshd -D -f "$SSHD_CONFIG" -E "$SSHD_LOG" &
+        "$SSHD" -D -f "$SSHD_CONFIG" -E "$SSHD_LOG" &
         SSHD_PID=$!
         for i in $(seq 200); do
             if grep -q "Server listening on 127.0.0.1 port $port\\." "$SSHD_LOG"; then
