@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Helpers for the OpenSSH end-to-end tests. Sourced by each test script,
-# which runs under swtpm-fixtures/with-swtpm (so TPMKEY_TCTI is set) with
+# which runs under swtpm-fixtures/with-swtpm (so TPMKEY_TCTI and
+# TPMKEY_SWTPM_TCTI are set) with
 # TPMKEY_MODULE and TPMKEY_KEYGEN in the environment (set by CMakeLists.txt).
 #
 # What it gives a test:
@@ -25,6 +26,7 @@
 #   login_ok WHAT OPTS... / login_fails WHAT OPTS...
 #   tpm_leftovers, expect_clean_tpm WHEN, flush_leftovers
 #                           transient objects and sessions left in the TPM
+#                           (the swtpm itself, past a resource manager)
 #   pcap_start NAME, pcap_stop, pcap_count NAME, pcap_commands NAME
 #                           TPM commands the module sends, via the pcap TCTI
 #   agent_install_module, agent_start, agent_stop, agent_fingerprints
@@ -47,6 +49,7 @@ set -euo pipefail
 : "${TPMKEY_MODULE:?set by CMakeLists.txt: path of tpmkey-pkcs11.so}"
 : "${TPMKEY_KEYGEN:?set by CMakeLists.txt: path of tpmkey-keygen}"
 : "${TPMKEY_TCTI:?run this under swtpm-fixtures/with-swtpm}"
+: "${TPMKEY_SWTPM_TCTI:?run this under swtpm-fixtures/with-swtpm}"
 
 E2E_PROG=${E2E_PROG:-$(basename "$0" .sh)}
 E2E_SKIP=77   # SKIP_RETURN_CODE of the CTest tests
@@ -407,11 +410,12 @@ expect_clean_tpm() {
 }
 
 # tpm_leftovers: transient objects and loaded sessions in the TPM, one line
-# each ("transient 0x80000000"); empty if none.
+# each ("transient 0x80000000"); empty if none. Asked of the swtpm itself:
+# through tpm2-abrmd (with-swtpm --abrmd) a client sees only its own.
 tpm_leftovers() {
     local kind h
     for kind in handles-transient handles-loaded-session; do
-        tpm2_getcap -T "$TPMKEY_TCTI" "$kind" | while read -r _ h; do
+        tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" "$kind" | while read -r _ h; do
             echo "${kind#handles-} $h"
         done
     done
@@ -419,8 +423,8 @@ tpm_leftovers() {
 
 # flush_leftovers: flush whatever tpm_leftovers lists.
 flush_leftovers() {
-    tpm2_flushcontext -T "$TPMKEY_TCTI" -t >/dev/null
-    tpm2_flushcontext -T "$TPMKEY_TCTI" -l >/dev/null
+    tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -t >/dev/null
+    tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -l >/dev/null
 }
 
 # TPM command counting through tpm2-tss's pcap TCTI:
