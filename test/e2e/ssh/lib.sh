@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Helpers for the OpenSSH end-to-end tests. Sourced by each test script,
-# which runs under swtpm-fixtures/with-swtpm (so TPMKEY_TCTI is set) with
+# which runs under swtpm-fixtures/with-swtpm (so TPMKEY_TCTI and
+# TPMKEY_SWTPM_TCTI are set) with
 # TPMKEY_MODULE and TPMKEY_KEYGEN in the environment (set by CMakeLists.txt).
 #
 # What it gives a test:
@@ -25,11 +26,19 @@
 #   login_ok WHAT OPTS... / login_fails WHAT OPTS...
 #   tpm_leftovers, expect_clean_tpm WHEN, flush_leftovers
 #                           transient objects and sessions left in the TPM
+#                           (the swtpm itself, past a resource manager)
 #   pcap_start NAME, pcap_stop, pcap_count NAME, pcap_commands NAME
 #                           TPM commands the module sends, via the pcap TCTI
 #   agent_install_module, agent_start, agent_stop, agent_fingerprints
 #                           a private ssh-agent and the module where it
 #                           accepts it
+#
+# TPMKEY_OPENSSH_BIN (optional): an absolute directory with another
+# OpenSSH's ssh, sshd, ssh-agent, ssh-add and ssh-keygen (e.g. the prefix/bin
+# of test/e2e/ssh/build-openssh-latest); it goes first in PATH and sshd is
+# taken from it. Those binaries find their helpers (sshd-session,
+# ssh-pkcs11-helper) through paths compiled in from their --libexecdir.
+# Unset: the system's OpenSSH, sshd from /usr/sbin.
 #
 # Every ssh tool runs with SSH_ASKPASS_REQUIRE=force, so a PIN or passphrase
 # question never goes to a terminal: the askpass script answers it (or
@@ -40,6 +49,7 @@ set -euo pipefail
 : "${TPMKEY_MODULE:?set by CMakeLists.txt: path of tpmkey-pkcs11.so}"
 : "${TPMKEY_KEYGEN:?set by CMakeLists.txt: path of tpmkey-keygen}"
 : "${TPMKEY_TCTI:?run this under swtpm-fixtures/with-swtpm}"
+: "${TPMKEY_SWTPM_TCTI:?run this under swtpm-fixtures/with-swtpm}"
 
 E2E_PROG=${E2E_PROG:-$(basename "$0" .sh)}
 E2E_SKIP=77   # SKIP_RETURN_CODE of the CTest tests
@@ -88,6 +98,19 @@ skip() {
     echo "SKIP: $E2E_PROG: $*" >&2
     exit "$E2E_SKIP"
 }
+
+# The OpenSSH under test.
+SSHD=/usr/sbin/sshd
+if [ -n "${TPMKEY_OPENSSH_BIN:-}" ]; then
+    [[ $TPMKEY_OPENSSH_BIN == /* ]] || fail "TPMKEY_OPENSSH_BIN=$TPMKEY_OPENSSH_BIN is not an absolute path (sshd re-executes itself by its full path)"
+    for tool in ssh sshd ssh-agent ssh-add ssh-keygen; do
+        [ -x "$TPMKEY_OPENSSH_BIN/$tool" ] ||
+            fail "TPMKEY_OPENSSH_BIN=$TPMKEY_OPENSSH_BIN has no $tool; build it with test/e2e/ssh/build-openssh-latest"
+    done
+    export PATH=$TPMKEY_OPENSSH_BIN:$PATH
+    SSHD=$TPMKEY_OPENSSH_BIN/sshd
+    echo "info: OpenSSH from $TPMKEY_OPENSSH_BIN: $(ssh -V 2>&1)"
+fi
 
 # show FILE...: print files into the test log (for a failure's context).
 show() {
@@ -206,7 +229,7 @@ sshd_stop() {
 # in between makes sshd exit with "Bind to port ... failed"; then we retry.
 sshd_start() {
     local port i
-    [ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (Debian package openssh-server)"
+    [ -x "$SSHD" ] || fail "no $SSHD (Debian package openssh-server; run tools/install-deps)"
     # sshd refuses to start without its privilege separation directory.
     if [ ! -d /run/sshd ]; then
         mkdir -m 0755 /run/sshd 2>/dev/null ||
@@ -244,7 +267,7 @@ LogLevel DEBUG3
 EOF
         [ $# -eq 0 ] || printf '%s\n' "$@" >>"$SSHD_CONFIG"
         : >"$SSHD_LOG"
-        /usr/sbin/sshd -D -f "$SSHD_CONFIG" -E "$SSHD_LOG" &
+        "$SSHD" -D -f "$SSHD_CONFIG" -E "$SSHD_LOG" &
         SSHD_PID=$!
         for i in $(seq 200); do
             if grep -q "Server listening on 127.0.0.1 port $port\\." "$SSHD_LOG"; then
@@ -387,11 +410,12 @@ expect_clean_tpm() {
 }
 
 # tpm_leftovers: transient objects and loaded sessions in the TPM, one line
-# each ("transient 0x80000000"); empty if none.
+# each ("transient 0x80000000"); empty if none. Asked of the swtpm itself:
+# through tpm2-abrmd (with-swtpm --abrmd) a client sees only its own.
 tpm_leftovers() {
     local kind h
     for kind in handles-transient handles-loaded-session; do
-        tpm2_getcap -T "$TPMKEY_TCTI" "$kind" | while read -r _ h; do
+        tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" "$kind" | while read -r _ h; do
             echo "${kind#handles-} $h"
         done
     done
@@ -399,8 +423,8 @@ tpm_leftovers() {
 
 # flush_leftovers: flush whatever tpm_leftovers lists.
 flush_leftovers() {
-    tpm2_flushcontext -T "$TPMKEY_TCTI" -t >/dev/null
-    tpm2_flushcontext -T "$TPMKEY_TCTI" -l >/dev/null
+    tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -t >/dev/null
+    tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -l >/dev/null
 }
 
 # TPM command counting through tpm2-tss's pcap TCTI:
