@@ -1,5 +1,6 @@
 #include "tpm.hpp"
 
+#include "config.hpp"
 #include "error.hpp"
 
 #include <tss2/tss2_rc.h>
@@ -31,20 +32,20 @@ std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc) {
 
 Tpm::Tpm(const std::string& tcti) : tcti_(tcti) {
     quiet_tss2_logging();
-    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &tcti_ctx_);
+    TSS2_TCTI_CONTEXT* inner = nullptr;
+    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &inner);
     if (rc != TSS2_RC_SUCCESS)
         throw TpmError(tpm_unreachable_message(tcti, rc), rc);
-    rc = Esys_Initialize(&esys_, tcti_ctx_, nullptr);
-    if (rc != TSS2_RC_SUCCESS) {
-        Tss2_TctiLdr_Finalize(&tcti_ctx_);
+    tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, tcti, load_config().tpm_timeout);
+    rc = Esys_Initialize(&esys_, tcti_ctx_->context(), nullptr);
+    if (rc != TSS2_RC_SUCCESS)
         throw TpmError(tpm_unreachable_message(tcti, rc), rc);
-    }
 }
 
 Tpm::~Tpm() {
-    // ESAPI first, then the TCTI it was using (ESAPI spec, Esys_Finalize).
+    // ESAPI first, then the TCTI it was using (ESAPI spec, Esys_Finalize);
+    // tcti_ctx_ goes after this body.
     Esys_Finalize(&esys_);
-    Tss2_TctiLdr_Finalize(&tcti_ctx_);
 }
 
 Object::~Object() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "secret.hpp"
+#include "tcti_timeout.hpp"
 
 #include <tss2/tss2_esys.h>
 
@@ -23,7 +24,8 @@ using EsysPtr = std::unique_ptr<T, EsysFree>;
 class Tpm {
 public:
     // `tcti` uses the tpm2-tools syntax ("device:/dev/tpmrm0",
-    // "swtpm:port=2321"); empty means the tpm2-tss default search.
+    // "swtpm:port=2321"); empty means the tpm2-tss default search. Every
+    // command is bounded in time (TimeoutTcti, the setting of load_config()).
     explicit Tpm(const std::string& tcti);
     ~Tpm();
     Tpm(const Tpm&) = delete;
@@ -35,7 +37,7 @@ public:
 
 private:
     std::string tcti_;
-    TSS2_TCTI_CONTEXT* tcti_ctx_ = nullptr;
+    std::unique_ptr<TimeoutTcti> tcti_ctx_;
     ESYS_CONTEXT* esys_ = nullptr;
 };
 
