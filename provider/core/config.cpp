@@ -127,8 +127,9 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
         } else if (keyword == "tcti") {
             out.tcti = std::string(value);
         } else if (keyword == "timeout") {
-            out.timeout = parse_seconds(value);
-            if (!out.timeout)
+            if (const auto seconds = parse_seconds(value))
+                out.timeout = seconds;
+            else
                 out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
