@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -51,6 +52,15 @@ void add_keys(const std::filesystem::path& path, Config& config, std::set<std::f
     for (const auto& p : found)
         if (seen.insert(p.lexically_normal()).second)
             config.key_files.push_back(p);
+}
+
+// A TPM command timeout: whole seconds, 1 s to a day.
+std::optional<std::chrono::seconds> parse_seconds(std::string_view text) {
+    unsigned long value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 86400)
+        return std::nullopt;
+    return std::chrono::seconds(value);
 }
 
 std::string read_small_file(const std::filesystem::path& path, std::vector<std::string>& warnings) {
@@ -116,9 +126,14 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
             out.keys.push_back(expand_home(value));
         } else if (keyword == "tcti") {
             out.tcti = std::string(value);
+        } else if (keyword == "timeout") {
+            if (const auto seconds = parse_seconds(value))
+                out.timeout = seconds;
+            else
+                out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
-                                   "' (expected 'key' or 'tcti')");
+                                   "' (expected 'key', 'tcti' or 'timeout')");
         }
     }
     return out;
@@ -164,6 +179,15 @@ Config load_config() {
     }
     if (config.tcti.empty())
         config.tcti_source = "the tpm2-tss default";
+
+    const std::string env_timeout = getenv_string("TPMKEY_TPM_TIMEOUT");
+    config.tpm_timeout = from_file.timeout;
+    if (!env_timeout.empty()) {
+        if (const auto seconds = parse_seconds(env_timeout))
+            config.tpm_timeout = seconds;
+        else
+            config.warnings.push_back("TPMKEY_TPM_TIMEOUT: ignored: needs whole seconds from 1 to 86400");
+    }
     return config;
 }
 

@@ -2,7 +2,9 @@
 // and "TPM connection"). Reads only the environment and one small file.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,10 +13,12 @@ namespace tpmkey {
 // $XDG_CONFIG_HOME/tpmkey/config, lines of:
 //   key PATH      a key file, or a directory whose *.tpm files are keys
 //   tcti STRING   how to reach the TPM (tpm2-tools syntax)
+//   timeout SECONDS  how long the TPM may take to answer a command
 //   # comment
 struct ConfigFile {
     std::vector<std::filesystem::path> keys;
     std::string tcti;
+    std::optional<std::chrono::seconds> timeout;
     std::vector<std::string> warnings;  // lines that were skipped, and why
 };
 
@@ -30,12 +34,14 @@ struct Config {
     std::vector<std::string> searched;             // where we looked, for messages
     std::string tcti;                              // empty: the tpm2-tss default
     std::string tcti_source;                       // "TPMKEY_TCTI", the config file, "default"
+    std::optional<std::chrono::seconds> tpm_timeout;  // unset: the defaults in tcti_timeout.hpp
     std::vector<std::string> warnings;
 };
 
 // TPMKEY_KEYS (':'-separated paths or directories), else the config file's
 // `key` lines, else ~/.ssh/*.tpm; TPMKEY_TCTI, else the config file's
-// `tcti` line, else the default. Key files are listed, not read.
+// `tcti` line, else the default; TPMKEY_TPM_TIMEOUT, else the config
+// file's `timeout` line. Key files are listed, not read.
 Config load_config();
 
 // The config file's path ($XDG_CONFIG_HOME or ~/.config), empty if no home.

@@ -1,23 +1,47 @@
 #include "tpm.hpp"
 
+#include "config.hpp"
 #include "error.hpp"
 
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tctildr.h>
 
 #include <cstdlib>
-
 #include <cstring>
+#include <mutex>
 
 namespace tpmkey {
 
 namespace {
 
-// tpm2-tss writes its own errors to stderr, inside ssh's terminal. Our
-// messages say what matters; TSS2_LOG set by the user still wins.
-void quiet_tss2_logging() { ::setenv("TSS2_LOG", "all+NONE", 0); }
+// QuietTss2's state, shared by all threads.
+std::mutex& quiet_mutex() {
+    static std::mutex m;
+    return m;
+}
+int quiet_depth = 0;     // guards alive
+bool quiet_set = false;  // the outermost guard set TSS2_LOG (it was unset)
 
 }  // namespace
+
+// tpm2-tss writes its own errors to stderr, inside ssh's terminal; our
+// messages say what matters.
+QuietTss2::QuietTss2() {
+    const std::lock_guard lock(quiet_mutex());
+    if (quiet_depth++ == 0) {
+        quiet_set = std::getenv("TSS2_LOG") == nullptr;
+        if (quiet_set)
+            ::setenv("TSS2_LOG", "all+NONE", 1);
+    }
+}
+
+QuietTss2::~QuietTss2() {
+    const std::lock_guard lock(quiet_mutex());
+    if (--quiet_depth == 0 && quiet_set) {
+        ::unsetenv("TSS2_LOG");
+        quiet_set = false;
+    }
+}
 
 std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc) {
     if (!tcti.empty())
@@ -30,21 +54,22 @@ std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc) {
 }
 
 Tpm::Tpm(const std::string& tcti) : tcti_(tcti) {
-    quiet_tss2_logging();
-    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &tcti_ctx_);
+    const QuietTss2 quiet;
+    TSS2_TCTI_CONTEXT* inner = nullptr;
+    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &inner);
     if (rc != TSS2_RC_SUCCESS)
         throw TpmError(tpm_unreachable_message(tcti, rc), rc);
-    rc = Esys_Initialize(&esys_, tcti_ctx_, nullptr);
-    if (rc != TSS2_RC_SUCCESS) {
-        Tss2_TctiLdr_Finalize(&tcti_ctx_);
+    tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, tcti, load_config().tpm_timeout);
+    rc = Esys_Initialize(&esys_, tcti_ctx_->context(), nullptr);
+    if (rc != TSS2_RC_SUCCESS)
         throw TpmError(tpm_unreachable_message(tcti, rc), rc);
-    }
 }
 
 Tpm::~Tpm() {
+    const QuietTss2 quiet;
     // ESAPI first, then the TCTI it was using (ESAPI spec, Esys_Finalize).
     Esys_Finalize(&esys_);
-    Tss2_TctiLdr_Finalize(&tcti_ctx_);
+    tcti_ctx_.reset();
 }
 
 Object::~Object() {

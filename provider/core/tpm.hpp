@@ -3,6 +3,7 @@
 #pragma once
 
 #include "secret.hpp"
+#include "tcti_timeout.hpp"
 
 #include <tss2/tss2_esys.h>
 
@@ -18,24 +19,61 @@ struct EsysFree {
 template <class T>
 using EsysPtr = std::unique_ptr<T, EsysFree>;
 
+// Keeps tpm2-tss's own log quiet for its lifetime: TSS2_LOG=all+NONE in
+// the process environment, removed again afterwards, so that nothing the
+// host starts later inherits it. Does nothing when TSS2_LOG is already set
+// (the user's setting wins). Nests; thread-safe among its own instances.
+//
+// tpm2-tss 3.2.1 (src/util/log.c) reads getenv("TSS2_LOG") once per source
+// file, at that file's first message, and keeps the level for the life of
+// the process. Residual: (1) while a guard is alive the variable is in the
+// environment, so a child that another thread of the host forks at that
+// moment inherits it, and the host's own getenv/setenv in other threads
+// race with ours (glibc's setenv is not safe against a concurrent getenv);
+// (2) a tpm2-tss file whose first message came under a guard stays silent
+// for the process, also for a host that uses tpm2-tss itself, and one whose
+// first message came outside our calls follows the host's setting.
+class QuietTss2 {
+public:
+    QuietTss2();
+    ~QuietTss2();
+    QuietTss2(const QuietTss2&) = delete;
+    QuietTss2& operator=(const QuietTss2&) = delete;
+};
+
+// What Tpm::esys() returns: the context, plus a QuietTss2 that lives until
+// the end of the full expression, i.e. exactly for the call in
+// `Esys_Sign(tpm.esys(), ...)`.
+class EsysCall {
+public:
+    explicit EsysCall(ESYS_CONTEXT* esys) noexcept : esys_(esys) {}
+    operator ESYS_CONTEXT*() const noexcept { return esys_; }
+
+private:
+    QuietTss2 quiet_;
+    ESYS_CONTEXT* esys_;
+};
+
 // One ESAPI context on one TCTI. Not copyable, not movable: objects and
 // sessions keep a reference to it.
 class Tpm {
 public:
     // `tcti` uses the tpm2-tools syntax ("device:/dev/tpmrm0",
-    // "swtpm:port=2321"); empty means the tpm2-tss default search.
+    // "swtpm:port=2321"); empty means the tpm2-tss default search. Every
+    // command is bounded in time (TimeoutTcti, the setting of load_config()).
     explicit Tpm(const std::string& tcti);
     ~Tpm();
     Tpm(const Tpm&) = delete;
     Tpm& operator=(const Tpm&) = delete;
 
-    ESYS_CONTEXT* esys() const noexcept { return esys_; }
+    // For passing to one ESAPI call (not to be stored: see EsysCall).
+    EsysCall esys() const { return EsysCall(esys_); }
     // What the connection was opened with, for messages.
     const std::string& tcti() const noexcept { return tcti_; }
 
 private:
     std::string tcti_;
-    TSS2_TCTI_CONTEXT* tcti_ctx_ = nullptr;
+    std::unique_ptr<TimeoutTcti> tcti_ctx_;
     ESYS_CONTEXT* esys_ = nullptr;
 };
 

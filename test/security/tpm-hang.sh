@@ -1,0 +1,78 @@
+#!/bin/bash
+# tpm-hang.sh: a TPM that accepts a command and never answers. A PKCS#11
+# signature fails with CKR_DEVICE_ERROR and `tpmkey info` exits 1, both
+# within a few seconds and with "the TPM did not answer within 2 s", instead
+# of hanging forever (ESAPI's synchronous calls wait without end).
+# swtpm-fixtures/tpm-relay stands between them and the swtpm.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+E2E_PROG="tpm-hang"
+# shellcheck source=../e2e/ssh/lib.sh
+. "$(dirname "$0")/../e2e/ssh/lib.sh"
+command -v pkcs11-tool >/dev/null || skip "no pkcs11-tool (Debian package opensc)"
+command -v python3 >/dev/null || fail "no python3 for tpm-relay (tools/install-deps installs it)"
+FIXTURES=$(dirname "$(readlink -f "$0")")/../../swtpm-fixtures
+direct_tcti=$TPMKEY_TCTI
+
+keygen "$E2E_DIR/keys/k.tpm" ecdsa 256
+head -c 32 /dev/urandom >"$E2E_DIR/data"
+export TPMKEY_KEYS=$E2E_DIR/keys
+
+# relay NAME ARGS...: start tpm-relay; the module and the tools use it.
+relay() {
+    local name=$1
+    shift
+    "$FIXTURES/tpm-relay" --to "$direct_tcti" --tcti-file "$E2E_DIR/$name.tcti" --log "$E2E_DIR/$name.log" \
+        "$@" >/dev/null &
+    e2e_on_exit "kill $! 2>/dev/null"
+    for _ in $(seq 50); do [ -s "$E2E_DIR/$name.tcti" ] && break; sleep 0.1; done
+    TPMKEY_TCTI=$(cat "$E2E_DIR/$name.tcti") || fail "tpm-relay did not start"
+    export TPMKEY_TCTI
+}
+
+sign() {
+    pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 -i "$E2E_DIR/data" -o "$E2E_DIR/sig"
+}
+
+# How many commands come before TPM2_Sign: counted, not assumed.
+relay count
+sign >/dev/null 2>"$E2E_DIR/count.err" || { show "$E2E_DIR/count.err"; fail "signing through the relay failed"; }
+before_sign=$(awk '$1 == "Sign" { print NR - 1; exit }' "$E2E_DIR/count.log")
+[ -n "$before_sign" ] || { show "$E2E_DIR/count.log"; fail "no TPM2_Sign seen by the relay"; }
+ok "a signature through the relay: TPM2_Sign is command $((before_sign + 1))"
+
+export TPMKEY_TPM_TIMEOUT=2
+relay sign-hangs --hang-after "$before_sign"
+start=$(date +%s)
+rc=0
+timeout 30 pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 -i "$E2E_DIR/data" \
+    -o "$E2E_DIR/sig" >/dev/null 2>"$E2E_DIR/sign.err" || rc=$?
+took=$(($(date +%s) - start))
+[ $rc != 124 ] || fail "C_Sign hung (killed by timeout after 30 s)"
+[ $rc != 0 ] || fail "C_Sign succeeded although the TPM never answered"
+grep -q "CKR_DEVICE_ERROR" "$E2E_DIR/sign.err" || { show "$E2E_DIR/sign.err"; fail "C_Sign: not CKR_DEVICE_ERROR"; }
+grep -q "^tpmkey: the TPM did not answer within 2 s" "$E2E_DIR/sign.err" ||
+    { show "$E2E_DIR/sign.err"; fail "C_Sign: no 'the TPM did not answer within 2 s'"; }
+[ "$took" -le 10 ] || fail "C_Sign took $took s with TPMKEY_TPM_TIMEOUT=2"
+grep -q "^Sign [0-9]* held$" "$E2E_DIR/sign-hangs.log" || { show "$E2E_DIR/sign-hangs.log"; fail "the relay held no TPM2_Sign"; }
+ok "C_Sign on a TPM that never answers: CKR_DEVICE_ERROR after $took s: $(grep '^tpmkey: the TPM' "$E2E_DIR/sign.err")"
+# What was loaded before the hung command cannot be flushed through a TPM
+# that stopped answering (a real one would be reset): flush it here.
+TPMKEY_TCTI=$direct_tcti flush_leftovers
+
+# This time the bound comes from the config file.
+unset TPMKEY_TPM_TIMEOUT
+mkdir -p "$XDG_CONFIG_HOME/tpmkey"
+echo "timeout 2" >"$XDG_CONFIG_HOME/tpmkey/config"
+relay info-hangs --hang-after 0
+start=$(date +%s)
+rc=0
+timeout 30 "$TPMKEY_TOOL" info "$E2E_DIR/keys/k.tpm" >"$E2E_DIR/info.out" 2>"$E2E_DIR/info.err" || rc=$?
+took=$(($(date +%s) - start))
+[ $rc != 124 ] || fail "tpmkey info hung (killed by timeout after 30 s)"
+[ $rc = 1 ] || { show "$E2E_DIR/info.out" "$E2E_DIR/info.err"; fail "tpmkey info: exit $rc, expected 1"; }
+grep -q "the TPM did not answer within 2 s" "$E2E_DIR/info.err" ||
+    { show "$E2E_DIR/info.out" "$E2E_DIR/info.err"; fail "tpmkey info: no 'the TPM did not answer within 2 s'"; }
+[ "$took" -le 10 ] || fail "tpmkey info took $took s with TPMKEY_TPM_TIMEOUT=2"
+ok "tpmkey info on a TPM that never answers ('timeout 2' in the config file): exit 1 after $took s"
+TPMKEY_TCTI=$direct_tcti expect_clean_tpm "after tpmkey info (it hung on its first command)"
