@@ -263,8 +263,8 @@ int run(int argc, char** argv) {
     // The TPM and the parent before the PIN prompt: a PIN is asked only for
     // a run that can succeed, and never sent under a storage key that fails
     // its checks.
-    const std::string tcti = o.tcti ? *o.tcti : load_config().tcti;
-    Tpm tpm(tcti);
+    const Config config = load_config();
+    Tpm tpm(o.tcti ? *o.tcti : config.tcti, config.tpm_timeout);
     check_interrupted();
     KnownParents known = KnownParents::load();
     for (const std::string& w : known.warnings())

@@ -152,7 +152,6 @@ Parsed parse_args(const CommandSpec& spec, const std::vector<std::string>& args)
 
 // ---- shared helpers --------------------------------------------------------
 
-std::string tcti_for_tools() { return load_config().tcti; }
 
 std::string key_type_text(const PublicKey& pub) {
     return (pub.is_rsa() ? "RSA " : "ECDSA P-") + std::to_string(pub.bits());
@@ -189,7 +188,7 @@ bool rsa_keys_need_sha256(const Config& config) {
     if (!rsa)
         return false;
     try {
-        Tpm tpm(config.tcti);
+        Tpm tpm(config.tcti, config.tpm_timeout);
         return tpm_lacks_sha512(tpm);
     } catch (const Error&) {
         return false;
@@ -445,7 +444,8 @@ int cmd_info(const Parsed& p) {
         std::cout << "description: " << key.description << "\n";
     std::optional<LoadProblem> problem;
     try {
-        Tpm tpm(tcti_for_tools());
+        const Config config = load_config();
+        Tpm tpm(config.tcti, config.tpm_timeout);
         problem = why_key_does_not_load(tpm, key, KnownParents::load());
     } catch (const TpmError& e) {
         problem = LoadProblem{e.what(), "run 'tpmkey doctor'"};
@@ -505,7 +505,8 @@ int cmd_passwd(const Parsed& p) {
     // The TPM, the parent and the key before any PIN is asked for: no PIN
     // is typed for a run that was going to fail, and none is sent under a
     // storage key that fails its checks.
-    Tpm tpm(tcti_for_tools());
+    const Config config = load_config();
+    Tpm tpm(config.tcti, config.tpm_timeout);
     KnownParents known = KnownParents::load();
     Object parent;
     try {
@@ -698,7 +699,7 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     std::map<TPM2_PT, UINT32> props;
     for (const std::string& candidate : candidates) {
         try {
-            auto t = std::make_unique<Tpm>(candidate);
+            auto t = std::make_unique<Tpm>(candidate, config.tpm_timeout);
             props = tpm_properties(*t, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_RECOVERY - TPM2_PT_PERMANENT + 1);
             tpm = std::move(t);
             tcti = candidate;

@@ -1,6 +1,5 @@
 #include "tpm.hpp"
 
-#include "config.hpp"
 #include "error.hpp"
 
 #include <tss2/tss2_rc.h>
@@ -8,17 +7,14 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 namespace tpmkey {
 
 namespace {
 
-// QuietTss2's state, shared by all threads.
-std::mutex& quiet_mutex() {
-    static std::mutex m;
-    return m;
-}
+// QuietTss2's state. No lock of its own: the module calls tpm2-tss only
+// under its one mutex, the tools have one thread; and a lock held by
+// another thread at fork() would be inherited locked by the child.
 int quiet_depth = 0;     // guards alive
 bool quiet_set = false;  // the outermost guard set TSS2_LOG (it was unset)
 
@@ -27,7 +23,6 @@ bool quiet_set = false;  // the outermost guard set TSS2_LOG (it was unset)
 // tpm2-tss writes its own errors to stderr, inside ssh's terminal; our
 // messages say what matters.
 QuietTss2::QuietTss2() {
-    const std::lock_guard lock(quiet_mutex());
     if (quiet_depth++ == 0) {
         quiet_set = std::getenv("TSS2_LOG") == nullptr;
         if (quiet_set)
@@ -36,7 +31,6 @@ QuietTss2::QuietTss2() {
 }
 
 QuietTss2::~QuietTss2() {
-    const std::lock_guard lock(quiet_mutex());
     if (--quiet_depth == 0 && quiet_set) {
         ::unsetenv("TSS2_LOG");
         quiet_set = false;
@@ -53,13 +47,13 @@ std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc) {
            "(usually: join the 'tss' group and log in again), or set TPMKEY_TCTI";
 }
 
-Tpm::Tpm(const std::string& tcti) : tcti_(tcti) {
+Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout) : tcti_(tcti) {
     const QuietTss2 quiet;
     TSS2_TCTI_CONTEXT* inner = nullptr;
     TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &inner);
     if (rc != TSS2_RC_SUCCESS)
         throw TpmError(tpm_unreachable_message(tcti, rc), rc);
-    tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, tcti, load_config().tpm_timeout);
+    tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, tcti, timeout);
     rc = Esys_Initialize(&esys_, tcti_ctx_->context(), nullptr);
     if (rc != TSS2_RC_SUCCESS)
         throw TpmError(tpm_unreachable_message(tcti, rc), rc);

@@ -22,7 +22,8 @@ using EsysPtr = std::unique_ptr<T, EsysFree>;
 // Keeps tpm2-tss's own log quiet for its lifetime: TSS2_LOG=all+NONE in
 // the process environment, removed again afterwards, so that nothing the
 // host starts later inherits it. Does nothing when TSS2_LOG is already set
-// (the user's setting wins). Nests; thread-safe among its own instances.
+// (the user's setting wins). Nests. Not thread-safe: callers serialise
+// their TPM use (the module's one mutex).
 //
 // tpm2-tss 3.2.1 (src/util/log.c) reads getenv("TSS2_LOG") once per source
 // file, at that file's first message, and keeps the level for the life of
@@ -60,8 +61,9 @@ class Tpm {
 public:
     // `tcti` uses the tpm2-tools syntax ("device:/dev/tpmrm0",
     // "swtpm:port=2321"); empty means the tpm2-tss default search. Every
-    // command is bounded in time (TimeoutTcti, the setting of load_config()).
-    explicit Tpm(const std::string& tcti);
+    // command is bounded in time: `timeout` (Config::tpm_timeout), unset:
+    // the defaults of tcti_timeout.hpp.
+    Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout);
     ~Tpm();
     Tpm(const Tpm&) = delete;
     Tpm& operator=(const Tpm&) = delete;

@@ -8,7 +8,7 @@ namespace tpmkey {
 
 Tpm& TpmConnection::tpm() {
     if (!tpm_)
-        tpm_ = std::make_unique<Tpm>(tcti_);
+        tpm_ = std::make_unique<Tpm>(tcti_, timeout_);
     return *tpm_;
 }
 

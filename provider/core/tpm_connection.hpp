@@ -18,7 +18,8 @@ namespace tpmkey {
 
 class TpmConnection {
 public:
-    explicit TpmConnection(std::string tcti) : tcti_(std::move(tcti)) {}
+    TpmConnection(std::string tcti, std::optional<std::chrono::seconds> timeout)
+        : tcti_(std::move(tcti)), timeout_(timeout) {}
     TpmConnection(const TpmConnection&) = delete;
     TpmConnection& operator=(const TpmConnection&) = delete;
     ~TpmConnection() { close(); }
@@ -43,6 +44,7 @@ public:
 
 private:
     std::string tcti_;
+    std::optional<std::chrono::seconds> timeout_;
     bool has_resource_manager_ = has_resource_manager(tcti_);
     std::unique_ptr<Tpm> tpm_;
     std::optional<KnownParents> known_parents_;  // read with the first parent

@@ -6,7 +6,7 @@
 
 namespace tpmkey::pkcs11 {
 
-Module::Module(const Config& config) : tpm_(config.tcti) {
+Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
     for (const std::filesystem::path& path : config.key_files) {

@@ -165,7 +165,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     const std::string pin = GENERATE(std::string(), std::string("1234"));
     INFO(spec_name(spec) << (pin.empty() ? ", no PIN" : ", PIN"));
 
-    Tpm tpm(tcti());
+    Tpm tpm(tcti(), std::nullopt);
     const Object parent = load_parent(tpm, owner_hierarchy);
     const KeyFile key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret(pin)), !pin.empty());
 
@@ -209,7 +209,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     const KeySpec spec{KeyAlgorithm::ecdsa, 256};
     const Signing ecdsa{TPM2_ALG_ECDSA, TPM2_ALG_SHA256};
     const Bytes message = bytes_of("PIN test");
-    Tpm tpm(tcti());
+    Tpm tpm(tcti(), std::nullopt);
     const Object parent = load_parent(tpm, owner_hierarchy);
     const KeyFile key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret("1234")), true);
     const PublicKey pub(key.blobs.pub.publicArea);
@@ -279,7 +279,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
 }
 
 TEST_CASE("a key file's private part is bound to its parent and integrity-protected") {
-    Tpm tpm(tcti());
+    Tpm tpm(tcti(), std::nullopt);
     const Object parent = load_parent(tpm, owner_hierarchy);
     KeyFile key = written_and_read_back(owner_hierarchy,
                                         create_key(tpm, parent, KeySpec{KeyAlgorithm::ecdsa, 256}, Secret()), false);
@@ -290,7 +290,7 @@ TEST_CASE("a key file's private part is bound to its parent and integrity-protec
 }
 
 TEST_CASE("without a persistent SRK, 0x81000001 is reported missing") {
-    Tpm tpm(tcti());
+    Tpm tpm(tcti(), std::nullopt);
     CHECK(inspect_persistent_srk(tpm).state == PersistentSrk::State::absent);
     CHECK(rc_is(tpm_error_of([&] { load_parent(tpm, standard_srk); }), TPM2_RC_HANDLE));
 }
@@ -312,7 +312,7 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
         spec.algorithm == KeyAlgorithm::ecdsa ? Signing{TPM2_ALG_ECDSA, TPM2_ALG_SHA256} : Signing{TPM2_ALG_RSASSA, TPM2_ALG_SHA256};
     const Bytes message = bytes_of("SRK test");
 
-    Tpm tpm(tcti());
+    Tpm tpm(tcti(), std::nullopt);
     REQUIRE(inspect_persistent_srk(tpm).state == PersistentSrk::State::standard);
     KeyFile key;
     {

@@ -91,7 +91,7 @@ int sign(const std::string& key_path, const std::string& in_path, const std::str
     }
     const Bytes digest = sha256(read_all(in_path));
 
-    Tpm tpm(*tcti);
+    Tpm tpm(*tcti, std::nullopt);
     const Object parent = load_parent(tpm, key.parent);
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
     const Object object = load_key(tpm, parent, auth, key.blobs);
