@@ -161,8 +161,10 @@ void TimeoutTcti::finalize(TSS2_TCTI_CONTEXT*) {
     // Nothing: the owner of this object finalizes the inner TCTI (~TimeoutTcti).
 }
 
-TSS2_RC TimeoutTcti::cancel(TSS2_TCTI_CONTEXT* context) { TSS2_TCTI_CONTEXT* inner = of(context).inner_;
-    return table(inner).v1.cancel(inner); }
+TSS2_RC TimeoutTcti::cancel(TSS2_TCTI_CONTEXT* context) {
+    TSS2_TCTI_CONTEXT* inner = of(context).inner_;
+    return table(inner).v1.cancel(inner);
+}
 
 TSS2_RC TimeoutTcti::get_poll_handles(TSS2_TCTI_CONTEXT* context, TSS2_TCTI_POLL_HANDLE* handles, size_t* count) {
     TSS2_TCTI_CONTEXT* inner = of(context).inner_;
