@@ -240,12 +240,16 @@ int run(int argc, char** argv) {
     if (o.file.empty() && ::mkdir(key_path.parent_path().c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(key_path.parent_path().string() + ": cannot create: " + std::strerror(errno));
 
-    bool replace = false;
+    // The .pub is protected like the key: either may belong to another key.
     std::error_code ec;
-    if (std::filesystem::exists(std::filesystem::symlink_status(key_path, ec))) {
-        if (!confirm_on_terminal(key_path.string() + " already exists. Overwrite?"))
-            throw Error(key_path.string() + " already exists; not overwritten (remove it or choose another -f)");
-        replace = true;
+    const bool replace = std::filesystem::exists(std::filesystem::symlink_status(key_path, ec));
+    const bool replace_pub = std::filesystem::exists(std::filesystem::symlink_status(pub_path, ec));
+    if (replace || replace_pub) {
+        const std::string what = replace && replace_pub ? key_path.string() + " and " + pub_path.string() + " already exist"
+                                 : replace              ? key_path.string() + " already exists"
+                                                        : pub_path.string() + " already exists";
+        if (!confirm_on_terminal(what + ". Overwrite?"))
+            throw Error(what + "; not overwritten (remove it or choose another -f)");
     }
     // Find out now, not after the TPM spent a minute on an RSA key.
     const std::filesystem::path dir = key_path.parent_path().empty() ? "." : key_path.parent_path();
@@ -312,7 +316,7 @@ int run(int argc, char** argv) {
     sigprocmask(SIG_BLOCK, &block, &old);
     write_file_atomically(key_path, format_key_file(key), 0600, replace ? Replace::yes : Replace::no);
     try {
-        write_file_atomically(pub_path, pub_line, 0644, Replace::yes);
+        write_file_atomically(pub_path, pub_line, 0644, replace_pub ? Replace::yes : Replace::no);
     } catch (const Error& e) {
         if (!replace)
             std::filesystem::remove(key_path, ec);
@@ -322,9 +326,14 @@ int run(int argc, char** argv) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
     // Trust on first use, as ssh does with a host key: later uses of this
     // parent (the module, tpmkey passwd, the next keygen) must meet this name.
-    if (pin_parent_on_first_use(tpm, parent_handle, parent, known) && !o.quiet)
-        std::cout << "Pinned the TPM's storage key " << handle_text(parent_handle) << " in "
-                  << KnownParents::file_path().string() << ".\n";
+    try {
+        if (pin_parent_on_first_use(tpm, parent_handle, parent, known) && !o.quiet)
+            std::cout << "Pinned the TPM's storage key " << handle_text(parent_handle) << " in "
+                      << KnownParents::file_path().string() << ".\n";
+    } catch (const Error& e) {
+        // The key is made and written; only the pin is missing.
+        std::cerr << "tpmkey-keygen: warning: the storage key was not pinned: " << e.what() << "\n";
+    }
 
     if (!o.quiet) {
         std::cout << "Your TPM key is in " << key_path.string() << " (usable only with this TPM"

@@ -4,6 +4,7 @@
 #include "atomic_file.hpp"
 #include "config.hpp"
 #include "error.hpp"
+#include "file_read.hpp"
 #include "key_file.hpp"
 #include "keys.hpp"
 #include "known_parents.hpp"
@@ -828,18 +829,18 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
             key = read_key_file(path);
             check_usable(key, name);
             (void)PublicKey(key.blobs.pub.publicArea);
+        } catch (const ReplaceableFile& e) {
+            const std::string what = e.what();
+            d.fail(name + ": the module skips this file", what.starts_with(name) ? what.substr(name.size() + 2) : what,
+                   "check that it is your key ('tpmkey info " + name + "' shows its fingerprint), then fix the "
+                   "ownership or permissions as said");
+            continue;
         } catch (const Error& e) {
             const std::string what = e.what();
-            const bool open_to_all = what.find("writable by others") != std::string::npos;
             d.fail(name + ": the module skips this file", what.starts_with(name) ? what.substr(name.size() + 2) : what,
-                   open_to_all ? "check it is your key ('tpmkey info " + name + "'), then: chmod 600 " + name
-                               : "move it out of " + where + " (or restore it from a backup)");
+                   "move it out of " + where + " (or restore it from a backup)");
             continue;
         }
-        struct stat st {};
-        // World-writable files are refused above (read_key_file); group-writable ones are a warning.
-        if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IWGRP))
-            d.warn(name + ": your group may write to it", "someone could swap your key for theirs", "chmod 600 " + name);
         const std::string desc = name + ": " + key_type_text(PublicKey(key.blobs.pub.publicArea)) + ", " +
                                  (key.needs_pin() ? "PIN" : "no PIN") + ", parent " + handle_text(key.parent);
         if (!tpm) {

@@ -1,5 +1,8 @@
 #include "config.hpp"
 
+#include "error.hpp"
+#include "file_read.hpp"
+
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,9 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 namespace tpmkey {
@@ -64,18 +65,13 @@ std::optional<std::chrono::seconds> parse_seconds(std::string_view text) {
 }
 
 std::string read_small_file(const std::filesystem::path& path, std::vector<std::string>& warnings) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
-        return {};
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec || size > max_config_file_size) {
-        warnings.push_back(path.string() + ": ignored: larger than 64 KiB");
+    try {
+        const std::optional<FileRead> file = read_regular_file_if_present(path, max_config_file_size);
+        return file ? std::string(file->data.begin(), file->data.end()) : std::string();
+    } catch (const Error& e) {
+        warnings.push_back(std::string(e.what()) + "; ignored");
         return {};
     }
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "der.hpp"
 #include "error.hpp"
+#include "file_read.hpp"
 
 #include <openssl/asn1.h>
 #include <openssl/err.h>
@@ -271,39 +272,12 @@ void check_usable(const KeyFile& key, const std::string& name) {
 }
 
 KeyFile read_key_file(const std::filesystem::path& path) {
-    const std::string name = path.string();
-    // O_NONBLOCK: a FIFO put where a key should be must not hang the caller.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        throw Error(name + ": cannot open: " + std::strerror(errno));
-    struct FdCloser {
-        int fd;
-        ~FdCloser() { ::close(fd); }
-    } closer{fd};
-    struct stat st {};
-    if (::fstat(fd, &st) != 0)
-        throw Error(name + ": cannot read: " + std::strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        throw Error(name + ": not a regular file");
-    // Anyone could have swapped in a key of theirs (and collect the PIN).
-    if (st.st_mode & S_IWOTH)
-        throw Error(name + ": the key file is writable by others; refusing it (chmod 600 " + name + ")");
-    if (static_cast<std::size_t>(st.st_size) > max_key_file_size)
-        throw Error(name + ": too large for a key file (" + std::to_string(st.st_size) + " bytes)");
-    std::vector<std::uint8_t> data(max_key_file_size + 1);
-    std::size_t used = 0;
-    while (used < data.size()) {
-        const ssize_t n = ::read(fd, data.data() + used, data.size() - used);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            throw Error(name + ": cannot read: " + std::strerror(errno));
-        if (n == 0)
-            break;
-        used += static_cast<std::size_t>(n);
-    }
-    data.resize(used);
-    return parse_key_file(data, name);
+    // A key file may be a link (dotfile managers); what it points to must be
+    // a regular file that no one else can replace (the public key in it is
+    // what ssh-keygen -D prints, and a PIN typed for it goes to that key).
+    const FileRead file = read_regular_file(path, max_key_file_size);
+    check_not_replaceable(path, file);
+    return parse_key_file(file.data, path.string());
 }
 
 }  // namespace tpmkey

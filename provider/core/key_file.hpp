@@ -60,7 +60,8 @@ std::string format_key_file(const KeyFile& key);
 // file is valid: one usable only through a TPM policy.
 void check_usable(const KeyFile& key, const std::string& name);
 
-// Reads and parses a key file (size-checked, regular file only).
+// Reads and parses a key file: a regular file of at most max_key_file_size
+// bytes that only the user (or root) can replace (check_not_replaceable).
 KeyFile read_key_file(const std::filesystem::path& path);
 
 }  // namespace tpmkey

@@ -3,15 +3,14 @@
 #include "atomic_file.hpp"
 #include "config.hpp"
 #include "error.hpp"
+#include "file_read.hpp"
 #include "keys.hpp"
 #include "log.hpp"
 
 #include <openssl/sha.h>
 #include <tss2/tss2_mu.h>
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -52,18 +51,18 @@ bool is_standard_ecc_srk(const TPM2B_PUBLIC& pub) {
 }
 
 std::optional<TPM2B_PUBLIC> read_systemd_srk() {
-    const int fd = ::open(systemd_srk_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0)
+    std::optional<FileRead> file;
+    try {
+        file = read_regular_file_if_present(systemd_srk_path, sizeof(TPM2B_PUBLIC));
+    } catch (const Error&) {
+    }
+    if (!file)
         return std::nullopt;
-    std::uint8_t buf[sizeof(TPM2B_PUBLIC) + 1];
-    struct stat st {};
-    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0;
-    const ssize_t n = regular ? ::read(fd, buf, sizeof buf) : -1;
-    ::close(fd);
     TPM2B_PUBLIC pub{};
     size_t offset = 0;
-    if (n <= 0 || Tss2_MU_TPM2B_PUBLIC_Unmarshal(buf, static_cast<size_t>(n), &offset, &pub) != TSS2_RC_SUCCESS ||
-        offset != static_cast<size_t>(n)) {
+    if (file->owner != 0 ||
+        Tss2_MU_TPM2B_PUBLIC_Unmarshal(file->data.data(), file->data.size(), &offset, &pub) != TSS2_RC_SUCCESS ||
+        offset != file->data.size()) {
         log_error(std::string(systemd_srk_path) + ": ignored: not a TPM2B_PUBLIC written by root");
         return std::nullopt;
     }
@@ -71,27 +70,13 @@ std::optional<TPM2B_PUBLIC> read_systemd_srk() {
 }
 
 std::string read_pins_file(const std::filesystem::path& path, std::vector<std::string>& warnings) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return {};
-    std::string text(max_pins_file_size + 1, '\0');
-    struct stat st {};
-    std::size_t used = 0;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        while (used < text.size()) {
-            const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
-            if (n <= 0)
-                break;
-            used += static_cast<std::size_t>(n);
-        }
-    }
-    ::close(fd);
-    if (used > max_pins_file_size) {
-        warnings.push_back(path.string() + ": ignored: larger than 64 KiB");
+    try {
+        const std::optional<FileRead> file = read_regular_file_if_present(path, max_pins_file_size);
+        return file ? std::string(file->data.begin(), file->data.end()) : std::string();
+    } catch (const Error& e) {
+        warnings.push_back(std::string(e.what()) + "; ignored");
         return {};
     }
-    text.resize(used);
-    return text;
 }
 
 }  // namespace
@@ -178,8 +163,9 @@ void KnownParents::add(const std::string& tpm, std::uint32_t handle, const std::
     const std::filesystem::path path = file_path();
     if (path.empty())
         return;
-    std::vector<std::string> ignored;
-    std::string text = read_pins_file(path, ignored);
+    // An existing file that cannot be read is not replaced: its pins would be lost.
+    const std::optional<FileRead> file = read_regular_file_if_present(path, max_pins_file_size);
+    std::string text = file ? std::string(file->data.begin(), file->data.end()) : std::string();
     if (text.empty())
         text = "# The storage keys (TPM parents) your tpmkey keys were made under, like ssh's known_hosts.\n"
                "# A different name means another TPM, a replaced SRK, or something between you and the TPM.\n"

@@ -1,11 +1,14 @@
 #include "log.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace tpmkey {
 
@@ -13,7 +16,8 @@ namespace {
 
 // Plain atomics: no static constructors in a library loaded by ssh.
 std::atomic<int> level_setting{static_cast<int>(LogLevel::error)};
-std::atomic<int> log_fd{STDERR_FILENO};
+std::atomic<int> log_fd{STDERR_FILENO};   // where lines go now
+std::atomic<int> file_fd{-1};             // the log file's descriptor, once there was one
 
 }  // namespace
 
@@ -30,15 +34,42 @@ void configure_logging() {
     }
     level_setting = static_cast<int>(wanted);
     const char* file = std::getenv("TPMKEY_LOG_FILE");
+    std::string refused;
     int fd = STDERR_FILENO;
     if (file && *file) {
-        const int opened = ::open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (opened >= 0)
+        // O_NONBLOCK: a FIFO named here must not block C_Initialize (and it
+        // is refused below); O_NOFOLLOW: no link planted in a shared place.
+        const int opened =
+            ::open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
+        struct stat st {};
+        if (opened >= 0 && ::fstat(opened, &st) == 0 && S_ISREG(st.st_mode)) {
             fd = opened;
+        } else {
+            refused = std::string("TPMKEY_LOG_FILE=") + file + ": " +
+                      (opened >= 0 ? "not a regular file" : std::strerror(errno)) + "; logging to stderr instead";
+            if (opened >= 0)
+                ::close(opened);
+        }
     }
-    const int old = log_fd.exchange(fd);
-    if (old != STDERR_FILENO && old != fd)
-        ::close(old);
+    // Another thread may be writing to the current log fd right now, so it
+    // is never closed: a log file's descriptor number, once in use, stays
+    // valid for the life of the process, and a new file takes its place
+    // with dup3 (at most this one extra descriptor is held).
+    if (fd != STDERR_FILENO) {
+        const int kept = file_fd.load();
+        if (kept < 0) {
+            file_fd = fd;
+        } else if (::dup3(fd, kept, O_CLOEXEC) >= 0) {
+            ::close(fd);
+            fd = kept;
+        } else {
+            ::close(fd);
+            fd = STDERR_FILENO;
+        }
+    }
+    log_fd = fd;
+    if (!refused.empty())
+        log_error(refused);
 }
 
 LogLevel log_level() noexcept { return static_cast<LogLevel>(level_setting.load()); }

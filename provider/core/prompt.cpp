@@ -1,8 +1,10 @@
 #include "prompt.hpp"
 
 #include "error.hpp"
+#include "log.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -92,6 +94,17 @@ Secret read_pin_file(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         throw Error(path + ": cannot read the PIN file: " + std::strerror(errno));
+    // Only a regular file has modes worth judging (a pipe is private).
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (st.st_mode & S_IWOTH) {
+            ::close(fd);
+            throw Error(path + ": the PIN file is writable by everyone, who could have put a PIN of theirs in it; "
+                               "refusing it (chmod o-w " + path + ")");
+        }
+        if (st.st_mode & S_IROTH)
+            log_error("warning: " + path + ": the PIN file is readable by everyone (chmod o-r " + path + ")");
+    }
     Secret pin;
     bool line_done = false;
     std::size_t total = 0;

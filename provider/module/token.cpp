@@ -1,14 +1,13 @@
 #include "token.hpp"
 
 #include "error.hpp"
+#include "file_read.hpp"
 #include "log.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include <fstream>
-#include <sstream>
 
 namespace tpmkey::pkcs11 {
 
@@ -26,17 +25,16 @@ std::optional<Bytes> read_certificate_next_to(const std::filesystem::path& key_p
     for (const std::string suffix : {".crt", "-cert.pem"}) {
         std::filesystem::path cert_path = stem;
         cert_path += suffix;
-        std::error_code ec;
-        if (!std::filesystem::is_regular_file(cert_path, ec))
-            continue;
-        if (std::filesystem::file_size(cert_path, ec) > max_certificate_size || ec) {
-            log_error(cert_path.string() + ": ignored: larger than 64 KiB");
+        std::optional<FileRead> file;
+        try {
+            file = read_regular_file_if_present(cert_path, max_certificate_size);
+        } catch (const Error& e) {
+            log_error(std::string(e.what()) + "; certificate ignored");
             continue;
         }
-        std::ifstream in(cert_path, std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        const std::string data = text.str();
+        if (!file)
+            continue;
+        const std::string data(file->data.begin(), file->data.end());
         if (data.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
             return Bytes(data.begin(), data.end());  // DER
         BIO* bio = BIO_new_mem_buf(data.data(), static_cast<int>(data.size()));

@@ -2,7 +2,8 @@
 # keygen-failures.sh KEYGEN CASE
 #
 # A tpmkey-keygen that fails says so in one sentence, leaves no key file,
-# no .pub and no temporary file behind, does not touch an existing key,
+# no .pub and no temporary file behind, does not touch an existing key (nor
+# an existing .pub of another key),
 # and (checked by with-swtpm afterwards) leaves nothing loaded in the TPM.
 # CASE: unreachable | bad-flags | bad-pin | existing | unwritable | interrupt
 set -euo pipefail
@@ -79,7 +80,7 @@ bad-pin)
     expect_no_files . "missing --pin-file"
     # 33 bytes: more than the SHA-256 name algorithm allows. Refused after the
     # parent was made in the TPM: with-swtpm's leak check sees it flushed.
-    printf '%033d' 0 >long-pin
+    printf '%033d' 0 >long-pin && chmod 600 long-pin  # private, as a PIN file should be
     t_run kg "$keygen" -f key.tpm -C c --pin-file long-pin
     expect_failure 1 "PIN is too long" "33-byte PIN"
     expect_no_files . "33-byte PIN"
@@ -93,12 +94,19 @@ existing)
     # No terminal to ask on: setsid detaches from any controlling terminal
     # (ctest has none anyway; a developer's shell does).
     t_run kg setsid -w "$keygen" -f key.tpm -t rsa -N '' -C new
-    expect_failure 1 "key.tpm already exists.*not overwritten" "existing key, no terminal"
+    expect_failure 1 "key.tpm and key.pub already exist.*not overwritten" "existing key, no terminal"
     cmp -s key.tpm old.tpm.saved || t_fail "the existing key.tpm was changed"
     cmp -s key.pub old.pub.saved || t_fail "the existing key.pub was changed"
     [ "$(stat -c %a key.tpm)" = 600 ] || t_fail "the existing key.tpm changed mode"
     left=$(find . -name '*.tmp-*')
     [ -z "$left" ] || t_fail "temporary files left behind: $left"
+    # An unrelated other.pub (another key's): protected like a key file.
+    printf 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherKeyOtherKeyOtherKeyOtherKeyOther other\n' >other.pub
+    cp -p other.pub other.pub.saved
+    t_run kg setsid -w "$keygen" -f other.tpm -N '' -C new
+    expect_failure 1 "other.pub already exists.*not overwritten" "existing .pub, no terminal"
+    cmp -s other.pub other.pub.saved || t_fail "the existing other.pub was changed"
+    [ ! -e other.tpm ] || t_fail "other.tpm was written although its .pub is another key's"
     ;;
 
 unwritable)

@@ -42,5 +42,33 @@ run "$TPMKEY_TOOL" doctor
 # theirs), so doctor reports a problem, with the fix.
 expect_rc 1 "writable key"
 expect_out "[problem] $S/good.tpm: the module skips this file" "writable key"
-expect_out "the key file is writable by others; refusing it (chmod 600 $S/good.tpm)" "writable key"
+expect_out "the key file is writable by others; refusing it (chmod go-w $S/good.tpm)" "writable key"
 ok "a key file others may write to: a problem, with the chmod that fixes it"
+
+# ssh's StrictModes rules: the module and doctor refuse a key that someone
+# else could replace, so that ssh-keygen -D never prints their key.
+refused() {  # WHAT MESSAGE: ssh-keygen -D serves no key, doctor names MESSAGE
+    ssh-keygen -D "$TPMKEY_MODULE" >"$T_DIR/module.pub" 2>"$T_DIR/module.err" || true
+    [ ! -s "$T_DIR/module.pub" ] || fail "$1: the module still serves the key"
+    grep -qF "$2" "$T_DIR/module.err" || { cat "$T_DIR/module.err" >&2; fail "$1: the module does not say: $2"; }
+    run "$TPMKEY_TOOL" doctor
+    expect_rc 1 "$1"
+    expect_out "$2" "$1"
+    ok "$1: refused by the module and named by doctor"
+}
+chmod 620 "$S/good.tpm"
+refused "a group-writable key file" "the key file is writable by others; refusing it (chmod go-w $S/good.tpm)"
+chmod 600 "$S/good.tpm"
+chmod 770 "$S"
+refused "a group-writable ~/.ssh" "its directory $S is writable by others, who could replace the key; refusing it (chmod go-w $S)"
+chmod 700 "$S"
+if [ "$(id -u)" = 0 ]; then
+    chown nobody "$S/good.tpm"
+    refused "a key file of another user" "the file belongs to another user (uid $(id -u nobody))"
+    chown root "$S/good.tpm"
+    chown nobody "$S"
+    refused "a ~/.ssh of another user" "its directory $S belongs to another user (uid $(id -u nobody))"
+    chown root "$S"
+fi
+ssh-keygen -D "$TPMKEY_MODULE" 2>/dev/null | grep -q . || fail "the key is not served again once its modes are right"
+ok "served again once owner and modes are right"

@@ -1,0 +1,78 @@
+#!/bin/bash
+# hostile-files.sh: files in the place of the config file, a certificate,
+# the log file or a PIN file that would have hung, flooded or fooled
+# tpmkey: a FIFO or a device is refused at once (no hang), an oversized file
+# is refused by its size (read from the descriptor that was checked), a log
+# file that is no regular file leaves logging on stderr, a PIN file anyone
+# may write to is refused and one anyone may read is warned about.
+set -euo pipefail
+E2E_PROG="hostile-files"
+# shellcheck source=../e2e/ssh/lib.sh
+. "$(dirname "$0")/../e2e/ssh/lib.sh"
+
+keys=$E2E_DIR/keys
+mkdir -m 0700 "$keys"
+keygen "$keys/k.tpm" ecdsa 256
+export TPMKEY_KEYS=$keys
+
+# listing KEYS_EXPECTED WHAT: ssh-keygen -D finishes within 10 s and lists the key.
+listing() {
+    local rc=0
+    timeout 10 ssh-keygen -D "$TPMKEY_MODULE" >"$E2E_DIR/list.out" 2>"$E2E_DIR/list.err" || rc=$?
+    [ $rc != 124 ] || fail "$1: ssh-keygen -D hung (killed after 10 s)"
+    [ $rc = 0 ] && [ "$(grep -c . "$E2E_DIR/list.out")" = 1 ] || { show "$E2E_DIR/list.err"; fail "$1: the key is not listed"; }
+}
+
+# The config file a FIFO, or a character device (through a link).
+mkdir -p "$XDG_CONFIG_HOME/tpmkey"
+mkfifo "$XDG_CONFIG_HOME/tpmkey/config"
+listing "config file is a FIFO"
+grep -q "config: not a regular file; ignored" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "FIFO config: no message"; }
+rm "$XDG_CONFIG_HOME/tpmkey/config"
+ln -s /dev/zero "$XDG_CONFIG_HOME/tpmkey/config"
+listing "config file is /dev/zero"
+grep -q "config: not a regular file; ignored" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "/dev/zero config: no message"; }
+rm "$XDG_CONFIG_HOME/tpmkey/config"
+head -c 70000 /dev/zero | tr '\0' '#' >"$XDG_CONFIG_HOME/tpmkey/config"
+listing "config file of 70 kB"
+grep -q "config: too large" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "large config: no message"; }
+rm "$XDG_CONFIG_HOME/tpmkey/config"
+ok "a FIFO, /dev/zero or a 70 kB file as the config file: ignored with a message, no hang"
+
+# A certificate next to the key: a FIFO, /dev/zero, 70 kB.
+mkfifo "$keys/k.crt"
+listing "certificate is a FIFO"
+grep -q "k.crt: not a regular file; certificate ignored" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "FIFO certificate: no message"; }
+rm "$keys/k.crt"
+ln -s /dev/zero "$keys/k-cert.pem"
+listing "certificate is /dev/zero"
+grep -q "k-cert.pem: not a regular file; certificate ignored" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "/dev/zero certificate: no message"; }
+rm "$keys/k-cert.pem"
+head -c 70000 /dev/zero >"$keys/k.crt"
+listing "certificate of 70 kB"
+grep -q "k.crt: too large" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "large certificate: no message"; }
+rm "$keys/k.crt"
+ok "a FIFO, /dev/zero or a 70 kB file as a certificate: ignored with a message, no hang"
+
+# TPMKEY_LOG_FILE a FIFO: C_Initialize must not wait for a reader.
+mkfifo "$E2E_DIR/log.fifo"
+TPMKEY_LOG_FILE=$E2E_DIR/log.fifo listing "TPMKEY_LOG_FILE is a FIFO"
+grep -q "TPMKEY_LOG_FILE=$E2E_DIR/log.fifo: .*; logging to stderr instead" "$E2E_DIR/list.err" ||
+    { show "$E2E_DIR/list.err"; fail "FIFO log file: no message"; }
+ok "TPMKEY_LOG_FILE naming a FIFO: logging goes to stderr, no hang"
+
+# PIN files.
+printf '1234\n' >"$E2E_DIR/pin-ww"
+chmod 666 "$E2E_DIR/pin-ww"
+if "$TPMKEY_KEYGEN" -q -f "$keys/ww.tpm" -C ww --pin-file "$E2E_DIR/pin-ww" 2>"$E2E_DIR/ww.err"; then
+    fail "keygen took a PIN file that everyone may write"
+fi
+grep -q "the PIN file is writable by everyone.*refusing it (chmod o-w" "$E2E_DIR/ww.err" || { show "$E2E_DIR/ww.err"; fail "no message for the world-writable PIN file"; }
+[ ! -e "$keys/ww.tpm" ] || fail "keygen wrote a key with a world-writable PIN file"
+printf '1234\n' >"$E2E_DIR/pin-wr"
+chmod 644 "$E2E_DIR/pin-wr"
+"$TPMKEY_KEYGEN" -q -f "$keys/wr.tpm" -C wr --pin-file "$E2E_DIR/pin-wr" 2>"$E2E_DIR/wr.err" || fail "keygen with a world-readable PIN file failed"
+grep -q "warning: .*pin-wr: the PIN file is readable by everyone (chmod o-r" "$E2E_DIR/wr.err" || { show "$E2E_DIR/wr.err"; fail "no warning for the world-readable PIN file"; }
+"$TPMKEY_KEYGEN" -q -f "$keys/pipe.tpm" -C pipe --pin-file <(printf '1234\n') 2>"$E2E_DIR/pipe.err" || fail "keygen with a PIN from a pipe failed"
+[ ! -s "$E2E_DIR/pipe.err" ] || { show "$E2E_DIR/pipe.err"; fail "keygen complained about a PIN from a pipe"; }
+ok "PIN files: world-writable refused, world-readable warned about, a pipe fine"
