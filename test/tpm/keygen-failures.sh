@@ -52,6 +52,12 @@ unreachable)
     t_run kg "$keygen" -f key.tpm -N '' -C c --tcti swtpm:host=127.0.0.1,port=1
     expect_failure 1 "cannot reach the TPM.*swtpm:host=127.0.0.1,port=1" "unreachable TPM"
     expect_no_files . "unreachable TPM"
+    # A key with a PIN: the TPM is reached before the PIN is asked, so the
+    # user types no PIN for a run that cannot succeed (here there is no
+    # terminal: asking first would fail with "no terminal to ask on").
+    t_run kg setsid -w "$keygen" -f key.tpm -C c --tcti swtpm:host=127.0.0.1,port=1
+    expect_failure 1 "cannot reach the TPM.*swtpm:host=127.0.0.1,port=1" "unreachable TPM, PIN to be asked"
+    expect_no_files . "unreachable TPM, PIN to be asked"
     ;;
 
 bad-flags)

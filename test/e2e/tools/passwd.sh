@@ -143,3 +143,12 @@ expect_rc 0 "symlink"
 sign_ok "$HOME/.ssh/linked.tpm" "first pin" "symlink: the new PIN, through the link"
 sign_fails "$T_DIR/dotfiles/linked.tpm" "" "symlink: the target has the PIN"
 ok "passwd on a symlinked key file writes through to its target"
+
+# The TPM is reached (and the parent checked) before any PIN is asked: no
+# terminal here, so asking first would fail with "no terminal".
+cp "$K" "$T_DIR/before-closed.tpm"
+run env TPMKEY_TCTI="$(closed_tcti)" setsid -w "$TPMKEY_TOOL" passwd "$K"
+expect_rc 1 "TPM unreachable"
+expect_err "cannot reach the TPM" "TPM unreachable"
+cmp -s "$K" "$T_DIR/before-closed.tpm" || fail "TPM unreachable: the key file changed"
+ok "an unreachable TPM is reported before any PIN is asked"
