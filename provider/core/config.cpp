@@ -64,16 +64,6 @@ std::optional<std::chrono::seconds> parse_seconds(std::string_view text) {
     return std::chrono::seconds(value);
 }
 
-std::string read_small_file(const std::filesystem::path& path, std::vector<std::string>& warnings) {
-    try {
-        const std::optional<FileRead> file = read_regular_file_if_present(path, max_config_file_size);
-        return file ? std::string(file->data.begin(), file->data.end()) : std::string();
-    } catch (const Error& e) {
-        warnings.push_back(std::string(e.what()) + "; ignored");
-        return {};
-    }
-}
-
 }  // namespace
 
 std::filesystem::path home_directory() {
@@ -140,7 +130,7 @@ Config load_config() {
     const std::filesystem::path file = config_file_path();
     ConfigFile from_file;
     if (!file.empty())
-        from_file = parse_config(read_small_file(file, config.warnings), file.string());
+        from_file = parse_config(read_optional_text_file(file, max_config_file_size, config.warnings), file.string());
     config.warnings.insert(config.warnings.end(), from_file.warnings.begin(), from_file.warnings.end());
 
     std::set<std::filesystem::path> seen;

@@ -92,6 +92,17 @@ void check_not_replaceable(const std::filesystem::path& path, const FileRead& fi
     }
 }
 
+std::string read_optional_text_file(const std::filesystem::path& path, std::size_t max_size,
+                                    std::vector<std::string>& warnings) {
+    try {
+        const std::optional<FileRead> file = read_regular_file_if_present(path, max_size);
+        return file ? std::string(file->data.begin(), file->data.end()) : std::string();
+    } catch (const Error& e) {
+        warnings.push_back(std::string(e.what()) + "; ignored");
+        return {};
+    }
+}
+
 FileRead read_regular_file(const std::filesystem::path& path, std::size_t max_size, bool follow_links) {
     return *read(path, max_size, follow_links, false);
 }

@@ -41,6 +41,12 @@ public:
 };
 void check_not_replaceable(const std::filesystem::path& path, const FileRead& file);
 
+// A small text file tpmkey can do without (the config file, the pins): its
+// text, or "" when it does not exist or cannot be used, with a warning
+// (the reason, "; ignored") added to `warnings`.
+std::string read_optional_text_file(const std::filesystem::path& path, std::size_t max_size,
+                                    std::vector<std::string>& warnings);
+
 // The same, but nullopt when the file does not exist.
 std::optional<FileRead> read_regular_file_if_present(const std::filesystem::path& path, std::size_t max_size,
                                                      bool follow_links = true);

@@ -69,16 +69,6 @@ std::optional<TPM2B_PUBLIC> read_systemd_srk() {
     return pub;
 }
 
-std::string read_pins_file(const std::filesystem::path& path, std::vector<std::string>& warnings) {
-    try {
-        const std::optional<FileRead> file = read_regular_file_if_present(path, max_pins_file_size);
-        return file ? std::string(file->data.begin(), file->data.end()) : std::string();
-    } catch (const Error& e) {
-        warnings.push_back(std::string(e.what()) + "; ignored");
-        return {};
-    }
-}
-
 }  // namespace
 
 std::string tpm_identity(std::string_view tcti) {
@@ -108,7 +98,7 @@ std::filesystem::path KnownParents::file_path() {
 KnownParents KnownParents::load() {
     std::vector<std::string> warnings;
     const std::filesystem::path path = file_path();
-    const std::string text = path.empty() ? std::string() : read_pins_file(path, warnings);
+    const std::string text = path.empty() ? std::string() : read_optional_text_file(path, max_pins_file_size, warnings);
     KnownParents known = parse(text, read_systemd_srk());
     known.warnings_.insert(known.warnings_.begin(), warnings.begin(), warnings.end());
     return known;
