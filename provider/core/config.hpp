@@ -1,4 +1,4 @@
-// Where the keys are and how to reach the TPM (DESIGN.md, "Configuration"
+// Where the keys are and how to reach the TPM (docs/design.md, "Configuration"
 // and "TPM connection"). Reads only the environment and one small file.
 #pragma once
 

@@ -13,7 +13,7 @@
 
 namespace tpmkey {
 
-// The parent handles a key file can name (DESIGN.md, "Parent").
+// The parent handles a key file can name (docs/design.md, "Parent").
 inline constexpr std::uint32_t owner_hierarchy = 0x40000001;  // TPM2_RH_OWNER: re-create the primary
 inline constexpr std::uint32_t standard_srk = 0x81000001;     // TCG's persistent SRK location
 
@@ -33,7 +33,7 @@ struct KeySpec {
     unsigned bits = 256;  // ecdsa: 256, 384 or 521; rsa: 2048 or 3072
 };
 
-// Throws Error unless the spec is one we create (DESIGN.md, "Key objects").
+// Throws Error unless the spec is one we create (docs/design.md, "Key objects").
 void check_key_spec(const KeySpec& spec);
 
 // The public template of a new signing key: scheme NULL, so the scheme and

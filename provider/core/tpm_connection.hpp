@@ -1,5 +1,5 @@
 // The TPM as one process uses it: opened at the first operation that
-// needs it (DESIGN.md, "Lazy TPM"), with each parent loaded once, checked
+// needs it (docs/design.md, "Lazy TPM"), with each parent loaded once, checked
 // against its pin (known_parents.hpp) and reused, and dropped as a whole
 // when the TPM goes away so that the next operation reconnects.
 #pragma once

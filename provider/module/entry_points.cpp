@@ -77,7 +77,7 @@ CK_RV rv_for_tpm_error(const TpmError& e) noexcept {
     return CKR_DEVICE_ERROR;
 }
 
-// The exception firewall (STYLE.md, practice 1).
+// The exception firewall (docs/design.md, practice 1).
 template <class Body>
 CK_RV guard(const char* function, Body&& body) noexcept {
     try {

@@ -1,4 +1,4 @@
-// One key file = one slot with one token (DESIGN.md, "Slots and tokens"):
+// One key file = one slot with one token (docs/design.md, "Slots and tokens"):
 // its objects, its login state, and the key loaded in the TPM while in use.
 #pragma once
 

@@ -220,7 +220,7 @@ TEST_CASE("C_GetInfo / C_GetSlotInfo / C_GetTokenInfo: values and blank-padded t
         CHECK((ti.flags & CKF_USER_PIN_INITIALIZED));
         CHECK_FALSE((ti.flags & CKF_CLOCK_ON_TOKEN));
         CHECK_FALSE((ti.flags & CKF_RNG));
-        // Only a key with an auth value needs C_Login (DESIGN.md, "Slots and tokens").
+        // Only a key with an auth value needs C_Login (docs/design.md, "Slots and tokens").
         CHECK(((ti.flags & CKF_LOGIN_REQUIRED) != 0) == !k.pin.empty());
         CHECK(ti.ulMinPinLen <= ti.ulMaxPinLen);
         CHECK(ti.ulMaxPinLen >= k.pin.size());
@@ -908,7 +908,7 @@ TEST_CASE("key discovery: TPMKEY_KEYS with files; a missing path and a broken ke
     const std::filesystem::path broken = key_dir() / "extra" / "broken.tpm";
     std::filesystem::create_directories(broken.parent_path());
     std::ofstream(broken) << "-----BEGIN TSS2 PRIVATE KEY-----\nnot base64 at all\n-----END TSS2 PRIVATE KEY-----\n";
-    // One bad file must not hide the user's other keys (DESIGN.md).
+    // One bad file must not hide the user's other keys (docs/design.md).
     ScopedEnv env("TPMKEY_KEYS", key("rsa3072").tpm.string() + ":" + (key_dir() / "nonexistent.tpm").string() + ":" +
                                      broken.parent_path().string() + ":" + key("ec256").tpm.string());
     ScopedEnv quiet("TPMKEY_LOG_FILE", (key_dir() / "extra" / "log").string());

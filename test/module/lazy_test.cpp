@@ -1,4 +1,4 @@
-// Lazy TPM (DESIGN.md): listing slots, tokens, objects and attributes sends
+// Lazy TPM (docs/design.md): listing slots, tokens, objects and attributes sends
 // no TPM command; a signature sends only the few it needs. Counted with
 // tpm2-tss's pcap TCTI wrapped around the swtpm TCTI.
 #include "harness.hpp"

@@ -4,7 +4,7 @@
 //       --keygen tpmkey-keygen [Catch2 options and test filters]
 //
 // (or TPMKEY_MODULE_PATH / TPMKEY_KEYGEN_PATH). It makes its own keys in the
-// swtpm it is given and refuses any other TPM (STYLE.md, practice 10).
+// swtpm it is given and refuses any other TPM (docs/design.md, practice 10).
 #define CATCH_CONFIG_RUNNER
 #include "harness.hpp"
 

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     if (config.showHelp || config.listTests || config.listTestNamesOnly || config.listTags || config.listReporters)
         return session.run();
 
-    // STYLE.md, practice 10: these tests lock the TPM out, stop it and fill
+    // docs/design.md, practice 10: these tests lock the TPM out, stop it and fill
     // it up; only a private simulator will do.
     const char* tcti = std::getenv("TPMKEY_TCTI");
     const char* swtpm_dir = std::getenv("TPMKEY_SWTPM_DIR");

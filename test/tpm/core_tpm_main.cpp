@@ -1,5 +1,5 @@
 // The main of tpm-core-tests: refuses to start unless TPMKEY_TCTI names a
-// software TPM (STYLE.md, practice 10), then runs the Catch2 session.
+// software TPM (docs/design.md, practice 10), then runs the Catch2 session.
 #define CATCH_CONFIG_RUNNER
 #include "simulator_tcti.hpp"
 

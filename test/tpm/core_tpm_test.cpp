@@ -99,7 +99,7 @@ struct Signing {
     TPM2_ALG_ID hash;
 };
 
-// What the module will offer for a key (DESIGN.md, "What OpenSSH needs"
+// What the module will offer for a key (docs/design.md, "What OpenSSH needs"
 // and "Other clients").
 std::vector<Signing> schemes_for(const KeySpec& spec) {
     if (spec.algorithm == KeyAlgorithm::ecdsa) {
@@ -179,7 +179,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     CHECK(pub.bits() == spec.bits);
 
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
-    // DESIGN.md, "Sessions": a PIN only ever in an encrypted HMAC session.
+    // docs/design.md, "Sessions": a PIN only ever in an encrypted HMAC session.
     CHECK(auth.encrypted() == key.needs_pin());
     const Object object = load_key(tpm, parent, auth, key.blobs);
     const AuthValue auth_value(tpm, object, Secret(pin));

@@ -2,7 +2,7 @@
 # keygen.sh KEYGEN KEYTOOL TYPE BITS PIN PARENT
 #
 # One tpmkey-keygen run against the private swtpm of with-swtpm, judged by
-# tools we did not write (STYLE.md, practice 11): ssh-keygen, tpm2-tools'
+# tools we did not write (docs/design.md, practice 11): ssh-keygen, tpm2-tools'
 # own TSS2 PRIVATE KEY parser, openssl asn1parse, tpm2-openssl, stock openssl.
 # KEYTOOL (the built tpmkey-test-keytool) checks that our own core signs
 # with the file too.

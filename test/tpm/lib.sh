@@ -4,7 +4,7 @@
 # TPMKEY_TCTI / TPM2TOOLS_TCTI for the private swtpm of that one test.
 
 # t_init NAME: common set-up. Refuses to run against anything but a software
-# TPM (STYLE.md, practice 10), points tpm2-openssl at the same swtpm, and
+# TPM (docs/design.md, practice 10), points tpm2-openssl at the same swtpm, and
 # moves into a private scratch dir that is removed on exit.
 t_init() {
     t_name=$1

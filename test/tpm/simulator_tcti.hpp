@@ -1,4 +1,4 @@
-// The TPM a test program may talk to (STYLE.md, practice 10): only the one
+// The TPM a test program may talk to (docs/design.md, practice 10): only the one
 // with-swtpm started for it, named by TPMKEY_TCTI. A test never falls back
 // to the tpm2-tss default, which would find the machine's real TPM.
 #pragma once

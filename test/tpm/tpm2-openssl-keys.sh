@@ -83,7 +83,7 @@ for pin in no yes; do
     [ $t_rc -eq 0 ] || t_fail "$what: signing through the pcap TCTI failed: $(t_show sign)"
     commands=$("$counter" -v sign.pcap | awk 'NF == 3 { print $3 }' | paste -sd' ')
     t_note "$what: a signature takes $(wc -w <<<"$commands") TPM commands: $commands"
-    # DESIGN.md, "Sessions": a PIN travels only in a salted HMAC session;
+    # docs/design.md, "Sessions": a PIN travels only in a salted HMAC session;
     # a key without one uses the password session and saves the
     # StartAuthSession/FlushContext pair.
     if [ $pin = yes ]; then

@@ -1,5 +1,5 @@
 #!/bin/bash
-# clients: the lazy TPM (DESIGN.md, "Lazy TPM"): listing tokens and
+# clients: the lazy TPM (docs/design.md, "Lazy TPM"): listing tokens and
 # objects reads files only. The module's TPM traffic is captured with the
 # pcap TCTI (TPMKEY_TCTI=pcap:..., TCTI_PCAP_FILE) and counted with
 # swtpm-fixtures/count-tpm-commands.

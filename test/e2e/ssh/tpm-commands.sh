@@ -1,5 +1,5 @@
 #!/bin/bash
-# The TPM is used only to sign (DESIGN.md, "Lazy TPM"), counted with
+# The TPM is used only to sign (docs/design.md, "Lazy TPM"), counted with
 # tpm2-tss's pcap TCTI:
 #   - `ssh-keygen -D` sends no TPM command;
 #   - an ssh login where sshd refuses the TPM keys (offered, not accepted)
