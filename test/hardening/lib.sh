@@ -18,8 +18,8 @@ hardening_dir=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 MODULE=$TPMKEY_MODULE
 PIN=tpmkey-PIN-4711
 
-unset OPENSSL_CONF OPENSSL_ENGINES OPENSSL_MODULES PKCS11SPY TCTI_PCAP_FILE TPMKEY_LOG TPMKEY_LOG_FILE \
-    XDG_CONFIG_HOME
+unset OPENSSL_CONF OPENSSL_ENGINES OPENSSL_MODULES PKCS11SPY TCTI_PCAP_FILE TPMKEY_LOG TPMKEY_LOG_FILE
+# XDG_CONFIG_HOME stays as with-swtpm set it: private to this TPM.
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpmkey-hardening.XXXXXX")
 # shellcheck disable=SC2317 # invoked through the trap

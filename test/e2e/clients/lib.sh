@@ -24,8 +24,8 @@ WRONG_PIN=tpmkey-PIN-0000
 
 # Nothing from the caller's set-up may steer the clients.
 unset OPENSSL_CONF OPENSSL_ENGINES OPENSSL_MODULES GNUTLS_PIN GNUTLS_SO_PIN \
-    P11_KIT_DEBUG P11_KIT_STRICT PKCS11SPY TCTI_PCAP_FILE TPMKEY_LOG TPMKEY_LOG_FILE \
-    XDG_CONFIG_HOME
+    P11_KIT_DEBUG P11_KIT_STRICT PKCS11SPY TCTI_PCAP_FILE TPMKEY_LOG TPMKEY_LOG_FILE
+# XDG_CONFIG_HOME stays as with-swtpm set it: private to this TPM.
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpmkey-clients.XXXXXX")
 # shellcheck disable=SC2317 # invoked through the trap

@@ -4,7 +4,7 @@
 # p11tool without --provider (p11-kit's registry), pkcs11-tool on
 # p11-kit-proxy.so (listing, and signing through the proxy).
 #
-# The module config is the one we install (build: provider/tpmkey.module)
+# The module config is the one we install (provider/module/tpmkey.module.in)
 # with its module: line pointed at the built module, registered as a user
 # config in a private HOME (~/.config/pkcs11/modules/): /etc/pkcs11 and
 # /usr/share/p11-kit are not touched. p11-kit ignores user config when
@@ -20,8 +20,9 @@ make_data
 proxy=$(pkg-config --variable=proxy_module p11-kit-1 2>/dev/null || true)
 [ -n "$proxy" ] && [ -f "$proxy" ] || proxy=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/p11-kit-proxy.so
 [ -f "$proxy" ] || fail "p11-kit-proxy.so not found (Debian: p11-kit-modules)"
-shipped_config=$(dirname "$MODULE")/tpmkey.module
-[ -f "$shipped_config" ] || fail "no $shipped_config: the build makes it from provider/module/tpmkey.module.in"
+# The file `cmake --install` writes is this template with @module_path@ filled in.
+shipped_config=$(readlink -f "$(dirname "$(readlink -f "$0")")/../../../provider/module/tpmkey.module.in")
+[ -f "$shipped_config" ] || fail "no $shipped_config"
 
 home=$work/p11kit/home
 mkdir -p "$home/.config/pkcs11/modules" "$work/p11kit/keys"
