@@ -41,7 +41,7 @@ cleanup() {
 trap cleanup EXIT
 export TPMKEY_KEYS=$work/keys
 mkdir "$TPMKEY_KEYS"
-printf '%s\n' "$PIN" >"$work/pin"
+(umask 077 && printf '%s\n' "$PIN" >"$work/pin")  # private, as a PIN file should be
 
 checks=0
 

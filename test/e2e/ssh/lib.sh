@@ -131,7 +131,7 @@ keygen() {
     name=$(basename "$file" .tpm)
     mkdir -p "$(dirname "$file")"
     if [ $# -ge 4 ]; then
-        printf '%s\n' "$4" >"$E2E_DIR/keygen.pin"
+        (umask 077 && printf '%s\n' "$4" >"$E2E_DIR/keygen.pin")  # private, as a PIN file should be
         "$TPMKEY_KEYGEN" -q -t "$type" -b "$bits" -f "$file" -C "e2e-$name" \
             --pin-file "$E2E_DIR/keygen.pin" ||
             fail "tpmkey-keygen -t $type -b $bits (PIN) failed"
