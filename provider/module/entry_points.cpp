@@ -40,14 +40,21 @@ public:
     Lock& operator=(const Lock&) = delete;
 };
 
-// fork() while another thread holds the lock (inside a TPM command, say)
-// hands the child a locked mutex that no thread of the child will ever
-// unlock: its C_Initialize would wait forever. The child gets a fresh one
-// instead; the state behind it is forgotten anyway (below). glibc drops
-// the handler when the module is unloaded (dlclose).
+// fork() while another thread is inside the module (in a TPM command, or
+// holding OpenSSL's or tpm2-tss's locks on its way) would give the child
+// a lock, or a library lock, that no thread of the child will ever
+// release: its C_Initialize would wait forever. So fork() waits until no
+// thread is inside the module (the prepare handler takes the lock; a TPM
+// command is bounded in time), and the child starts with a fresh lock; the
+// state behind it is forgotten anyway (below). glibc drops the handlers
+// when the module is unloaded (dlclose).
+void lock_before_fork() noexcept { pthread_mutex_lock(&module_lock); }
+void unlock_in_parent() noexcept { pthread_mutex_unlock(&module_lock); }
 void unlock_in_child() noexcept { pthread_mutex_init(&module_lock, nullptr); }
 pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-void register_fork_handler() noexcept { (void)pthread_atfork(nullptr, nullptr, unlock_in_child); }
+void register_fork_handlers() noexcept {
+    (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child);
+}
 
 // A forked child shares nothing with its parent's state: that memory is a
 // copy, its TPM objects belong to the parent. It is forgotten without being
@@ -253,7 +260,7 @@ CK_RV C_Initialize(CK_VOID_PTR init_args) {
             // mutex functions (no CKF_OS_LOCKING_OK) cannot be served.
             require(no_fns || (args->flags & CKF_OS_LOCKING_OK), CKR_CANT_LOCK);
         }
-        (void)pthread_once(&atfork_once, register_fork_handler);
+        (void)pthread_once(&atfork_once, register_fork_handlers);
         Lock lock;
         forget_state_after_fork();
         require(module == nullptr, CKR_CRYPTOKI_ALREADY_INITIALIZED);
