@@ -51,10 +51,11 @@ relay_start() {
     "$fixtures/tpm-relay" --port "$swtpm_port" --to "$(cat "$TPMKEY_SWTPM_DIR/port")" --log "$E2E_DIR/relay.log" \
         "$@" >"$E2E_DIR/relay.out" 2>&1 &
     RELAY_PID=$!
-    for _ in $(seq 100); do
+    # Python starts slowly on a loaded machine: at most 20 s.
+    for _ in $(seq 200); do
         tpm2_getcap -T "$TPMKEY_TCTI" properties-fixed >/dev/null 2>&1 && return 0
         kill -0 "$RELAY_PID" 2>/dev/null || { show "$E2E_DIR/relay.out"; fail "tpm-relay exited"; }
-        sleep 0.05
+        sleep 0.1
     done
     fail "tpm-relay does not answer"
 }

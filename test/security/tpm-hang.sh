@@ -25,7 +25,7 @@ relay() {
     "$FIXTURES/tpm-relay" --to "$direct_tcti" --tcti-file "$E2E_DIR/$name.tcti" --log "$E2E_DIR/$name.log" \
         "$@" >/dev/null &
     e2e_on_exit "kill $! 2>/dev/null"
-    for _ in $(seq 50); do [ -s "$E2E_DIR/$name.tcti" ] && break; sleep 0.1; done
+    for _ in $(seq 200); do [ -s "$E2E_DIR/$name.tcti" ] && break; sleep 0.1; done  # python starts slowly under load
     TPMKEY_TCTI=$(cat "$E2E_DIR/$name.tcti") || fail "tpm-relay did not start"
     export TPMKEY_TCTI
 }
