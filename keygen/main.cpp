@@ -20,7 +20,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -277,14 +276,11 @@ int run(int argc, char** argv) {
     const Object parent = load_verified_parent(tpm, parent_handle, known);
     check_interrupted();
 
-    if (o.spec.algorithm == KeyAlgorithm::rsa) {
-        const std::vector<TPM2_ALG_ID> hashes = implemented_hashes(tpm);
-        if (std::find(hashes.begin(), hashes.end(), TPM2_ALG_SHA512) == hashes.end())
-            std::cerr << "tpmkey-keygen: warning: this TPM cannot sign SHA-512, and ssh signs RSA keys with "
-                         "rsa-sha2-512 by default (and does not fall back): logins with this key need\n"
-                         "    PubkeyAcceptedAlgorithms -rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com\n"
-                         "in ~/.ssh/config ('tpmkey ssh-config --apply' adds it). An ECDSA key (-t ecdsa) has no such limit.\n";
-    }
+    if (o.spec.algorithm == KeyAlgorithm::rsa && tpm_lacks_sha512(tpm))
+        std::cerr << "tpmkey-keygen: warning: this TPM cannot sign SHA-512, and ssh signs RSA keys with "
+                     "rsa-sha2-512 by default (and does not fall back): logins with this key need\n"
+                     "    " << no_rsa_sha2_512_line << "\n"
+                     "in ~/.ssh/config ('tpmkey ssh-config --apply' adds it). An ECDSA key (-t ecdsa) has no such limit.\n";
     if (o.pin_file.empty() && !o.no_pin)
         pin = ask_pin();
     check_interrupted();

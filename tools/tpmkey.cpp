@@ -164,18 +164,6 @@ std::string ssh_keygen_l_line(const PublicKey& pub, const std::string& comment) 
            (pub.is_rsa() ? " (RSA)" : " (ECDSA)");
 }
 
-// ssh signs with an RSA user key using rsa-sha2-512 when the server allows
-// it, and does not try rsa-sha2-256 after a failed signature (sshconnect2.c):
-// on a TPM without SHA-512 an RSA key logs in only if ssh leaves
-// rsa-sha2-512 out. ECDSA keys have no such limit.
-constexpr const char* no_rsa_sha2_512_line =
-    "PubkeyAcceptedAlgorithms -rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com";
-
-bool tpm_lacks_sha512(Tpm& tpm) {
-    const std::vector<TPM2_ALG_ID> hashes = implemented_hashes(tpm);
-    return std::find(hashes.begin(), hashes.end(), TPM2_ALG_SHA512) == hashes.end();
-}
-
 // True when one of the user's keys is RSA and the TPM cannot sign SHA-512
 // (false when the TPM cannot be asked: nothing to say then).
 bool rsa_keys_need_sha256(const Config& config) {

@@ -2,6 +2,8 @@
 
 #include "error.hpp"
 
+#include <algorithm>
+
 namespace tpmkey {
 
 EsysPtr<TPMS_CAPABILITY_DATA> get_capability(Tpm& tpm, TPM2_CAP capability, UINT32 property, UINT32 count) {
@@ -45,6 +47,11 @@ std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm) {
             if (data->data.algorithms.algProperties[i].alg == h)
                 out.push_back(h);
     return out;
+}
+
+bool tpm_lacks_sha512(Tpm& tpm) {
+    const std::vector<TPM2_ALG_ID> hashes = implemented_hashes(tpm);
+    return std::find(hashes.begin(), hashes.end(), TPM2_ALG_SHA512) == hashes.end();
 }
 
 std::vector<TPM2_HANDLE> tpm_handles(Tpm& tpm, TPM2_HANDLE first) {

@@ -29,6 +29,14 @@ DictionaryAttackState dictionary_attack_state(Tpm& tpm);
 // Which of SHA-1, SHA-256, SHA-384 and SHA-512 the TPM implements.
 std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm);
 
+// ssh signs with an RSA user key using rsa-sha2-512 when the server allows
+// it, and does not try rsa-sha2-256 after a failed signature (sshconnect2.c):
+// on a TPM without SHA-512 an RSA key logs in only if ssh leaves
+// rsa-sha2-512 out, with this ssh_config line. ECDSA keys have no such limit.
+inline constexpr const char* no_rsa_sha2_512_line =
+    "PubkeyAcceptedAlgorithms -rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com";
+bool tpm_lacks_sha512(Tpm& tpm);
+
 // The handles of one kind the TPM shows this connection from `first` on
 // (persistent objects, transient objects, loaded sessions: with a resource
 // manager only this connection's own; without one, everyone's).
