@@ -6,7 +6,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "key_file.hpp"
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "known_parents.hpp"
 #include "prompt.hpp"
 #include "public_key.hpp"
@@ -273,7 +273,7 @@ int run(int argc, char** argv) {
     for (const std::string& w : known.warnings())
         std::cerr << "tpmkey-keygen: " << w << "\n";
     const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet);
-    const Object parent = load_verified_parent(tpm, parent_handle, known);
+    const TpmObject parent = load_verified_parent(tpm, parent_handle, known);
     check_interrupted();
 
     if (o.spec.algorithm == KeyAlgorithm::rsa && tpm_lacks_sha512(tpm))

@@ -6,7 +6,7 @@
 #include "error.hpp"
 #include "file_read.hpp"
 #include "key_file.hpp"
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "known_parents.hpp"
 #include "log.hpp"
 #include "prompt.hpp"
@@ -233,7 +233,7 @@ LoadProblem untrusted_parent(const Error& e) {
 // `pinned` says whether the parent's name was checked against a pin.
 std::optional<LoadProblem> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
                                                  bool* pinned = nullptr) {
-    Object parent;
+    TpmObject parent;
     try {
         parent = load_verified_parent(tpm, key.parent, known, pinned);
     } catch (const TpmError& e) {
@@ -243,7 +243,7 @@ std::optional<LoadProblem> why_key_does_not_load(Tpm& tpm, const KeyFile& key, c
     }
     try {
         const Authorization auth = Authorization::for_secret(tpm, parent, false);
-        const Object loaded = load_key(tpm, parent, auth, key.blobs);
+        const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
         return load_failure(e);
     }
@@ -497,7 +497,7 @@ int cmd_passwd(const Parsed& p) {
     const Config config = load_config();
     Tpm tpm(config.tcti, config.tpm_timeout);
     KnownParents known = KnownParents::load();
-    Object parent;
+    TpmObject parent;
     try {
         parent = load_verified_parent(tpm, key.parent, known);
     } catch (const TpmError& e) {
@@ -520,7 +520,7 @@ int cmd_passwd(const Parsed& p) {
 
     // Both PINs cross the bus only inside the salted, encrypted session.
     const Authorization auth = Authorization::for_secret(tpm, parent, !old_pin.empty() || !new_pin.empty());
-    Object loaded;
+    TpmObject loaded;
     try {
         loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {

@@ -15,7 +15,7 @@
 //     privkey     OCTET STRING }       -- marshalled TPM2B_PRIVATE
 #pragma once
 
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 
 #include <cstdint>
 #include <filesystem>

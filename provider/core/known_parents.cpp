@@ -4,7 +4,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "file_read.hpp"
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "log.hpp"
 
 #include <openssl/sha.h>
@@ -172,15 +172,15 @@ void KnownParents::add(const std::string& tpm, std::uint32_t handle, const std::
     pins_.push_back({handle, name_hex, tpm});
 }
 
-std::string loaded_name_hex(Tpm& tpm, const Object& object) {
+std::string loaded_name_hex(Tpm& tpm, const TpmObject& object) {
     TPM2B_NAME* raw = nullptr;
     check_rc(Esys_TR_GetName(tpm.esys(), object.handle(), &raw), "Esys_TR_GetName");
     const EsysPtr<TPM2B_NAME> name(raw);
     return hex(name->name, name->size);
 }
 
-Object load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned) {
-    Object parent = load_parent(tpm, handle);
+TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned) {
+    TpmObject parent = load_parent(tpm, handle);
     const std::optional<std::string> expected = known.expected(tpm_identity(tpm.tcti()), handle);
     if (pinned)
         *pinned = expected.has_value();
@@ -192,7 +192,7 @@ Object load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& 
     return parent;
 }
 
-bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const Object& parent, KnownParents& known) {
+bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const TpmObject& parent, KnownParents& known) {
     const std::string id = tpm_identity(tpm.tcti());
     if (known.expected(id, handle))
         return false;

@@ -80,15 +80,15 @@ private:
 };
 
 // The TPM's name of a loaded object (known to ESAPI: no TPM command).
-std::string loaded_name_hex(Tpm& tpm, const Object& object);
+std::string loaded_name_hex(Tpm& tpm, const TpmObject& object);
 
 // The parent, loaded and checked: a storage key (load_parent), and the
 // pinned one when `known` has a pin for it. Throws ParentMismatch otherwise,
 // after flushing what it loaded. `pinned` (if given) says whether a pin was there.
-Object load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned = nullptr);
+TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned = nullptr);
 
 // For tpmkey-keygen and tpmkey passwd: pins `parent` when no pin exists for it yet.
 // Returns true when it added one.
-bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const Object& parent, KnownParents& known);
+bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const TpmObject& parent, KnownParents& known);
 
 }  // namespace tpmkey

@@ -66,7 +66,7 @@ Tpm::~Tpm() {
     tcti_ctx_.reset();
 }
 
-Object::~Object() {
+TpmObject::~TpmObject() {
     if (!tpm_ || handle_ == ESYS_TR_NONE)
         return;
     // Failure here cannot be reported from a destructor; the TPM (or its
@@ -77,7 +77,7 @@ Object::~Object() {
         (void)Esys_TR_Close(tpm_->esys(), &handle_);
 }
 
-Authorization Authorization::for_secret(Tpm& tpm, const Object& salt_key, bool secret_involved) {
+Authorization Authorization::for_secret(Tpm& tpm, const TpmObject& salt_key, bool secret_involved) {
     Authorization auth;
     if (!secret_involved)
         return auth;
@@ -89,7 +89,7 @@ Authorization Authorization::for_secret(Tpm& tpm, const Object& salt_key, bool s
                                    ESYS_TR_NONE, ESYS_TR_NONE, nullptr, TPM2_SE_HMAC, &symmetric,
                                    TPM2_ALG_SHA256, &session),
              "TPM2_StartAuthSession");
-    auth.session_ = Object(tpm, session, Object::Kind::transient);
+    auth.session_ = TpmObject(tpm, session, TpmObject::Kind::transient);
     const TPMA_SESSION attributes =
         TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT;
     check_rc(Esys_TRSess_SetAttributes(tpm.esys(), session, attributes, 0xff),
@@ -108,7 +108,7 @@ void fill_auth(TPM2B_AUTH& auth, const Secret& value) {
         std::memcpy(auth.buffer, value.data(), value.size());
 }
 
-AuthValue::AuthValue(Tpm& tpm, const Object& object, const Secret& value)
+AuthValue::AuthValue(Tpm& tpm, const TpmObject& object, const Secret& value)
     : tpm_(tpm), handle_(object.handle()) {
     TPM2B_AUTH auth;
     fill_auth(auth, value);

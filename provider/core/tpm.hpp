@@ -81,26 +81,26 @@ private:
 
 // An ESAPI object handle. A transient object is flushed from the TPM when
 // this goes away; a persistent one is only forgotten by ESAPI.
-class Object {
+class TpmObject {
 public:
     enum class Kind { transient, persistent };
 
-    Object() = default;
-    Object(Tpm& tpm, ESYS_TR handle, Kind kind) noexcept : tpm_(&tpm), handle_(handle), kind_(kind) {}
-    Object(Object&& other) noexcept { swap(other); }
-    Object& operator=(Object&& other) noexcept {
-        Object(std::move(other)).swap(*this);
+    TpmObject() = default;
+    TpmObject(Tpm& tpm, ESYS_TR handle, Kind kind) noexcept : tpm_(&tpm), handle_(handle), kind_(kind) {}
+    TpmObject(TpmObject&& other) noexcept { swap(other); }
+    TpmObject& operator=(TpmObject&& other) noexcept {
+        TpmObject(std::move(other)).swap(*this);
         return *this;
     }
-    Object(const Object&) = delete;
-    Object& operator=(const Object&) = delete;
-    ~Object();
+    TpmObject(const TpmObject&) = delete;
+    TpmObject& operator=(const TpmObject&) = delete;
+    ~TpmObject();
 
     ESYS_TR handle() const noexcept { return handle_; }
     explicit operator bool() const noexcept { return handle_ != ESYS_TR_NONE; }
 
 private:
-    void swap(Object& other) noexcept {
+    void swap(TpmObject& other) noexcept {
         std::swap(tpm_, other.tpm_);
         std::swap(handle_, other.handle_);
         std::swap(kind_, other.kind_);
@@ -121,7 +121,7 @@ private:
 class Authorization {
 public:
     // `salt_key` is the parent: a loaded storage key whose public part ESAPI knows.
-    static Authorization for_secret(Tpm& tpm, const Object& salt_key, bool secret_involved);
+    static Authorization for_secret(Tpm& tpm, const TpmObject& salt_key, bool secret_involved);
 
     Authorization(Authorization&&) = default;
     Authorization& operator=(Authorization&&) = default;
@@ -132,14 +132,14 @@ public:
 
 private:
     Authorization() = default;
-    Object session_;  // empty for the password session
+    TpmObject session_;  // empty for the password session
 };
 
 // Sets an object's auth value in ESAPI for the lifetime of this guard, and
 // overwrites ESAPI's copy with the empty value afterwards.
 class AuthValue {
 public:
-    AuthValue(Tpm& tpm, const Object& object, const Secret& value);
+    AuthValue(Tpm& tpm, const TpmObject& object, const Secret& value);
     ~AuthValue();
     AuthValue(const AuthValue&) = delete;
     AuthValue& operator=(const AuthValue&) = delete;

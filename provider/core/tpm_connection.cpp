@@ -12,7 +12,7 @@ Tpm& TpmConnection::tpm() {
     return *tpm_;
 }
 
-const Object& TpmConnection::parent(std::uint32_t handle) {
+const TpmObject& TpmConnection::parent(std::uint32_t handle) {
     auto it = parents_.find(handle);
     if (it == parents_.end()) {
         if (!known_parents_) {
@@ -21,7 +21,7 @@ const Object& TpmConnection::parent(std::uint32_t handle) {
                 log_error(w);
         }
         bool pinned = false;
-        Object parent = load_verified_parent(tpm(), handle, *known_parents_, &pinned);
+        TpmObject parent = load_verified_parent(tpm(), handle, *known_parents_, &pinned);
         if (!pinned)
             log_debug("parent " + handle_text(handle) + " is not pinned in " + KnownParents::file_path().string() +
                       ": checked by its attributes only");

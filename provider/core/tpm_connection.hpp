@@ -4,7 +4,7 @@
 // when the TPM goes away so that the next operation reconnects.
 #pragma once
 
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "known_parents.hpp"
 #include "tpm.hpp"
 
@@ -25,7 +25,7 @@ public:
     ~TpmConnection() { close(); }
 
     Tpm& tpm();                                   // opens on first use
-    const Object& parent(std::uint32_t handle);   // loads and verifies on first use
+    const TpmObject& parent(std::uint32_t handle);   // loads and verifies on first use
     bool is_open() const noexcept { return static_cast<bool>(tpm_); }
     // Flushes the parents and closes the connection. Whoever holds objects
     // of this connection must drop them first.
@@ -48,7 +48,7 @@ private:
     bool has_resource_manager_ = has_resource_manager(tcti_);
     std::unique_ptr<Tpm> tpm_;
     std::optional<KnownParents> known_parents_;  // read with the first parent
-    std::map<std::uint32_t, Object> parents_;    // destroyed before tpm_ (close())
+    std::map<std::uint32_t, TpmObject> parents_;    // destroyed before tpm_ (close())
 
     static bool has_resource_manager(const std::string& tcti) noexcept;
 };

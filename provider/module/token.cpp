@@ -88,9 +88,9 @@ const P11Object* Token::object(CK_OBJECT_HANDLE handle) const noexcept {
 
 Token::Loaded& Token::load(TpmConnection& tpm) {
     if (!loaded_) {
-        const tpmkey::Object& parent = tpm.parent(key_.parent);
+        const tpmkey::TpmObject& parent = tpm.parent(key_.parent);
         Authorization auth = Authorization::for_secret(tpm.tpm(), parent, needs_pin() || !pin_.empty());
-        tpmkey::Object key = load_key(tpm.tpm(), parent, auth, key_.blobs);
+        tpmkey::TpmObject key = load_key(tpm.tpm(), parent, auth, key_.blobs);
         loaded_.emplace(Loaded{std::move(auth), std::move(key)});
         log_debug(label_ + ": key loaded into the TPM");
     }

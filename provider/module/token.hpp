@@ -62,7 +62,7 @@ public:
 private:
     struct Loaded {
         Authorization auth;
-        tpmkey::Object key;
+        tpmkey::TpmObject key;
     };
     Loaded& load(TpmConnection& tpm);
 

@@ -3,10 +3,10 @@
 // written, read back, loaded and used for each signature scheme the module
 // offers, and every signature is checked by OpenSSL against the public key
 // as the core exports it. Nothing may stay loaded in the TPM afterwards:
-// with-swtpm fails the run otherwise, so every Object lives in a scope.
+// with-swtpm fails the run otherwise, so every TpmObject lives in a scope.
 #include "error.hpp"
 #include "key_file.hpp"
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "public_key.hpp"
 #include "secret.hpp"
 #include "simulator_tcti.hpp"
@@ -133,11 +133,11 @@ KeyFile written_and_read_back(std::uint32_t parent, KeyBlobs blobs, bool has_pin
 }
 
 // Loads `key` under `parent` and signs `message` with it, using `pin`.
-Bytes load_and_sign(Tpm& tpm, const Object& parent, const KeyFile& key, const Secret& pin, Signing s,
+Bytes load_and_sign(Tpm& tpm, const TpmObject& parent, const KeyFile& key, const Secret& pin, Signing s,
                     const Bytes& message) {
     const PublicKey pub(key.blobs.pub.publicArea);
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
-    const Object object = load_key(tpm, parent, auth, key.blobs);
+    const TpmObject object = load_key(tpm, parent, auth, key.blobs);
     const AuthValue auth_value(tpm, object, pin);
     return sign_digest(tpm, object, auth, s.scheme, s.hash, digest_of(s.hash, message), pub.ec_field_size());
 }
@@ -166,7 +166,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     INFO(spec_name(spec) << (pin.empty() ? ", no PIN" : ", PIN"));
 
     Tpm tpm(tcti(), std::nullopt);
-    const Object parent = load_parent(tpm, owner_hierarchy);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const KeyFile key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret(pin)), !pin.empty());
 
     CHECK(key.parent == owner_hierarchy);
@@ -181,7 +181,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
     // docs/design.md, "Sessions": a PIN only ever in an encrypted HMAC session.
     CHECK(auth.encrypted() == key.needs_pin());
-    const Object object = load_key(tpm, parent, auth, key.blobs);
+    const TpmObject object = load_key(tpm, parent, auth, key.blobs);
     const AuthValue auth_value(tpm, object, Secret(pin));
 
     for (const Signing s : schemes_for(spec)) {
@@ -210,7 +210,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     const Signing ecdsa{TPM2_ALG_ECDSA, TPM2_ALG_SHA256};
     const Bytes message = bytes_of("PIN test");
     Tpm tpm(tcti(), std::nullopt);
-    const Object parent = load_parent(tpm, owner_hierarchy);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const KeyFile key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret("1234")), true);
     const PublicKey pub(key.blobs.pub.publicArea);
 
@@ -240,7 +240,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
         KeyFile same = key;
         {
             const Authorization auth = Authorization::for_secret(tpm, parent, true);
-            const Object object = load_key(tpm, parent, auth, key.blobs);
+            const TpmObject object = load_key(tpm, parent, auth, key.blobs);
             const AuthValue auth_value(tpm, object, Secret("1234"));
             same.blobs.priv = change_auth(tpm, object, parent, auth, Secret("1234"));
         }
@@ -250,7 +250,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
 
     SECTION("change_auth with a wrong current PIN is TPM_RC_AUTH_FAIL") {
         const Authorization auth = Authorization::for_secret(tpm, parent, true);
-        const Object object = load_key(tpm, parent, auth, key.blobs);
+        const TpmObject object = load_key(tpm, parent, auth, key.blobs);
         const AuthValue auth_value(tpm, object, Secret("0000"));
         CHECK(rc_is(tpm_error_of([&] { change_auth(tpm, object, parent, auth, Secret("1234")); }),
                     TPM2_RC_AUTH_FAIL));
@@ -260,7 +260,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
         KeyFile changed = key;
         {
             const Authorization auth = Authorization::for_secret(tpm, parent, true);
-            const Object object = load_key(tpm, parent, auth, key.blobs);
+            const TpmObject object = load_key(tpm, parent, auth, key.blobs);
             const AuthValue auth_value(tpm, object, Secret("1234"));
             changed.blobs.priv = change_auth(tpm, object, parent, auth, Secret("new PIN 5678"));
         }
@@ -280,7 +280,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
 
 TEST_CASE("a key file's private part is bound to its parent and integrity-protected") {
     Tpm tpm(tcti(), std::nullopt);
-    const Object parent = load_parent(tpm, owner_hierarchy);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
     KeyFile key = written_and_read_back(owner_hierarchy,
                                         create_key(tpm, parent, KeySpec{KeyAlgorithm::ecdsa, 256}, Secret()), false);
     const Authorization auth = Authorization::for_secret(tpm, parent, false);
@@ -316,14 +316,14 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
     REQUIRE(inspect_persistent_srk(tpm).state == PersistentSrk::State::standard);
     KeyFile key;
     {
-        const Object srk = load_parent(tpm, standard_srk);
+        const TpmObject srk = load_parent(tpm, standard_srk);
         key = written_and_read_back(standard_srk, create_key(tpm, srk, spec, Secret(pin)), !pin.empty());
     }
     REQUIRE(key.parent == standard_srk);
     const PublicKey pub(key.blobs.pub.publicArea);
 
     // As a reader would: the parent named in the file.
-    const Object parent = load_parent(tpm, key.parent);
+    const TpmObject parent = load_parent(tpm, key.parent);
     CHECK(openssl_verifies(pub, signing.scheme, signing.hash, message,
                            load_and_sign(tpm, parent, key, Secret(pin), signing, message)));
 
@@ -331,7 +331,7 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
     // load_parent(owner_hierarchy) re-creates, and a primary key follows
     // from template and hierarchy seed alone: it is the same key, so the
     // blobs load under either (a fallback if 0x81000001 is ever evicted).
-    const Object owner_parent = load_parent(tpm, owner_hierarchy);
+    const TpmObject owner_parent = load_parent(tpm, owner_hierarchy);
     CHECK(openssl_verifies(pub, signing.scheme, signing.hash, message,
                            load_and_sign(tpm, owner_parent, key, Secret(pin), signing, message)));
 }

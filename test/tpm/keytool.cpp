@@ -14,7 +14,7 @@
 
 #include "error.hpp"
 #include "key_file.hpp"
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "public_key.hpp"
 #include "simulator_tcti.hpp"
 
@@ -92,9 +92,9 @@ int sign(const std::string& key_path, const std::string& in_path, const std::str
     const Bytes digest = sha256(read_all(in_path));
 
     Tpm tpm(*tcti, std::nullopt);
-    const Object parent = load_parent(tpm, key.parent);
+    const TpmObject parent = load_parent(tpm, key.parent);
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
-    const Object object = load_key(tpm, parent, auth, key.blobs);
+    const TpmObject object = load_key(tpm, parent, auth, key.blobs);
     const AuthValue auth_value(tpm, object, pin);
     const Bytes signature =
         sign_digest(tpm, object, auth, pub.is_rsa() ? TPM2_ALG_RSASSA : TPM2_ALG_ECDSA, TPM2_ALG_SHA256,

@@ -1,7 +1,7 @@
 // Pinned parents (known_parents.hpp): the file's format, which pin applies
 // to which TPM, and systemd's SRK pin.
 #include "error.hpp"
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "known_parents.hpp"
 
 #include <catch2/catch.hpp>

@@ -16,7 +16,7 @@
 // Measures only; it judges nothing.
 #include "error.hpp"
 #include "key_file.hpp"
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 #include "tpm.hpp"
 
 #include <p11-kit/pkcs11.h>
@@ -197,10 +197,10 @@ int run_esys(const std::string& tcti, const std::string& key_path, const Options
     using namespace tpmkey;
     const KeyFile key_file = read_key_file(key_path);
     Tpm tpm(tcti, std::nullopt);
-    const Object parent = load_parent(tpm, key_file.parent);
+    const TpmObject parent = load_parent(tpm, key_file.parent);
     const Secret pin(o.pin);
     const Authorization auth = Authorization::for_secret(tpm, parent, o.has_pin);
-    const Object key = load_key(tpm, parent, auth, key_file.blobs);
+    const TpmObject key = load_key(tpm, parent, auth, key_file.blobs);
     const AuthValue auth_value(tpm, key, pin);
 
     const bool ec = key_file.blobs.pub.publicArea.type == TPM2_ALG_ECC;

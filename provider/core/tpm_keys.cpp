@@ -1,4 +1,4 @@
-#include "keys.hpp"
+#include "tpm_keys.hpp"
 
 #include "error.hpp"
 #include "tpm_queries.hpp"
@@ -117,7 +117,7 @@ void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle) {
 
 namespace {
 
-TPMT_PUBLIC read_public(Tpm& tpm, const Object& object) {
+TPMT_PUBLIC read_public(Tpm& tpm, const TpmObject& object) {
     TPM2B_PUBLIC* raw = nullptr;
     check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &raw, nullptr,
                              nullptr),
@@ -127,7 +127,7 @@ TPMT_PUBLIC read_public(Tpm& tpm, const Object& object) {
 }
 
 // TPM2_CreatePrimary under the owner hierarchy; `out` gets the public area.
-Object create_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out) {
+TpmObject create_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out) {
     const TPM2B_SENSITIVE_CREATE sensitive{};
     const TPM2B_DATA outside_info{};
     const TPML_PCR_SELECTION pcrs{};
@@ -139,7 +139,7 @@ Object create_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out)
                                 &sensitive, &in_public, &outside_info, &pcrs, &handle, &raw, nullptr, nullptr,
                                 nullptr),
              "TPM2_CreatePrimary of the storage key");
-    Object primary(tpm, handle, Object::Kind::transient);
+    TpmObject primary(tpm, handle, TpmObject::Kind::transient);
     const EsysPtr<TPM2B_PUBLIC> pub(raw);
     out = pub->publicArea;
     return primary;
@@ -155,10 +155,10 @@ bool same_public(const TPMT_PUBLIC& a, const TPMT_PUBLIC& b) {
 
 }  // namespace
 
-Object load_parent(Tpm& tpm, std::uint32_t parent) {
+TpmObject load_parent(Tpm& tpm, std::uint32_t parent) {
     if (parent == owner_hierarchy) {
         TPMT_PUBLIC area{};
-        Object primary = create_primary(tpm, storage_key_template(), area);
+        TpmObject primary = create_primary(tpm, storage_key_template(), area);
         check_storage_key(area, parent);
         return primary;
     }
@@ -173,7 +173,7 @@ Object load_parent(Tpm& tpm, std::uint32_t parent) {
                            " is not in this TPM (the key was made on another machine, or its storage key was removed)",
                        rc);
     check_rc(rc, "reading the persistent parent key");
-    Object object(tpm, handle, Object::Kind::persistent);
+    TpmObject object(tpm, handle, TpmObject::Kind::persistent);
     check_storage_key(read_public(tpm, object), parent);
     return object;
 }
@@ -185,7 +185,7 @@ PersistentSrk inspect_persistent_srk(Tpm& tpm) {
     ESYS_TR handle = ESYS_TR_NONE;
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), standard_srk, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
              "reading the persistent key 0x81000001");
-    const Object object(tpm, handle, Object::Kind::persistent);
+    const TpmObject object(tpm, handle, TpmObject::Kind::persistent);
     const TPMT_PUBLIC area = read_public(tpm, object);
     try {
         check_storage_key(area, standard_srk);
@@ -198,7 +198,7 @@ PersistentSrk inspect_persistent_srk(Tpm& tpm) {
     const TPM2B_PUBLIC tmpl = storage_key_template(area.type);
     try {
         TPMT_PUBLIC created{};
-        const Object primary = create_primary(tpm, tmpl, created);
+        const TpmObject primary = create_primary(tpm, tmpl, created);
         if (same_public(created, area))
             return {PersistentSrk::State::standard, {}};
     } catch (const TpmError& e) {
@@ -215,7 +215,7 @@ PersistentSrk inspect_persistent_srk(Tpm& tpm) {
                 attributes_text(area.objectAttributes) + ")"};
 }
 
-KeyBlobs create_key(Tpm& tpm, const Object& parent, const KeySpec& spec, const Secret& pin) {
+KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin) {
     const TPM2B_PUBLIC in_public = signing_key_template(spec);
     TPM2B_SENSITIVE_CREATE sensitive{};
     fill_auth(sensitive.sensitive.userAuth, pin);
@@ -234,7 +234,7 @@ KeyBlobs create_key(Tpm& tpm, const Object& parent, const KeySpec& spec, const S
     return KeyBlobs{*pub, *priv};
 }
 
-Object load_key(Tpm& tpm, const Object& parent, const Authorization& auth, const KeyBlobs& blobs) {
+TpmObject load_key(Tpm& tpm, const TpmObject& parent, const Authorization& auth, const KeyBlobs& blobs) {
     ESYS_TR handle = ESYS_TR_NONE;
     const TSS2_RC rc = Esys_Load(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE,
                                  ESYS_TR_NONE, &blobs.priv, &blobs.pub, &handle);
@@ -245,7 +245,7 @@ Object load_key(Tpm& tpm, const Object& parent, const Authorization& auth, const
                        "(the TPM's integrity check failed)",
                        rc);
     check_rc(rc, "TPM2_Load of the key");
-    return Object(tpm, handle, Object::Kind::transient);
+    return TpmObject(tpm, handle, TpmObject::Kind::transient);
 }
 
 namespace {
@@ -260,7 +260,7 @@ void append_padded(std::vector<std::uint8_t>& out, const TPM2B_ECC_PARAMETER& va
 
 }  // namespace
 
-std::vector<std::uint8_t> sign_digest(Tpm& tpm, const Object& key, const Authorization& auth,
+std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Authorization& auth,
                                       TPM2_ALG_ID scheme, TPM2_ALG_ID hash,
                                       std::span<const std::uint8_t> digest,
                                       std::size_t ec_half_size) {
@@ -297,7 +297,7 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const Object& key, const Authori
     return out;
 }
 
-TPM2B_PRIVATE change_auth(Tpm& tpm, const Object& key, const Object& parent,
+TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent,
                           const Authorization& auth, const Secret& new_pin) {
     TPM2B_AUTH new_auth;
     fill_auth(new_auth, new_pin);

@@ -59,7 +59,7 @@ void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle);
 // TPM2_CreatePrimary; a persistent handle (0x81xxxxxx) is used as is. The
 // TPM's answer must pass check_storage_key. Whether it is the right key is
 // for known_parents.hpp to say.
-Object load_parent(Tpm& tpm, std::uint32_t parent);
+TpmObject load_parent(Tpm& tpm, std::uint32_t parent);
 
 // What the TCG's SRK location 0x81000001 holds, for choosing the parent of a
 // new key and for tpmkey doctor.
@@ -82,23 +82,23 @@ struct KeyBlobs {
 };
 
 // TPM2_Create under `parent`, with `pin` (possibly empty) as the auth value.
-KeyBlobs create_key(Tpm& tpm, const Object& parent, const KeySpec& spec, const Secret& pin);
+KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin);
 
 // TPM2_Load of a wrapped key under its parent (whose auth value is empty).
-Object load_key(Tpm& tpm, const Object& parent, const Authorization& auth, const KeyBlobs& blobs);
+TpmObject load_key(Tpm& tpm, const TpmObject& parent, const Authorization& auth, const KeyBlobs& blobs);
 
 // TPM2_Sign of a digest with `scheme` (TPM2_ALG_ECDSA, _RSASSA, _RSAPSS)
 // and `hash`. The key's auth value must already be set (AuthValue).
 // Returns the signature as PKCS#11 wants it: raw r||s, each half
 // `ec_half_size` bytes, for ECDSA; the signature block for RSA.
-std::vector<std::uint8_t> sign_digest(Tpm& tpm, const Object& key, const Authorization& auth,
+std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Authorization& auth,
                                       TPM2_ALG_ID scheme, TPM2_ALG_ID hash,
                                       std::span<const std::uint8_t> digest,
                                       std::size_t ec_half_size);
 
 // TPM2_ObjectChangeAuth: the key wrapped again with a new auth value. With
 // new_pin equal to the current one it only proves the current one right.
-TPM2B_PRIVATE change_auth(Tpm& tpm, const Object& key, const Object& parent,
+TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent,
                           const Authorization& auth, const Secret& new_pin);
 
 }  // namespace tpmkey
