@@ -4,6 +4,7 @@
 
 #include "atomic_file.hpp"
 #include "config.hpp"
+#include "diagnosis.hpp"
 #include "error.hpp"
 #include "key_file.hpp"
 #include "tpm_keys.hpp"
@@ -229,7 +230,9 @@ Secret ask_pin() {
     }
 }
 
-int run(int argc, char** argv) {
+// `tcti` is set to the TCTI in use as soon as it is known, for the message
+// about a TPM failure (main).
+int run(int argc, char** argv, std::string& tcti) {
     catch_interrupts();
     const Options o = parse_options(argc, argv);
 
@@ -267,7 +270,8 @@ int run(int argc, char** argv) {
     // a run that can succeed, and never sent under a storage key that fails
     // its checks.
     const Config config = load_config();
-    Tpm tpm(o.tcti ? *o.tcti : config.tcti, config.tpm_timeout);
+    tcti = o.tcti ? *o.tcti : config.tcti;
+    Tpm tpm(tcti, config.tpm_timeout);
     check_interrupted();
     KnownParents known = KnownParents::load();
     for (const std::string& w : known.warnings())
@@ -343,8 +347,12 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::string tcti;
     try {
-        return run(argc, argv);
+        return run(argc, argv, tcti);
+    } catch (const TpmError& e) {
+        std::cerr << "tpmkey-keygen: " << diagnosis_line(diagnose(e, tcti)) << "\n";
+        return 1;
     } catch (const UsageError& e) {
         std::cerr << "tpmkey-keygen: " << e.what() << "\n(see tpmkey-keygen --help)\n";
         return 2;

@@ -3,6 +3,7 @@
 
 #include "atomic_file.hpp"
 #include "config.hpp"
+#include "diagnosis.hpp"
 #include "error.hpp"
 #include "file_read.hpp"
 #include "key_file.hpp"
@@ -184,68 +185,18 @@ bool rsa_keys_need_sha256(const Config& config) {
     }
 }
 
-// Why a key does not load, and what to do about it.
-struct LoadProblem {
-    std::string problem;
-    std::string solution;
-};
-
-LoadProblem tpm_full() {
-    return {"the TPM has no room for another object: other programs left theirs loaded",
-            "use /dev/tpmrm0 (TPMKEY_TCTI=device:/dev/tpmrm0), or flush them: tpm2_flushcontext -t"};
-}
-
-LoadProblem parent_failure(const TpmError& e, std::uint32_t parent) {
-    if (e.tpm_unreachable())
-        return {e.what(), "see 'tpmkey doctor'"};
-    if (e.is(TPM2_RC_HANDLE))
-        return {"its parent key " + handle_text(parent) +
-                    " is not in this TPM: the key was made on another machine, or the storage key there was removed",
-                "make a new key on this machine: tpmkey-keygen"};
-    if (parent == owner_hierarchy && (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH)))
-        return {"the TPM's owner hierarchy has a password, so the storage key 0x40000001 cannot be re-created",
-                "make a persistent storage key at 0x81000001 with that password (see 'tpmkey doctor'), "
-                "then new keys with tpmkey-keygen"};
-    if (e.is(TPM2_RC_LOCKOUT))
-        return {"the TPM is in dictionary-attack lockout", "wait; 'tpmkey doctor' says how long"};
-    if (e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))
-        return tpm_full();
-    return {e.what(), "the TPM's reason is in brackets; 'tpmkey doctor' checks the TPM"};
-}
-
-LoadProblem load_failure(const TpmError& e) {
-    if (e.is(TPM2_RC_INTEGRITY))
-        return {"this key belongs to a different TPM (or this TPM was cleared since, or the file was altered: the TPM's integrity check failed)",
-                "make a new key on this machine: tpmkey-keygen"};
-    if (e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))
-        return tpm_full();
-    return {e.what(), "the TPM's reason is in brackets; 'tpmkey doctor' checks the TPM"};
-}
-
-// A parent that fails its checks (check_storage_key, known_parents.hpp).
-LoadProblem untrusted_parent(const Error& e) {
-    return {e.what(),
-            "type no PIN for this key until you know why: if you replaced the TPM's storage key yourself, "
-            "remove its line from " + KnownParents::file_path().string() + "; see docs/security.md"};
-}
-
 // Loads `key` (parent first, verified): nothing when it loads, else why not.
 // `pinned` says whether the parent's name was checked against a pin.
-std::optional<LoadProblem> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
-                                                 bool* pinned = nullptr) {
-    TpmObject parent;
+std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
+                                               bool* pinned = nullptr) {
     try {
-        parent = load_verified_parent(tpm, key.parent, known, pinned);
-    } catch (const TpmError& e) {
-        return parent_failure(e, key.parent);
-    } catch (const Error& e) {
-        return untrusted_parent(e);
-    }
-    try {
+        const TpmObject parent = load_verified_parent(tpm, key.parent, known, pinned);
         const Authorization auth = Authorization::for_secret(tpm, parent, false);
         const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
-        return load_failure(e);
+        return diagnose(e, tpm.tcti());
+    } catch (const Error& e) {
+        return diagnose_untrusted_parent(e);
     }
     return std::nullopt;
 }
@@ -431,13 +382,13 @@ int cmd_info(const Parsed& p) {
               << "policy:      " << policy << "\n";
     if (!key.description.empty())
         std::cout << "description: " << key.description << "\n";
-    std::optional<LoadProblem> problem;
+    std::optional<Diagnosis> problem;
+    const Config config = load_config();
     try {
-        const Config config = load_config();
         Tpm tpm(config.tcti, config.tpm_timeout);
         problem = why_key_does_not_load(tpm, key, KnownParents::load());
     } catch (const TpmError& e) {
-        problem = LoadProblem{e.what(), "run 'tpmkey doctor'"};
+        problem = diagnose(e, config.tcti);
     }
     if (problem) {
         std::cout << "loads:       no: " << problem->problem << "\n"
@@ -501,7 +452,7 @@ int cmd_passwd(const Parsed& p) {
     try {
         parent = load_verified_parent(tpm, key.parent, known);
     } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + parent_failure(e, key.parent).problem + "; the file is unchanged");
+        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
     } catch (const Error& e) {
         throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
     }
@@ -524,20 +475,15 @@ int cmd_passwd(const Parsed& p) {
     try {
         loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + load_failure(e).problem + "; the file is unchanged");
+        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
     }
     {
         const AuthValue current(tpm, loaded, old_pin);
         try {
             key.blobs.priv = change_auth(tpm, loaded, parent, auth, new_pin);
         } catch (const TpmError& e) {
-            if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
-                throw Error("wrong PIN; " + path.string() +
-                            " is unchanged (the TPM counts wrong PINs and locks out after too many)");
-            if (e.is(TPM2_RC_LOCKOUT))
-                throw Error("the TPM is in dictionary-attack lockout and refuses every PIN for now; " +
-                            path.string() + " is unchanged (run 'tpmkey doctor' for how long)");
-            throw;
+            const Diagnosis d = diagnose(e, tpm.tcti());
+            throw Error(d.problem + "; " + path.string() + " is unchanged (" + d.solution + ")");
         }
     }
     // Every other field (the description, a policy, fields of later
@@ -644,24 +590,6 @@ void check_device(Doctor& d, const std::string& device) {
     else
         d.fail(desc + ": you may not use it", "only root and the '" + group_name + "' group may use the TPM",
                "sudo usermod -aG " + group_name + " $USER, then log out and in again");
-}
-
-// Why one TCTI did not answer, in words.
-std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
-    if (tcti.starts_with("device")) {
-        const std::size_t colon = tcti.find(':');
-        const std::string path = colon == std::string::npos ? "/dev/tpm0" : tcti.substr(colon + 1);
-        if (::access(path.c_str(), F_OK) != 0)
-            return path + " does not exist";
-        if (::access(path.c_str(), R_OK | W_OK) != 0)
-            return "you may not open " + path;
-    }
-    const TSS2_RC base = e.rc() & ~TSS2_RC_LAYER_MASK;
-    if (base == TSS2_BASE_RC_NOT_SUPPORTED || base == TSS2_BASE_RC_NOT_IMPLEMENTED)
-        return "not installed (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
-    if (tcti.starts_with("swtpm") || tcti.starts_with("mssim"))
-        return "no simulator answers there (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
-    return e.tpm_unreachable() ? std::string(Tss2_RC_Decode(e.rc())) : std::string(e.what());
 }
 
 // The TPM part of the doctor; returns the open connection (or nothing).
@@ -1037,6 +965,15 @@ int main(int argc, char** argv) {
         else
             std::cerr << "usage: " << e.usage() << "\n(see 'tpmkey " << std::string(argv[1]) << " --help')\n";
         return 2;
+    } catch (const TpmError& e) {
+        // The commands reach the TPM through the configured TCTI.
+        std::string tcti;
+        try {
+            tcti = load_config().tcti;
+        } catch (const std::exception&) {
+        }
+        std::cerr << "tpmkey: " << diagnosis_line(diagnose(e, tcti)) << "\n";
+        return 1;
     } catch (const std::exception& e) {
         std::cerr << "tpmkey: " << e.what() << "\n";
         return 1;

@@ -1,6 +1,7 @@
 #include "atomic_file.hpp"
 
 #include "error.hpp"
+#include "owned.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -34,28 +35,28 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
         throw Error(dir.string() + ": the directory is writable by everyone; choose a private one");
 
     std::filesystem::path tmp;
-    int fd = -1;
+    UniqueFd file;
     std::random_device random;
-    for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+    for (int attempt = 0; attempt < 16 && !file; ++attempt) {
         tmp = path;
         tmp += ".tmp-" + std::to_string(random());
-        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-        if (fd < 0 && errno != EEXIST)
+        file.reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+        if (!file && errno != EEXIST)
             fail(path, "write");
     }
-    if (fd < 0)
+    if (!file)
         fail(path, "create a temporary file");
-    struct Cleanup {
+    const int fd = file.get();
+    // Declared after `file`, so it runs first: the temporary file goes
+    // unless it became the key file.
+    struct RemoveTemporary {
         const std::filesystem::path& tmp;
-        int& fd;
         bool done = false;
-        ~Cleanup() {
-            if (fd >= 0)
-                ::close(fd);
+        ~RemoveTemporary() {
             if (!done)
                 ::unlink(tmp.c_str());
         }
-    } cleanup{tmp, fd};
+    } cleanup{tmp};
 
     // The umask must not widen or narrow what we asked for.
     if (::fchmod(fd, mode) != 0)
@@ -71,9 +72,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
     }
     if (::fsync(fd) != 0)
         fail(path, "write");
-    const int closed = ::close(fd);
-    fd = -1;
-    if (closed != 0)
+    if (!file.close())
         fail(path, "write");
 
     if (replace == Replace::yes) {
@@ -89,11 +88,8 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
     }
     cleanup.done = true;
     // Make the rename itself durable.
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-        (void)::fsync(dir_fd);
-        ::close(dir_fd);
-    }
+    if (const UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); dir_fd)
+        (void)::fsync(dir_fd.get());
 }
 
 }  // namespace tpmkey

@@ -1,91 +1,71 @@
 #include "der.hpp"
 
 #include "error.hpp"
+#include "owned.hpp"
 
 #include <openssl/asn1.h>
 #include <openssl/bn.h>
 #include <openssl/objects.h>
 
-#include <memory>
 #include <new>
+#include <string>
 
 namespace tpmkey::der {
 
 namespace {
 
-Bytes encode(const ASN1_TYPE& value) {
-    const int size = i2d_ASN1_TYPE(&value, nullptr);
-    if (size <= 0)
+// `value` stays the caller's: the ASN1_TYPE on the stack only borrows it
+// (ASN1_TYPE_set takes it, and nothing frees that ASN1_TYPE).
+Bytes encode(int type, void* value) {
+    ASN1_TYPE t{};
+    ASN1_TYPE_set(&t, type, value);
+    Bytes out = to_der(i2d_ASN1_TYPE, &t);
+    if (out.empty())
         throw Error("cannot encode an ASN.1 value");
-    Bytes out(static_cast<std::size_t>(size));
-    unsigned char* p = out.data();
-    i2d_ASN1_TYPE(&value, &p);
-    return out;
-}
-
-Bytes encode_object(ASN1_OBJECT* oid) {
-    if (!oid)
-        throw std::bad_alloc();
-    ASN1_TYPE t{};
-    t.type = V_ASN1_OBJECT;
-    t.value.object = oid;
-    Bytes out = encode(t);
-    ASN1_OBJECT_free(oid);
-    return out;
-}
-
-Bytes encode_integer(ASN1_INTEGER* i) {
-    ASN1_TYPE t{};
-    t.type = V_ASN1_INTEGER;
-    t.value.integer = i;
-    Bytes out = encode(t);
-    ASN1_INTEGER_free(i);
     return out;
 }
 
 }  // namespace
 
-Bytes object_identifier(const char* dotted) { return encode_object(OBJ_txt2obj(dotted, 1)); }
+Bytes object_identifier(const char* dotted) {
+    const Asn1Object oid(OBJ_txt2obj(dotted, 1));
+    if (!oid)
+        throw Error(std::string("not an object identifier: ") + dotted);
+    return encode(V_ASN1_OBJECT, oid.get());
+}
 
-Bytes object_identifier(int nid) { return encode_object(OBJ_dup(OBJ_nid2obj(nid))); }
+Bytes object_identifier(int nid) {
+    ASN1_OBJECT* oid = OBJ_nid2obj(nid);  // OpenSSL's own table: not freed
+    if (!oid)
+        throw Error("unknown object identifier " + std::to_string(nid));
+    return encode(V_ASN1_OBJECT, oid);
+}
 
 Bytes boolean(bool value) {
-    ASN1_TYPE t{};
-    t.type = V_ASN1_BOOLEAN;
-    t.value.boolean = value ? 0xff : 0;
-    return encode(t);
+    // ASN1_TYPE_set makes a BOOLEAN TRUE for any non-null pointer.
+    return encode(V_ASN1_BOOLEAN, value ? &value : nullptr);
 }
 
 Bytes unsigned_integer(std::uint64_t value) {
-    ASN1_INTEGER* i = ASN1_INTEGER_new();
-    if (!i || !ASN1_INTEGER_set_uint64(i, value)) {
-        ASN1_INTEGER_free(i);
+    const Asn1Integer i(ASN1_INTEGER_new());
+    if (!i || !ASN1_INTEGER_set_uint64(i.get(), value))
         throw std::bad_alloc();
-    }
-    return encode_integer(i);
+    return encode(V_ASN1_INTEGER, i.get());
 }
 
 Bytes unsigned_integer(std::span<const std::uint8_t> big_endian) {
-    BIGNUM* bn = BN_bin2bn(big_endian.data(), static_cast<int>(big_endian.size()), nullptr);
-    ASN1_INTEGER* i = bn ? BN_to_ASN1_INTEGER(bn, nullptr) : nullptr;
-    BN_free(bn);
+    const Bignum bn(BN_bin2bn(big_endian.data(), static_cast<int>(big_endian.size()), nullptr));
+    const Asn1Integer i(bn ? BN_to_ASN1_INTEGER(bn.get(), nullptr) : nullptr);
     if (!i)
         throw std::bad_alloc();
-    return encode_integer(i);
+    return encode(V_ASN1_INTEGER, i.get());
 }
 
 Bytes octet_string(std::span<const std::uint8_t> content) {
-    ASN1_OCTET_STRING* s = ASN1_OCTET_STRING_new();
-    if (!s || !ASN1_OCTET_STRING_set(s, content.data(), static_cast<int>(content.size()))) {
-        ASN1_OCTET_STRING_free(s);
+    const Asn1OctetString s(ASN1_OCTET_STRING_new());
+    if (!s || !ASN1_OCTET_STRING_set(s.get(), content.data(), static_cast<int>(content.size())))
         throw std::bad_alloc();
-    }
-    ASN1_TYPE t{};
-    t.type = V_ASN1_OCTET_STRING;
-    t.value.octet_string = s;
-    Bytes out = encode(t);
-    ASN1_OCTET_STRING_free(s);
-    return out;
+    return encode(V_ASN1_OCTET_STRING, s.get());
 }
 
 Bytes constructed(int tag, int cls, std::span<const std::uint8_t> content) {

@@ -5,7 +5,8 @@
 
 namespace tpmkey {
 
-TpmError::TpmError(const std::string& message, TSS2_RC rc) : Error(message), rc_(rc) {}
+TpmError::TpmError(TpmStep step, TSS2_RC rc, const std::string& what, std::uint32_t handle)
+    : Error(what), step_(step), rc_(rc), handle_(handle) {}
 
 bool TpmError::is(TSS2_RC base) const noexcept { return tpm_rc_base(rc_) == base; }
 
@@ -25,9 +26,9 @@ TSS2_RC tpm_rc_base(TSS2_RC rc) noexcept {
     return code & 0xfff;                      // format zero: version, vendor, warning bits
 }
 
-void check_rc(TSS2_RC rc, const char* call) {
+void check_rc(TSS2_RC rc, const char* call, TpmStep step, std::uint32_t handle) {
     if (rc != TSS2_RC_SUCCESS)
-        throw TpmError(std::string(call) + " failed (" + Tss2_RC_Decode(rc) + ")", rc);
+        throw TpmError(step, rc, std::string(call) + " failed (" + Tss2_RC_Decode(rc) + ")", handle);
 }
 
 }  // namespace tpmkey

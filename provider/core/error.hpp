@@ -3,6 +3,7 @@
 
 #include <tss2/tss2_common.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -14,14 +15,40 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// A TPM or tpm2-tss call that failed. Keeps the raw return code so callers
-// can match it by name (is(TPM2_RC_BAD_AUTH)), never by magic number.
+// What we were doing when a TPM call failed. The same code means different
+// things at different steps: TPM_RC_HANDLE reading the parent means the
+// parent is gone; TPM_RC_AUTH_FAIL re-creating the parent means the owner
+// hierarchy has a password, at a key it means a wrong PIN. diagnosis.hpp
+// reads it.
+enum class TpmStep {
+    connect,   // opening the TCTI and the ESAPI context
+    parent,    // re-creating or reading the parent (storage key)
+    load,      // TPM2_Load of a key under its parent
+    use_key,   // a command authorised with the key's auth value (sign, change auth)
+    other,     // sessions, queries, key creation, marshalling
+};
+
+// A TPM or tpm2-tss call that failed. what() is the technical account
+// ("TPM2_Load of the key failed (tpm:...)"); diagnose() (diagnosis.hpp)
+// says what it means for the user. Callers match the code by name
+// (is(TPM2_RC_BAD_AUTH)), never by magic number or message text.
 class TpmError : public Error {
 public:
-    // `message` is complete; check_rc() builds one from the call's name.
-    TpmError(const std::string& message, TSS2_RC rc);
+    // `handle`: the TPM handle the call was about (a parent), 0 if none.
+    TpmError(TpmStep step, TSS2_RC rc, const std::string& what, std::uint32_t handle = 0);
 
+    TpmStep step() const noexcept { return step_; }
     TSS2_RC rc() const noexcept { return rc_; }
+    std::uint32_t handle() const noexcept { return handle_; }
+    // The key it happened to, by name, once a caller that knows it says so
+    // (about()); empty until then.
+    const std::string& key() const noexcept { return key_; }
+    TpmError about(const std::string& key) const {
+        TpmError e = *this;
+        e.key_ = key;
+        return e;
+    }
+
     // True when the code, stripped of layer and parameter/handle/session
     // number, is `base` (a TPM2_RC_* constant).
     bool is(TSS2_RC base) const noexcept;
@@ -30,14 +57,17 @@ public:
     bool tpm_unreachable() const noexcept;
 
 private:
+    TpmStep step_;
     TSS2_RC rc_;
+    std::uint32_t handle_;
+    std::string key_;
 };
 
 // The TPM2_RC_* constant behind a response code. tpm2-tss 3.2 (Debian 12)
 // has no Tss2_RC_DecodeInfo, so this follows TPM 2.0 Part 2, 6.6.
 TSS2_RC tpm_rc_base(TSS2_RC rc) noexcept;
 
-// Throws TpmError when rc is not TSS2_RC_SUCCESS.
-void check_rc(TSS2_RC rc, const char* call);
+// Throws TpmError("CALL failed (decoded rc)") when rc is not TSS2_RC_SUCCESS.
+void check_rc(TSS2_RC rc, const char* call, TpmStep step = TpmStep::other, std::uint32_t handle = 0);
 
 }  // namespace tpmkey

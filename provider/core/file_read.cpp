@@ -2,6 +2,7 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "owned.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,17 +19,14 @@ std::optional<FileRead> read(const std::filesystem::path& path, std::size_t max_
                              bool missing_ok) {
     const std::string name = path.string();
     const int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow_links ? 0 : O_NOFOLLOW);
-    const int fd = ::open(path.c_str(), flags);
-    if (fd < 0 && missing_ok && errno == ENOENT)
+    const UniqueFd file(::open(path.c_str(), flags));
+    if (!file && missing_ok && errno == ENOENT)
         return std::nullopt;
-    if (fd < 0 && errno == ELOOP && !follow_links)
+    if (!file && errno == ELOOP && !follow_links)
         throw Error(name + ": is a symbolic link; refusing it");
-    if (fd < 0)
+    if (!file)
         throw Error(name + ": cannot open: " + std::strerror(errno));
-    struct FdCloser {
-        int fd;
-        ~FdCloser() { ::close(fd); }
-    } closer{fd};
+    const int fd = file.get();
     struct stat st {};
     if (::fstat(fd, &st) != 0)
         throw Error(name + ": cannot read: " + std::strerror(errno));

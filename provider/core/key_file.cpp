@@ -3,6 +3,7 @@
 #include "der.hpp"
 #include "error.hpp"
 #include "file_read.hpp"
+#include "owned.hpp"
 
 #include <openssl/asn1.h>
 #include <openssl/err.h>
@@ -29,17 +30,6 @@ constexpr const char* old_loadable_key_oid = "2.23.133.10.2";  // openssl_tpm2_e
 constexpr const char* importable_key_oid = "2.23.133.10.1.4";
 constexpr const char* sealed_data_oid = "2.23.133.10.1.5";
 
-struct AsnTypeFree {
-    void operator()(ASN1_TYPE* p) const noexcept { ASN1_TYPE_free(p); }
-};
-using AsnType = std::unique_ptr<ASN1_TYPE, AsnTypeFree>;
-struct BioFree {
-    void operator()(BIO* p) const noexcept { BIO_free(p); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-struct OpensslFree {
-    void operator()(void* p) const noexcept { OPENSSL_free(p); }
-};
 
 // Walks the elements of one DER SEQUENCE. Every value is decoded by
 // OpenSSL (ASN1_get_object for headers, d2i_ASN1_TYPE for primitives);
@@ -82,9 +72,9 @@ public:
     std::vector<std::uint8_t> raw(const Header& h) const { return {pos_, h.content + h.length}; }
 
     // Decodes the next element, which must be a universal `type`.
-    AsnType take(int type, const char* what) {
+    Asn1Type take(int type, const char* what) {
         const unsigned char* p = pos_;
-        AsnType value(d2i_ASN1_TYPE(nullptr, &p, end_ - pos_));
+        Asn1Type value(d2i_ASN1_TYPE(nullptr, &p, end_ - pos_));
         if (!value || value->type != type) {
             ERR_clear_error();
             fail(std::string("expected ") + what);
@@ -142,13 +132,10 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
     Bio bio(BIO_new_mem_buf(pem.empty() ? &nothing : pem.data(), static_cast<int>(pem.size())));
     if (!bio)
         throw std::bad_alloc();
-    char* raw_label = nullptr;
-    char* raw_header = nullptr;
-    unsigned char* raw_der = nullptr;
+    Owned<char, openssl_free> label, header;
+    Owned<unsigned char, openssl_free> der;
     long der_size = 0;
-    const int ok = PEM_read_bio(bio.get(), &raw_label, &raw_header, &raw_der, &der_size);
-    const std::unique_ptr<char, OpensslFree> label(raw_label), header(raw_header);
-    const std::unique_ptr<unsigned char, OpensslFree> der(raw_der);
+    const int ok = PEM_read_bio(bio.get(), out_ptr(label), out_ptr(header), out_ptr(der), &der_size);
     ERR_clear_error();
     if (!ok)
         throw Error(name + ": not a PEM file (no '-----BEGIN " + pem_label + "-----' block)");
@@ -196,7 +183,7 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
             key.has_policy = true;
             break;
         case 4: {
-            const AsnType text = inner.take(V_ASN1_UTF8STRING, "the description to be a UTF8String");
+            const Asn1Type text = inner.take(V_ASN1_UTF8STRING, "the description to be a UTF8String");
             const ASN1_STRING* s = text->value.utf8string;
             key.description.assign(reinterpret_cast<const char*>(s->data), static_cast<size_t>(s->length));
             break;
@@ -212,7 +199,7 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
         r.skip(h);
     }
 
-    const AsnType parent = r.take(V_ASN1_INTEGER, "the parent handle (an INTEGER)");
+    const Asn1Type parent = r.take(V_ASN1_INTEGER, "the parent handle (an INTEGER)");
     std::uint64_t parent_value = 0;
     if (!ASN1_INTEGER_get_uint64(&parent_value, parent->value.integer) || parent_value > 0xffffffff) {
         ERR_clear_error();
@@ -220,8 +207,8 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
     }
     key.parent = static_cast<std::uint32_t>(parent_value);
 
-    const AsnType pub = r.take(V_ASN1_OCTET_STRING, "the public part (an OCTET STRING)");
-    const AsnType priv = r.take(V_ASN1_OCTET_STRING, "the private part (an OCTET STRING)");
+    const Asn1Type pub = r.take(V_ASN1_OCTET_STRING, "the public part (an OCTET STRING)");
+    const Asn1Type priv = r.take(V_ASN1_OCTET_STRING, "the private part (an OCTET STRING)");
     if (!r.at_end())
         r.fail("unexpected fields after the private part");
     key.blobs.pub = unmarshal(pub->value.octet_string, Tss2_MU_TPM2B_PUBLIC_Unmarshal, r, "public part");

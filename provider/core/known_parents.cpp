@@ -173,9 +173,8 @@ void KnownParents::add(const std::string& tpm, std::uint32_t handle, const std::
 }
 
 std::string loaded_name_hex(Tpm& tpm, const TpmObject& object) {
-    TPM2B_NAME* raw = nullptr;
-    check_rc(Esys_TR_GetName(tpm.esys(), object.handle(), &raw), "Esys_TR_GetName");
-    const EsysPtr<TPM2B_NAME> name(raw);
+    EsysPtr<TPM2B_NAME> name;
+    check_rc(Esys_TR_GetName(tpm.esys(), object.handle(), out_ptr(name)), "Esys_TR_GetName");
     return hex(name->name, name->size);
 }
 

@@ -1,5 +1,7 @@
 #include "log.hpp"
 
+#include "owned.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,36 +37,31 @@ void configure_logging() {
     level_setting = static_cast<int>(wanted);
     const char* file = std::getenv("TPMKEY_LOG_FILE");
     std::string refused;
-    int fd = STDERR_FILENO;
+    UniqueFd opened;
     if (file && *file) {
         // O_NONBLOCK: a FIFO named here must not block C_Initialize (and it
         // is refused below); O_NOFOLLOW: no link planted in a shared place.
-        const int opened =
-            ::open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
+        opened.reset(::open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+                            0600));
         struct stat st {};
-        if (opened >= 0 && ::fstat(opened, &st) == 0 && S_ISREG(st.st_mode)) {
-            fd = opened;
-        } else {
+        if (!opened || ::fstat(opened.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
             refused = std::string("TPMKEY_LOG_FILE=") + file + ": " +
-                      (opened >= 0 ? "not a regular file" : std::strerror(errno)) + "; logging to stderr instead";
-            if (opened >= 0)
-                ::close(opened);
+                      (opened ? "not a regular file" : std::strerror(errno)) + "; logging to stderr instead";
+            opened.reset();
         }
     }
     // Another thread may be writing to the current log fd right now, so it
     // is never closed: a log file's descriptor number, once in use, stays
     // valid for the life of the process, and a new file takes its place
     // with dup3 (at most this one extra descriptor is held).
-    if (fd != STDERR_FILENO) {
+    int fd = STDERR_FILENO;
+    if (opened) {
         const int kept = file_fd.load();
         if (kept < 0) {
+            fd = opened.release();
             file_fd = fd;
-        } else if (::dup3(fd, kept, O_CLOEXEC) >= 0) {
-            ::close(fd);
+        } else if (::dup3(opened.get(), kept, O_CLOEXEC) >= 0) {
             fd = kept;
-        } else {
-            ::close(fd);
-            fd = STDERR_FILENO;
         }
     }
     log_fd = fd;

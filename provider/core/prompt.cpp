@@ -1,6 +1,7 @@
 #include "prompt.hpp"
 
 #include "error.hpp"
+#include "owned.hpp"
 #include "log.hpp"
 
 #include <fcntl.h>
@@ -17,14 +18,13 @@ namespace {
 
 class Terminal {
 public:
-    Terminal() : fd_(::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)) {
-        if (fd_ < 0)
+    Terminal() : tty_(::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)), fd_(tty_.get()) {
+        if (!tty_)
             throw Error("no terminal to ask on");
     }
     ~Terminal() {
         if (echo_off_)
             (void)::tcsetattr(fd_, TCSAFLUSH, &saved_);
-        ::close(fd_);
     }
     Terminal(const Terminal&) = delete;
     Terminal& operator=(const Terminal&) = delete;
@@ -57,6 +57,7 @@ public:
     }
 
 private:
+    UniqueFd tty_;
     int fd_;
     termios saved_{};
     bool echo_off_ = false;
@@ -91,17 +92,16 @@ bool confirm_on_terminal(const std::string& question) {
 
 Secret read_pin_file(const std::string& path) {
     // Blocking on purpose: --pin-file <(pass show ...) is a pipe.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    const UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!file)
         throw Error(path + ": cannot read the PIN file: " + std::strerror(errno));
+    const int fd = file.get();
     // Only a regular file has modes worth judging (a pipe is private).
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        if (st.st_mode & S_IWOTH) {
-            ::close(fd);
+        if (st.st_mode & S_IWOTH)
             throw Error(path + ": the PIN file is writable by everyone, who could have put a PIN of theirs in it; "
                                "refusing it (chmod o-w " + path + ")");
-        }
         if (st.st_mode & S_IROTH)
             log_error("warning: " + path + ": the PIN file is readable by everyone (chmod o-r " + path + ")");
     }
@@ -115,17 +115,14 @@ Secret read_pin_file(const std::string& path) {
             continue;
         if (n <= 0)
             break;
-        if (++total > 1024) {
-            ::close(fd);
+        if (++total > 1024)
             throw Error(path + ": the PIN file's first line is too long");
-        }
         if (c == '\n')
             line_done = true;
         else
             pin.push_back(static_cast<std::uint8_t>(c));
         c = 0;
     }
-    ::close(fd);
     if (!pin.empty() && pin.data()[pin.size() - 1] == '\r')
         pin.pop_back();
     return pin;

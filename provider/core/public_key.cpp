@@ -51,11 +51,6 @@ void put_mpint(Bytes& out, const Bytes& magnitude) {
     put_string(out, v);
 }
 
-
-struct X509PubkeyFree {
-    void operator()(X509_PUBKEY* p) const noexcept { X509_PUBKEY_free(p); }
-};
-
 }  // namespace
 
 PublicKey::PublicKey(const TPMT_PUBLIC& area) {
@@ -144,28 +139,24 @@ Bytes PublicKey::subject_public_key() const {
 }
 
 Bytes PublicKey::spki_der() const {
-    const std::unique_ptr<X509_PUBKEY, X509PubkeyFree> spki(X509_PUBKEY_new());
+    const X509Pubkey spki(X509_PUBKEY_new());
     const Bytes bits = subject_public_key();
-    auto* encoded = static_cast<unsigned char*>(OPENSSL_memdup(bits.data(), bits.size()));
+    Owned<unsigned char, openssl_free> encoded(static_cast<unsigned char*>(OPENSSL_memdup(bits.data(), bits.size())));
     if (!spki || !encoded)
         throw std::bad_alloc();
     // RFC 3279: rsaEncryption with NULL parameters; id-ecPublicKey with the
-    // named curve.
+    // named curve. On success the X509_PUBKEY owns `encoded`.
     const bool ok = rsa_ ? X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_rsaEncryption), V_ASN1_NULL,
-                                                  nullptr, encoded, static_cast<int>(bits.size()))
+                                                  nullptr, encoded.get(), static_cast<int>(bits.size()))
                          : X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_X9_62_id_ecPublicKey),
-                                                  V_ASN1_OBJECT, OBJ_nid2obj(curve_nid_), encoded,
+                                                  V_ASN1_OBJECT, OBJ_nid2obj(curve_nid_), encoded.get(),
                                                   static_cast<int>(bits.size()));
-    if (!ok) {
-        OPENSSL_free(encoded);
+    if (!ok)
         throw Error("cannot encode the public key");
-    }
-    unsigned char* der = nullptr;
-    const int n = i2d_X509_PUBKEY(spki.get(), &der);
-    if (n <= 0)
+    (void)encoded.release();
+    Bytes out = to_der(i2d_X509_PUBKEY, spki.get());
+    if (out.empty())
         throw Error("cannot encode the public key");
-    Bytes out(der, der + n);
-    OPENSSL_free(der);
     return out;
 }
 

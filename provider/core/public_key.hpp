@@ -3,6 +3,8 @@
 // pieces PKCS#11 attributes carry.
 #pragma once
 
+#include "owned.hpp"
+
 #include <openssl/evp.h>
 #include <tss2/tss2_tpm2_types.h>
 
@@ -14,11 +16,6 @@
 namespace tpmkey {
 
 using Bytes = std::vector<std::uint8_t>;
-
-struct EvpPkeyFree {
-    void operator()(EVP_PKEY* p) const noexcept { EVP_PKEY_free(p); }
-};
-using EvpPkey = std::unique_ptr<EVP_PKEY, EvpPkeyFree>;
 
 class PublicKey {
 public:

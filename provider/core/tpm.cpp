@@ -37,26 +37,14 @@ QuietTss2::~QuietTss2() {
     }
 }
 
-std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc) {
-    if (!tcti.empty())
-        return "cannot reach the TPM at TCTI '" + tcti + "' (" + Tss2_RC_Decode(rc) +
-               "): check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0";
-    return std::string("cannot reach the TPM (tried the tpm2-tss default: tabrmd, /dev/tpmrm0, /dev/tpm0; ") +
-           Tss2_RC_Decode(rc) +
-           "). Check that the machine has a TPM 2.0 and that you may use /dev/tpmrm0 "
-           "(usually: join the 'tss' group and log in again), or set TPMKEY_TCTI";
-}
-
 Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout) : tcti_(tcti) {
     const QuietTss2 quiet;
     TSS2_TCTI_CONTEXT* inner = nullptr;
     TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &inner);
-    if (rc != TSS2_RC_SUCCESS)
-        throw TpmError(tpm_unreachable_message(tcti, rc), rc);
+    check_rc(rc, "connecting to the TPM", TpmStep::connect);
     tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, tcti, timeout);
     rc = Esys_Initialize(&esys_, tcti_ctx_->context(), nullptr);
-    if (rc != TSS2_RC_SUCCESS)
-        throw TpmError(tpm_unreachable_message(tcti, rc), rc);
+    check_rc(rc, "connecting to the TPM", TpmStep::connect);
 }
 
 Tpm::~Tpm() {

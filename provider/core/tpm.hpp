@@ -2,6 +2,7 @@
 // one C++ object so that nothing is left in the TPM when it goes away.
 #pragma once
 
+#include "owned.hpp"
 #include "secret.hpp"
 #include "tcti_timeout.hpp"
 
@@ -12,12 +13,10 @@
 
 namespace tpmkey {
 
-// ESAPI hands out memory that must go back through Esys_Free.
-struct EsysFree {
-    void operator()(void* p) const noexcept { Esys_Free(p); }
-};
+// ESAPI hands out memory that must go back through Esys_Free; fill one
+// with out_ptr() (owned.hpp).
 template <class T>
-using EsysPtr = std::unique_ptr<T, EsysFree>;
+using EsysPtr = Owned<T, Esys_Free>;
 
 // Keeps tpm2-tss's own log quiet for its lifetime: TSS2_LOG=all+NONE in
 // the process environment, removed again afterwards, so that nothing the
@@ -148,10 +147,6 @@ private:
     Tpm& tpm_;
     ESYS_TR handle_;
 };
-
-// The sentence for a TPM that cannot be reached through `tcti` (empty: the
-// tpm2-tss default): what was tried and what to do.
-std::string tpm_unreachable_message(const std::string& tcti, TSS2_RC rc);
 
 // Copies a secret into a TPM2B_AUTH (which the caller must wipe), checking
 // that it fits the name algorithm's digest size as the TPM requires.

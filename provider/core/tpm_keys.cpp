@@ -117,12 +117,11 @@ void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle) {
 
 namespace {
 
-TPMT_PUBLIC read_public(Tpm& tpm, const TpmObject& object) {
-    TPM2B_PUBLIC* raw = nullptr;
-    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &raw, nullptr,
-                             nullptr),
-             "TPM2_ReadPublic");
-    const EsysPtr<TPM2B_PUBLIC> pub(raw);
+TPMT_PUBLIC read_public(Tpm& tpm, const TpmObject& object, std::uint32_t handle) {
+    EsysPtr<TPM2B_PUBLIC> pub;
+    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, out_ptr(pub),
+                             nullptr, nullptr),
+             "TPM2_ReadPublic", TpmStep::parent, handle);
     return pub->publicArea;
 }
 
@@ -132,15 +131,14 @@ TpmObject create_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& o
     const TPM2B_DATA outside_info{};
     const TPML_PCR_SELECTION pcrs{};
     ESYS_TR handle = ESYS_TR_NONE;
-    TPM2B_PUBLIC* raw = nullptr;
+    EsysPtr<TPM2B_PUBLIC> pub;
     // The owner hierarchy's auth value is empty (we support no other),
     // so the password session carries nothing secret.
     check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                &sensitive, &in_public, &outside_info, &pcrs, &handle, &raw, nullptr, nullptr,
-                                nullptr),
-             "TPM2_CreatePrimary of the storage key");
+                                &sensitive, &in_public, &outside_info, &pcrs, &handle, out_ptr(pub), nullptr,
+                                nullptr, nullptr),
+             "TPM2_CreatePrimary of the storage key", TpmStep::parent, owner_hierarchy);
     TpmObject primary(tpm, handle, TpmObject::Kind::transient);
-    const EsysPtr<TPM2B_PUBLIC> pub(raw);
     out = pub->publicArea;
     return primary;
 }
@@ -166,15 +164,10 @@ TpmObject load_parent(Tpm& tpm, std::uint32_t parent) {
         throw Error("parent handle " + handle_text(parent) +
                     " is neither the owner hierarchy (0x40000001) nor a persistent handle (0x81xxxxxx)");
     ESYS_TR handle = ESYS_TR_NONE;
-    const TSS2_RC rc = Esys_TR_FromTPMPublic(tpm.esys(), parent, ESYS_TR_NONE, ESYS_TR_NONE,
-                                             ESYS_TR_NONE, &handle);
-    if (tpm_rc_base(rc) == TPM2_RC_HANDLE)
-        throw TpmError("the parent key " + handle_text(parent) +
-                           " is not in this TPM (the key was made on another machine, or its storage key was removed)",
-                       rc);
-    check_rc(rc, "reading the persistent parent key");
+    check_rc(Esys_TR_FromTPMPublic(tpm.esys(), parent, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
+             "reading the persistent parent key", TpmStep::parent, parent);
     TpmObject object(tpm, handle, TpmObject::Kind::persistent);
-    check_storage_key(read_public(tpm, object), parent);
+    check_storage_key(read_public(tpm, object, parent), parent);
     return object;
 }
 
@@ -184,9 +177,9 @@ PersistentSrk inspect_persistent_srk(Tpm& tpm) {
         return {};
     ESYS_TR handle = ESYS_TR_NONE;
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), standard_srk, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
-             "reading the persistent key 0x81000001");
+             "reading the persistent key 0x81000001", TpmStep::parent, standard_srk);
     const TpmObject object(tpm, handle, TpmObject::Kind::persistent);
-    const TPMT_PUBLIC area = read_public(tpm, object);
+    const TPMT_PUBLIC area = read_public(tpm, object, standard_srk);
     try {
         check_storage_key(area, standard_srk);
     } catch (const Error& e) {
@@ -222,29 +215,21 @@ KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, cons
     const TPM2B_DATA outside_info{};
     const TPML_PCR_SELECTION pcrs{};
     const Authorization auth = Authorization::for_secret(tpm, parent, !pin.empty());
-    TPM2B_PRIVATE* out_private = nullptr;
-    TPM2B_PUBLIC* out_public = nullptr;
+    EsysPtr<TPM2B_PRIVATE> priv;
+    EsysPtr<TPM2B_PUBLIC> pub;
     const TSS2_RC rc = Esys_Create(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE,
                                    ESYS_TR_NONE, &sensitive, &in_public, &outside_info, &pcrs,
-                                   &out_private, &out_public, nullptr, nullptr, nullptr);
+                                   out_ptr(priv), out_ptr(pub), nullptr, nullptr, nullptr);
     OPENSSL_cleanse(&sensitive, sizeof sensitive);
-    const EsysPtr<TPM2B_PRIVATE> priv(out_private);
-    const EsysPtr<TPM2B_PUBLIC> pub(out_public);
     check_rc(rc, "TPM2_Create of the key");
     return KeyBlobs{*pub, *priv};
 }
 
 TpmObject load_key(Tpm& tpm, const TpmObject& parent, const Authorization& auth, const KeyBlobs& blobs) {
     ESYS_TR handle = ESYS_TR_NONE;
-    const TSS2_RC rc = Esys_Load(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE,
-                                 ESYS_TR_NONE, &blobs.priv, &blobs.pub, &handle);
-    // The parent's seed protects the private part: another TPM (or a
-    // cleared one, or a changed file) fails the integrity check.
-    if (tpm_rc_base(rc) == TPM2_RC_INTEGRITY)
-        throw TpmError("this key belongs to a different TPM, or its file was altered "
-                       "(the TPM's integrity check failed)",
-                       rc);
-    check_rc(rc, "TPM2_Load of the key");
+    check_rc(Esys_Load(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, &blobs.priv,
+                       &blobs.pub, &handle),
+             "TPM2_Load of the key", TpmStep::load);
     return TpmObject(tpm, handle, TpmObject::Kind::transient);
 }
 
@@ -274,11 +259,10 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Auth
     in_scheme.details.any.hashAlg = hash;
     // No ticket: the key is not restricted, so the TPM signs any digest.
     const TPMT_TK_HASHCHECK validation{.tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL, .digest = {}};
-    TPMT_SIGNATURE* raw = nullptr;
+    EsysPtr<TPMT_SIGNATURE> signature;
     check_rc(Esys_Sign(tpm.esys(), key.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE,
-                       &in_digest, &in_scheme, &validation, &raw),
-             "TPM2_Sign");
-    const EsysPtr<TPMT_SIGNATURE> signature(raw);
+                       &in_digest, &in_scheme, &validation, out_ptr(signature)),
+             "TPM2_Sign", TpmStep::use_key);
     std::vector<std::uint8_t> out;
     switch (signature->sigAlg) {
     case TPM2_ALG_ECDSA:
@@ -301,12 +285,11 @@ TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& paren
                           const Authorization& auth, const Secret& new_pin) {
     TPM2B_AUTH new_auth;
     fill_auth(new_auth, new_pin);
-    TPM2B_PRIVATE* raw = nullptr;
+    EsysPtr<TPM2B_PRIVATE> priv;
     const TSS2_RC rc = Esys_ObjectChangeAuth(tpm.esys(), key.handle(), parent.handle(), auth.session(),
-                                             ESYS_TR_NONE, ESYS_TR_NONE, &new_auth, &raw);
+                                             ESYS_TR_NONE, ESYS_TR_NONE, &new_auth, out_ptr(priv));
     OPENSSL_cleanse(&new_auth, sizeof new_auth);
-    const EsysPtr<TPM2B_PRIVATE> priv(raw);
-    check_rc(rc, "TPM2_ObjectChangeAuth");
+    check_rc(rc, "TPM2_ObjectChangeAuth", TpmStep::use_key);
     return *priv;
 }
 

@@ -8,11 +8,11 @@ namespace tpmkey {
 
 EsysPtr<TPMS_CAPABILITY_DATA> get_capability(Tpm& tpm, TPM2_CAP capability, UINT32 property, UINT32 count) {
     TPMI_YES_NO more = TPM2_NO;
-    TPMS_CAPABILITY_DATA* raw = nullptr;
+    EsysPtr<TPMS_CAPABILITY_DATA> data;
     check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, capability, property, count,
-                                &more, &raw),
+                                &more, out_ptr(data)),
              "TPM2_GetCapability");
-    return EsysPtr<TPMS_CAPABILITY_DATA>(raw);
+    return data;
 }
 
 std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count) {

@@ -7,6 +7,7 @@
 // included): the TPM executes one command at a time anyway.
 
 #include "config.hpp"
+#include "diagnosis.hpp"
 #include "error.hpp"
 #include "log.hpp"
 #include "module.hpp"
@@ -76,12 +77,12 @@ std::string dictionary_attack_text(Module& m) noexcept {
     }
 }
 
-CK_RV rv_for_tpm_error(const TpmError& e) noexcept {
-    if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
-        return CKR_PIN_INCORRECT;
-    if (e.is(TPM2_RC_LOCKOUT))
-        return CKR_PIN_LOCKED;
-    return CKR_DEVICE_ERROR;
+CK_RV rv_for(TpmProblem problem) noexcept {
+    switch (problem) {
+    case TpmProblem::wrong_pin: return CKR_PIN_INCORRECT;
+    case TpmProblem::locked_out: return CKR_PIN_LOCKED;
+    default: return CKR_DEVICE_ERROR;
+    }
 }
 
 // The exception firewall (docs/design.md, practice 1).
@@ -122,21 +123,15 @@ CK_RV with_module(const char* function, Body&& body) noexcept {
             body(*module);
             return CKR_OK;
         } catch (const TpmError& e) {
-            const CK_RV rv = rv_for_tpm_error(e);
+            // Also when the TPM went away under a running process.
+            const Diagnosis d = diagnose(e, module->tpm().tcti());
+            const CK_RV rv = rv_for(d.kind);
             if (rv == CKR_PIN_INCORRECT)
-                log_error(std::string(e.what()) + " (" + dictionary_attack_text(*module) +
-                          "; too many and the TPM locks out)");
+                log_error(d.problem + " (" + dictionary_attack_text(*module) + "; too many and the TPM locks out)");
             else if (rv == CKR_PIN_LOCKED)
-                log_error("the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses "
-                          "its keys until enough are forgiven (" + dictionary_attack_text(*module) + ")");
-            else if (e.tpm_unreachable())
-                // Also when the TPM went away under a running process.
-                log_error(tpm_unreachable_message(module->tpm().tcti(), e.rc()));
-            else if (e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))
-                log_error("the TPM has no room for another object: other programs left theirs loaded "
-                          "(use /dev/tpmrm0, or flush them: tpm2_flushcontext -t)");
+                log_error(d.problem + " (" + dictionary_attack_text(*module) + ")");
             else
-                log_error(e.what());
+                log_error(diagnosis_line(d));
             if (rv == CKR_DEVICE_ERROR)
                 module->drop_tpm();
             else

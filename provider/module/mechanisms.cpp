@@ -1,6 +1,7 @@
 #include "mechanisms.hpp"
 
 #include "error.hpp"
+#include "owned.hpp"
 
 #include <openssl/err.h>
 #include <openssl/objects.h>
@@ -52,9 +53,6 @@ const HashInfo* hash_info(TPM2_ALG_ID tpm) {
     return nullptr;
 }
 
-struct X509SigFree {
-    void operator()(X509_SIG* p) const noexcept { X509_SIG_free(p); }
-};
 
 }  // namespace
 
@@ -94,16 +92,12 @@ std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub, std::span<co
 
 std::optional<TpmSignRequest> parse_digest_info(std::span<const std::uint8_t> der) {
     const unsigned char* p = der.data();
-    std::unique_ptr<X509_SIG, X509SigFree> sig(d2i_X509_SIG(nullptr, &p, static_cast<long>(der.size())));
+    const X509Sig sig(d2i_X509_SIG(nullptr, &p, static_cast<long>(der.size())));
     ERR_clear_error();
     if (!sig || p != der.data() + der.size())
         return std::nullopt;
     // Only the exact DER encoding counts: re-encode and compare.
-    unsigned char* again = nullptr;
-    const int again_len = i2d_X509_SIG(sig.get(), &again);
-    const bool canonical = again_len == static_cast<int>(der.size()) && std::memcmp(again, der.data(), der.size()) == 0;
-    OPENSSL_free(again);
-    if (!canonical)
+    if (!std::ranges::equal(to_der(i2d_X509_SIG, sig.get()), der))
         return std::nullopt;
     const X509_ALGOR* alg = nullptr;
     const ASN1_OCTET_STRING* digest = nullptr;
@@ -176,10 +170,8 @@ SignOperation::SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub
         hash_.reset(EVP_MD_CTX_new());
         if (!hash_)
             throw std::bad_alloc();
-        EVP_MD* md = EVP_MD_fetch(nullptr, hash_info(mechanism_->hash)->name, nullptr);
-        const bool ok = md && EVP_DigestInit_ex(hash_.get(), md, nullptr) == 1;
-        EVP_MD_free(md);
-        if (!ok)
+        const EvpMd md(EVP_MD_fetch(nullptr, hash_info(mechanism_->hash)->name, nullptr));
+        if (!md || EVP_DigestInit_ex(hash_.get(), md.get(), nullptr) != 1)
             throw Error("OpenSSL cannot hash with " + std::string(hash_info(mechanism_->hash)->name));
     }
 }

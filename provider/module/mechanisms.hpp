@@ -85,10 +85,7 @@ private:
     const PublicKey& pub_;
     std::size_t signature_size_;
     TPM2_ALG_ID pss_hash_ = TPM2_ALG_NULL;  // CKM_RSA_PKCS_PSS: from the parameters
-    struct MdCtxFree {
-        void operator()(EVP_MD_CTX* p) const noexcept { EVP_MD_CTX_free(p); }
-    };
-    std::unique_ptr<EVP_MD_CTX, MdCtxFree> hash_;
+    EvpMdCtx hash_;
     bool updated_ = false;
 };
 

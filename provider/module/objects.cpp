@@ -1,6 +1,7 @@
 #include "objects.hpp"
 
 #include "error.hpp"
+#include "owned.hpp"
 
 #include <openssl/sha.h>
 #include <openssl/x509.h>
@@ -25,17 +26,12 @@ Attribute number(CK_ATTRIBUTE_TYPE type, CK_ULONG value) { return {type, bytes_o
 Attribute text(CK_ATTRIBUTE_TYPE type, const std::string& value) { return {type, Bytes(value.begin(), value.end())}; }
 Attribute sensitive(CK_ATTRIBUTE_TYPE type) { return {type, {}, true}; }
 
-struct X509Free {
-    void operator()(X509* p) const noexcept { X509_free(p); }
-};
-
-Bytes der_of_name(const X509_NAME* name) {
-    unsigned char* buf = nullptr;
-    const int n = i2d_X509_NAME(name, &buf);
-    if (n <= 0)
-        throw Error("cannot encode a certificate name");
-    Bytes out(buf, buf + n);
-    OPENSSL_free(buf);
+// `what` names the value for the message when OpenSSL cannot encode it.
+template <class T>
+Bytes der_of(int (*i2d)(const T*, unsigned char**), const T* value, const char* what) {
+    Bytes out = to_der(i2d, value);
+    if (out.empty())
+        throw Error(std::string("cannot encode the certificate's ") + what);
     return out;
 }
 
@@ -186,18 +182,13 @@ P11Object make_private_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) 
 
 P11Object make_certificate_object(CK_OBJECT_HANDLE handle, const KeyFacts& key, const Bytes& der) {
     const unsigned char* p = der.data();
-    std::unique_ptr<X509, X509Free> cert(d2i_X509(nullptr, &p, static_cast<long>(der.size())));
+    const X509Cert cert(d2i_X509(nullptr, &p, static_cast<long>(der.size())));
     if (!cert || p != der.data() + der.size())
         throw Error("not a valid X.509 certificate");
     const EvpPkey key_pub = key.pub->to_evp();
     if (EVP_PKEY_eq(X509_get0_pubkey(cert.get()), key_pub.get()) != 1)
         throw Error("the certificate is for a different key");
-    unsigned char* serial_der = nullptr;
-    const int serial_len = i2d_ASN1_INTEGER(X509_get0_serialNumber(cert.get()), &serial_der);
-    if (serial_len <= 0)
-        throw Error("cannot encode the certificate's serial number");
-    Bytes serial(serial_der, serial_der + serial_len);
-    OPENSSL_free(serial_der);
+    const Bytes serial = der_of(i2d_ASN1_INTEGER, X509_get0_serialNumber(cert.get()), "serial number");
 
     std::vector<Attribute> a;
     a.push_back(number(CKA_CLASS, CKO_CERTIFICATE));
@@ -211,8 +202,8 @@ P11Object make_certificate_object(CK_OBJECT_HANDLE handle, const KeyFacts& key, 
     a.push_back(number(CKA_CERTIFICATE_CATEGORY, 0));  // unspecified
     a.push_back(text(CKA_LABEL, key.label));
     a.push_back({CKA_ID, key.id});
-    a.push_back({CKA_SUBJECT, der_of_name(X509_get_subject_name(cert.get()))});
-    a.push_back({CKA_ISSUER, der_of_name(X509_get_issuer_name(cert.get()))});
+    a.push_back({CKA_SUBJECT, der_of(i2d_X509_NAME, X509_get_subject_name(cert.get()), "subject")});
+    a.push_back({CKA_ISSUER, der_of(i2d_X509_NAME, X509_get_issuer_name(cert.get()), "issuer")});
     a.push_back({CKA_SERIAL_NUMBER, serial});
     a.push_back({CKA_VALUE, der});
     a.push_back({CKA_START_DATE, {}});

@@ -1,6 +1,7 @@
 #include "token.hpp"
 
 #include "error.hpp"
+#include "owned.hpp"
 #include "file_read.hpp"
 #include "log.hpp"
 
@@ -37,22 +38,16 @@ std::optional<Bytes> read_certificate_next_to(const std::filesystem::path& key_p
         const std::string data(file->data.begin(), file->data.end());
         if (data.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
             return Bytes(data.begin(), data.end());  // DER
-        BIO* bio = BIO_new_mem_buf(data.data(), static_cast<int>(data.size()));
-        X509* cert = bio ? PEM_read_bio_X509(bio, nullptr, nullptr, nullptr) : nullptr;
-        BIO_free(bio);
+        const Bio bio(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
+        const X509Cert cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
         ERR_clear_error();
         if (!cert) {
             log_error(cert_path.string() + ": ignored: not a readable PEM certificate");
             continue;
         }
-        unsigned char* der = nullptr;
-        const int n = i2d_X509(cert, &der);
-        X509_free(cert);
-        if (n <= 0)
-            continue;
-        Bytes out(der, der + n);
-        OPENSSL_free(der);
-        return out;
+        Bytes der = to_der(i2d_X509, cert.get());
+        if (!der.empty())
+            return der;
     }
     return std::nullopt;
 }
@@ -123,7 +118,7 @@ void Token::login(TpmConnection& tpm, Secret pin) {
             throw;
         wrong_pin_since_login_ = true;
         // Named, for the one line a user of ssh-agent may get to see.
-        throw TpmError("wrong PIN for '" + label_ + "'", e.rc());
+        throw e.about(label_);
     } catch (...) {
         loaded_.reset();
         throw;

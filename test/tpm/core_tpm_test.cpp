@@ -155,7 +155,7 @@ TSS2_RC tpm_error_of(F&& f) {
     return TSS2_RC_SUCCESS;
 }
 
-bool rc_is(TSS2_RC rc, TSS2_RC base) { return TpmError("", rc).is(base); }
+bool rc_is(TSS2_RC rc, TSS2_RC base) { return TpmError(TpmStep::other, rc, "").is(base); }
 
 }  // namespace
 

@@ -1,0 +1,88 @@
+#include "diagnosis.hpp"
+
+#include "known_parents.hpp"
+#include "tpm_keys.hpp"
+
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_tpm2_types.h>
+#include <unistd.h>
+
+namespace tpmkey {
+
+namespace {
+
+bool is_auth_failure(const TpmError& e) { return e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH); }
+
+Diagnosis unreachable(const TpmError& e, const std::string& tcti) {
+    const std::string reason = Tss2_RC_Decode(e.rc());
+    if (!tcti.empty())
+        return {TpmProblem::unreachable, "cannot reach the TPM at TCTI '" + tcti + "' (" + reason + ")",
+                "check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0"};
+    return {TpmProblem::unreachable,
+            "cannot reach the TPM (tried the tpm2-tss default: tabrmd, /dev/tpmrm0, /dev/tpm0; " + reason + ")",
+            "check that the machine has a TPM 2.0 and that you may use /dev/tpmrm0 (usually: join the 'tss' "
+            "group and log in again), or set TPMKEY_TCTI"};
+}
+
+}  // namespace
+
+Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
+    if (e.tpm_unreachable() || e.step() == TpmStep::connect)
+        return unreachable(e, tcti);
+    if (e.is(TPM2_RC_LOCKOUT))
+        return {TpmProblem::locked_out,
+                "the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses its keys until "
+                "enough are forgiven",
+                "wait; 'tpmkey doctor' says how long"};
+    if (e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))
+        return {TpmProblem::no_room, "the TPM has no room for another object: other programs left theirs loaded",
+                "use /dev/tpmrm0 (TPMKEY_TCTI=device:/dev/tpmrm0), or flush them: tpm2_flushcontext -t"};
+    if (e.step() == TpmStep::parent && e.is(TPM2_RC_HANDLE))
+        return {TpmProblem::parent_missing,
+                "its parent key " + handle_text(e.handle()) +
+                    " is not in this TPM: the key was made on another machine, or the storage key there was removed",
+                "make a new key on this machine: tpmkey-keygen"};
+    if (e.step() == TpmStep::parent && is_auth_failure(e))
+        return {TpmProblem::owner_password,
+                "the TPM's owner hierarchy has a password, so the storage key 0x40000001 cannot be re-created",
+                "make a persistent storage key at 0x81000001 with that password (see 'tpmkey doctor'), then new "
+                "keys with tpmkey-keygen"};
+    // The parent's seed protects the private part: another TPM (or a
+    // cleared one, or a changed file) fails the integrity check.
+    if (e.step() == TpmStep::load && e.is(TPM2_RC_INTEGRITY))
+        return {TpmProblem::foreign_key,
+                "this key belongs to a different TPM (or this TPM was cleared since, or the file was altered: the "
+                "TPM's integrity check failed)",
+                "make a new key on this machine: tpmkey-keygen"};
+    if (e.step() == TpmStep::use_key && is_auth_failure(e))
+        return {TpmProblem::wrong_pin, e.key().empty() ? "wrong PIN" : "wrong PIN for '" + e.key() + "'",
+                "the TPM counts wrong PINs and locks out after too many"};
+    return {TpmProblem::other, e.what(), "the TPM's reason is in brackets; 'tpmkey doctor' checks the TPM"};
+}
+
+Diagnosis diagnose_untrusted_parent(const Error& e) {
+    return {TpmProblem::untrusted_parent, e.what(),
+            "type no PIN for this key until you know why: if you replaced the TPM's storage key yourself, remove "
+            "its line from " + KnownParents::file_path().string() + "; see docs/security.md"};
+}
+
+std::string diagnosis_line(const Diagnosis& d) { return d.problem + " (" + d.solution + ")"; }
+
+std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
+    if (tcti.starts_with("device")) {
+        const std::size_t colon = tcti.find(':');
+        const std::string path = colon == std::string::npos ? "/dev/tpm0" : tcti.substr(colon + 1);
+        if (::access(path.c_str(), F_OK) != 0)
+            return path + " does not exist";
+        if (::access(path.c_str(), R_OK | W_OK) != 0)
+            return "you may not open " + path;
+    }
+    const TSS2_RC base = e.rc() & ~TSS2_RC_LAYER_MASK;
+    if (base == TSS2_BASE_RC_NOT_SUPPORTED || base == TSS2_BASE_RC_NOT_IMPLEMENTED)
+        return "not installed (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
+    if (tcti.starts_with("swtpm") || tcti.starts_with("mssim"))
+        return "no simulator answers there (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
+    return e.tpm_unreachable() ? std::string(Tss2_RC_Decode(e.rc())) : std::string(e.what());
+}
+
+}  // namespace tpmkey

@@ -1,0 +1,46 @@
+// One table from a failed TPM call to what a user reads, in the style of
+// simple-tpm-pk11's "Likely problem / Possible solution": the module logs
+// the problem and maps the kind to a CK_RV, the CLI prints both. Nothing
+// else turns TPM codes into words, and nothing matches message text.
+#pragma once
+
+#include "error.hpp"
+
+#include <string>
+
+namespace tpmkey {
+
+enum class TpmProblem {
+    wrong_pin,       // the key's auth value was wrong (counted by the TPM)
+    locked_out,      // dictionary-attack lockout
+    unreachable,     // no TPM at the TCTI, or it went away
+    no_room,         // no slot for another object or session
+    parent_missing,  // the key's persistent parent is not in this TPM
+    owner_password,  // the owner hierarchy has a password: 0x40000001 cannot be re-created
+    foreign_key,     // the key was wrapped by another TPM (or the file was altered)
+    untrusted_parent,  // the storage key fails its checks or its pin (not a TPM error: no PIN sent)
+    other,
+};
+
+struct Diagnosis {
+    TpmProblem kind;
+    std::string problem;   // likely problem, one sentence
+    std::string solution;  // possible solution, one sentence
+};
+
+// `tcti`: what the connection was opened with (empty: the tpm2-tss default),
+// for the unreachable case.
+Diagnosis diagnose(const TpmError& e, const std::string& tcti);
+
+// A parent that check_storage_key() or the pins (known_parents.hpp) refused.
+Diagnosis diagnose_untrusted_parent(const Error& e);
+
+// The problem and the solution as one line, for logs and error messages.
+std::string diagnosis_line(const Diagnosis& d);
+
+// Why one TCTI did not answer, in a few words (tpmkey doctor lists each
+// one it tried): a missing or forbidden device node, a TCTI library that
+// is not installed, no simulator at the port.
+std::string unreachable_reason(const std::string& tcti, const TpmError& e);
+
+}  // namespace tpmkey
