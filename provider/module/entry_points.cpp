@@ -1,21 +1,12 @@
-// The PKCS#11 C entry points. Each one is a shim into C++ through guard(),
-// which turns every exception into a CK_RV: nothing throws across the C
-// boundary, nothing calls exit() or abort(). Argument rules are checked in
-// the spec's order: initialised, NULL arguments, handles, operation state.
-//
-// All state sits behind one mutex, taken for the whole call (TPM commands
-// included): the TPM executes one command at a time anyway.
+// The PKCS#11 C entry points: each one checks its arguments in the spec's
+// order (initialised, NULL arguments, handles, operation state) and runs
+// through with_module() (boundary.hpp: the lock, the fork rule, the
+// exception firewall), then hands over to the module. Then the function
+// table.
 
-#include "config.hpp"
-#include "diagnosis.hpp"
-#include "error.hpp"
-#include "log.hpp"
+#include "boundary.hpp"
 #include "module.hpp"
 #include "pkcs11.hpp"
-#include "tpm_queries.hpp"
-
-#include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -26,123 +17,7 @@ using namespace tpmkey::pkcs11;
 
 namespace {
 
-// Plain C objects: constant-initialised, no constructors run at load time.
-pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
-Module* module = nullptr;  // between C_Initialize and C_Finalize
-pid_t module_pid = 0;      // the process that initialised it
-
 constexpr CK_VERSION library_version{0, 1};
-
-class Lock {
-public:
-    Lock() { pthread_mutex_lock(&module_lock); }
-    ~Lock() { pthread_mutex_unlock(&module_lock); }
-    Lock(const Lock&) = delete;
-    Lock& operator=(const Lock&) = delete;
-};
-
-// fork() while another thread is inside the module (in a TPM command, or
-// holding OpenSSL's or tpm2-tss's locks on its way) would give the child
-// a lock, or a library lock, that no thread of the child will ever
-// release: its C_Initialize would wait forever. So fork() waits until no
-// thread is inside the module (the prepare handler takes the lock; a TPM
-// command is bounded in time), and the child starts with a fresh lock; the
-// state behind it is forgotten anyway (below). glibc drops the handlers
-// when the module is unloaded (dlclose).
-void lock_before_fork() noexcept { pthread_mutex_lock(&module_lock); }
-void unlock_in_parent() noexcept { pthread_mutex_unlock(&module_lock); }
-void unlock_in_child() noexcept { pthread_mutex_init(&module_lock, nullptr); }
-pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-void register_fork_handlers() noexcept {
-    (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child);
-}
-
-// A forked child shares nothing with its parent's state: that memory is a
-// copy, its TPM objects belong to the parent. It is forgotten without being
-// freed or flushed; the child must call C_Initialize (PKCS#11 2.40, 5.4).
-void forget_state_after_fork() noexcept {
-    if (module && module_pid != ::getpid())
-        module = nullptr;
-}
-
-// "2 of 3 wrong PINs counted; one is forgiven every 600 s", for the
-// messages about PINs; empty when the TPM does not say.
-std::string dictionary_attack_text(Module& m) noexcept {
-    try {
-        const DictionaryAttackState da = dictionary_attack_state(m.tpm().tpm());
-        return std::to_string(da.failures) + " of " + std::to_string(da.max_failures) +
-               " wrong PINs counted by the TPM; one is forgiven every " + std::to_string(da.recovery_seconds) + " s";
-    } catch (...) {
-        return {};
-    }
-}
-
-CK_RV rv_for(TpmProblem problem) noexcept {
-    switch (problem) {
-    case TpmProblem::wrong_pin: return CKR_PIN_INCORRECT;
-    case TpmProblem::locked_out: return CKR_PIN_LOCKED;
-    default: return CKR_DEVICE_ERROR;
-    }
-}
-
-// The exception firewall (docs/design.md, practice 1).
-template <class Body>
-CK_RV guard(const char* function, Body&& body) noexcept {
-    try {
-        return body();
-    } catch (const Pkcs11Error& e) {
-        if (log_level() >= LogLevel::debug)
-            log_debug(std::string(function) + " -> " + std::to_string(e.rv()));
-        return e.rv();
-    } catch (const std::bad_alloc&) {
-        log_error(std::string(function) + ": out of memory");
-        return CKR_HOST_MEMORY;
-    } catch (const std::exception& e) {
-        log_error(e.what());
-        return CKR_GENERAL_ERROR;
-    } catch (...) {
-        log_error(std::string(function) + ": unexpected failure");
-        return CKR_GENERAL_ERROR;
-    }
-}
-
-// Runs `body` with the module locked, or fails with
-// CKR_CRYPTOKI_NOT_INITIALIZED. TPM failures are logged once here, with
-// the token's name, and turn into their CK_RV.
-template <class Body>
-CK_RV with_module(const char* function, Body&& body) noexcept {
-    return guard(function, [&]() -> CK_RV {
-        Lock lock;
-        forget_state_after_fork();
-        require(module != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
-        struct EndCall {
-            Module& m;
-            ~EndCall() { m.end_call(); }
-        } end_call{*module};
-        try {
-            body(*module);
-            return CKR_OK;
-        } catch (const TpmError& e) {
-            // Also when the TPM went away under a running process.
-            const Diagnosis d = diagnose(e, module->tpm().tcti());
-            const CK_RV rv = rv_for(d.kind);
-            if (rv == CKR_PIN_INCORRECT)
-                log_error(d.problem + " (" + dictionary_attack_text(*module) + "; too many and the TPM locks out)");
-            else if (rv == CKR_PIN_LOCKED)
-                log_error(d.problem + " (" + dictionary_attack_text(*module) + ")");
-            else
-                log_error(diagnosis_line(d));
-            if (rv == CKR_DEVICE_ERROR)
-                module->drop_tpm();
-            else
-                module->flush_parents_if_idle();
-            throw Pkcs11Error(rv);
-        } catch (const Error& e) {
-            log_error(e.what());
-            throw Pkcs11Error(CKR_GENERAL_ERROR);
-        }
-    });
-}
 
 Session& session_of(Module& m, CK_SESSION_HANDLE h) { return m.session(h); }
 
@@ -255,13 +130,8 @@ CK_RV C_Initialize(CK_VOID_PTR init_args) {
             // mutex functions (no CKF_OS_LOCKING_OK) cannot be served.
             require(no_fns || (args->flags & CKF_OS_LOCKING_OK), CKR_CANT_LOCK);
         }
-        (void)pthread_once(&atfork_once, register_fork_handlers);
-        Lock lock;
-        forget_state_after_fork();
-        require(module == nullptr, CKR_CRYPTOKI_ALREADY_INITIALIZED);
-        configure_logging();
-        module = new Module(load_config());
-        module_pid = ::getpid();
+        LockedState state;
+        state.initialize();
         return CKR_OK;
     });
 }
@@ -269,11 +139,9 @@ CK_RV C_Initialize(CK_VOID_PTR init_args) {
 CK_RV C_Finalize(CK_VOID_PTR reserved) {
     return guard("C_Finalize", [&]() -> CK_RV {
         require(reserved == nullptr, CKR_ARGUMENTS_BAD);
-        Lock lock;
-        forget_state_after_fork();
-        require(module != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
-        delete module;  // flushes what was loaded into the TPM
-        module = nullptr;
+        LockedState state;
+        require(state.module() != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
+        state.finalize();
         return CKR_OK;
     });
 }
@@ -328,26 +196,7 @@ CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
         for (int i = 0; i < 8; ++i)
             std::snprintf(serial + 2 * i, 3, "%02x", t.id()[static_cast<std::size_t>(i)]);
         pad_copy(info->serialNumber, serial);
-        info->flags = CKF_TOKEN_INITIALIZED | CKF_WRITE_PROTECTED | CKF_USER_PIN_INITIALIZED |
-                      (t.needs_pin() ? CKF_LOGIN_REQUIRED : 0);
-        if (t.needs_pin() && t.wrong_pin_since_login())
-            info->flags |= CKF_USER_PIN_COUNT_LOW;
-        // FINAL_TRY and LOCKED come from the TPM's dictionary-attack
-        // counter, which all keys share. Asked only once this process uses
-        // the TPM anyway: listing tokens must send no TPM command
-        // (ssh-keygen -D, ssh before it signs).
-        if (t.needs_pin() && m.tpm().is_open()) {
-            try {
-                const DictionaryAttackState da = dictionary_attack_state(m.tpm().tpm());
-                if (da.max_failures > 0 && da.failures + 1 == da.max_failures)
-                    info->flags |= CKF_USER_PIN_FINAL_TRY;
-                if (da.in_lockout)
-                    info->flags |= CKF_USER_PIN_LOCKED;
-            } catch (const TpmError&) {
-                // The counters are extra information; the TPM's trouble is
-                // reported by the next operation that needs it.
-            }
-        }
+        info->flags = t.flags(m.tpm());
         info->ulMaxSessionCount = CK_EFFECTIVELY_INFINITE;
         info->ulSessionCount = m.session_count(slot, false);
         info->ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
@@ -517,17 +366,10 @@ CK_RV C_FindObjectsInit(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR templ, CK_ULONG co
     return with_module("C_FindObjectsInit", [&](Module& m) {
         Session& s = session_of(m, h);
         require(templ != nullptr || count == 0, CKR_ARGUMENTS_BAD);
-        const std::span<const CK_ATTRIBUTE> match(templ, count);
-        for (const CK_ATTRIBUTE& a : match)
-            require(a.pValue != nullptr || a.ulValueLen == 0, CKR_ARGUMENTS_BAD);
-        require(!s.finding, CKR_OPERATION_ACTIVE);
         const Token& t = m.token(s.slot);
-        s.found.clear();
-        for (const P11Object& o : t.objects())
-            if ((!o.is_private() || t.logged_in()) && o.matches(match))
-                s.found.push_back(o.handle());
-        s.found_next = 0;
-        s.finding = true;
+        FindOperation find(t.objects(), t.logged_in(), std::span<const CK_ATTRIBUTE>(templ, count));
+        require(!s.find.has_value(), CKR_OPERATION_ACTIVE);
+        s.find = std::move(find);
     });
 }
 
@@ -535,20 +377,16 @@ CK_RV C_FindObjects(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE_PTR out, CK_ULONG max,
     return with_module("C_FindObjects", [&](Module& m) {
         Session& s = session_of(m, h);
         require(out != nullptr && count != nullptr, CKR_ARGUMENTS_BAD);
-        require(s.finding, CKR_OPERATION_NOT_INITIALIZED);
-        CK_ULONG n = 0;
-        while (n < max && s.found_next < s.found.size())
-            out[n++] = s.found[s.found_next++];
-        *count = n;
+        require(s.find.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        *count = s.find->next(std::span(out, max));
     });
 }
 
 CK_RV C_FindObjectsFinal(CK_SESSION_HANDLE h) {
     return with_module("C_FindObjectsFinal", [&](Module& m) {
         Session& s = session_of(m, h);
-        require(s.finding, CKR_OPERATION_NOT_INITIALIZED);
-        s.finding = false;
-        s.found.clear();
+        require(s.find.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        s.find.reset();
     });
 }
 

@@ -5,6 +5,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "mechanisms.hpp"
+#include "objects.hpp"
 #include "token.hpp"
 #include "tpm_connection.hpp"
 
@@ -20,9 +21,7 @@ struct Session {
     CK_SLOT_ID slot;
     CK_FLAGS flags;
     // C_FindObjectsInit .. C_FindObjectsFinal
-    bool finding = false;
-    std::vector<CK_OBJECT_HANDLE> found;
-    std::size_t found_next = 0;
+    std::optional<FindOperation> find;
     // C_SignInit .. C_Sign / C_SignFinal
     std::optional<SignOperation> sign;
 };

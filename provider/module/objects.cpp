@@ -134,6 +134,22 @@ CK_ULONG P11Object::size() const noexcept {
     return total;
 }
 
+FindOperation::FindOperation(const std::vector<P11Object>& objects, bool logged_in,
+                             std::span<const CK_ATTRIBUTE> templ) {
+    for (const CK_ATTRIBUTE& a : templ)
+        require(a.pValue != nullptr || a.ulValueLen == 0, CKR_ARGUMENTS_BAD);
+    for (const P11Object& o : objects)
+        if ((!o.is_private() || logged_in) && o.matches(templ))
+            found_.push_back(o.handle());
+}
+
+std::size_t FindOperation::next(std::span<CK_OBJECT_HANDLE> out) noexcept {
+    const std::size_t n = std::min(out.size(), found_.size() - next_);
+    std::copy_n(found_.begin() + static_cast<std::ptrdiff_t>(next_), n, out.begin());
+    next_ += n;
+    return n;
+}
+
 P11Object make_public_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) {
     std::vector<Attribute> a;
     a.push_back(number(CKA_CLASS, CKO_PUBLIC_KEY));

@@ -47,6 +47,23 @@ private:
     std::vector<Attribute> attributes_;
 };
 
+// One C_FindObjectsInit..C_FindObjectsFinal: the handles of the objects
+// that matched, collected up front (our objects never change), handed out
+// in batches.
+class FindOperation {
+public:
+    // Throws Pkcs11Error(CKR_ARGUMENTS_BAD) for an attribute without a value
+    // but with a length. Private objects are found only when `logged_in`.
+    FindOperation(const std::vector<P11Object>& objects, bool logged_in, std::span<const CK_ATTRIBUTE> templ);
+
+    // C_FindObjects: up to out.size() handles; how many were written.
+    std::size_t next(std::span<CK_OBJECT_HANDLE> out) noexcept;
+
+private:
+    std::vector<CK_OBJECT_HANDLE> found_;
+    std::size_t next_ = 0;
+};
+
 // The facts about a key that its objects are made from.
 struct KeyFacts {
     std::string label;           // CKA_LABEL: the key's name

@@ -4,6 +4,7 @@
 #include "owned.hpp"
 #include "file_read.hpp"
 #include "log.hpp"
+#include "tpm_queries.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -90,6 +91,29 @@ Token::Loaded& Token::load(TpmConnection& tpm) {
         log_debug(label_ + ": key loaded into the TPM");
     }
     return *loaded_;
+}
+
+CK_FLAGS Token::flags(TpmConnection& tpm) const {
+    CK_FLAGS flags = CKF_TOKEN_INITIALIZED | CKF_WRITE_PROTECTED | CKF_USER_PIN_INITIALIZED;
+    if (!needs_pin())
+        return flags;
+    flags |= CKF_LOGIN_REQUIRED;
+    if (wrong_pin_since_login_)
+        flags |= CKF_USER_PIN_COUNT_LOW;
+    if (tpm.is_open()) {
+        try {
+            // The counter is the TPM's, shared by all keys.
+            const DictionaryAttackState da = dictionary_attack_state(tpm.tpm());
+            if (da.max_failures > 0 && da.failures + 1 == da.max_failures)
+                flags |= CKF_USER_PIN_FINAL_TRY;
+            if (da.in_lockout)
+                flags |= CKF_USER_PIN_LOCKED;
+        } catch (const TpmError&) {
+            // The counters are extra information; the TPM's trouble is
+            // reported by the next operation that needs it.
+        }
+    }
+    return flags;
 }
 
 void Token::login(TpmConnection& tpm, Secret pin) {

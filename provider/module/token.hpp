@@ -42,9 +42,12 @@ public:
     bool is_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == private_handle_; }
 
     bool logged_in() const noexcept { return logged_in_; }
-    // CKF_USER_PIN_COUNT_LOW (PKCS#11 2.40, 3.2): a wrong PIN was given to
-    // this token since its last successful login (in this process).
-    bool wrong_pin_since_login() const noexcept { return wrong_pin_since_login_; }
+    // CK_TOKEN_INFO's flags, the PIN flags (PKCS#11 2.40, 3.2) included:
+    // COUNT_LOW after a wrong PIN since the last successful login (in this
+    // process); FINAL_TRY and LOCKED from the TPM's dictionary-attack
+    // counter, asked only when `tpm` is open already: listing tokens sends
+    // no TPM command (ssh-keygen -D, ssh before it signs).
+    CK_FLAGS flags(TpmConnection& tpm) const;
     // Checks the PIN with the TPM (TPM2_ObjectChangeAuth to the same value:
     // the cheapest command that proves it without signing anything).
     void login(TpmConnection& tpm, Secret pin);

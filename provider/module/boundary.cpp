@@ -1,0 +1,103 @@
+#include "boundary.hpp"
+
+#include "config.hpp"
+#include "diagnosis.hpp"
+#include "tpm_queries.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace tpmkey::pkcs11 {
+
+namespace {
+
+// Plain C objects: constant-initialised, no constructors run at load time.
+pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+Module* the_module = nullptr;  // between C_Initialize and C_Finalize
+pid_t module_pid = 0;      // the process that initialised it
+
+// fork() while another thread is inside the module (in a TPM command, or
+// holding OpenSSL's or tpm2-tss's locks on its way) would give the child
+// a lock, or a library lock, that no thread of the child will ever
+// release: its C_Initialize would wait forever. So fork() waits until no
+// thread is inside the module (the prepare handler takes the lock; a TPM
+// command is bounded in time), and the child starts with a fresh lock; the
+// state behind it is forgotten anyway (below). glibc drops the handlers
+// when the module is unloaded (dlclose).
+void lock_before_fork() noexcept { pthread_mutex_lock(&module_lock); }
+void unlock_in_parent() noexcept { pthread_mutex_unlock(&module_lock); }
+void unlock_in_child() noexcept { pthread_mutex_init(&module_lock, nullptr); }
+pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+void register_fork_handlers() noexcept {
+    (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child);
+}
+
+// "2 of 3 wrong PINs counted; one is forgiven every 600 s", for the
+// messages about PINs; empty when the TPM does not say.
+std::string dictionary_attack_text(Module& m) noexcept {
+    try {
+        const DictionaryAttackState da = dictionary_attack_state(m.tpm().tpm());
+        return std::to_string(da.failures) + " of " + std::to_string(da.max_failures) +
+               " wrong PINs counted by the TPM; one is forgiven every " + std::to_string(da.recovery_seconds) + " s";
+    } catch (...) {
+        return {};
+    }
+}
+
+}  // namespace
+
+LockedState::LockedState() noexcept {
+    // The first C_Initialize registers the fork handlers; before that no
+    // state exists that a child could inherit.
+    (void)pthread_once(&atfork_once, register_fork_handlers);
+    pthread_mutex_lock(&module_lock);
+    // A forked child shares nothing with its parent's state: that memory is
+    // a copy, its TPM objects belong to the parent. It is forgotten without
+    // being freed or flushed; the child must call C_Initialize (PKCS#11
+    // 2.40, 5.4).
+    if (the_module && module_pid != ::getpid())
+        the_module = nullptr;
+}
+
+LockedState::~LockedState() { pthread_mutex_unlock(&module_lock); }
+
+Module* LockedState::module() const noexcept { return the_module; }
+
+void LockedState::initialize() {
+    require(the_module == nullptr, CKR_CRYPTOKI_ALREADY_INITIALIZED);
+    configure_logging();
+    the_module = new Module(load_config());
+    module_pid = ::getpid();
+}
+
+void LockedState::finalize() noexcept {
+    delete the_module;
+    the_module = nullptr;
+}
+
+CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
+    try {
+        // Also when the TPM went away under a running process.
+        const Diagnosis d = diagnose(e, m.tpm().tcti());
+        CK_RV rv = CKR_DEVICE_ERROR;
+        if (d.kind == TpmProblem::wrong_pin) {
+            rv = CKR_PIN_INCORRECT;
+            log_error(d.problem + " (" + dictionary_attack_text(m) + "; too many and the TPM locks out)");
+        } else if (d.kind == TpmProblem::locked_out) {
+            rv = CKR_PIN_LOCKED;
+            log_error(d.problem + " (" + dictionary_attack_text(m) + ")");
+        } else {
+            log_error(diagnosis_line(d));
+        }
+        if (rv == CKR_DEVICE_ERROR)
+            m.drop_tpm();
+        else
+            m.flush_parents_if_idle();
+        return rv;
+    } catch (...) {
+        m.drop_tpm();
+        return CKR_DEVICE_ERROR;
+    }
+}
+
+}  // namespace tpmkey::pkcs11

@@ -1,0 +1,88 @@
+// The C boundary of the module: the one lock, the fork rule, the exception
+// firewall, and TPM failures turned into CK_RVs. entry_points.cpp only
+// adapts each function's arguments to the module and runs it through here.
+//
+// All state sits behind one mutex, taken for the whole call (TPM commands
+// included): the TPM executes one command at a time anyway.
+#pragma once
+
+#include "error.hpp"
+#include "log.hpp"
+#include "module.hpp"
+#include "pkcs11.hpp"
+
+#include <new>
+#include <string>
+
+namespace tpmkey::pkcs11 {
+
+// The exception firewall (docs/design.md, practice 1): nothing throws across
+// the C boundary, nothing calls exit() or abort().
+template <class Body>
+CK_RV guard(const char* function, Body&& body) noexcept {
+    try {
+        return body();
+    } catch (const Pkcs11Error& e) {
+        if (log_level() >= LogLevel::debug)
+            log_debug(std::string(function) + " -> " + std::to_string(e.rv()));
+        return e.rv();
+    } catch (const std::bad_alloc&) {
+        log_error(std::string(function) + ": out of memory");
+        return CKR_HOST_MEMORY;
+    } catch (const std::exception& e) {
+        log_error(e.what());
+        return CKR_GENERAL_ERROR;
+    } catch (...) {
+        log_error(std::string(function) + ": unexpected failure");
+        return CKR_GENERAL_ERROR;
+    }
+}
+
+// The module's state for the duration of one call: holds the one lock, and
+// has forgotten the state of the parent process in a forked child.
+class LockedState {
+public:
+    LockedState() noexcept;
+    ~LockedState();
+    LockedState(const LockedState&) = delete;
+    LockedState& operator=(const LockedState&) = delete;
+
+    // nullptr before C_Initialize and after C_Finalize.
+    Module* module() const noexcept;
+    // C_Initialize: sets up logging, reads the configuration and the keys.
+    void initialize();
+    // C_Finalize: flushes what was loaded into the TPM.
+    void finalize() noexcept;
+};
+
+// A TPM failure inside a call: logs its diagnosis (with the TPM's
+// dictionary-attack count for PINs), forgets or flushes what the module
+// holds in the TPM, and returns the CK_RV for it.
+CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept;
+
+// Runs `body` with the module locked, or fails with
+// CKR_CRYPTOKI_NOT_INITIALIZED. Without a resource manager nothing stays
+// in the TPM after the call (Module::end_call).
+template <class Body>
+CK_RV with_module(const char* function, Body&& body) noexcept {
+    return guard(function, [&]() -> CK_RV {
+        const LockedState state;
+        require(state.module() != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
+        Module& m = *state.module();
+        struct EndCall {
+            Module& m;
+            ~EndCall() { m.end_call(); }
+        } end_call{m};
+        try {
+            body(m);
+            return CKR_OK;
+        } catch (const TpmError& e) {
+            throw Pkcs11Error(answer_tpm_failure(m, e));
+        } catch (const Error& e) {
+            log_error(e.what());
+            throw Pkcs11Error(CKR_GENERAL_ERROR);
+        }
+    });
+}
+
+}  // namespace tpmkey::pkcs11
