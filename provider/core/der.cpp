@@ -28,7 +28,7 @@ Bytes encode(int type, void* value) {
 }  // namespace
 
 Bytes object_identifier(const char* dotted) {
-    const Asn1Object oid(OBJ_txt2obj(dotted, 1));
+    const Owned<ASN1_OBJECT, ASN1_OBJECT_free> oid(OBJ_txt2obj(dotted, 1));
     if (!oid)
         throw Error(std::string("not an object identifier: ") + dotted);
     return encode(V_ASN1_OBJECT, oid.get());
@@ -47,22 +47,22 @@ Bytes boolean(bool value) {
 }
 
 Bytes unsigned_integer(std::uint64_t value) {
-    const Asn1Integer i(ASN1_INTEGER_new());
+    const Owned<ASN1_INTEGER, ASN1_INTEGER_free> i(ASN1_INTEGER_new());
     if (!i || !ASN1_INTEGER_set_uint64(i.get(), value))
         throw std::bad_alloc();
     return encode(V_ASN1_INTEGER, i.get());
 }
 
 Bytes unsigned_integer(std::span<const std::uint8_t> big_endian) {
-    const Bignum bn(BN_bin2bn(big_endian.data(), static_cast<int>(big_endian.size()), nullptr));
-    const Asn1Integer i(bn ? BN_to_ASN1_INTEGER(bn.get(), nullptr) : nullptr);
+    const Owned<BIGNUM, BN_free> bn(BN_bin2bn(big_endian.data(), static_cast<int>(big_endian.size()), nullptr));
+    const Owned<ASN1_INTEGER, ASN1_INTEGER_free> i(bn ? BN_to_ASN1_INTEGER(bn.get(), nullptr) : nullptr);
     if (!i)
         throw std::bad_alloc();
     return encode(V_ASN1_INTEGER, i.get());
 }
 
 Bytes octet_string(std::span<const std::uint8_t> content) {
-    const Asn1OctetString s(ASN1_OCTET_STRING_new());
+    const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> s(ASN1_OCTET_STRING_new());
     if (!s || !ASN1_OCTET_STRING_set(s.get(), content.data(), static_cast<int>(content.size())))
         throw std::bad_alloc();
     return encode(V_ASN1_OCTET_STRING, s.get());

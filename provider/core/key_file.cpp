@@ -30,6 +30,8 @@ constexpr const char* old_loadable_key_oid = "2.23.133.10.2";  // openssl_tpm2_e
 constexpr const char* importable_key_oid = "2.23.133.10.1.4";
 constexpr const char* sealed_data_oid = "2.23.133.10.1.5";
 
+using Asn1Type = Owned<ASN1_TYPE, ASN1_TYPE_free>;
+
 
 // Walks the elements of one DER SEQUENCE. Every value is decoded by
 // OpenSSL (ASN1_get_object for headers, d2i_ASN1_TYPE for primitives);

@@ -33,18 +33,11 @@ using Owned = std::unique_ptr<T, FreeWith<free_fn>>;
 // OPENSSL_free is a macro; this is the function behind Owned<T, openssl_free>.
 inline void openssl_free(void* p) noexcept { OPENSSL_free(p); }
 
-using Asn1Integer = Owned<ASN1_INTEGER, ASN1_INTEGER_free>;
-using Asn1Object = Owned<ASN1_OBJECT, ASN1_OBJECT_free>;
-using Asn1OctetString = Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free>;
-using Asn1Type = Owned<ASN1_TYPE, ASN1_TYPE_free>;
-using Bignum = Owned<BIGNUM, BN_free>;
+// The ones used in more than one file.
 using Bio = Owned<BIO, BIO_free>;
-using EvpMd = Owned<EVP_MD, EVP_MD_free>;
 using EvpMdCtx = Owned<EVP_MD_CTX, EVP_MD_CTX_free>;
 using EvpPkey = Owned<EVP_PKEY, EVP_PKEY_free>;
 using X509Cert = Owned<X509, X509_free>;
-using X509Pubkey = Owned<X509_PUBKEY, X509_PUBKEY_free>;
-using X509Sig = Owned<X509_SIG, X509_SIG_free>;
 
 // For a function that hands out what it allocates through `T**`:
 //   EsysPtr<TPM2B_PUBLIC> pub;  Esys_ReadPublic(..., out_ptr(pub), ...);

@@ -139,7 +139,7 @@ Bytes PublicKey::subject_public_key() const {
 }
 
 Bytes PublicKey::spki_der() const {
-    const X509Pubkey spki(X509_PUBKEY_new());
+    const Owned<X509_PUBKEY, X509_PUBKEY_free> spki(X509_PUBKEY_new());
     const Bytes bits = subject_public_key();
     Owned<unsigned char, openssl_free> encoded(static_cast<unsigned char*>(OPENSSL_memdup(bits.data(), bits.size())));
     if (!spki || !encoded)

@@ -92,7 +92,7 @@ std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub, std::span<co
 
 std::optional<TpmSignRequest> parse_digest_info(std::span<const std::uint8_t> der) {
     const unsigned char* p = der.data();
-    const X509Sig sig(d2i_X509_SIG(nullptr, &p, static_cast<long>(der.size())));
+    const Owned<X509_SIG, X509_SIG_free> sig(d2i_X509_SIG(nullptr, &p, static_cast<long>(der.size())));
     ERR_clear_error();
     if (!sig || p != der.data() + der.size())
         return std::nullopt;
@@ -170,7 +170,7 @@ SignOperation::SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub
         hash_.reset(EVP_MD_CTX_new());
         if (!hash_)
             throw std::bad_alloc();
-        const EvpMd md(EVP_MD_fetch(nullptr, hash_info(mechanism_->hash)->name, nullptr));
+        const Owned<EVP_MD, EVP_MD_free> md(EVP_MD_fetch(nullptr, hash_info(mechanism_->hash)->name, nullptr));
         if (!md || EVP_DigestInit_ex(hash_.get(), md.get(), nullptr) != 1)
             throw Error("OpenSSL cannot hash with " + std::string(hash_info(mechanism_->hash)->name));
     }

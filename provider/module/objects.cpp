@@ -155,12 +155,9 @@ P11Object make_public_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) {
     a.push_back(number(CKA_CLASS, CKO_PUBLIC_KEY));
     a.push_back(flag(CKA_PRIVATE, false));
     add_common_key_attributes(a, key);
-    a.push_back(flag(CKA_ENCRYPT, false));
     // The TPM verifies nothing for us, and we offer no C_Verify.
-    a.push_back(flag(CKA_VERIFY, false));
-    a.push_back(flag(CKA_VERIFY_RECOVER, false));
-    a.push_back(flag(CKA_WRAP, false));
-    a.push_back(flag(CKA_TRUSTED, false));
+    for (CK_ATTRIBUTE_TYPE t : {CKA_ENCRYPT, CKA_VERIFY, CKA_VERIFY_RECOVER, CKA_WRAP, CKA_TRUSTED})
+        a.push_back(flag(t, false));
     if (!key.pub->is_rsa())
         a.push_back({CKA_EC_POINT, key.pub->ec_point_der()});
     return P11Object(handle, std::move(a));
@@ -176,11 +173,9 @@ P11Object make_private_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) 
     a.push_back(flag(CKA_PRIVATE, key.needs_pin));
     add_common_key_attributes(a, key);
     a.push_back(flag(CKA_SENSITIVE, true));
-    a.push_back(flag(CKA_DECRYPT, false));
     a.push_back(flag(CKA_SIGN, true));
-    a.push_back(flag(CKA_SIGN_RECOVER, false));
-    a.push_back(flag(CKA_UNWRAP, false));
-    a.push_back(flag(CKA_EXTRACTABLE, false));
+    for (CK_ATTRIBUTE_TYPE t : {CKA_DECRYPT, CKA_SIGN_RECOVER, CKA_UNWRAP, CKA_EXTRACTABLE})
+        a.push_back(flag(t, false));
     // From the TPM's own attributes: fixedTPM means no copy can ever leave.
     a.push_back(flag(CKA_ALWAYS_SENSITIVE, fixed_tpm && made_inside));
     a.push_back(flag(CKA_NEVER_EXTRACTABLE, fixed_tpm));
