@@ -37,8 +37,9 @@
 #                           swtpm-fixtures/ and its TPM command counter
 
 set -euo pipefail
-# A command that fails outside fail() (set -e) still says where.
-set -E
+# A command of the script that fails outside fail() (set -e) still says
+# where. Not set -E: inherited into command substitutions the trap would
+# also report a `grep -c` that counts 0 inside "$(...)", which is no failure.
 trap 'echo "FAIL: $TEST_NAME: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 
 : "${TPMKEY_MODULE:?set by tpmkey_swtpm_test: path of tpmkey-pkcs11.so}"
