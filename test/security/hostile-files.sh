@@ -6,11 +6,11 @@
 # file that is no regular file leaves logging on stderr, a PIN file anyone
 # may write to is refused and one anyone may read is warned about.
 set -euo pipefail
-E2E_PROG="hostile-files"
-# shellcheck source=../e2e/ssh/lib.sh
-. "$(dirname "$0")/../e2e/ssh/lib.sh"
+TEST_NAME="hostile-files"
+# shellcheck source=../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 mkdir -m 0700 "$keys"
 keygen "$keys/k.tpm" ecdsa 256
 export TPMKEY_KEYS=$keys
@@ -18,9 +18,9 @@ export TPMKEY_KEYS=$keys
 # listing KEYS_EXPECTED WHAT: ssh-keygen -D finishes within 10 s and lists the key.
 listing() {
     local rc=0
-    timeout 10 ssh-keygen -D "$TPMKEY_MODULE" >"$E2E_DIR/list.out" 2>"$E2E_DIR/list.err" || rc=$?
+    timeout 10 ssh-keygen -D "$TPMKEY_MODULE" >"$TEST_DIR/list.out" 2>"$TEST_DIR/list.err" || rc=$?
     [ $rc != 124 ] || fail "$1: ssh-keygen -D hung (killed after 10 s)"
-    [ $rc = 0 ] && [ "$(grep -c . "$E2E_DIR/list.out")" = 1 ] || { show "$E2E_DIR/list.err"; fail "$1: the key is not listed"; }
+    [ $rc = 0 ] && [ "$(grep -c . "$TEST_DIR/list.out")" = 1 ] || { show "$TEST_DIR/list.err"; fail "$1: the key is not listed"; }
 }
 
 # hostile PATH WHAT SUFFIX: a FIFO, /dev/zero (through a link) and a 70 kB
@@ -30,15 +30,15 @@ hostile() {
     local path=$1 what=$2 suffix=$3
     mkfifo "$path"
     listing "$what is a FIFO"
-    grep -qF "$path: not a regular file; $suffix" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "FIFO $what: no message"; }
+    grep -qF "$path: not a regular file; $suffix" "$TEST_DIR/list.err" || { show "$TEST_DIR/list.err"; fail "FIFO $what: no message"; }
     rm "$path"
     ln -s /dev/zero "$path"
     listing "$what is /dev/zero"
-    grep -qF "$path: not a regular file; $suffix" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "/dev/zero $what: no message"; }
+    grep -qF "$path: not a regular file; $suffix" "$TEST_DIR/list.err" || { show "$TEST_DIR/list.err"; fail "/dev/zero $what: no message"; }
     rm "$path"
     head -c 70000 /dev/zero | tr '\0' '#' >"$path"
     listing "$what of 70 kB"
-    grep -qF "$path: too large" "$E2E_DIR/list.err" || { show "$E2E_DIR/list.err"; fail "70 kB $what: no message"; }
+    grep -qF "$path: too large" "$TEST_DIR/list.err" || { show "$TEST_DIR/list.err"; fail "70 kB $what: no message"; }
     rm "$path"
     ok "a FIFO, /dev/zero or a 70 kB file as $what: ignored with a message, no hang"
 }
@@ -48,24 +48,24 @@ hostile "$keys/k.crt" "a certificate (NAME.crt)" "certificate ignored"
 hostile "$keys/k-cert.pem" "a certificate (NAME-cert.pem)" "certificate ignored"
 
 # TPMKEY_LOG_FILE a FIFO: C_Initialize must not wait for a reader.
-mkfifo "$E2E_DIR/log.fifo"
-TPMKEY_LOG_FILE=$E2E_DIR/log.fifo listing "TPMKEY_LOG_FILE is a FIFO"
-grep -q "TPMKEY_LOG_FILE=$E2E_DIR/log.fifo: .*; logging to stderr instead" "$E2E_DIR/list.err" ||
-    { show "$E2E_DIR/list.err"; fail "FIFO log file: no message"; }
+mkfifo "$TEST_DIR/log.fifo"
+TPMKEY_LOG_FILE=$TEST_DIR/log.fifo listing "TPMKEY_LOG_FILE is a FIFO"
+grep -q "TPMKEY_LOG_FILE=$TEST_DIR/log.fifo: .*; logging to stderr instead" "$TEST_DIR/list.err" ||
+    { show "$TEST_DIR/list.err"; fail "FIFO log file: no message"; }
 ok "TPMKEY_LOG_FILE naming a FIFO: logging goes to stderr, no hang"
 
 # PIN files.
-printf '1234\n' >"$E2E_DIR/pin-ww"
-chmod 666 "$E2E_DIR/pin-ww"
-if "$TPMKEY_KEYGEN" -q -f "$keys/ww.tpm" -C ww --pin-file "$E2E_DIR/pin-ww" 2>"$E2E_DIR/ww.err"; then
+printf '1234\n' >"$TEST_DIR/pin-ww"
+chmod 666 "$TEST_DIR/pin-ww"
+if "$TPMKEY_KEYGEN" -q -f "$keys/ww.tpm" -C ww --pin-file "$TEST_DIR/pin-ww" 2>"$TEST_DIR/ww.err"; then
     fail "keygen took a PIN file that everyone may write"
 fi
-grep -q "the PIN file is writable by everyone.*refusing it (chmod o-w" "$E2E_DIR/ww.err" || { show "$E2E_DIR/ww.err"; fail "no message for the world-writable PIN file"; }
+grep -q "the PIN file is writable by everyone.*refusing it (chmod o-w" "$TEST_DIR/ww.err" || { show "$TEST_DIR/ww.err"; fail "no message for the world-writable PIN file"; }
 [ ! -e "$keys/ww.tpm" ] || fail "keygen wrote a key with a world-writable PIN file"
-printf '1234\n' >"$E2E_DIR/pin-wr"
-chmod 644 "$E2E_DIR/pin-wr"
-"$TPMKEY_KEYGEN" -q -f "$keys/wr.tpm" -C wr --pin-file "$E2E_DIR/pin-wr" 2>"$E2E_DIR/wr.err" || fail "keygen with a world-readable PIN file failed"
-grep -q "warning: .*pin-wr: the PIN file is readable by everyone (chmod o-r" "$E2E_DIR/wr.err" || { show "$E2E_DIR/wr.err"; fail "no warning for the world-readable PIN file"; }
-"$TPMKEY_KEYGEN" -q -f "$keys/pipe.tpm" -C pipe --pin-file <(printf '1234\n') 2>"$E2E_DIR/pipe.err" || fail "keygen with a PIN from a pipe failed"
-[ ! -s "$E2E_DIR/pipe.err" ] || { show "$E2E_DIR/pipe.err"; fail "keygen complained about a PIN from a pipe"; }
+printf '1234\n' >"$TEST_DIR/pin-wr"
+chmod 644 "$TEST_DIR/pin-wr"
+"$TPMKEY_KEYGEN" -q -f "$keys/wr.tpm" -C wr --pin-file "$TEST_DIR/pin-wr" 2>"$TEST_DIR/wr.err" || fail "keygen with a world-readable PIN file failed"
+grep -q "warning: .*pin-wr: the PIN file is readable by everyone (chmod o-r" "$TEST_DIR/wr.err" || { show "$TEST_DIR/wr.err"; fail "no warning for the world-readable PIN file"; }
+"$TPMKEY_KEYGEN" -q -f "$keys/pipe.tpm" -C pipe --pin-file <(printf '1234\n') 2>"$TEST_DIR/pipe.err" || fail "keygen with a PIN from a pipe failed"
+[ ! -s "$TEST_DIR/pipe.err" ] || { show "$TEST_DIR/pipe.err"; fail "keygen complained about a PIN from a pipe"; }
 ok "PIN files: world-writable refused, world-readable warned about, a pipe fine"

@@ -14,21 +14,20 @@
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_SWTPM_DIR:?run this under swtpm-fixtures/with-swtpm}"
-E2E_PROG="interposer"
-# shellcheck source=../e2e/ssh/lib.sh
-. "$(dirname "$0")/../e2e/ssh/lib.sh"
-fixtures=$(readlink -f "$(dirname "$0")/../../swtpm-fixtures")
+TEST_NAME="interposer"
+# shellcheck source=../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 mkdir -m 0700 "$keys"
-printf '1234\n' >"$E2E_DIR/pin"
-printf '5678\n' >"$E2E_DIR/pin2"
+printf '1234\n' >"$TEST_DIR/pin"
+printf '5678\n' >"$TEST_DIR/pin2"
 swtpm_port=$(cat "$TPMKEY_SWTPM_DIR/port")
 
 # Keys made through the genuine TPM: keygen pins both parents.
-"$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$keys/owner.tpm" -C owner --parent 0x40000001 --pin-file "$E2E_DIR/pin" ||
+"$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$keys/owner.tpm" -C owner --parent 0x40000001 --pin-file "$TEST_DIR/pin" ||
     fail "keygen under 0x40000001 failed"
-"$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$keys/srk.tpm" -C srk --parent 0x81000001 --pin-file "$E2E_DIR/pin" ||
+"$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$keys/srk.tpm" -C srk --parent 0x81000001 --pin-file "$TEST_DIR/pin" ||
     fail "keygen under 0x81000001 failed"
 pins=$XDG_CONFIG_HOME/tpmkey/known_parents
 for h in 0x40000001 0x81000001; do
@@ -37,8 +36,8 @@ done
 ok "keys made through the genuine TPM; both parents pinned"
 
 # Another valid storage key (fixedTPM, AES-256) at 0x81000002, for the relay to show as 0x81000001.
-tpm2_createprimary -Q -C o -G ecc256:aes256cfb -c "$E2E_DIR/other.ctx"
-tpm2_evictcontrol -Q -C o -c "$E2E_DIR/other.ctx" 0x81000002 >/dev/null
+tpm2_createprimary -Q -C o -G ecc256:aes256cfb -c "$TEST_DIR/other.ctx"
+tpm2_evictcontrol -Q -C o -c "$TEST_DIR/other.ctx" 0x81000002 >/dev/null
 tpm2_flushcontext -t
 
 RELAY_PID=""
@@ -46,15 +45,15 @@ RELAY_PID=""
 # its place (the TCTI tpmkey uses does not change).
 relay_start() {
     tpm2_shutdown -c
-    "$fixtures/swtpm-stop" "$TPMKEY_SWTPM_DIR"
-    "$fixtures/swtpm-start" "$TPMKEY_SWTPM_DIR" >/dev/null
-    "$fixtures/tpm-relay" --port "$swtpm_port" --to "$(cat "$TPMKEY_SWTPM_DIR/port")" --log "$E2E_DIR/relay.log" \
-        "$@" >"$E2E_DIR/relay.out" 2>&1 &
+    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
+    "$FIXTURES/swtpm-start" "$TPMKEY_SWTPM_DIR" >/dev/null
+    "$FIXTURES/tpm-relay" --port "$swtpm_port" --to "$(cat "$TPMKEY_SWTPM_DIR/port")" --log "$TEST_DIR/relay.log" \
+        "$@" >"$TEST_DIR/relay.out" 2>&1 &
     RELAY_PID=$!
     # Python starts slowly on a loaded machine: at most 20 s.
     for _ in $(seq 200); do
         tpm2_getcap -T "$TPMKEY_TCTI" properties-fixed >/dev/null 2>&1 && return 0
-        kill -0 "$RELAY_PID" 2>/dev/null || { show "$E2E_DIR/relay.out"; fail "tpm-relay exited"; }
+        kill -0 "$RELAY_PID" 2>/dev/null || { show "$TEST_DIR/relay.out"; fail "tpm-relay exited"; }
         sleep 0.1
     done
     fail "tpm-relay does not answer"
@@ -66,10 +65,10 @@ relay_stop() {
     wait "$RELAY_PID" 2>/dev/null || true
     RELAY_PID=""
     tpm2_shutdown -c -T "$(cat "$TPMKEY_SWTPM_DIR/tcti")"
-    "$fixtures/swtpm-stop" "$TPMKEY_SWTPM_DIR"
-    "$fixtures/swtpm-start" --port "$swtpm_port" "$TPMKEY_SWTPM_DIR" >/dev/null
+    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
+    "$FIXTURES/swtpm-start" --port "$swtpm_port" "$TPMKEY_SWTPM_DIR" >/dev/null
 }
-e2e_on_exit relay_stop
+on_exit relay_stop
 
 # no_secret_sent NAME WHAT: the capture NAME has no command that carries or
 # salts a secret.
@@ -89,62 +88,62 @@ check_refusals() {
     local parent=$1 key=$2 sent
     # tpmkey-keygen
     pcap_start "keygen-$parent"
-    if "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/new.tpm" -C new --parent "$parent" --pin-file "$E2E_DIR/pin" \
-        >"$E2E_DIR/keygen.out" 2>&1; then
+    if "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/new.tpm" -C new --parent "$parent" --pin-file "$TEST_DIR/pin" \
+        >"$TEST_DIR/keygen.out" 2>&1; then
         fail "$parent: keygen made a key through the interposer"
     fi
     pcap_stop
-    grep -qF "$mismatch" "$E2E_DIR/keygen.out" || { show "$E2E_DIR/keygen.out"; fail "$parent: keygen does not say why"; }
+    grep -qF "$mismatch" "$TEST_DIR/keygen.out" || { show "$TEST_DIR/keygen.out"; fail "$parent: keygen does not say why"; }
     [ ! -e "$keys/new.tpm" ] && [ ! -e "$keys/new.pub" ] || fail "$parent: keygen wrote files"
     sent=$(no_secret_sent "keygen-$parent" "$parent: keygen")
     ok "$parent: tpmkey-keygen refuses the interposer's storage key before any PIN ($sent)"
 
     # C_Login through the module
     pcap_start "login-$parent"
-    if TPMKEY_KEYS=$key TPMKEY_LOG_FILE=$E2E_DIR/module.log pkcs11-tool --module "$TPMKEY_MODULE" --login --pin 1234 \
-        --sign -m ECDSA-SHA256 -i "$E2E_DIR/pin" -o "$E2E_DIR/sig" >"$E2E_DIR/p11.out" 2>&1; then
+    if TPMKEY_KEYS=$key TPMKEY_LOG_FILE=$TEST_DIR/module.log pkcs11-tool --module "$TPMKEY_MODULE" --login --pin 1234 \
+        --sign -m ECDSA-SHA256 -i "$TEST_DIR/pin" -o "$TEST_DIR/sig" >"$TEST_DIR/p11.out" 2>&1; then
         fail "$parent: the module signed through the interposer"
     fi
     pcap_stop
-    grep -qF "$mismatch" "$E2E_DIR/module.log" || { show "$E2E_DIR/module.log" "$E2E_DIR/p11.out"; fail "$parent: the module's log does not say why"; }
+    grep -qF "$mismatch" "$TEST_DIR/module.log" || { show "$TEST_DIR/module.log" "$TEST_DIR/p11.out"; fail "$parent: the module's log does not say why"; }
     sent=$(no_secret_sent "login-$parent" "$parent: C_Login")
     ok "$parent: C_Login refuses before the PIN is sent ($sent)"
 
     # tpmkey passwd
-    cp "$key" "$E2E_DIR/before.tpm"
+    cp "$key" "$TEST_DIR/before.tpm"
     pcap_start "passwd-$parent"
-    if "$TPMKEY_TOOL" passwd --old-pin-file "$E2E_DIR/pin" --new-pin-file "$E2E_DIR/pin2" "$key" \
-        >"$E2E_DIR/passwd.out" 2>&1; then
+    if "$TPMKEY_TOOL" passwd --old-pin-file "$TEST_DIR/pin" --new-pin-file "$TEST_DIR/pin2" "$key" \
+        >"$TEST_DIR/passwd.out" 2>&1; then
         fail "$parent: passwd changed the PIN through the interposer"
     fi
     pcap_stop
-    grep -qF "$mismatch" "$E2E_DIR/passwd.out" || { show "$E2E_DIR/passwd.out"; fail "$parent: passwd does not say why"; }
-    cmp -s "$key" "$E2E_DIR/before.tpm" || fail "$parent: passwd changed the key file"
+    grep -qF "$mismatch" "$TEST_DIR/passwd.out" || { show "$TEST_DIR/passwd.out"; fail "$parent: passwd does not say why"; }
+    cmp -s "$key" "$TEST_DIR/before.tpm" || fail "$parent: passwd changed the key file"
     sent=$(no_secret_sent "passwd-$parent" "$parent: passwd")
     ok "$parent: tpmkey passwd refuses before the PINs are sent, the file unchanged ($sent)"
 
     # tpmkey doctor
-    if TPMKEY_KEYS=$key "$TPMKEY_TOOL" doctor >"$E2E_DIR/doctor.out" 2>&1; then
+    if TPMKEY_KEYS=$key "$TPMKEY_TOOL" doctor >"$TEST_DIR/doctor.out" 2>&1; then
         fail "$parent: doctor found nothing wrong"
     fi
-    grep -qF "$mismatch" "$E2E_DIR/doctor.out" || { show "$E2E_DIR/doctor.out"; fail "$parent: doctor does not name the interposer"; }
+    grep -qF "$mismatch" "$TEST_DIR/doctor.out" || { show "$TEST_DIR/doctor.out"; fail "$parent: doctor does not name the interposer"; }
     ok "$parent: tpmkey doctor names it"
 }
 
 relay_start --substitute-primary
 check_refusals 0x40000001 "$keys/owner.tpm"
-grep -q "CreatePrimary .*substituted" "$E2E_DIR/relay.log" || { show "$E2E_DIR/relay.log"; fail "the relay substituted nothing: the test proves nothing"; }
+grep -q "CreatePrimary .*substituted" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay substituted nothing: the test proves nothing"; }
 relay_stop
 
 relay_start --redirect-handle 0x81000001=0x81000002
 check_refusals 0x81000001 "$keys/srk.tpm"
-grep -q "ReadPublic .*redirected" "$E2E_DIR/relay.log" || { show "$E2E_DIR/relay.log"; fail "the relay redirected nothing: the test proves nothing"; }
+grep -q "ReadPublic .*redirected" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay redirected nothing: the test proves nothing"; }
 relay_stop
 
 # The genuine TPM again: both keys work with their PIN.
 for k in owner srk; do
     TPMKEY_KEYS=$keys/$k.tpm pkcs11-tool --module "$TPMKEY_MODULE" --login --pin 1234 --sign -m ECDSA-SHA256 \
-        -i "$E2E_DIR/pin" -o "$E2E_DIR/sig" >/dev/null 2>&1 || fail "$k.tpm does not sign through the genuine TPM"
+        -i "$TEST_DIR/pin" -o "$TEST_DIR/sig" >/dev/null 2>&1 || fail "$k.tpm does not sign through the genuine TPM"
 done
 tpm2_evictcontrol -Q -C o -c 0x81000002
 ok "without the interposer both keys sign with their PIN"

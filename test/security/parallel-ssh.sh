@@ -5,24 +5,24 @@
 # tpm2-abrmd and its private D-Bus session bus. All N must succeed.
 set -euo pipefail
 N=${1:-16}
-E2E_PROG="parallel-ssh"
-# shellcheck source=../e2e/ssh/lib.sh
-. "$(dirname "$0")/../e2e/ssh/lib.sh"
+TEST_NAME="parallel-ssh"
+# shellcheck source=../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../lib/sshd.sh"
 [[ $TPMKEY_TCTI == tabrmd:* ]] || fail "TPMKEY_TCTI=$TPMKEY_TCTI: run this under swtpm-fixtures/with-swtpm --abrmd"
 ok "tpm2-abrmd on a private session bus, in front of the swtpm"
 
-mkdir -p "$E2E_DIR/keys"
-keygen "$E2E_DIR/keys/par.tpm" ecdsa 256
-export TPMKEY_KEYS=$E2E_DIR/keys
+mkdir -p "$TEST_DIR/keys"
+keygen "$TEST_DIR/keys/par.tpm" ecdsa 256
+export TPMKEY_KEYS=$TEST_DIR/keys
 sshd_start "MaxStartups 64" "MaxSessions 64"
-pub_blob "$E2E_DIR/keys/par.pub" >"$AUTH_KEYS"
+pub_blob "$TEST_DIR/keys/par.pub" >"$AUTH_KEYS"
 sshd_log_mark
 
 start=$(date +%s.%N)
 pids=()
 for i in $(seq "$N"); do
     (
-        SSH_OUT=$E2E_DIR/ssh.$i.out SSH_ERR=$E2E_DIR/ssh.$i.err SSH_MARK_N=$((i * 1000))
+        SSH_OUT=$TEST_DIR/ssh.$i.out SSH_ERR=$TEST_DIR/ssh.$i.err SSH_MARK_N=$((i * 1000))
         tssh -o PKCS11Provider="$TPMKEY_MODULE"
     ) &
     pids+=($!)
@@ -30,12 +30,12 @@ done
 failed=0
 for i in $(seq "$N"); do
     wait "${pids[$((i - 1))]}" || true
-    if [ "$(cat "$E2E_DIR/ssh.$i.out")" != "tpmkey-e2e-$((i * 1000 + 1)):42" ]; then
+    if [ "$(cat "$TEST_DIR/ssh.$i.out")" != "tpmkey-e2e-$((i * 1000 + 1)):42" ]; then
         failed=$((failed + 1))
-        show "$E2E_DIR/ssh.$i.err"
-    elif grep -q '^tpmkey:' "$E2E_DIR/ssh.$i.err"; then
+        show "$TEST_DIR/ssh.$i.err"
+    elif grep -q '^tpmkey:' "$TEST_DIR/ssh.$i.err"; then
         failed=$((failed + 1))
-        show "$E2E_DIR/ssh.$i.err"
+        show "$TEST_DIR/ssh.$i.err"
         echo "login $i worked but the module printed errors" >&2
     fi
 done

@@ -15,9 +15,9 @@
 # Runs under with-swtpm; TPMKEY_MODULE, TPMKEY_KEYGEN, TPMKEY_TOOL from CMake.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
-E2E_PROG="pin-secrecy"
-# shellcheck source=../e2e/ssh/lib.sh
-. "$(dirname "$0")/../e2e/ssh/lib.sh"
+TEST_NAME="pin-secrecy"
+# shellcheck source=../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 command -v pkcs11-tool >/dev/null || skip "no pkcs11-tool (Debian package opensc)"
 
 # PINs no other byte string in the capture can resemble.
@@ -26,29 +26,29 @@ PIN="Pin-$(rand_word)"
 NEW_PIN="New-$(rand_word)"
 WRONG_PIN="Bad-$(rand_word)"
 CONTROL="Ctl-$(rand_word)"
-OUT=$E2E_DIR/out   # every stdout/stderr of the run
-mkdir -p "$OUT" "$E2E_DIR/keys"
-KEY=$E2E_DIR/keys/secret.tpm
-export TPMKEY_KEYS=$E2E_DIR/keys TPMKEY_LOG=debug TPMKEY_LOG_FILE=$E2E_DIR/module.log
-printf '%s\n' "$PIN" >"$E2E_DIR/pin.old"
-printf '%s\n' "$NEW_PIN" >"$E2E_DIR/pin.new"
-head -c 64 /dev/urandom >"$E2E_DIR/data"
+OUT=$TEST_DIR/out   # every stdout/stderr of the run
+mkdir -p "$OUT" "$TEST_DIR/keys"
+KEY=$TEST_DIR/keys/secret.tpm
+export TPMKEY_KEYS=$TEST_DIR/keys TPMKEY_LOG=debug TPMKEY_LOG_FILE=$TEST_DIR/module.log
+printf '%s\n' "$PIN" >"$TEST_DIR/pin.old"
+printf '%s\n' "$NEW_PIN" >"$TEST_DIR/pin.new"
+head -c 64 /dev/urandom >"$TEST_DIR/data"
 
 # p11 NAME PIN ARGS...: pkcs11-tool signing with PIN, output in $OUT/NAME.*
 p11() {
     local name=$1 pin=$2
     shift 2
     pkcs11-tool --module "$TPMKEY_MODULE" --login --pin "$pin" --sign -m ECDSA-SHA256 \
-        -i "$E2E_DIR/data" -o "$E2E_DIR/$name.sig" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+        -i "$TEST_DIR/data" -o "$TEST_DIR/$name.sig" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
 }
 
 pcap_start bus
-"$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$KEY" -C secret --pin-file "$E2E_DIR/pin.old" \
+"$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$KEY" -C secret --pin-file "$TEST_DIR/pin.old" \
     >"$OUT/keygen.out" 2>"$OUT/keygen.err" || { show "$OUT/keygen.err"; fail "keygen with a PIN failed"; }
 ! p11 wrong "$WRONG_PIN" || fail "pkcs11-tool signed with a wrong PIN"
 grep -q CKR_PIN_INCORRECT "$OUT/wrong.err" || { show "$OUT/wrong.err"; fail "wrong PIN: no CKR_PIN_INCORRECT"; }
 p11 right "$PIN" || { show "$OUT/right.err"; fail "C_Login + C_Sign with the PIN failed"; }
-"$TPMKEY_TOOL" passwd --old-pin-file "$E2E_DIR/pin.old" --new-pin-file "$E2E_DIR/pin.new" "$KEY" \
+"$TPMKEY_TOOL" passwd --old-pin-file "$TEST_DIR/pin.old" --new-pin-file "$TEST_DIR/pin.new" "$KEY" \
     >"$OUT/passwd.out" 2>"$OUT/passwd.err" || { show "$OUT/passwd.err"; fail "tpmkey passwd failed"; }
 p11 new "$NEW_PIN" || { show "$OUT/new.err"; fail "C_Login + C_Sign with the new PIN failed"; }
 ! p11 old "$PIN" || fail "the old PIN still works after tpmkey passwd"
@@ -61,12 +61,12 @@ for cc in Create Load ObjectChangeAuth Sign StartAuthSession; do
     [[ " $commands " == *" $cc "* ]] || fail "the capture has no TPM2_$cc: $commands"
 done
 ok "captured $(pcap_count bus) TPM commands (keygen, logins, signatures, PIN change)"
-cp "$E2E_DIR/bus.pcap" "$OUT/bus.pcap" 2>/dev/null || true
+cp "$TEST_DIR/bus.pcap" "$OUT/bus.pcap" 2>/dev/null || true
 
 # Control: tpm2-tools sends a key's auth value in the clear (TPM2_CreatePrimary
 # without a session: the sensitive parameter is not encrypted).
-TCTI_PCAP_FILE=$E2E_DIR/control.pcap tpm2_createprimary -Q -T "pcap:$PCAP_PLAIN_TCTI" -C o -p "$CONTROL" \
-    -c "$E2E_DIR/control.ctx" >/dev/null 2>&1 || fail "control: tpm2_createprimary failed"
+TCTI_PCAP_FILE=$TEST_DIR/control.pcap tpm2_createprimary -Q -T "pcap:$PCAP_PLAIN_TCTI" -C o -p "$CONTROL" \
+    -c "$TEST_DIR/control.ctx" >/dev/null 2>&1 || fail "control: tpm2_createprimary failed"
 tpm2_flushcontext -T "$PCAP_PLAIN_TCTI" -t >/dev/null
 
 # hexdump FILE: the file's bytes as " xx xx xx ... " (one line, byte-aligned).
@@ -91,19 +91,19 @@ found_in() {
     echo "$hits"
 }
 
-hits=$(found_in "$E2E_DIR/control.pcap" "$CONTROL")
+hits=$(found_in "$TEST_DIR/control.pcap" "$CONTROL")
 [ "$hits" = "raw " ] || fail "control: the search did not find a secret sent in the clear (found: '$hits')"
 ok "control: a secret tpm2-tools sends in the clear is found by the same search"
 
 checked=0
 for secret in PIN NEW_PIN WRONG_PIN; do
-    for f in "$E2E_DIR/bus.pcap" "$E2E_DIR/module.log" "$OUT"/*.out "$OUT"/*.err; do
+    for f in "$TEST_DIR/bus.pcap" "$TEST_DIR/module.log" "$OUT"/*.out "$OUT"/*.err; do
         [ -e "$f" ] || continue
         hits=$(found_in "$f" "${!secret}")
-        [ -z "$hits" ] || fail "$secret found in ${f#"$E2E_DIR"/} as: $hits"
+        [ -z "$hits" ] || fail "$secret found in ${f#"$TEST_DIR"/} as: $hits"
         checked=$((checked + 1))
     done
 done
-[ -s "$E2E_DIR/module.log" ] || fail "the module wrote no debug log: the log check would prove nothing"
-grep -q '\[[0-9]*\] ' "$E2E_DIR/module.log" || fail "the module log has no debug lines"
-ok "no PIN (raw, hex, HEX, UTF-16LE/BE) on the bus or in $checked captures and logs (module log: $(wc -l <"$E2E_DIR/module.log") lines at debug)"
+[ -s "$TEST_DIR/module.log" ] || fail "the module wrote no debug log: the log check would prove nothing"
+grep -q '\[[0-9]*\] ' "$TEST_DIR/module.log" || fail "the module log has no debug lines"
+ok "no PIN (raw, hex, HEX, UTF-16LE/BE) on the bus or in $checked captures and logs (module log: $(wc -l <"$TEST_DIR/module.log") lines at debug)"

@@ -6,56 +6,55 @@
 # swtpm-fixtures/tpm-relay stands between them and the swtpm.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
-E2E_PROG="tpm-hang"
-# shellcheck source=../e2e/ssh/lib.sh
-. "$(dirname "$0")/../e2e/ssh/lib.sh"
+TEST_NAME="tpm-hang"
+# shellcheck source=../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 command -v pkcs11-tool >/dev/null || skip "no pkcs11-tool (Debian package opensc)"
 command -v python3 >/dev/null || fail "no python3 for tpm-relay (tools/install-deps installs it)"
-FIXTURES=$(dirname "$(readlink -f "$0")")/../../swtpm-fixtures
 direct_tcti=$TPMKEY_TCTI
 
-keygen "$E2E_DIR/keys/k.tpm" ecdsa 256
-head -c 32 /dev/urandom >"$E2E_DIR/data"
-export TPMKEY_KEYS=$E2E_DIR/keys
+keygen "$TEST_DIR/keys/k.tpm" ecdsa 256
+head -c 32 /dev/urandom >"$TEST_DIR/data"
+export TPMKEY_KEYS=$TEST_DIR/keys
 
 # relay NAME ARGS...: start tpm-relay; the module and the tools use it.
 relay() {
     local name=$1
     shift
-    "$FIXTURES/tpm-relay" --to "$direct_tcti" --tcti-file "$E2E_DIR/$name.tcti" --log "$E2E_DIR/$name.log" \
+    "$FIXTURES/tpm-relay" --to "$direct_tcti" --tcti-file "$TEST_DIR/$name.tcti" --log "$TEST_DIR/$name.log" \
         "$@" >/dev/null &
-    e2e_on_exit "kill $! 2>/dev/null"
-    for _ in $(seq 200); do [ -s "$E2E_DIR/$name.tcti" ] && break; sleep 0.1; done  # python starts slowly under load
-    TPMKEY_TCTI=$(cat "$E2E_DIR/$name.tcti") || fail "tpm-relay did not start"
+    on_exit "kill $! 2>/dev/null"
+    for _ in $(seq 200); do [ -s "$TEST_DIR/$name.tcti" ] && break; sleep 0.1; done  # python starts slowly under load
+    TPMKEY_TCTI=$(cat "$TEST_DIR/$name.tcti") || fail "tpm-relay did not start"
     export TPMKEY_TCTI
 }
 
 sign() {
-    pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 -i "$E2E_DIR/data" -o "$E2E_DIR/sig"
+    pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 -i "$TEST_DIR/data" -o "$TEST_DIR/sig"
 }
 
 # How many commands come before TPM2_Sign: counted, not assumed.
 relay count
-sign >/dev/null 2>"$E2E_DIR/count.err" || { show "$E2E_DIR/count.err"; fail "signing through the relay failed"; }
-before_sign=$(awk '$1 == "Sign" { print NR - 1; exit }' "$E2E_DIR/count.log")
-[ -n "$before_sign" ] || { show "$E2E_DIR/count.log"; fail "no TPM2_Sign seen by the relay"; }
+sign >/dev/null 2>"$TEST_DIR/count.err" || { show "$TEST_DIR/count.err"; fail "signing through the relay failed"; }
+before_sign=$(awk '$1 == "Sign" { print NR - 1; exit }' "$TEST_DIR/count.log")
+[ -n "$before_sign" ] || { show "$TEST_DIR/count.log"; fail "no TPM2_Sign seen by the relay"; }
 ok "a signature through the relay: TPM2_Sign is command $((before_sign + 1))"
 
 export TPMKEY_TPM_TIMEOUT=2
 relay sign-hangs --hang-after "$before_sign"
 start=$(date +%s)
 rc=0
-timeout 30 pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 -i "$E2E_DIR/data" \
-    -o "$E2E_DIR/sig" >/dev/null 2>"$E2E_DIR/sign.err" || rc=$?
+timeout 30 pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 -i "$TEST_DIR/data" \
+    -o "$TEST_DIR/sig" >/dev/null 2>"$TEST_DIR/sign.err" || rc=$?
 took=$(($(date +%s) - start))
 [ $rc != 124 ] || fail "C_Sign hung (killed by timeout after 30 s)"
 [ $rc != 0 ] || fail "C_Sign succeeded although the TPM never answered"
-grep -q "CKR_DEVICE_ERROR" "$E2E_DIR/sign.err" || { show "$E2E_DIR/sign.err"; fail "C_Sign: not CKR_DEVICE_ERROR"; }
-grep -q "^tpmkey: the TPM did not answer within 2 s" "$E2E_DIR/sign.err" ||
-    { show "$E2E_DIR/sign.err"; fail "C_Sign: no 'the TPM did not answer within 2 s'"; }
+grep -q "CKR_DEVICE_ERROR" "$TEST_DIR/sign.err" || { show "$TEST_DIR/sign.err"; fail "C_Sign: not CKR_DEVICE_ERROR"; }
+grep -q "^tpmkey: the TPM did not answer within 2 s" "$TEST_DIR/sign.err" ||
+    { show "$TEST_DIR/sign.err"; fail "C_Sign: no 'the TPM did not answer within 2 s'"; }
 [ "$took" -le 10 ] || fail "C_Sign took $took s with TPMKEY_TPM_TIMEOUT=2"
-grep -q "^Sign [0-9]* held$" "$E2E_DIR/sign-hangs.log" || { show "$E2E_DIR/sign-hangs.log"; fail "the relay held no TPM2_Sign"; }
-ok "C_Sign on a TPM that never answers: CKR_DEVICE_ERROR after $took s: $(grep '^tpmkey: the TPM' "$E2E_DIR/sign.err")"
+grep -q "^Sign [0-9]* held$" "$TEST_DIR/sign-hangs.log" || { show "$TEST_DIR/sign-hangs.log"; fail "the relay held no TPM2_Sign"; }
+ok "C_Sign on a TPM that never answers: CKR_DEVICE_ERROR after $took s: $(grep '^tpmkey: the TPM' "$TEST_DIR/sign.err")"
 # What was loaded before the hung command cannot be flushed through a TPM
 # that stopped answering (a real one would be reset): flush it here.
 TPMKEY_TCTI=$direct_tcti flush_leftovers
@@ -67,12 +66,12 @@ echo "timeout 2" >"$XDG_CONFIG_HOME/tpmkey/config"
 relay info-hangs --hang-after 0
 start=$(date +%s)
 rc=0
-timeout 30 "$TPMKEY_TOOL" info "$E2E_DIR/keys/k.tpm" >"$E2E_DIR/info.out" 2>"$E2E_DIR/info.err" || rc=$?
+timeout 30 "$TPMKEY_TOOL" info "$TEST_DIR/keys/k.tpm" >"$TEST_DIR/info.out" 2>"$TEST_DIR/info.err" || rc=$?
 took=$(($(date +%s) - start))
 [ $rc != 124 ] || fail "tpmkey info hung (killed by timeout after 30 s)"
-[ $rc = 1 ] || { show "$E2E_DIR/info.out" "$E2E_DIR/info.err"; fail "tpmkey info: exit $rc, expected 1"; }
-grep -q "the TPM did not answer within 2 s" "$E2E_DIR/info.err" ||
-    { show "$E2E_DIR/info.out" "$E2E_DIR/info.err"; fail "tpmkey info: no 'the TPM did not answer within 2 s'"; }
+[ $rc = 1 ] || { show "$TEST_DIR/info.out" "$TEST_DIR/info.err"; fail "tpmkey info: exit $rc, expected 1"; }
+grep -q "the TPM did not answer within 2 s" "$TEST_DIR/info.err" ||
+    { show "$TEST_DIR/info.out" "$TEST_DIR/info.err"; fail "tpmkey info: no 'the TPM did not answer within 2 s'"; }
 [ "$took" -le 10 ] || fail "tpmkey info took $took s with TPMKEY_TPM_TIMEOUT=2"
 ok "tpmkey info on a TPM that never answers ('timeout 2' in the config file): exit 1 after $took s"
 TPMKEY_TCTI=$direct_tcti expect_clean_tpm "after tpmkey info (it hung on its first command)"

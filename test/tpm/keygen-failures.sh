@@ -7,32 +7,35 @@
 # and (checked by with-swtpm afterwards) leaves nothing loaded in the TPM.
 # CASE: unreachable | bad-flags | bad-pin | existing | unwritable | interrupt
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
-. "$here/lib.sh"
+# shellcheck source=../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 
 [ $# -eq 2 ] || { echo "usage: $0 KEYGEN CASE" >&2; exit 2; }
 keygen=$1 case=$2
-t_init "keygen fails: $case"
+TEST_NAME="keygen fails: $case"
+# tpm2-tss's own chatter would bury our messages.
+export TSS2_LOG=all+NONE
+cd "$TEST_DIR"
+exec </dev/null
 
-# expect_failure WANT_RC PATTERN WHAT: the last t_run (prefix "kg") exited
+# expect_failure WANT_RC PATTERN WHAT: the last run exited
 # with WANT_RC and its first stderr line is one "tpmkey-keygen: ..."
 # sentence matching PATTERN (extended regex, case-insensitive).
 expect_failure() {
     local want=$1 pattern=$2 what=$3 first
-    [ "$t_rc" -eq "$want" ] || t_fail "$what: exit $t_rc, want $want: $(t_show kg)"
-    first=$(head -n 1 kg.err)
-    [[ $first == "tpmkey-keygen: "* ]] || t_fail "$what: message does not start with 'tpmkey-keygen: ': $(t_show kg)"
-    grep -Eqi -- "$pattern" <<<"$first" || t_fail "$what: message does not mention /$pattern/: $(t_show kg)"
+    [ "$rc" -eq "$want" ] || fail "$what: exit $rc, want $want"
+    first=$(head -n 1 "$ERR")
+    [[ $first == "tpmkey-keygen: "* ]] || fail "$what: message does not start with 'tpmkey-keygen: '"
+    grep -Eqi -- "$pattern" <<<"$first" || fail "$what: message does not mention /$pattern/"
     # One sentence: one line, plus the "(see --help)" pointer for usage errors.
     local lines
-    lines=$(wc -l <kg.err)
+    lines=$(wc -l <"$ERR")
     if [ "$want" = 2 ]; then
-        if [ "$lines" != 2 ] || ! sed -n 2p kg.err | grep -q -- '--help'; then
-            t_fail "$what: want the message and a --help pointer, got: $(t_show kg)"
+        if [ "$lines" != 2 ] || ! sed -n 2p "$ERR" | grep -q -- '--help'; then
+            fail "$what: want the message and a --help pointer, got"
         fi
     else
-        [ "$lines" = 1 ] || t_fail "$what: want one line on stderr, got $lines: $(t_show kg)"
+        [ "$lines" = 1 ] || fail "$what: want one line on stderr, got $lines"
     fi
 }
 
@@ -40,7 +43,7 @@ expect_failure() {
 expect_no_files() {
     local left
     left=$(cd "$1" && find . -mindepth 1 \( -name '*.tpm' -o -name '*.pub' -o -name '*.tmp-*' \) | sort)
-    [ -z "$left" ] || t_fail "$2: files left behind: $left"
+    [ -z "$left" ] || fail "$2: files left behind: $left"
 }
 
 # A PIN value that must never appear in a message.
@@ -49,13 +52,13 @@ pin_value=s3cr3t-pin-value
 case $case in
 unreachable)
     # Port 1: nothing listens there (and with-swtpm's TPM is elsewhere).
-    t_run kg "$keygen" -f key.tpm -N '' -C c --tcti swtpm:host=127.0.0.1,port=1
+    run "$keygen" -f key.tpm -N '' -C c --tcti swtpm:host=127.0.0.1,port=1
     expect_failure 1 "cannot reach the TPM.*swtpm:host=127.0.0.1,port=1" "unreachable TPM"
     expect_no_files . "unreachable TPM"
     # A key with a PIN: the TPM is reached before the PIN is asked, so the
     # user types no PIN for a run that cannot succeed (here there is no
     # terminal: asking first would fail with "no terminal to ask on").
-    t_run kg setsid -w "$keygen" -f key.tpm -C c --tcti swtpm:host=127.0.0.1,port=1
+    run setsid -w "$keygen" -f key.tpm -C c --tcti swtpm:host=127.0.0.1,port=1
     expect_failure 1 "cannot reach the TPM.*swtpm:host=127.0.0.1,port=1" "unreachable TPM, PIN to be asked"
     expect_no_files . "unreachable TPM, PIN to be asked"
     ;;
@@ -64,7 +67,7 @@ bad-flags)
     check_usage() { # PATTERN ARGS...: a usage error (exit 2) before anything is done
         local pattern=$1
         shift
-        t_run kg "$keygen" -f key.tpm -C c "$@"
+        run "$keygen" -f key.tpm -C c "$@"
         expect_failure 2 "$pattern" "keygen $*"
         expect_no_files . "keygen $*"
     }
@@ -74,45 +77,45 @@ bad-flags)
     check_usage "RSA keys are 2048 or 3072 bits" -t rsa -b 4096 -N ''
     check_usage "not a number of bits" -b 25x6 -N ''
     check_usage "-N.*command line" -N "$pin_value"
-    grep -q -- "$pin_value" kg.err && t_fail "-N PIN: the message repeats the PIN: $(cat kg.err)"
+    grep -q -- "$pin_value" "$ERR" && fail "-N PIN: the message repeats the PIN: $(cat "$ERR")"
     check_usage "contradict" -N '' --pin-file /dev/null
     check_usage "--parent.*(0x40000001|persistent)" -N '' --parent 0x80000000
     check_usage "unexpected argument" -N '' extra
     ;;
 
 bad-pin)
-    t_run kg "$keygen" -f key.tpm -C c --pin-file "$t_dir/no-such-pin-file"
+    run "$keygen" -f key.tpm -C c --pin-file "$TEST_DIR/no-such-pin-file"
     expect_failure 1 "no-such-pin-file.*No such file" "missing --pin-file"
     expect_no_files . "missing --pin-file"
     # 33 bytes: more than the SHA-256 name algorithm allows. Refused after the
     # parent was made in the TPM: with-swtpm's leak check sees it flushed.
     printf '%033d' 0 >long-pin && chmod 600 long-pin  # private, as a PIN file should be
-    t_run kg "$keygen" -f key.tpm -C c --pin-file long-pin
+    run "$keygen" -f key.tpm -C c --pin-file long-pin
     expect_failure 1 "PIN is too long" "33-byte PIN"
     expect_no_files . "33-byte PIN"
     ;;
 
 existing)
-    t_run kg "$keygen" -f key.tpm -N '' -C old
-    [ $t_rc -eq 0 ] || t_fail "set-up: keygen failed: $(t_show kg)"
+    run "$keygen" -f key.tpm -N '' -C old
+    [ $rc -eq 0 ] || fail "set-up: keygen failed"
     cp -p key.tpm old.tpm.saved
     cp -p key.pub old.pub.saved
     # No terminal to ask on: setsid detaches from any controlling terminal
     # (ctest has none anyway; a developer's shell does).
-    t_run kg setsid -w "$keygen" -f key.tpm -t rsa -N '' -C new
+    run setsid -w "$keygen" -f key.tpm -t rsa -N '' -C new
     expect_failure 1 "key.tpm and key.pub already exist.*not overwritten" "existing key, no terminal"
-    cmp -s key.tpm old.tpm.saved || t_fail "the existing key.tpm was changed"
-    cmp -s key.pub old.pub.saved || t_fail "the existing key.pub was changed"
-    [ "$(stat -c %a key.tpm)" = 600 ] || t_fail "the existing key.tpm changed mode"
+    cmp -s key.tpm old.tpm.saved || fail "the existing key.tpm was changed"
+    cmp -s key.pub old.pub.saved || fail "the existing key.pub was changed"
+    [ "$(stat -c %a key.tpm)" = 600 ] || fail "the existing key.tpm changed mode"
     left=$(find . -name '*.tmp-*')
-    [ -z "$left" ] || t_fail "temporary files left behind: $left"
+    [ -z "$left" ] || fail "temporary files left behind: $left"
     # An unrelated other.pub (another key's): protected like a key file.
     printf 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherKeyOtherKeyOtherKeyOtherKeyOther other\n' >other.pub
     cp -p other.pub other.pub.saved
-    t_run kg setsid -w "$keygen" -f other.tpm -N '' -C new
+    run setsid -w "$keygen" -f other.tpm -N '' -C new
     expect_failure 1 "other.pub already exists.*not overwritten" "existing .pub, no terminal"
-    cmp -s other.pub other.pub.saved || t_fail "the existing other.pub was changed"
-    [ ! -e other.tpm ] || t_fail "other.tpm was written although its .pub is another key's"
+    cmp -s other.pub other.pub.saved || fail "the existing other.pub was changed"
+    [ ! -e other.tpm ] || fail "other.tpm was written although its .pub is another key's"
     ;;
 
 unwritable)
@@ -120,15 +123,15 @@ unwritable)
     if [ "$(id -u)" = 0 ]; then
         # root writes anywhere: drop to nobody for the keygen run (the
         # swtpm is reached over TCP, so nobody can use it too).
-        command -v setpriv >/dev/null || t_fail "running as root needs setpriv (util-linux)"
-        chmod 755 "$t_dir"
+        command -v setpriv >/dev/null || fail "running as root needs setpriv (util-linux)"
+        chmod 755 "$TEST_DIR"
         chmod 555 ro
         as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
     else
         chmod 555 ro
         as_user=()
     fi
-    t_run kg "${as_user[@]}" "$keygen" -f ro/key.tpm -N '' -C c --tcti "$TPMKEY_TCTI"
+    run "${as_user[@]}" "$keygen" -f ro/key.tpm -N '' -C c --tcti "$TPMKEY_TCTI"
     expect_failure 1 "ro/key.tpm.*Permission denied" "unwritable directory"
     expect_no_files ro "unwritable directory"
     ;;
@@ -137,25 +140,26 @@ interrupt)
     # RSA 3072 is the slowest key to make; SIGINT arrives while the TPM
     # works on TPM2_Create (keygen has printed "Generating" and waits for
     # the answer, 0.2-1.5 s on swtpm).
-    "$keygen" -t rsa -b 3072 -f key.tpm -N '' -C c >kg.out 2>kg.err </dev/null &
+    RUN_CMD="$keygen -t rsa -b 3072 -f key.tpm -N '' -C c, interrupted"
+    "$keygen" -t rsa -b 3072 -f key.tpm -N '' -C c >"$OUT" 2>"$ERR" </dev/null &
     pid=$!
     for _ in $(seq 500); do
-        grep -q '^Generating' kg.out && break
+        grep -q '^Generating' "$OUT" && break
         kill -0 $pid 2>/dev/null || break
         sleep 0.01
     done
-    grep -q '^Generating' kg.out || t_fail "keygen never said 'Generating': $(t_show kg)"
+    grep -q '^Generating' "$OUT" || fail "keygen never said 'Generating'"
     kill -INT $pid
-    t_rc=0
-    wait $pid || t_rc=$?
-    [ $t_rc -ne 0 ] || t_fail "keygen ignored SIGINT and succeeded (too fast? $(t_show kg))"
+    rc=0
+    wait $pid || rc=$?
+    [ $rc -ne 0 ] || fail "keygen ignored SIGINT and succeeded (too fast?)"
     expect_failure 1 "interrupted.*nothing was written" "SIGINT"
     expect_no_files . "SIGINT"
     # with-swtpm checks again after we exit; this message is the clearer one.
     left=$(tpm2_getcap handles-transient; tpm2_getcap handles-loaded-session)
-    [ -z "$left" ] || t_fail "SIGINT left objects or sessions in the TPM: $left"
+    [ -z "$left" ] || fail "SIGINT left objects or sessions in the TPM: $left"
     ;;
 
-*) t_fail "unknown case '$case'" ;;
+*) fail "unknown case '$case'" ;;
 esac
-t_note "ok"
+ok "$TEST_NAME"

@@ -11,138 +11,146 @@
 #   PARENT     owner: the TPM has no persistent SRK, keygen must use 0x40000001
 #              srk:   with-swtpm --srk made 0x81000001, keygen must pick it
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
-. "$here/lib.sh"
+# shellcheck source=../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 
 [ $# -eq 6 ] || { echo "usage: $0 KEYGEN KEYTOOL TYPE BITS yes|no owner|srk" >&2; exit 2; }
 keygen=$1 keytool=$2 type=$3 bits=$4 pin=$5 parent=$6
-t_init "keygen $type $bits pin=$pin parent=$parent"
+TEST_NAME="keygen $type $bits pin=$pin parent=$parent"
+# tpm2-tss's own chatter would bury our messages.
+export TSS2_LOG=all+NONE
+cd "$TEST_DIR"
+exec </dev/null
 
 case $type/$bits in
 ecdsa/256) ssh_type=ecdsa-sha2-nistp256 fp_type=ECDSA tpm_type=ecc tpm_size="NIST p256" ;;
 ecdsa/384) ssh_type=ecdsa-sha2-nistp384 fp_type=ECDSA tpm_type=ecc tpm_size="NIST p384" ;;
 rsa/2048 | rsa/3072) ssh_type=ssh-rsa fp_type=RSA tpm_type=rsa tpm_size=$bits ;;
-*) t_fail "unknown key type $type/$bits" ;;
+*) fail "unknown key type $type/$bits" ;;
 esac
 case $parent in
 owner) parent_hex=40000001 ;;
 srk) parent_hex=81000001 ;;
-*) t_fail "PARENT must be owner or srk" ;;
+*) fail "PARENT must be owner or srk" ;;
 esac
 case $pin in
 yes) passin=(-passin pass:1234) ;;
 no) passin=() ;;
-*) t_fail "PIN must be yes or no" ;;
+*) fail "PIN must be yes or no" ;;
 esac
 
 # The precondition that makes keygen's choice of parent a real test.
 if tpm2_getcap handles-persistent | grep -qi '0x81000001'; then has_srk=srk; else has_srk=owner; fi
 [ "$has_srk" = "$parent" ] ||
-    t_fail "test set-up: parent=$parent, but 0x81000001 is $([ $has_srk = srk ] || echo "not ")present (with-swtpm --srk makes it)"
+    fail "test set-up: parent=$parent, but 0x81000001 is $([ $has_srk = srk ] || echo "not ")present (with-swtpm --srk makes it)"
 
 comment="tpm-test-$type$bits"
 if [ "$pin" = yes ]; then
     # A pipe, as in the documented --pin-file <(pass show ...).
-    t_run keygen "$keygen" -t "$type" -b "$bits" -f key.tpm -C "$comment" --pin-file <(printf 1234)
+    run "$keygen" -t "$type" -b "$bits" -f key.tpm -C "$comment" --pin-file <(printf 1234)
 else
-    t_run keygen "$keygen" -t "$type" -b "$bits" -f key.tpm -C "$comment" -N ''
+    run "$keygen" -t "$type" -b "$bits" -f key.tpm -C "$comment" -N ''
 fi
-[ $t_rc -eq 0 ] || t_fail "tpmkey-keygen failed (exit $t_rc): $(t_show keygen)"
+[ $rc -eq 0 ] || fail "tpmkey-keygen failed (exit $rc)"
 
 # --- keygen says which parent it used -----------------------------------------
-grep -q "^Parent: .*0x$parent_hex" keygen.out ||
-    t_fail "keygen did not say it used parent 0x$parent_hex: $(cat keygen.out)"
+grep -q "^Parent: .*0x$parent_hex" "$OUT" ||
+    fail "keygen did not say it used parent 0x$parent_hex: $(cat "$OUT")"
 
 # --- the files --------------------------------------------------------------
 mode=$(stat -c %a key.tpm)
-[ "$mode" = 600 ] || t_fail "key.tpm has mode $mode, want 600"
-[ -f key.pub ] || t_fail "no key.pub next to key.tpm"
-[ "$(wc -l <key.pub)" = 1 ] || t_fail "key.pub is not exactly one line: $(cat key.pub)"
+[ "$mode" = 600 ] || fail "key.tpm has mode $mode, want 600"
+[ -f key.pub ] || fail "no key.pub next to key.tpm"
+[ "$(wc -l <key.pub)" = 1 ] || fail "key.pub is not exactly one line: $(cat key.pub)"
 grep -Eq "^$ssh_type AAAA[A-Za-z0-9+/]+=* $comment\$" key.pub ||
-    t_fail "key.pub is not '$ssh_type AAAA... $comment': $(cat key.pub)"
-fp=$(ssh-keygen -l -f key.pub) || t_fail "ssh-keygen -l rejects key.pub"
+    fail "key.pub is not '$ssh_type AAAA... $comment': $(cat key.pub)"
+fp=$(ssh-keygen -l -f key.pub) || fail "ssh-keygen -l rejects key.pub"
 [[ $fp == "$bits SHA256:"*" $comment ($fp_type)" ]] ||
-    t_fail "ssh-keygen -l says '$fp', want $bits bits, type $fp_type"
+    fail "ssh-keygen -l says '$fp', want $bits bits, type $fp_type"
 # The fingerprint keygen printed is the one ssh-keygen computes.
-grep -qF "The key fingerprint is: $(cut -d' ' -f2 <<<"$fp") $comment" keygen.out ||
-    t_fail "keygen printed another fingerprint than ssh-keygen's $fp: $(cat keygen.out)"
+grep -qF "The key fingerprint is: $(cut -d' ' -f2 <<<"$fp") $comment" "$OUT" ||
+    fail "keygen printed another fingerprint than ssh-keygen's $fp: $(cat "$OUT")"
 left=$(find . -name '*.tmp-*')
-[ -z "$left" ] || t_fail "temporary files left: $left"
+[ -z "$left" ] || fail "temporary files left: $left"
 
 # --- the TPM object, read by tpm2-tools' parser -------------------------------
-tpm2_print -t TSSPRIVKEY_OBJ key.tpm >print.txt 2>&1 || t_fail "tpm2_print rejects key.tpm: $(cat print.txt)"
+tpm2_print -t TSSPRIVKEY_OBJ key.tpm >print.txt 2>&1 || fail "tpm2_print rejects key.tpm: $(cat print.txt)"
 # field NAME: a top-level field of tpm2_print's YAML ("NAME: v" or "NAME:\n  value: v").
 field() {
     awk -v k="$1:" '$1 == k { if (NF > 1) { sub(/^[^:]*: */, ""); print } else { getline; sub(/^ *value: */, ""); print }; exit }' print.txt
 }
 attrs=$(field attributes)
 [ "$attrs" = "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|sign" ] ||
-    t_fail "object attributes are '$attrs', want exactly fixedtpm|fixedparent|sensitivedataorigin|userwithauth|sign"
-[ "$(field type)" = $tpm_type ] || t_fail "tpm2_print: type is '$(field type)', want $tpm_type"
+    fail "object attributes are '$attrs', want exactly fixedtpm|fixedparent|sensitivedataorigin|userwithauth|sign"
+[ "$(field type)" = $tpm_type ] || fail "tpm2_print: type is '$(field type)', want $tpm_type"
 size=$(if [ $tpm_type = rsa ]; then field bits; else field curve-id; fi)
-[ "$size" = "$tpm_size" ] || t_fail "tpm2_print: key size/curve is '$size', want $tpm_size"
-[ "$(field scheme)" = null ] || t_fail "signing scheme is '$(field scheme)', want null (chosen per signature)"
-[ "$(field name-alg)" = sha256 ] || t_fail "name algorithm is '$(field name-alg)', want sha256"
-! grep -q '^authorization policy' print.txt || t_fail "the key has an authPolicy: $(cat print.txt)"
+[ "$size" = "$tpm_size" ] || fail "tpm2_print: key size/curve is '$size', want $tpm_size"
+[ "$(field scheme)" = null ] || fail "signing scheme is '$(field scheme)', want null (chosen per signature)"
+[ "$(field name-alg)" = sha256 ] || fail "name algorithm is '$(field name-alg)', want sha256"
+! grep -q '^authorization policy' print.txt || fail "the key has an authPolicy: $(cat print.txt)"
 
 # --- the key file's ASN.1 ---------------------------------------------------
-openssl asn1parse -in key.tpm >asn1.txt 2>&1 || t_fail "openssl asn1parse rejects key.tpm: $(cat asn1.txt)"
+openssl asn1parse -in key.tpm >asn1.txt 2>&1 || fail "openssl asn1parse rejects key.tpm: $(cat asn1.txt)"
 top=$(grep -c 'd=1' asn1.txt)
-sed -n 2p asn1.txt | grep -q 'OBJECT *:2.23.133.10.1.3$' || t_fail "type is not loadable key 2.23.133.10.1.3: $(cat asn1.txt)"
+sed -n 2p asn1.txt | grep -q 'OBJECT *:2.23.133.10.1.3$' || fail "type is not loadable key 2.23.133.10.1.3: $(cat asn1.txt)"
 grep 'd=1' asn1.txt | grep INTEGER | grep -q ":$parent_hex\$" ||
-    t_fail "parent in the file is not $parent_hex: $(cat asn1.txt)"
+    fail "parent in the file is not $parent_hex: $(cat asn1.txt)"
 empty_auth=absent
 if grep -q 'd=1 .*cont \[ 0 \]' asn1.txt; then
     empty_auth=$(grep -A1 'd=1 .*cont \[ 0 \]' asn1.txt | sed -n 's/.*BOOLEAN *://p')
 fi
 if [ "$pin" = no ]; then
-    [ "$empty_auth" = 255 ] || t_fail "no PIN but emptyAuth is '$empty_auth', want TRUE: $(cat asn1.txt)"
-    [ "$top" = 5 ] || t_fail "want 5 fields (type emptyAuth parent pubkey privkey), got $top: $(cat asn1.txt)"
+    [ "$empty_auth" = 255 ] || fail "no PIN but emptyAuth is '$empty_auth', want TRUE: $(cat asn1.txt)"
+    [ "$top" = 5 ] || fail "want 5 fields (type emptyAuth parent pubkey privkey), got $top: $(cat asn1.txt)"
 else
     # Explicit FALSE: tpm2-openssl before 1.3 (Debian 12: 1.1) reads an
     # absent emptyAuth as TRUE and would never ask for the PIN.
-    [ "$empty_auth" = 0 ] || t_fail "PIN set but emptyAuth is '$empty_auth', want FALSE: $(cat asn1.txt)"
-    [ "$top" = 5 ] || t_fail "want 5 fields (type emptyAuth parent pubkey privkey), got $top: $(cat asn1.txt)"
+    [ "$empty_auth" = 0 ] || fail "PIN set but emptyAuth is '$empty_auth', want FALSE: $(cat asn1.txt)"
+    [ "$top" = 5 ] || fail "want 5 fields (type emptyAuth parent pubkey privkey), got $top: $(cat asn1.txt)"
 fi
 
 # --- tpm2-openssl reads the same public key ---------------------------------
-ssh-keygen -e -m PKCS8 -f key.pub >pub.pem || t_fail "ssh-keygen -e cannot convert key.pub"
-t_run pkey openssl pkey -provider tpm2 -provider base -in key.tpm "${passin[@]}" -pubout -out tpm2-openssl.pem
-[ $t_rc -eq 0 ] || t_fail "tpm2-openssl cannot read key.tpm: $(t_show pkey)"
-[ "$(t_der_pub tpm2-openssl.pem)" = "$(t_der_pub pub.pem)" ] ||
-    t_fail "tpm2-openssl's public key differs from key.pub: $(cat tpm2-openssl.pem pub.pem)"
+# der_pub PEM_FILE: the DER of a public key, as hex (one canonical form to
+# compare public keys from different tools).
+der_pub() {
+    openssl pkey -pubin -in "$1" -outform DER | od -An -v -tx1 | tr -d ' \n'
+}
+ssh-keygen -e -m PKCS8 -f key.pub >pub.pem || fail "ssh-keygen -e cannot convert key.pub"
+run openssl pkey -provider tpm2 -provider base -in key.tpm "${passin[@]}" -pubout -out tpm2-openssl.pem
+[ $rc -eq 0 ] || fail "tpm2-openssl cannot read key.tpm"
+[ "$(der_pub tpm2-openssl.pem)" = "$(der_pub pub.pem)" ] ||
+    fail "tpm2-openssl's public key differs from key.pub: $(cat tpm2-openssl.pem pub.pem)"
 [ "$(ssh-keygen -i -m PKCS8 -f tpm2-openssl.pem)" = "$(cut -d' ' -f1,2 key.pub)" ] ||
-    t_fail "ssh-keygen -i of tpm2-openssl's public key differs from key.pub"
+    fail "ssh-keygen -i of tpm2-openssl's public key differs from key.pub"
 
 # --- tpm2-openssl signs, stock openssl verifies -----------------------------
 printf 'tpmkey test message\n' >msg
 printf 'tpmkey test messagE\n' >msg.other
 sign_with_tpm2_openssl() { # KEYFILE
-    t_run sign openssl pkeyutl -provider tpm2 -provider base -sign -inkey "$1" "${passin[@]}" \
+    run openssl pkeyutl -provider tpm2 -provider base -sign -inkey "$1" "${passin[@]}" \
         -rawin -digest sha256 -in msg -out sig
 }
 signing_key=key.tpm
 sign_with_tpm2_openssl $signing_key
-[ $t_rc -eq 0 ] || t_fail "tpm2-openssl cannot sign with key.tpm: $(t_show sign)"
-t_run verify openssl pkeyutl -verify -pubin -inkey pub.pem -rawin -digest sha256 -in msg -sigfile sig
-[ $t_rc -eq 0 ] || t_fail "stock openssl rejects tpm2-openssl's signature with key.pub: $(t_show verify)"
-t_run verify openssl pkeyutl -verify -pubin -inkey pub.pem -rawin -digest sha256 -in msg.other -sigfile sig
-[ $t_rc -ne 0 ] || t_fail "the signature verifies for another message too: the verify step proves nothing"
+[ $rc -eq 0 ] || fail "tpm2-openssl cannot sign with key.tpm"
+run openssl pkeyutl -verify -pubin -inkey pub.pem -rawin -digest sha256 -in msg -sigfile sig
+[ $rc -eq 0 ] || fail "stock openssl rejects tpm2-openssl's signature with key.pub"
+run openssl pkeyutl -verify -pubin -inkey pub.pem -rawin -digest sha256 -in msg.other -sigfile sig
+[ $rc -ne 0 ] || fail "the signature verifies for another message too: the verify step proves nothing"
 if [ "$pin" = yes ]; then
     # The PIN is what the TPM checks (one more DA failure: a fresh swtpm
     # allows 3, this test makes at most 2).
     passin=(-passin pass:4321)
     sign_with_tpm2_openssl $signing_key
-    [ $t_rc -ne 0 ] || t_fail "tpm2-openssl signed with a wrong PIN"
-    grep -q 'authorization HMAC check failed' sign.err || t_fail "wrong PIN: want TPM_RC_AUTH_FAIL: $(t_show sign)"
+    [ $rc -ne 0 ] || fail "tpm2-openssl signed with a wrong PIN"
+    grep -q 'authorization HMAC check failed' "$ERR" || fail "wrong PIN: want TPM_RC_AUTH_FAIL"
 fi
 
 # --- our core signs with it too ---------------------------------------------
-TPMKEY_TEST_PIN=1234 t_run ours "$keytool" sign key.tpm msg sig.ours
-[ $t_rc -eq 0 ] || t_fail "our core cannot sign with key.tpm: $(t_show ours)"
-t_run verify openssl pkeyutl -verify -pubin -inkey pub.pem -rawin -digest sha256 -in msg -sigfile sig.ours
-[ $t_rc -eq 0 ] || t_fail "stock openssl rejects our core's signature with key.pub: $(t_show verify)"
+TPMKEY_TEST_PIN=1234 run "$keytool" sign key.tpm msg sig.ours
+[ $rc -eq 0 ] || fail "our core cannot sign with key.tpm"
+run openssl pkeyutl -verify -pubin -inkey pub.pem -rawin -digest sha256 -in msg -sigfile sig.ours
+[ $rc -eq 0 ] || fail "stock openssl rejects our core's signature with key.pub"
 
 # --- the key cannot be duplicated -------------------------------------------
 # tpm2_load -r FILE (alone, without -C/-u) is tpm2-tools' loader for TSS2
@@ -150,21 +158,21 @@ t_run verify openssl pkeyutl -verify -pubin -inkey pub.pem -rawin -digest sha256
 # this also checks that our parent is the one everybody re-creates) or
 # uses the persistent parent. Without a resource manager every tool leaves
 # what it loaded in the TPM, hence the flushes after each step.
-t_run load tpm2_load -r key.tpm -c key.ctx
-t_flush_all
-[ $t_rc -eq 0 ] || t_fail "tpm2_load -r cannot load key.tpm: $(t_show load)"
+run tpm2_load -r key.tpm -c key.ctx
+flush_leftovers
+[ $rc -eq 0 ] || fail "tpm2_load -r cannot load key.tpm"
 
 # try_duplicate CTX: TPM2_Duplicate to TPM_RH_NULL (no new parent, no inner
 # wrapper), authorized the only way the DUP role allows: a policy session
-# with PolicyCommandCode(TPM2_CC_Duplicate). Sets t_rc, output in dup.*.
+# with PolicyCommandCode(TPM2_CC_Duplicate). Sets rc, output in $OUT and $ERR.
 try_duplicate() {
     if ! tpm2_startauthsession --policy-session -S dup-session.ctx >/dev/null ||
         ! tpm2_policycommandcode -S dup-session.ctx TPM2_CC_Duplicate >/dev/null; then
-        t_fail "cannot start the policy session for TPM2_Duplicate"
+        fail "cannot start the policy session for TPM2_Duplicate"
     fi
-    t_run dup tpm2_duplicate -C null -c "$1" -G null -p session:dup-session.ctx -r dup.priv -s dup.seed
+    run tpm2_duplicate -C null -c "$1" -G null -p session:dup-session.ctx -r dup.priv -s dup.seed
     tpm2_flushcontext dup-session.ctx >/dev/null 2>&1 || true
-    t_flush_all
+    flush_leftovers
 }
 
 # Control: the same commands duplicate a key that allows it (no fixedParent,
@@ -177,22 +185,22 @@ try_duplicate() {
         tpm2_flushcontext trial.ctx >/dev/null &&
         tpm2_createprimary -Q -C o -g sha256 -G ecc256:aes128cfb -c primary.ctx \
             -a 'restricted|decrypt|fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda'
-} || t_fail "control: cannot make the duplication policy or the primary"
-t_flush_all
+} || fail "control: cannot make the duplication policy or the primary"
+flush_leftovers
 for control in movable fixed; do
     a='sensitivedataorigin|userwithauth|sign'
     [ $control = movable ] || a="fixedtpm|fixedparent|$a"
     tpm2_create -Q -C primary.ctx -G ecc256:null -a "$a" -L dup.policy -u c.pub -r c.priv ||
-        t_fail "control: tpm2_create of the $control key failed"
-    t_flush_all
-    tpm2_load -Q -C primary.ctx -u c.pub -r c.priv -c c.ctx || t_fail "control: tpm2_load failed"
-    t_flush_all
+        fail "control: tpm2_create of the $control key failed"
+    flush_leftovers
+    tpm2_load -Q -C primary.ctx -u c.pub -r c.priv -c c.ctx || fail "control: tpm2_load failed"
+    flush_leftovers
     try_duplicate c.ctx
     if [ $control = movable ]; then
-        [ $t_rc -eq 0 ] || t_fail "control: a duplicable key does not duplicate: $(t_show dup)"
+        [ $rc -eq 0 ] || fail "control: a duplicable key does not duplicate"
     else
-        if [ $t_rc -eq 0 ] || ! grep -q '(0x182)' dup.err; then
-            t_fail "control: fixedParent key: want TPM_RC_ATTRIBUTES (0x182): $(t_show dup)"
+        if [ $rc -eq 0 ] || ! grep -q '(0x182)' "$ERR"; then
+            fail "control: fixedParent key: want TPM_RC_ATTRIBUTES (0x182)"
         fi
     fi
 done
@@ -203,15 +211,15 @@ done
 # behind that, fixedParent|fixedTPM (checked above) would give
 # TPM_RC_ATTRIBUTES as in the control.
 try_duplicate key.ctx
-[ $t_rc -ne 0 ] || t_fail "tpm2_duplicate of key.tpm succeeded: the key can leave the TPM"
-grep -q '(0x99D)' dup.err || t_fail "tpm2_duplicate: want TPM_RC_POLICY_FAIL (0x99D): $(t_show dup)"
+[ $rc -ne 0 ] || fail "tpm2_duplicate of key.tpm succeeded: the key can leave the TPM"
+grep -q '(0x99D)' "$ERR" || fail "tpm2_duplicate: want TPM_RC_POLICY_FAIL (0x99D)"
 # And with the password session (auth value, here the PIN or empty):
 # TPM_RC_AUTH_TYPE (0x124): Duplicate's DUP role never accepts an auth value.
 if [ "$pin" = yes ]; then dup_auth=(-p 1234); else dup_auth=(); fi
-t_run dup tpm2_duplicate -C null -c key.ctx -G null "${dup_auth[@]}" -r dup.priv -s dup.seed
-t_flush_all
-if [ $t_rc -eq 0 ] || ! grep -q '(0x124)' dup.err; then
-    t_fail "tpm2_duplicate with the auth value: want TPM_RC_AUTH_TYPE (0x124): $(t_show dup)"
+run tpm2_duplicate -C null -c key.ctx -G null "${dup_auth[@]}" -r dup.priv -s dup.seed
+flush_leftovers
+if [ $rc -eq 0 ] || ! grep -q '(0x124)' "$ERR"; then
+    fail "tpm2_duplicate with the auth value: want TPM_RC_AUTH_TYPE (0x124)"
 fi
 
-t_note "ok"
+ok "$TEST_NAME"

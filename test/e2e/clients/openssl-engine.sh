@@ -10,8 +10,8 @@
 # The openssl CLI never calls C_Finalize through the engine, so what the
 # module loaded stays in swtpm (no resource manager): flushed after each
 # command (flush_after_unfinalized).
-# shellcheck source=lib.sh
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/p11.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/p11.sh"
 
 mode=${1:?nopin or pin}
 case $mode in
@@ -21,7 +21,7 @@ pin) keys=(ec384 rsa2048) ;;
 esac
 make_keys "${keys[@]}"
 make_data
-write_engine_conf "$work/openssl.cnf"
+write_engine_conf "$TEST_DIR/openssl.cnf"
 
 uri() { # NAME [PIN]
     local u="pkcs11:token=$1;object=$1;type=private"
@@ -31,7 +31,7 @@ uri() { # NAME [PIN]
 
 # engine ARGS...: openssl with the engine config; must succeed.
 engine() {
-    OPENSSL_CONF=$work/openssl.cnf run openssl "$@"
+    OPENSSL_CONF=$TEST_DIR/openssl.cnf run openssl "$@"
     local status=$rc
     flush_after_unfinalized "openssl with libp11's engine"
     rc=$status
@@ -40,41 +40,40 @@ engine() {
 
 E=(-engine pkcs11 -keyform engine)
 for name in "${keys[@]}"; do
-    sig=$work/$name.sig
+    sig=$TEST_DIR/$name.sig
     if [ "$(key_type "$name")" = ecdsa ]; then
         for h in sha256 sha384; do
-            engine pkeyutl "${E[@]}" -inkey "$(uri "$name")" -sign -in "$work/short.$h" -out "$sig"
-            verify_digest "$name" "$h" "$sig" "$work/short.$h"
-            engine dgst "-$h" "${E[@]}" -sign "$(uri "$name")" -out "$sig" "$work/long"
-            verify_message "$name" "$h" "$sig" "$work/long"
+            engine pkeyutl "${E[@]}" -inkey "$(uri "$name")" -sign -in "$TEST_DIR/short.$h" -out "$sig"
+            verify_digest "$name" "$h" "$sig" "$TEST_DIR/short.$h"
+            engine dgst "-$h" "${E[@]}" -sign "$(uri "$name")" -out "$sig" "$TEST_DIR/long"
+            verify_message "$name" "$h" "$sig" "$TEST_DIR/long"
         done
-        pass "$name: ECDSA with pkeyutl (SHA-256/384 digests) and dgst -sign, verified"
+        ok "$name: ECDSA with pkeyutl (SHA-256/384 digests) and dgst -sign, verified"
     else
         for h in sha256 sha512; do
             # PKCS#1 v1.5: the engine builds the DigestInfo (CKM_RSA_PKCS).
-            engine pkeyutl "${E[@]}" -inkey "$(uri "$name")" -sign -pkeyopt "digest:$h" -in "$work/short.$h" -out "$sig"
-            verify_digest "$name" "$h" "$sig" "$work/short.$h"
+            engine pkeyutl "${E[@]}" -inkey "$(uri "$name")" -sign -pkeyopt "digest:$h" -in "$TEST_DIR/short.$h" -out "$sig"
+            verify_digest "$name" "$h" "$sig" "$TEST_DIR/short.$h"
             # PSS, salt = digest length (CKM_RSA_PKCS_PSS).
             engine pkeyutl "${E[@]}" -inkey "$(uri "$name")" -sign -pkeyopt "digest:$h" \
-                -pkeyopt rsa_padding_mode:pss -pkeyopt rsa_pss_saltlen:digest -in "$work/short.$h" -out "$sig"
-            verify_digest "$name" "$h" "$sig" "$work/short.$h" pss
-            engine dgst "-$h" "${E[@]}" -sign "$(uri "$name")" -out "$sig" "$work/long"
-            verify_message "$name" "$h" "$sig" "$work/long"
+                -pkeyopt rsa_padding_mode:pss -pkeyopt rsa_pss_saltlen:digest -in "$TEST_DIR/short.$h" -out "$sig"
+            verify_digest "$name" "$h" "$sig" "$TEST_DIR/short.$h" pss
+            engine dgst "-$h" "${E[@]}" -sign "$(uri "$name")" -out "$sig" "$TEST_DIR/long"
+            verify_message "$name" "$h" "$sig" "$TEST_DIR/long"
             engine dgst "-$h" "${E[@]}" -sign "$(uri "$name")" -sigopt rsa_padding_mode:pss \
-                -sigopt rsa_pss_saltlen:digest -out "$sig" "$work/long"
-            verify_message "$name" "$h" "$sig" "$work/long" pss
+                -sigopt rsa_pss_saltlen:digest -out "$sig" "$TEST_DIR/long"
+            verify_message "$name" "$h" "$sig" "$TEST_DIR/long" pss
         done
-        pass "$name: RSA PKCS#1 v1.5 and PSS with pkeyutl and dgst -sign (SHA-256/512), verified"
+        ok "$name: RSA PKCS#1 v1.5 and PSS with pkeyutl and dgst -sign (SHA-256/512), verified"
     fi
 done
 
 if [ "$mode" = pin ]; then
-    OPENSSL_CONF=$work/openssl.cnf must_fail openssl pkeyutl "${E[@]}" -inkey "$(uri ec384 "$WRONG_PIN")" \
-        -sign -in "$work/short.sha256" -out "$work/wrong.sig"
+    OPENSSL_CONF=$TEST_DIR/openssl.cnf must_fail openssl pkeyutl "${E[@]}" -inkey "$(uri ec384 "$WRONG_PIN")" \
+        -sign -in "$TEST_DIR/short.sha256" -out "$TEST_DIR/wrong.sig"
     flush_after_unfinalized "openssl with libp11's engine"
     expect_in "$err" 'Login failed' "openssl with a wrong pin-value"
-    [ ! -s "$work/wrong.sig" ] || fail "a signature was written with a wrong PIN"
-    pass "a wrong pin-value: no signature"
+    [ ! -s "$TEST_DIR/wrong.sig" ] || fail "a signature was written with a wrong PIN"
+    ok "a wrong pin-value: no signature"
 fi
 
-done_ok

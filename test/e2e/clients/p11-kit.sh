@@ -11,8 +11,8 @@
 # running as root (p11-kit/conf.c: "skipping user config in program
 # running as root"), so as root (CI) the clients run as 'nobody' (setpriv,
 # util-linux), on copies of the module and keys that 'nobody' can read.
-# shellcheck source=lib.sh
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/p11.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/p11.sh"
 
 make_keys ec256 ec384
 make_data
@@ -24,31 +24,31 @@ proxy=$(pkg-config --variable=proxy_module p11-kit-1 2>/dev/null || true)
 shipped_config=$(readlink -f "$(dirname "$(readlink -f "$0")")/../../../provider/module/tpmkey.module.in")
 [ -f "$shipped_config" ] || fail "no $shipped_config"
 
-home=$work/p11kit/home
-mkdir -p "$home/.config/pkcs11/modules" "$work/p11kit/keys"
-cp "$MODULE" "$work/p11kit/tpmkey-pkcs11.so"
-cp "$TPMKEY_KEYS"/* "$work/p11kit/keys/"
-sed "s|^module:.*|module: $work/p11kit/tpmkey-pkcs11.so|" "$shipped_config" >"$home/.config/pkcs11/modules/tpmkey.module"
-grep -q "^module: $work/p11kit/tpmkey-pkcs11.so\$" "$home/.config/pkcs11/modules/tpmkey.module" ||
+home=$TEST_DIR/p11kit/home
+mkdir -p "$home/.config/pkcs11/modules" "$TEST_DIR/p11kit/keys"
+cp "$TPMKEY_MODULE" "$TEST_DIR/p11kit/tpmkey-pkcs11.so"
+cp "$TPMKEY_KEYS"/* "$TEST_DIR/p11kit/keys/"
+sed "s|^module:.*|module: $TEST_DIR/p11kit/tpmkey-pkcs11.so|" "$shipped_config" >"$home/.config/pkcs11/modules/tpmkey.module"
+grep -q "^module: $TEST_DIR/p11kit/tpmkey-pkcs11.so\$" "$home/.config/pkcs11/modules/tpmkey.module" ||
     fail "$shipped_config has no 'module:' line"
 
 as_user=()
 if [ "$(id -u)" = 0 ]; then
-    chmod 755 "$work"
-    chown -R nobody: "$work/p11kit"
+    chmod 755 "$TEST_DIR"
+    chown -R nobody: "$TEST_DIR/p11kit"
     as_user=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --)
 fi
 # user CMD...: CMD with the private HOME, as 'nobody' when we are root.
 user() {
     env -u P11_KIT_NO_USER_CONFIG HOME="$home" XDG_CONFIG_HOME="$home/.config" \
-        TPMKEY_KEYS="$work/p11kit/keys" "${as_user[@]}" "$@" </dev/null
+        TPMKEY_KEYS="$TEST_DIR/p11kit/keys" "${as_user[@]}" "$@" </dev/null
 }
 
 # p11-kit list-modules: our module, its library info and both tokens.
 must user p11-kit list-modules
 block=$(awk '/^[^ ]/ {show = ($1 == "tpmkey:")} show' <<<"$out")
 [ -n "$block" ] || fail "p11-kit list-modules does not list tpmkey"
-expect_in "$block" "^tpmkey: $work/p11kit/tpmkey-pkcs11\.so$" "p11-kit list-modules: module path"
+expect_in "$block" "^tpmkey: $TEST_DIR/p11kit/tpmkey-pkcs11\.so$" "p11-kit list-modules: module path"
 expect_in "$block" '^    library-manufacturer: tpmkey$' "p11-kit list-modules: manufacturer"
 expect_in "$block" '^    library-description: tpmkey: SSH keys in the TPM$' "p11-kit list-modules: description"
 expect_eq "$(awk '/^    token: / {print $2}' <<<"$block" | tr '\n' ' ')" "ec256 ec384 " "p11-kit list-modules: tokens"
@@ -58,7 +58,7 @@ for name in ec256 ec384; do
     needs_pin "$name" && expected="login-required $expected"
     expect_eq "$flags" "$expected" "p11-kit list-modules: flags of $name"
 done
-pass "p11-kit list-modules: tpmkey from the user module config, tokens ec256 and ec384 with their flags"
+ok "p11-kit list-modules: tpmkey from the user module config, tokens ec256 and ec384 with their flags"
 
 # GnuTLS without --provider loads the modules p11-kit registers.
 must user p11tool --list-tokens
@@ -67,7 +67,7 @@ for name in ec256 ec384; do
 done
 must user p11tool --test-sign "pkcs11:token=ec256;object=ec256"
 expect_in "$err" '^Verifying against public key in the token\.\.\. ok$' "p11tool --test-sign through p11-kit's registry"
-pass "p11tool (p11-kit registry): lists both tokens, signs with ec256"
+ok "p11tool (p11-kit registry): lists both tokens, signs with ec256"
 
 # p11-kit-proxy.so: one PKCS#11 module that forwards to every registered one.
 must user pkcs11-tool --module "$proxy" -L
@@ -75,11 +75,10 @@ for name in ec256 ec384; do
     expect_in "$out" "^  token label        : $name$" "pkcs11-tool on p11-kit-proxy.so -L: $name"
 done
 must user pkcs11-tool --module "$proxy" --token-label ec256 --sign -m ECDSA --signature-format openssl \
-    -i "$work/short.sha256" -o "$work/p11kit/ec256.sig"
-verify_digest ec256 sha256 "$work/p11kit/ec256.sig" "$work/short.sha256"
+    -i "$TEST_DIR/short.sha256" -o "$TEST_DIR/p11kit/ec256.sig"
+verify_digest ec256 sha256 "$TEST_DIR/p11kit/ec256.sig" "$TEST_DIR/short.sha256"
 must user pkcs11-tool --module "$proxy" --token-label ec384 --login --pin "$PIN" --sign -m ECDSA-SHA384 \
-    --signature-format openssl -i "$work/long" -o "$work/p11kit/ec384.sig"
-verify_message ec384 sha384 "$work/p11kit/ec384.sig" "$work/long"
-pass "p11-kit-proxy.so: pkcs11-tool lists both tokens and signs through it (ECDSA, ECDSA-SHA384 with login)"
+    --signature-format openssl -i "$TEST_DIR/long" -o "$TEST_DIR/p11kit/ec384.sig"
+verify_message ec384 sha384 "$TEST_DIR/p11kit/ec384.sig" "$TEST_DIR/long"
+ok "p11-kit-proxy.so: pkcs11-tool lists both tokens and signs through it (ECDSA, ECDSA-SHA384 with login)"
 
-done_ok

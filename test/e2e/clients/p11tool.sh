@@ -4,13 +4,13 @@
 # (ECDSA with SHA-256/384, RSA PKCS#1 and PSS; p11tool signs with the key
 # and verifies with the public key object itself) and a wrong GNUTLS_PIN.
 # Run under with-swtpm --relaxed-da (one wrong PIN is tried).
-# shellcheck source=lib.sh
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/p11.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/p11.sh"
 
 make_keys "${all_keys[@]}"
 
 # p11t ARGS...: p11tool on our module, never waiting for a typed PIN.
-p11t() { p11tool --provider "$MODULE" "$@" </dev/null; }
+p11t() { p11tool --provider "$TPMKEY_MODULE" "$@" </dev/null; }
 
 # --list-tokens: the 4 tokens; "Requires login" exactly on the PIN tokens.
 must p11t --list-tokens
@@ -24,7 +24,7 @@ for name in "${all_keys[@]}"; do
     fi
     expect_in "$out" "^	URL: pkcs11:model=TPM%202\.0%20key;manufacturer=tpmkey;serial=[0-9a-f]{16};token=$name$" "p11tool --list-tokens: URL of $name"
 done
-pass "p11tool --list-tokens: 4 tokens, 'Requires login' exactly on ec384 and rsa2048"
+ok "p11tool --list-tokens: 4 tokens, 'Requires login' exactly on ec384 and rsa2048"
 
 # --list-all without login: 4 public keys, the 2 PIN-less private keys.
 type_of() {
@@ -48,7 +48,7 @@ for name in "${all_keys[@]}"; do
     fi
 done
 expect_eq "$(grep -c '^	Flags: CKA_NEVER_EXTRACTABLE; CKA_SENSITIVE; $' <<<"$out")" 2 "p11tool --list-all: private key flags"
-pass "p11tool --list-all: 4 public keys, private keys of ec256 and rsa3072 (never extractable, sensitive)"
+ok "p11tool --list-all: 4 public keys, private keys of ec256 and rsa3072 (never extractable, sensitive)"
 
 # --list-all-privkeys --login with the PIN: the private key, CKA_PRIVATE.
 for name in ec384 rsa2048; do
@@ -58,16 +58,16 @@ for name in ec384 rsa2048; do
     expect_in "$out" "^	Type: Private key \($(type_of "$name")\)$" "p11tool --login --list-all-privkeys $name: type"
     expect_in "$out" '^	Flags: CKA_PRIVATE; CKA_NEVER_EXTRACTABLE; CKA_SENSITIVE; $' "p11tool --login --list-all-privkeys $name: flags"
 done
-pass "p11tool --login --list-all-privkeys: the PIN keys' private keys, CKA_PRIVATE"
+ok "p11tool --login --list-all-privkeys: the PIN keys' private keys, CKA_PRIVATE"
 
 # --export-pubkey: the public key object is the .pub's key.
 for name in "${all_keys[@]}"; do
-    GNUTLS_PIN=$PIN must p11t --login --export-pubkey "pkcs11:token=$name;object=$name;type=public" --outfile "$work/$name.gnutls.pem"
-    must openssl pkey -pubin -in "$work/$name.gnutls.pem" -outform DER -out "$work/$name.gnutls.der"
-    must openssl pkey -pubin -in "$work/$name.pem" -outform DER -out "$work/$name.ssh.der"
-    cmp -s "$work/$name.gnutls.der" "$work/$name.ssh.der" || fail "p11tool --export-pubkey: $name differs from $name.pub"
+    GNUTLS_PIN=$PIN must p11t --login --export-pubkey "pkcs11:token=$name;object=$name;type=public" --outfile "$TEST_DIR/$name.gnutls.pem"
+    must openssl pkey -pubin -in "$TEST_DIR/$name.gnutls.pem" -outform DER -out "$TEST_DIR/$name.gnutls.der"
+    must openssl pkey -pubin -in "$TEST_DIR/$name.pem" -outform DER -out "$TEST_DIR/$name.ssh.der"
+    cmp -s "$TEST_DIR/$name.gnutls.der" "$TEST_DIR/$name.ssh.der" || fail "p11tool --export-pubkey: $name differs from $name.pub"
 done
-pass "p11tool --export-pubkey: equals the .pub for all 4 keys"
+ok "p11tool --export-pubkey: equals the .pub for all 4 keys"
 
 # --test-sign: sign a test vector, verify with the token's public key.
 test_sign() { # NAME EXPECTED_ALGO [P11TOOL ARGS...]
@@ -90,7 +90,7 @@ for name in rsa2048 rsa3072; do
     test_sign "$name" RSA-PSS-SHA256 --sign-params RSA-PSS
     test_sign "$name" RSA-PSS-SHA512 --sign-params RSA-PSS --hash SHA512
 done
-pass "p11tool --test-sign: ECDSA-SHA256/384, RSA-SHA256, RSA-PSS-SHA256/512 on all 4 keys"
+ok "p11tool --test-sign: ECDSA-SHA256/384, RSA-SHA256, RSA-PSS-SHA256/512 on all 4 keys"
 
 # A PIN key without the PIN: no signature; with a wrong one: p11tool says so.
 must_fail p11t --test-sign "pkcs11:token=rsa2048;object=rsa2048"
@@ -99,6 +99,5 @@ GNUTLS_PIN=$WRONG_PIN must_fail p11t --login --test-sign "pkcs11:token=ec384;obj
 expect_in "$out$err" 'Wrong PIN has been provided' "p11tool --test-sign with a wrong GNUTLS_PIN"
 flush_after_unfinalized "p11tool (gave up on the wrong PIN)"
 GNUTLS_PIN=$PIN must p11t --login --test-sign "pkcs11:token=ec384;object=ec384"
-pass "p11tool: no signature without the PIN, 'Wrong PIN' with a wrong one, signs with the right one after"
+ok "p11tool: no signature without the PIN, 'Wrong PIN' with a wrong one, signs with the right one after"
 
-done_ok

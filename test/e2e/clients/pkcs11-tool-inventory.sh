@@ -1,8 +1,8 @@
 #!/bin/bash
 # clients: pkcs11-tool -I, -L, -O, -M, --read-object and a wrong PIN.
 # Run under with-swtpm --relaxed-da (one wrong PIN is tried).
-# shellcheck source=lib.sh
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/p11.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/p11.sh"
 
 make_keys "${all_keys[@]}"
 
@@ -10,7 +10,7 @@ make_keys "${all_keys[@]}"
 must p11 -I
 expect_in "$out" '^Cryptoki version 2\.40$' "pkcs11-tool -I"
 expect_in "$out" '^Manufacturer +tpmkey$' "pkcs11-tool -I"
-pass "pkcs11-tool -I: Cryptoki 2.40, manufacturer tpmkey"
+ok "pkcs11-tool -I: Cryptoki 2.40, manufacturer tpmkey"
 
 # -L: one slot per key file, token label = key name, LOGIN_REQUIRED only
 # on the tokens whose key has a PIN.
@@ -30,7 +30,7 @@ for name in "${all_keys[@]}"; do
     fi
     expect_in "$out" "^Slot [0-9]+ \(0x[0-9a-f]+\): TPM key .*/$name\.tpm$" "pkcs11-tool -L: slot of $name"
 done
-pass "pkcs11-tool -L: 4 tokens, labels, flags, 'login required' exactly on ec384 and rsa2048"
+ok "pkcs11-tool -L: 4 tokens, labels, flags, 'login required' exactly on ec384 and rsa2048"
 
 # -O: the public key always; the private key without login only when the
 # key has no PIN (CKA_PRIVATE); both with the same CKA_LABEL and CKA_ID.
@@ -72,7 +72,7 @@ for name in "${all_keys[@]}"; do
         check_objects "$name" 1
     fi
 done
-pass "pkcs11-tool -O: public key always, private key without login only when PIN-less, same label and ID"
+ok "pkcs11-tool -O: public key always, private key without login only when PIN-less, same label and ID"
 
 # The public key object is the key of the .pub. RSA: pkcs11-tool's DER
 # export (SubjectPublicKeyInfo) equals ssh-keygen's conversion, byte for
@@ -80,18 +80,18 @@ pass "pkcs11-tool -O: public key always, private key without login only when PIN
 # .pub's point (pkcs11-tool 0.23 cannot export P-384 public keys at all:
 # "cannot create EVP_PKEY", the same with SoftHSM's keys).
 for name in "${all_keys[@]}"; do
-    must openssl pkey -pubin -in "$work/$name.pem" -outform DER -out "$work/$name.ssh.der"
+    must openssl pkey -pubin -in "$TEST_DIR/$name.pem" -outform DER -out "$TEST_DIR/$name.ssh.der"
     if [ "$(key_type "$name")" = rsa ]; then
-        must p11 --token-label "$name" --read-object --type pubkey --label "$name" -o "$work/$name.p11.der"
-        cmp -s "$work/$name.p11.der" "$work/$name.ssh.der" || fail "pkcs11-tool --read-object: $name's public key differs from $name.pub"
+        must p11 --token-label "$name" --read-object --type pubkey --label "$name" -o "$TEST_DIR/$name.p11.der"
+        cmp -s "$TEST_DIR/$name.p11.der" "$TEST_DIR/$name.ssh.der" || fail "pkcs11-tool --read-object: $name's public key differs from $name.pub"
     else
         must p11 -O --type pubkey --token-label "$name"
         point_len=$((2 * $(key_bits "$name") / 8 + 1))
-        expected=$(printf '04%02x' "$point_len")$(tail -c "$point_len" "$work/$name.ssh.der" | od -An -v -tx1 | tr -d ' \n')
+        expected=$(printf '04%02x' "$point_len")$(tail -c "$point_len" "$TEST_DIR/$name.ssh.der" | od -An -v -tx1 | tr -d ' \n')
         expect_eq "$(awk '/EC_POINT:/ {print $2}' <<<"$out")" "$expected" "pkcs11-tool -O: $name's CKA_EC_POINT"
     fi
 done
-pass "public key objects hold the .pub's key (RSA: --read-object DER, EC: CKA_EC_POINT)"
+ok "public key objects hold the .pub's key (RSA: --read-object DER, EC: CKA_EC_POINT)"
 
 # The CKA_ID is stable: a second process sees the same IDs.
 must p11 -O --token-label ec256
@@ -99,7 +99,7 @@ must p11 -O --token-label ec256
 expect_in "$out" "^ +ID: +$id_ec256\$" "pkcs11-tool -O ec256: CKA_ID in a second process"
 # shellcheck disable=SC2154
 [ "$id_ec256" != "$id_rsa3072" ] || fail "two keys share the CKA_ID $id_ec256"
-pass "CKA_ID stable across processes, different per key"
+ok "CKA_ID stable across processes, different per key"
 
 # -M: every mechanism we sign with, hardware, sign only, key size = the key's.
 ec_mechs="ECDSA ECDSA-SHA1 ECDSA-SHA256 ECDSA-SHA384 ECDSA-SHA512 "
@@ -120,14 +120,14 @@ for name in "${all_keys[@]}"; do
             fail "pkcs11-tool -M $name: expected '$mech, keySize={$bits,$bits}, $flags'"
     done
 done
-pass "pkcs11-tool -M: 5 ECDSA / 9 RSA mechanisms, hw, sign, key size"
+ok "pkcs11-tool -M: 5 ECDSA / 9 RSA mechanisms, hw, sign, key size"
 
 # A wrong PIN: C_Login says CKR_PIN_INCORRECT; the right one still works after.
-must_fail p11 --token-label rsa2048 --login --pin "$WRONG_PIN" --sign -m SHA256-RSA-PKCS -i "$work/pin" -o "$work/sig"
+head -c 100 /dev/urandom >"$TEST_DIR/data"
+must_fail p11 --token-label rsa2048 --login --pin "$WRONG_PIN" --sign -m SHA256-RSA-PKCS -i "$TEST_DIR/data" -o "$TEST_DIR/sig"
 expect_in "$err" 'C_Login failed: rv = CKR_PIN_INCORRECT' "pkcs11-tool with a wrong PIN"
 flush_after_unfinalized "pkcs11-tool (aborted on the wrong PIN)"
-must p11 --token-label rsa2048 --login --pin "$PIN" --sign -m SHA256-RSA-PKCS -i "$work/pin" -o "$work/sig"
-verify_message rsa2048 sha256 "$work/sig" "$work/pin"
-pass "wrong PIN: CKR_PIN_INCORRECT; the right PIN signs afterwards"
+must p11 --token-label rsa2048 --login --pin "$PIN" --sign -m SHA256-RSA-PKCS -i "$TEST_DIR/data" -o "$TEST_DIR/sig"
+verify_message rsa2048 sha256 "$TEST_DIR/sig" "$TEST_DIR/data"
+ok "wrong PIN: CKR_PIN_INCORRECT; the right PIN signs afterwards"
 
-done_ok

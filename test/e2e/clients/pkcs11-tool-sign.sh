@@ -4,8 +4,8 @@
 # Hash-and-sign mechanisms are used on a short message (one C_Sign) and a
 # long one (pkcs11-tool reads 1025-byte blocks: C_SignUpdate x3 +
 # C_SignFinal); raw mechanisms on digests of every size.
-# shellcheck source=lib.sh
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/p11.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/p11.sh"
 
 make_keys "${all_keys[@]}"
 make_data
@@ -26,23 +26,23 @@ for name in "${all_keys[@]}"; do
     [ -n "$mechs" ] || fail "pkcs11-tool -M lists no mechanism for $name"
     bytes=$(($(key_bits "$name") / 8))
     for mech in $mechs; do
-        sig=$work/$name.$mech.sig
+        sig=$TEST_DIR/$name.$mech.sig
         case $mech in
         RSA-PKCS)
             # The caller hashes and builds the DigestInfo; we sign it as is.
             for h in sha1 sha256 sha384 sha512; do
-                digest_info "$h" "$work/short.$h" "$work/short.$h.di"
-                sign "$name" "$sig" -m RSA-PKCS -i "$work/short.$h.di"
+                digest_info "$h" "$TEST_DIR/short.$h" "$TEST_DIR/short.$h.di"
+                sign "$name" "$sig" -m RSA-PKCS -i "$TEST_DIR/short.$h.di"
                 [ "$(stat -c %s "$sig")" = "$bytes" ] || fail "$name $mech: signature is not $bytes bytes"
-                verify_message "$name" "$h" "$sig" "$work/short"
+                verify_message "$name" "$h" "$sig" "$TEST_DIR/short"
                 signatures=$((signatures + 1))
             done
             ;;
         SHA*-RSA-PKCS)
             h=$(tr '[:upper:]' '[:lower:]' <<<"${mech%%-*}")
             for m in short long; do
-                sign "$name" "$sig" -m "$mech" -i "$work/$m"
-                verify_message "$name" "$h" "$sig" "$work/$m"
+                sign "$name" "$sig" -m "$mech" -i "$TEST_DIR/$m"
+                verify_message "$name" "$h" "$sig" "$TEST_DIR/$m"
                 signatures=$((signatures + 1))
             done
             ;;
@@ -54,8 +54,8 @@ for name in "${all_keys[@]}"; do
                 hash_name=$H
                 [ "$h" = sha1 ] && hash_name=SHA-1 # pkcs11-tool's name for CKM_SHA_1
                 sign "$name" "$sig" -m RSA-PKCS-PSS --hash-algorithm "$hash_name" --mgf "MGF1-$H" \
-                    --salt-len "$(digest_len "$h")" -i "$work/short.$h"
-                verify_digest "$name" "$h" "$sig" "$work/short.$h" pss
+                    --salt-len "$(digest_len "$h")" -i "$TEST_DIR/short.$h"
+                verify_digest "$name" "$h" "$sig" "$TEST_DIR/short.$h" pss
                 signatures=$((signatures + 1))
             done
             ;;
@@ -63,26 +63,26 @@ for name in "${all_keys[@]}"; do
             H=${mech%%-*}
             h=$(tr '[:upper:]' '[:lower:]' <<<"$H")
             for m in short long; do
-                sign "$name" "$sig" -m "$mech" --mgf "MGF1-$H" --salt-len "$(digest_len "$h")" -i "$work/$m"
-                verify_message "$name" "$h" "$sig" "$work/$m" pss
+                sign "$name" "$sig" -m "$mech" --mgf "MGF1-$H" --salt-len "$(digest_len "$h")" -i "$TEST_DIR/$m"
+                verify_message "$name" "$h" "$sig" "$TEST_DIR/$m" pss
                 signatures=$((signatures + 1))
             done
             ;;
         ECDSA)
             # Raw r||s by default: exactly twice the field size.
-            sign "$name" "$sig" -m ECDSA -i "$work/short.sha256"
+            sign "$name" "$sig" -m ECDSA -i "$TEST_DIR/short.sha256"
             [ "$(stat -c %s "$sig")" = $((2 * bytes)) ] || fail "$name ECDSA: raw signature is not $((2 * bytes)) bytes"
             for h in sha1 sha256 sha384 sha512; do
-                sign "$name" "$sig" -m ECDSA --signature-format openssl -i "$work/short.$h"
-                verify_digest "$name" "$h" "$sig" "$work/short.$h"
+                sign "$name" "$sig" -m ECDSA --signature-format openssl -i "$TEST_DIR/short.$h"
+                verify_digest "$name" "$h" "$sig" "$TEST_DIR/short.$h"
                 signatures=$((signatures + 1))
             done
             ;;
         ECDSA-SHA*)
             h=$(tr '[:upper:]' '[:lower:]' <<<"${mech#ECDSA-}")
             for m in short long; do
-                sign "$name" "$sig" -m "$mech" --signature-format openssl -i "$work/$m"
-                verify_message "$name" "$h" "$sig" "$work/$m"
+                sign "$name" "$sig" -m "$mech" --signature-format openssl -i "$TEST_DIR/$m"
+                verify_message "$name" "$h" "$sig" "$TEST_DIR/$m"
                 signatures=$((signatures + 1))
             done
             ;;
@@ -91,11 +91,10 @@ for name in "${all_keys[@]}"; do
             ;;
         esac
     done
-    pass "$name: every listed mechanism signs, openssl verifies ($(wc -w <<<"$mechs") mechanisms)"
+    ok "$name: every listed mechanism signs, openssl verifies ($(wc -w <<<"$mechs") mechanisms)"
 done
 
 # Every one of these left nothing in the TPM: pkcs11-tool calls C_Finalize.
-expect_eq "$(tpm_handles)" "transient:  sessions: " "TPM handles after $signatures signatures"
-pass "$signatures signatures verified; nothing left loaded in the TPM"
+expect_clean_tpm "after $signatures signatures"
+ok "$signatures signatures verified; nothing left loaded in the TPM"
 
-done_ok

@@ -8,10 +8,11 @@
 # ("out of memory for object contexts").
 # Needs root (module under /usr/local/lib), else exits 77 (skipped).
 set -euo pipefail
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
 agent_install_module
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 names=(k1-ecdsa256 k2-ecdsa384 k3-rsa2048)
 keygen "$keys/k1-ecdsa256.tpm" ecdsa 256
 keygen "$keys/k2-ecdsa384.tpm" ecdsa 384
@@ -20,22 +21,22 @@ keygen "$keys/k3-rsa2048.tpm" rsa 2048
 export TPMKEY_KEYS=$keys
 agent_start
 askpass_pin ""
-ssh-add -s "$AGENT_MODULE" >"$E2E_DIR/add.out" 2>&1 || { show "$E2E_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
+ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
 [ "$(agent_fingerprints | wc -l)" = 3 ] || { ssh-add -l >&2 || true; fail "the agent does not hold the three keys"; }
 ok "ssh-add -s: three keys"
 
-echo "tpmkey e2e $$ $RANDOM" >"$E2E_DIR/data"
+echo "tpmkey e2e $$ $RANDOM" >"$TEST_DIR/data"
 for key in "${names[@]}"; do
-    cp "$E2E_DIR/data" "$E2E_DIR/data-$key"
-    ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$E2E_DIR/data-$key" 2>"$E2E_DIR/sign.err" || {
-        show "$E2E_DIR/sign.err" "$AGENT_LOG"
+    cp "$TEST_DIR/data" "$TEST_DIR/data-$key"
+    ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$TEST_DIR/data-$key" 2>"$TEST_DIR/sign.err" || {
+        show "$TEST_DIR/sign.err" "$AGENT_LOG"
         echo "TPM holds: $(tpm_leftovers | tr '\n' ' ')" >&2
         fail "$key: signing through the agent failed"
     }
-    echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$E2E_DIR/allowed_signers"
-    ssh-keygen -Y verify -f "$E2E_DIR/allowed_signers" -I signer@tpmkey.test -n file \
-        -s "$E2E_DIR/data-$key.sig" <"$E2E_DIR/data" >"$E2E_DIR/verify.out" 2>&1 ||
-        { show "$E2E_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
+    echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$TEST_DIR/allowed_signers"
+    ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test -n file \
+        -s "$TEST_DIR/data-$key.sig" <"$TEST_DIR/data" >"$TEST_DIR/verify.out" 2>&1 ||
+        { show "$TEST_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
     ok "$key: signed through the agent, verified"
 done
 

@@ -8,10 +8,11 @@
 # /usr/local/lib); exits 77 (skipped) otherwise. Run under
 # `with-swtpm --relaxed-da` (one wrong PIN is tried).
 set -euo pipefail
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
 agent_install_module
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 pin='agent PIN'
 keygen "$keys/ec-pin.tpm" ecdsa 256 "$pin"
 keygen "$keys/rsa.tpm" rsa 2048
@@ -26,22 +27,22 @@ case $(readlink -f "$TPMKEY_MODULE") in
 /usr/lib*/* | /usr/local/lib*/*) ;;
 *)
     askpass_pin "$pin"
-    if ssh-add -s "$TPMKEY_MODULE" >"$E2E_DIR/add.out" 2>&1; then
-        show "$E2E_DIR/add.out"
+    if ssh-add -s "$TPMKEY_MODULE" >"$TEST_DIR/add.out" 2>&1; then
+        show "$TEST_DIR/add.out"
         fail "ssh-agent loaded a module outside its allow-list"
     fi
     [ -z "$(agent_fingerprints)" ] || fail "the agent holds keys after a refused ssh-add -s"
-    ok "ssh-agent refuses the module in the build tree: $(cat "$E2E_DIR/add.out")"
+    ok "ssh-agent refuses the module in the build tree: $(cat "$TEST_DIR/add.out")"
     ;;
 esac
 
 # 2. A wrong PIN: ssh-add -s still "adds the card", but only with the key
 #    that needs no PIN (ssh-pkcs11.c skips a slot whose C_Login fails).
 askpass_pin "wrong PIN"
-ssh-add -s "$AGENT_MODULE" >"$E2E_DIR/add.out" 2>&1 || true
+ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || true
 expect_prompts "Enter passphrase for PKCS#11: "
 if [ "$(agent_fingerprints)" != "$fp_rsa" ]; then
-    show "$E2E_DIR/add.out" "$AGENT_LOG"
+    show "$TEST_DIR/add.out" "$AGENT_LOG"
     echo "agent holds: $(agent_fingerprints | tr '\n' ' ')" >&2
     fail "wrong PIN: the agent should hold only the PIN-less key $fp_rsa"
 fi
@@ -54,7 +55,7 @@ ok "ssh-add -s with a wrong PIN adds only the PIN-less key; ssh-add -e empties t
 
 # 3. The right PIN: both keys.
 askpass_pin "$pin"
-ssh-add -s "$AGENT_MODULE" >"$E2E_DIR/add.out" 2>&1 || { show "$E2E_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
+ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
 expect_prompts "Enter passphrase for PKCS#11: "
 if [ "$(agent_fingerprints)" != "$(printf '%s\n' "$fp_ec" "$fp_rsa" | sort)" ]; then
     ssh-add -l >&2 || true
@@ -76,17 +77,17 @@ for key in ec-pin rsa; do
 done
 
 # 5. ssh-keygen -Y sign with the .pub as -f signs through the agent.
-echo "tpmkey e2e $$ $RANDOM" >"$E2E_DIR/data"
+echo "tpmkey e2e $$ $RANDOM" >"$TEST_DIR/data"
 for key in ec-pin rsa; do
-    cp "$E2E_DIR/data" "$E2E_DIR/data-$key"
-    ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$E2E_DIR/data-$key" 2>"$E2E_DIR/sign.err" ||
-        { show "$E2E_DIR/sign.err" "$AGENT_LOG"; fail "$key: ssh-keygen -Y sign through the agent failed"; }
-    echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$E2E_DIR/allowed_signers"
-    ssh-keygen -Y verify -f "$E2E_DIR/allowed_signers" -I signer@tpmkey.test -n file \
-        -s "$E2E_DIR/data-$key.sig" <"$E2E_DIR/data" >"$E2E_DIR/verify.out" 2>&1 ||
-        { show "$E2E_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
-    if echo tampered | ssh-keygen -Y verify -f "$E2E_DIR/allowed_signers" -I signer@tpmkey.test \
-        -n file -s "$E2E_DIR/data-$key.sig" >/dev/null 2>&1; then
+    cp "$TEST_DIR/data" "$TEST_DIR/data-$key"
+    ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$TEST_DIR/data-$key" 2>"$TEST_DIR/sign.err" ||
+        { show "$TEST_DIR/sign.err" "$AGENT_LOG"; fail "$key: ssh-keygen -Y sign through the agent failed"; }
+    echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$TEST_DIR/allowed_signers"
+    ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test -n file \
+        -s "$TEST_DIR/data-$key.sig" <"$TEST_DIR/data" >"$TEST_DIR/verify.out" 2>&1 ||
+        { show "$TEST_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
+    if echo tampered | ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test \
+        -n file -s "$TEST_DIR/data-$key.sig" >/dev/null 2>&1; then
         fail "$key: ssh-keygen -Y verify accepts the signature for other data"
     fi
     ok "$key: ssh-keygen -Y sign through the agent, verified"

@@ -17,7 +17,8 @@
 # allow-list under /usr/local/lib); without root the test exits 77 after
 # the login budgets were checked.
 set -euo pipefail
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 [[ $TPMKEY_TCTI == tabrmd:* ]] || fail "TPMKEY_TCTI=$TPMKEY_TCTI: run this under swtpm-fixtures/with-swtpm --abrmd"
 
 budget_list=0
@@ -25,7 +26,7 @@ budget_login_pin=8
 budget_login_nopin=5
 budget_further_signature=1
 
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 pin=4321
 types=("ecdsa 256" "rsa 2048")
 for t in "${types[@]}"; do
@@ -33,7 +34,7 @@ for t in "${types[@]}"; do
     keygen "$keys/$type$bits-nopin.tpm" "$type" "$bits"
     keygen "$keys/$type$bits-pin.tpm" "$type" "$bits" "$pin"
 done
-ssh-keygen -q -t ed25519 -N '' -f "$E2E_DIR/plain"
+ssh-keygen -q -t ed25519 -N '' -f "$TEST_DIR/plain"
 
 # The budget for logins is for keys whose parent is 0x40000001 (the storage
 # key re-created with TPM2_CreatePrimary). tpmkey-keygen picks that when the
@@ -53,21 +54,21 @@ expect_at_most() {
 export TPMKEY_KEYS=$keys
 askpass_pin
 pcap_start list
-ssh-keygen -D "$TPMKEY_MODULE" >"$E2E_DIR/list.out" || fail "ssh-keygen -D failed"
+ssh-keygen -D "$TPMKEY_MODULE" >"$TEST_DIR/list.out" || fail "ssh-keygen -D failed"
 pcap_stop
-[ "$(wc -l <"$E2E_DIR/list.out")" = 4 ] || { show "$E2E_DIR/list.out"; fail "ssh-keygen -D: expected 4 keys"; }
+[ "$(wc -l <"$TEST_DIR/list.out")" = 4 ] || { show "$TEST_DIR/list.out"; fail "ssh-keygen -D: expected 4 keys"; }
 expect_at_most list "$budget_list" "ssh-keygen -D (4 keys)"
 
 # 2. A login where sshd refuses every TPM key and a plain key logs in:
 #    the TPM keys are offered but never used, so no PIN and no TPM command.
 sshd_start
-cp "$E2E_DIR/plain.pub" "$AUTH_KEYS"
+cp "$TEST_DIR/plain.pub" "$AUTH_KEYS"
 askpass_pin
 sshd_log_mark
 pcap_start unused
-login_ok "TPM keys refused, plain key" -o "PKCS11Provider=$TPMKEY_MODULE" -i "$E2E_DIR/plain"
+login_ok "TPM keys refused, plain key" -o "PKCS11Provider=$TPMKEY_MODULE" -i "$TEST_DIR/plain"
 pcap_stop
-expect_accepted "the plain key" "ED25519 $(fingerprint "$E2E_DIR/plain.pub")"
+expect_accepted "the plain key" "ED25519 $(fingerprint "$TEST_DIR/plain.pub")"
 expect_prompts
 expect_at_most unused "$budget_list" "ssh login that never uses the TPM keys"
 
@@ -114,32 +115,32 @@ export TPMKEY_KEYS=$keys
 pcap_start agent
 agent_start
 askpass_pin "$pin"
-ssh-add -s "$AGENT_MODULE" >"$E2E_DIR/add.out" 2>&1 || { show "$E2E_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
+ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
 [ "$(agent_fingerprints | wc -l)" = 4 ] || { ssh-add -l >&2 || true; fail "the agent does not hold the four keys"; }
 echo "info: ssh-add -s (4 keys, 2 with a PIN): $(pcap_count agent) TPM commands: $(pcap_commands agent)"
 
-echo "tpmkey budget $$ $RANDOM" >"$E2E_DIR/data"
+echo "tpmkey budget $$ $RANDOM" >"$TEST_DIR/data"
 signatures=4
 for t in "${types[@]}"; do
     read -r type bits <<<"$t"
     for key in "$type$bits-nopin" "$type$bits-pin"; do
         for i in $(seq "$signatures"); do
             before=$(pcap_count agent)
-            cp "$E2E_DIR/data" "$E2E_DIR/data-$key-$i"
-            ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$E2E_DIR/data-$key-$i" 2>"$E2E_DIR/sign.err" ||
-                { show "$E2E_DIR/sign.err" "$AGENT_LOG"; fail "$key: ssh-keygen -Y sign through the agent failed"; }
+            cp "$TEST_DIR/data" "$TEST_DIR/data-$key-$i"
+            ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$TEST_DIR/data-$key-$i" 2>"$TEST_DIR/sign.err" ||
+                { show "$TEST_DIR/sign.err" "$AGENT_LOG"; fail "$key: ssh-keygen -Y sign through the agent failed"; }
             n=$(($(pcap_count agent) - before))
             if [ "$i" = 1 ]; then
                 echo "info: $key: first signature through the agent: $n TPM commands"
             elif [ "$n" != "$budget_further_signature" ]; then
-                "$COUNT_TPM_COMMANDS" -v "$E2E_DIR/agent.pcap" | tail -n "$((n + 1))" | head -n "$n" >&2
+                "$COUNT_TPM_COMMANDS" -v "$TEST_DIR/agent.pcap" | tail -n "$((n + 1))" | head -n "$n" >&2
                 fail "$key: signature $i through the agent: $n TPM commands, budget exactly $budget_further_signature"
             fi
         done
-        echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$E2E_DIR/allowed_signers"
-        ssh-keygen -Y verify -f "$E2E_DIR/allowed_signers" -I signer@tpmkey.test -n file \
-            -s "$E2E_DIR/data-$key-$signatures.sig" <"$E2E_DIR/data" >"$E2E_DIR/verify.out" 2>&1 ||
-            { show "$E2E_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
+        echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$TEST_DIR/allowed_signers"
+        ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test -n file \
+            -s "$TEST_DIR/data-$key-$signatures.sig" <"$TEST_DIR/data" >"$TEST_DIR/verify.out" 2>&1 ||
+            { show "$TEST_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
         ok "$key: signatures 2..$signatures through ssh-agent: $budget_further_signature TPM command each (TPM2_Sign)"
     done
 done

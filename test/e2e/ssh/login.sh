@@ -9,11 +9,12 @@
 # PIN prompt is "Enter PIN for 'NAME': " (and there is none without PIN),
 # and the TPM holds nothing afterwards.
 set -euo pipefail
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
 [ $# -eq 2 ] || fail "usage: login.sh ecdsa|rsa BITS"
 type=$1 bits=$2
-E2E_PROG="login $type $bits"
+TEST_NAME="login $type $bits"
 
 case $type in
 ecdsa)
@@ -30,20 +31,20 @@ esac
 # A PIN with a space and punctuation: it must reach the TPM byte for byte.
 pin='s3cret PIN!'
 name=$type$bits
-keygen "$E2E_DIR/keys/$name.tpm" "$type" "$bits"
-keygen "$E2E_DIR/keys/$name-pin.tpm" "$type" "$bits" "$pin"
+keygen "$TEST_DIR/keys/$name.tpm" "$type" "$bits"
+keygen "$TEST_DIR/keys/$name-pin.tpm" "$type" "$bits" "$pin"
 for key in "$name" "$name-pin"; do
     # ssh-keygen -l: "BITS SHA256:... COMMENT (TYPE)"
-    read -r kbits _ _ kt < <(ssh-keygen -l -f "$E2E_DIR/keys/$key.pub")
+    read -r kbits _ _ kt < <(ssh-keygen -l -f "$TEST_DIR/keys/$key.pub")
     [ "$kbits $kt" = "$bits ($ktype)" ] || fail "$key: the key is $kbits $kt, not $bits ($ktype)"
 done
 sshd_start
 
 for key in "$name" "$name-pin"; do
-    pub=$E2E_DIR/keys/$key.pub
+    pub=$TEST_DIR/keys/$key.pub
     fp=$(fingerprint "$pub")
     cp "$pub" "$AUTH_KEYS"
-    export TPMKEY_KEYS=$E2E_DIR/keys/$key.tpm
+    export TPMKEY_KEYS=$TEST_DIR/keys/$key.tpm
     for alg in "${algs[@]}"; do
         opts=(-o "PKCS11Provider=$TPMKEY_MODULE")
         # ssh picks rsa-sha2-512 by itself; PubkeyAcceptedAlgorithms forces

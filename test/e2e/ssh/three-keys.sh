@@ -6,9 +6,10 @@
 # the server accepted (the others are offered, refused, never used); with
 # none of them authorized the login fails without a PIN prompt.
 set -euo pipefail
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 declare -A pin=([k1-ecdsa256]="" [k2-ecdsa384]="pin of k2" [k3-rsa2048]="pin-of-k3")
 keygen "$keys/k1-ecdsa256.tpm" ecdsa 256
 keygen "$keys/k2-ecdsa384.tpm" ecdsa 384 "${pin[k2-ecdsa384]}"
@@ -16,10 +17,10 @@ keygen "$keys/k3-rsa2048.tpm" rsa 2048 "${pin[k3-rsa2048]}"
 export TPMKEY_KEYS=$keys
 
 askpass_pin
-ssh-keygen -D "$TPMKEY_MODULE" >"$E2E_DIR/list.out" || fail "ssh-keygen -D failed"
+ssh-keygen -D "$TPMKEY_MODULE" >"$TEST_DIR/list.out" || fail "ssh-keygen -D failed"
 expect_prompts
-if [ "$(pub_blob "$E2E_DIR/list.out" | sort)" != "$(cat "$keys"/*.pub | pub_blob - | sort)" ]; then
-    show "$E2E_DIR/list.out"
+if [ "$(pub_blob "$TEST_DIR/list.out" | sort)" != "$(cat "$keys"/*.pub | pub_blob - | sort)" ]; then
+    show "$TEST_DIR/list.out"
     fail "ssh-keygen -D did not list the three keys"
 fi
 ok "ssh-keygen -D lists the three keys"

@@ -8,38 +8,39 @@
 # Reported here (budget.sh asserts them): the commands of one full login with a key
 # without PIN and with a PIN key, flushes included (targets: 5 and 8).
 set -euo pipefail
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 pin=4321
 keygen "$keys/nopin.tpm" ecdsa 256
 keygen "$keys/pin.tpm" ecdsa 256 "$pin"
-ssh-keygen -q -t ed25519 -N '' -f "$E2E_DIR/plain"
+ssh-keygen -q -t ed25519 -N '' -f "$TEST_DIR/plain"
 export TPMKEY_KEYS=$keys
 
 # ssh-keygen -D
 askpass_pin
 pcap_start list
-ssh-keygen -D "$TPMKEY_MODULE" >"$E2E_DIR/list.out" || fail "ssh-keygen -D failed"
+ssh-keygen -D "$TPMKEY_MODULE" >"$TEST_DIR/list.out" || fail "ssh-keygen -D failed"
 pcap_stop
-[ "$(wc -l <"$E2E_DIR/list.out")" = 2 ] || { show "$E2E_DIR/list.out"; fail "ssh-keygen -D: expected 2 keys"; }
+[ "$(wc -l <"$TEST_DIR/list.out")" = 2 ] || { show "$TEST_DIR/list.out"; fail "ssh-keygen -D: expected 2 keys"; }
 n=$(pcap_count list)
 [ "$n" = 0 ] || fail "ssh-keygen -D sent $n TPM commands: $(pcap_commands list)"
 ok "ssh-keygen -D: 0 TPM commands"
 
 # Both TPM keys are offered and refused, the plain key logs in.
 sshd_start
-cp "$E2E_DIR/plain.pub" "$AUTH_KEYS"
+cp "$TEST_DIR/plain.pub" "$AUTH_KEYS"
 askpass_pin
 sshd_log_mark
 pcap_start refused
-login_ok "TPM keys refused, plain key" -v -o "PKCS11Provider=$TPMKEY_MODULE" -i "$E2E_DIR/plain"
+login_ok "TPM keys refused, plain key" -v -o "PKCS11Provider=$TPMKEY_MODULE" -i "$TEST_DIR/plain"
 pcap_stop
 for key in nopin pin; do
     grep -qF "Offering public key: $key ECDSA $(fingerprint "$keys/$key.pub")" "$SSH_ERR" ||
         { grep "Offering\|Will attempt" "$SSH_ERR" >&2 || true; fail "ssh did not offer the TPM key $key"; }
 done
-expect_accepted "the plain key" "ED25519 $(fingerprint "$E2E_DIR/plain.pub")"
+expect_accepted "the plain key" "ED25519 $(fingerprint "$TEST_DIR/plain.pub")"
 expect_prompts
 n=$(pcap_count refused)
 [ "$n" = 0 ] || fail "login that never used the TPM keys sent $n TPM commands: $(pcap_commands refused)"

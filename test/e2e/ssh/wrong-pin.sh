@@ -11,9 +11,10 @@
 # loaded: with no resource manager (swtpm here, /dev/tpm0 on a real machine)
 # it would stay in the TPM.
 set -euo pipefail
-. "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
-keys=$E2E_DIR/keys
+keys=$TEST_DIR/keys
 right='right PIN'
 keygen "$keys/ec.tpm" ecdsa 256 "$right"
 keygen "$keys/rsa.tpm" rsa 2048 "$right"

@@ -2,11 +2,11 @@
 # tpmkey doctor with key files the module cannot use (root reads any file,
 # so the unreadable ones are a directory named x.tpm and corrupt files):
 # each is named with its reason, the good key still loads, exit 1.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 
 S=$HOME/.ssh
-keygen "$S/good.tpm"
+keygen "$S/good.tpm" ecdsa 256
 printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$S/config"
 mkdir "$S/x.tpm"
 echo "garbage" >"$S/corrupt.tpm"
@@ -29,9 +29,9 @@ expect_out "4 problem(s) found." "bad keys"
 ok "a directory, a corrupt, a truncated and a mislabelled key file: each named, exit 1"
 
 # The module skips the same files and still serves the good key.
-ssh-keygen -D "$TPMKEY_MODULE" >"$T_DIR/module.pub" 2>"$T_DIR/module.err" || fail "ssh-keygen -D failed"
-[ "$(grep -c . "$T_DIR/module.pub")" = 1 ] || fail "the module should serve the one good key"
-grep -qF "x.tpm: not a regular file (key skipped)" "$T_DIR/module.err" || fail "the module does not name x.tpm"
+ssh-keygen -D "$TPMKEY_MODULE" >"$TEST_DIR/module.pub" 2>"$TEST_DIR/module.err" || fail "ssh-keygen -D failed"
+[ "$(grep -c . "$TEST_DIR/module.pub")" = 1 ] || fail "the module should serve the one good key"
+grep -qF "x.tpm: not a regular file (key skipped)" "$TEST_DIR/module.err" || fail "the module does not name x.tpm"
 ok "the module agrees"
 
 # A key file others may write to: a warning.
@@ -48,9 +48,9 @@ ok "a key file others may write to: a problem, with the chmod that fixes it"
 # ssh's StrictModes rules: the module and doctor refuse a key that someone
 # else could replace, so that ssh-keygen -D never prints their key.
 refused() {  # WHAT MESSAGE: ssh-keygen -D serves no key, doctor names MESSAGE
-    ssh-keygen -D "$TPMKEY_MODULE" >"$T_DIR/module.pub" 2>"$T_DIR/module.err" || true
-    [ ! -s "$T_DIR/module.pub" ] || fail "$1: the module still serves the key"
-    grep -qF "$2" "$T_DIR/module.err" || { cat "$T_DIR/module.err" >&2; fail "$1: the module does not say: $2"; }
+    ssh-keygen -D "$TPMKEY_MODULE" >"$TEST_DIR/module.pub" 2>"$TEST_DIR/module.err" || true
+    [ ! -s "$TEST_DIR/module.pub" ] || fail "$1: the module still serves the key"
+    grep -qF "$2" "$TEST_DIR/module.err" || { cat "$TEST_DIR/module.err" >&2; fail "$1: the module does not say: $2"; }
     run "$TPMKEY_TOOL" doctor
     expect_rc 1 "$1"
     expect_out "$2" "$1"

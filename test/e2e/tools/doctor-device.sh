@@ -3,8 +3,8 @@
 # (nobody, via setpriv) against a stand-in device file named by
 # TPMKEY_TCTI=device:PATH: not in the device's group; in it in the group
 # database but not in this session (joined after logging in); allowed.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip "needs root (to act as nobody and chgrp the stand-in device)"
 command -v setpriv >/dev/null || skip "no setpriv (util-linux)"
@@ -12,9 +12,9 @@ OTHER_GROUP=daemon                 # a group nobody is not in
 NOBODY_GROUP=$(id -gn nobody)      # nobody's group in the database (nogroup)
 getent group "$OTHER_GROUP" >/dev/null || skip "no group $OTHER_GROUP"
 
-# Everything nobody needs is outside the root-only $T_DIR.
+# Everything nobody needs is outside the root-only $TEST_DIR.
 W=$(mktemp -d /tmp/tpmkey-device.XXXXXX)
-t_on_exit "rm -rf '$W'"
+on_exit "rm -rf '$W'"
 chmod 755 "$W"
 mkdir -m 755 "$W/home"
 DEV=$W/tpmrm0
@@ -50,7 +50,7 @@ as_nobody "$NOBODY_GROUP" "$TPMKEY_TOOL" doctor
 expect_out "[ok]      $DEV (mode 0660, group $NOBODY_GROUP): you may use it" "allowed"
 ok "in the group: allowed"
 
-run env TPMKEY_TCTI="device:$T_DIR/x/tpmrm0" "$TPMKEY_TOOL" doctor
+run env TPMKEY_TCTI="device:$TEST_DIR/x/tpmrm0" "$TPMKEY_TOOL" doctor
 expect_rc 1 "missing device"
-expect_out "[problem] $T_DIR/x/tpmrm0 is missing" "missing device"
+expect_out "[problem] $TEST_DIR/x/tpmrm0 is missing" "missing device"
 ok "a device TCTI naming no device"

@@ -2,12 +2,12 @@
 # Dictionary-attack lockout (with-swtpm --da 2:600:600: 2 wrong PINs lock
 # the TPM, one is forgiven every 600 s): wrong PINs through passwd and the
 # module lock it; passwd, the module and doctor then say so.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/p11.sh
+. "$(dirname "$0")/../../lib/p11.sh"
 
 K=$HOME/.ssh/id_tpm.tpm
-keygen "$K" "right pin"
-keygen "$HOME/.ssh/nopin.tpm"
+keygen "$K" ecdsa 256 "right pin"
+keygen "$HOME/.ssh/nopin.tpm" ecdsa 256
 printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$HOME/.ssh/config"
 WRONG=$(pin_file "wrong")
 NEW=$(pin_file "new")
@@ -16,7 +16,7 @@ run "$TPMKEY_TOOL" doctor
 expect_rc 0 "before"
 expect_out "[ok]      dictionary-attack protection: not in lockout (0 of 2 wrong PINs counted; one is forgiven every 10 minutes)" "before"
 
-cp "$K" "$T_DIR/orig.tpm"
+cp "$K" "$TEST_DIR/orig.tpm"
 run "$TPMKEY_TOOL" passwd --old-pin-file "$WRONG" --new-pin-file "$NEW" "$K"
 expect_rc 1 "1st wrong PIN"
 expect_err "wrong PIN; $K is unchanged" "1st wrong PIN"
@@ -39,7 +39,7 @@ ok "doctor: lockout named with counter, maximum and recovery time; exit 1"
 run "$TPMKEY_TOOL" passwd --old-pin-file "$(pin_file "right pin")" --new-pin-file "$NEW" "$K"
 expect_rc 1 "passwd in lockout"
 expect_err "the TPM is in dictionary-attack lockout" "passwd in lockout"
-cmp -s "$K" "$T_DIR/orig.tpm" || fail "the key file changed"
+cmp -s "$K" "$TEST_DIR/orig.tpm" || fail "the key file changed"
 sign_fails "$K" "right pin" "module in lockout"
 expect_err "the TPM is in dictionary-attack lockout" "module in lockout"
 ok "passwd and the module in lockout: refused, named, file unchanged"

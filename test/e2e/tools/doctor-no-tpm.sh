@@ -1,10 +1,10 @@
 #!/bin/bash
 # tpmkey doctor with no TPM where it looks: exit 1, and the message names
 # what was tried (the TCTI and where it was set).
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 
-keygen "$HOME/.ssh/id_tpm.tpm"
+keygen "$HOME/.ssh/id_tpm.tpm" ecdsa 256
 printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$HOME/.ssh/config"
 CLOSED=$(closed_tcti)
 
@@ -26,9 +26,9 @@ expect_out "no TPM answers at the TCTI set in $HOME/.config/tpmkey/config" "conf
 ok "a closed TCTI from the config file: exit 1, names the file"
 rm "$HOME/.config/tpmkey/config"
 
-run env TPMKEY_TCTI="device:$T_DIR/no-such-tpm" "$TPMKEY_TOOL" doctor
+run env TPMKEY_TCTI="device:$TEST_DIR/no-such-tpm" "$TPMKEY_TOOL" doctor
 expect_rc 1 "missing device"
-expect_out "            device:$T_DIR/no-such-tpm: $T_DIR/no-such-tpm does not exist" "missing device"
+expect_out "            device:$TEST_DIR/no-such-tpm: $TEST_DIR/no-such-tpm does not exist" "missing device"
 ok "a device TCTI naming a missing device"
 
 # The tpm2-tss default, on a machine without a TPM (only where that holds).

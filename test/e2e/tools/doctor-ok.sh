@@ -1,13 +1,13 @@
 #!/bin/bash
 # tpmkey doctor when all is well (exit 0), and the problems it must name in
 # the ssh set-up and the storage key.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 
 S=$HOME/.ssh
-keygen "$S/id_tpm.tpm"
-keygen "$S/pin.tpm" 1234 -t rsa
-keygen "$S/owner.tpm" "" --parent 0x40000001
+keygen "$S/id_tpm.tpm" ecdsa 256
+keygen "$S/pin.tpm" rsa 2048 1234
+keygen "$S/owner.tpm" ecdsa 256 "" --parent 0x40000001
 printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$S/config"
 
 run "$TPMKEY_TOOL" doctor
@@ -56,7 +56,7 @@ expect_rc 1 "another module first"
 expect_out "[problem] ~/.ssh/config line 1: PKCS11Provider /usr/lib/x86_64-linux-gnu/opensc-pkcs11.so" "another module first"
 expect_out "ssh uses only the first PKCS11Provider" "another module first"
 
-printf 'PKCS11Provider %s\n' "$T_DIR/nowhere/tpmkey-pkcs11.so" >"$S/config"
+printf 'PKCS11Provider %s\n' "$TEST_DIR/nowhere/tpmkey-pkcs11.so" >"$S/config"
 run "$TPMKEY_TOOL" doctor
 expect_rc 1 "module missing"
 expect_out "that file does not exist" "module missing"
@@ -75,7 +75,7 @@ expect_out "2 problem(s) found." "no SRK"
 ok "keys whose parent is gone are named"
 
 # Objects left in the TPM by others (no resource manager): a warning.
-tpm2_createprimary -T "$TPMKEY_TCTI" -C o -c "$T_DIR/left.ctx" >/dev/null || fail "tpm2_createprimary failed"
+tpm2_createprimary -T "$TPMKEY_TCTI" -C o -c "$TEST_DIR/left.ctx" >/dev/null || fail "tpm2_createprimary failed"
 run "$TPMKEY_TOOL" doctor
 expect_out "[warning] the TPM holds 1 object(s) and 0 session(s) of other programs" "left objects"
 tpm2_flushcontext -T "$TPMKEY_TCTI" -t >/dev/null || fail "tpm2_flushcontext failed"

@@ -1,18 +1,18 @@
 #!/bin/bash
 # tpmkey info: the key's TPM attributes, PIN, parent and policy, and whether
 # it loads on this TPM; a key made on another TPM is recognised as such.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 
 S=$HOME/.ssh
-keygen "$S/id_tpm.tpm"
-keygen "$S/rsa.tpm" 1234 -t rsa --parent 0x40000001
+keygen "$S/id_tpm.tpm" ecdsa 256
+keygen "$S/rsa.tpm" rsa 2048 1234 --parent 0x40000001
 
 # expect_info FIELD VALUE: the line "FIELD: VALUE" (aligned as printed).
 expect_info() {
     # shellcheck disable=SC2016 # the sed script is literal
     grep -qxE -- "$1: +$(printf '%s' "$2" | sed 's/[][\.|$(){}?+*^]/\\&/g')" "$OUT" ||
-        { show_run; fail "info: expected '$1: $2'"; }
+        fail "info: expected '$1: $2'"
 }
 
 run "$TPMKEY_TOOL" info "$S/id_tpm.tpm"
@@ -37,18 +37,18 @@ expect_info loads "yes, on this TPM"
 ok "RSA key, PIN, owner-hierarchy parent: loads without the PIN being asked"
 
 # Keys made on another TPM (a second swtpm, with and without its own SRK).
-OTHER=$T_DIR/other-tpm
+OTHER=$TEST_DIR/other-tpm
 other_tcti=$("$TPMKEY_FIXTURES/swtpm-start" "$OTHER") || fail "second swtpm did not start"
-t_on_exit "'$TPMKEY_FIXTURES/swtpm-stop' '$OTHER'"
+on_exit "'$TPMKEY_FIXTURES/swtpm-stop' '$OTHER'"
 "$TPMKEY_FIXTURES/provision" "$OTHER" --srk >/dev/null || fail "provisioning the second swtpm failed"
-TPMKEY_TCTI=$other_tcti keygen "$T_DIR/elsewhere-srk.tpm"
-TPMKEY_TCTI=$other_tcti keygen "$T_DIR/elsewhere-owner.tpm" "" --parent 0x40000001
-run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" info "$T_DIR/elsewhere-srk.tpm"
+TPMKEY_TCTI=$other_tcti keygen "$TEST_DIR/elsewhere-srk.tpm" ecdsa 256
+TPMKEY_TCTI=$other_tcti keygen "$TEST_DIR/elsewhere-owner.tpm" ecdsa 256 "" --parent 0x40000001
+run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" info "$TEST_DIR/elsewhere-srk.tpm"
 expect_rc 0 "the key on its own TPM"
 "$TPMKEY_FIXTURES/swtpm-stop" "$OTHER"
 
 for k in elsewhere-srk elsewhere-owner; do
-    run "$TPMKEY_TOOL" info "$T_DIR/$k.tpm"
+    run "$TPMKEY_TOOL" info "$TEST_DIR/$k.tpm"
     expect_rc 1 "$k"
     expect_info loads "no: this key belongs to a different TPM (or this TPM was cleared since, or the file was altered: the TPM's integrity check failed)"
     expect_out "             (make a new key on this machine: tpmkey-keygen)" "$k: what to do"

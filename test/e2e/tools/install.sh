@@ -6,13 +6,13 @@
 #   echo 'PKCS11Provider .../tpmkey-pkcs11.so' >> ~/.ssh/config
 #   ssh-keygen -D .../tpmkey-pkcs11.so | ssh host 'mkdir -p -m 700 .ssh && cat >> .ssh/authorized_keys'
 #   ssh host
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 : "${TPMKEY_BUILD_DIR:?}" "${TPMKEY_BINDIR:?}" "${TPMKEY_LIBDIR:?}" "${TPMKEY_MANDIR:?}"
 
-D=$T_DIR/root
-DESTDIR=$D cmake --install "$TPMKEY_BUILD_DIR" >"$T_DIR/install.log" 2>&1 ||
-    { cat "$T_DIR/install.log" >&2; fail "cmake --install failed"; }
+D=$TEST_DIR/root
+DESTDIR=$D cmake --install "$TPMKEY_BUILD_DIR" >"$TEST_DIR/install.log" 2>&1 ||
+    { cat "$TEST_DIR/install.log" >&2; fail "cmake --install failed"; }
 
 MODULE=$TPMKEY_LIBDIR/pkcs11/tpmkey-pkcs11.so
 # p11-kit reads module files from its package directory (pkg-config's
@@ -31,7 +31,7 @@ done
 }
 grep -qx "module: $MODULE" "$D$p11_file" || fail "$p11_file does not name $MODULE"
 
-cat >"$T_DIR/expected" <<LIST
+cat >"$TEST_DIR/expected" <<LIST
 $TPMKEY_BINDIR/tpmkey
 $TPMKEY_BINDIR/tpmkey-keygen
 $MODULE
@@ -40,8 +40,8 @@ $TPMKEY_MANDIR/man1/tpmkey-keygen.1
 $TPMKEY_MANDIR/man8/tpmkey-pkcs11.8
 $p11_file
 LIST
-(cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$T_DIR/installed"
-sort "$T_DIR/expected" | diff - "$T_DIR/installed" >&2 || fail "installed files differ from the expected list (- expected, + installed)"
+(cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$TEST_DIR/installed"
+sort "$TEST_DIR/expected" | diff - "$TEST_DIR/installed" >&2 || fail "installed files differ from the expected list (- expected, + installed)"
 for f in tpmkey tpmkey-keygen; do
     [ -x "$D$TPMKEY_BINDIR/$f" ] || fail "$f is not executable"
 done
@@ -52,7 +52,7 @@ case $MODULE in
 /usr/lib*/* | /usr/local/lib*/*) ;;
 *) fail "the module ($MODULE) is outside ssh-agent's default allow-list" ;;
 esac
-ok "installed: $(tr '\n' ' ' <"$T_DIR/expected")"
+ok "installed: $(tr '\n' ' ' <"$TEST_DIR/expected")"
 
 KEYGEN=$D$TPMKEY_BINDIR/tpmkey-keygen
 TPMKEY=$D$TPMKEY_BINDIR/tpmkey
@@ -70,8 +70,8 @@ expect_out "PKCS11Provider $DMODULE" "installed tpmkey ssh-config"
 expect_out "the module installed next to $D$TPMKEY_BINDIR/tpmkey" "installed tpmkey ssh-config"
 echo "PKCS11Provider $DMODULE" >>"$HOME/.ssh/config"
 # 3. ssh-keygen -D with the installed module shows the key.
-ssh-keygen -D "$DMODULE" >"$T_DIR/D.pub" 2>"$T_DIR/D.err" || { cat "$T_DIR/D.err" >&2; fail "ssh-keygen -D failed"; }
-[ "$(awk '{ print $1, $2 }' "$T_DIR/D.pub")" = "$(awk '{ print $1, $2 }' "$HOME/.ssh/id_tpm.pub")" ] ||
+ssh-keygen -D "$DMODULE" >"$TEST_DIR/D.pub" 2>"$TEST_DIR/D.err" || { cat "$TEST_DIR/D.err" >&2; fail "ssh-keygen -D failed"; }
+[ "$(awk '{ print $1, $2 }' "$TEST_DIR/D.pub")" = "$(awk '{ print $1, $2 }' "$HOME/.ssh/id_tpm.pub")" ] ||
     fail "ssh-keygen -D does not show the new key"
 run "$TPMKEY" doctor
 expect_rc 0 "installed tpmkey doctor"
@@ -84,15 +84,15 @@ ok "quick start, steps 1-3 with the installed files"
 #    makes ~/.ssh there and adds the TPM key; step 4 then logs in with it.
 [ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (Debian package openssh-server): the login step was not run"
 [ -d /run/sshd ] || mkdir -m 0755 /run/sshd 2>/dev/null || skip "/run/sshd cannot be made: the login step was not run"
-SSHD=$T_DIR/sshd
-REMOTE_HOME=$T_DIR/remote-home
+SSHD=$TEST_DIR/sshd
+REMOTE_HOME=$TEST_DIR/remote-home
 mkdir "$SSHD" "$REMOTE_HOME"
 account_home=$(getent passwd "$(id -un)" | cut -d: -f6)
 unshare --mount --propagation private true 2>/dev/null ||
     fail "unshare --mount does not work here (needed to give sshd's account an empty home)"
 ssh-keygen -q -t ed25519 -N '' -f "$SSHD/host"
-ssh-keygen -q -t ed25519 -N '' -f "$T_DIR/old-way-in"
-cp "$T_DIR/old-way-in.pub" "$SSHD/old_way_in_keys"
+ssh-keygen -q -t ed25519 -N '' -f "$TEST_DIR/old-way-in"
+cp "$TEST_DIR/old-way-in.pub" "$SSHD/old_way_in_keys"
 port=""
 for _ in $(seq 10); do
     p=$((10000 + RANDOM % 10000))
@@ -118,19 +118,19 @@ CFG
     if [ -s "$SSHD/pid" ]; then port=$p; break; fi
 done
 [ -n "$port" ] || { cat "$SSHD/log" >&2; fail "sshd did not start"; }
-t_on_exit "kill \$(cat '$SSHD/pid') 2>/dev/null"
+on_exit "kill \$(cat '$SSHD/pid') 2>/dev/null"
 cat >>"$HOME/.ssh/config" <<CFG
 Host host
     HostName 127.0.0.1
     Port $port
-    UserKnownHostsFile $T_DIR/known_hosts
+    UserKnownHostsFile $TEST_DIR/known_hosts
     StrictHostKeyChecking accept-new
 CFG
 # ssh reads ~/.ssh/config from the password database's home, not $HOME: -F.
 # Step 3 as the README has it (the old way in: the plain key, -i).
 ssh-keygen -D "$DMODULE" 2>/dev/null |
     ssh -F "$HOME/.ssh/config" -o BatchMode=yes -o IdentitiesOnly=yes -o PKCS11Provider=none \
-        -i "$T_DIR/old-way-in" host 'mkdir -p -m 700 .ssh && cat >> .ssh/authorized_keys' ||
+        -i "$TEST_DIR/old-way-in" host 'mkdir -p -m 700 .ssh && cat >> .ssh/authorized_keys' ||
     fail "the README's step 3 failed for an account without ~/.ssh"
 [ "$(stat -c %a "$REMOTE_HOME/.ssh")" = 700 ] || fail "step 3 made ~/.ssh with mode $(stat -c %a "$REMOTE_HOME/.ssh")"
 grep -qF "$(awk '{ print $2 }' "$HOME/.ssh/id_tpm.pub")" "$REMOTE_HOME/.ssh/authorized_keys" ||
@@ -146,7 +146,7 @@ ok "quick start, steps 3-4: the key added for an account without ~/.ssh, ssh hos
 # under it, the p11-kit file too (with the module's path under the prefix),
 # and the installed tpmkey names that module.
 U=$(mktemp -d "${TMPDIR:-/tmp}/tpmkey-user.XXXXXX")
-t_on_exit "rm -rf '$U'"
+on_exit "rm -rf '$U'"
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     chown nobody "$U"
     as_user=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups env HOME="$U")
@@ -156,7 +156,7 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     # tree; a user installs from a tree of their own, this test from root's.
     manifest=$TPMKEY_BUILD_DIR/install_manifest.txt
     : >"$manifest" && chown nobody "$manifest"
-    t_on_exit "rm -f '$manifest'"
+    on_exit "rm -f '$manifest'"
     run "${as_user[@]}" cmake --install "$TPMKEY_BUILD_DIR" --prefix "$U/prefix"
     expect_rc 0 "user prefix: cmake --install as nobody"
     grep -qx "module: $U/prefix/lib/pkcs11/tpmkey-pkcs11.so" "$U/prefix/share/p11-kit/modules/tpmkey.module" ||

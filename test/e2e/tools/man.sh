@@ -2,8 +2,8 @@
 # The man pages: built by the normal build (scdoc), rendered by man -l
 # without warnings, and complete: every option of each program's --help
 # and every subcommand and environment variable are in them.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 : "${TPMKEY_MAN_DIR:?set by CMakeLists.txt}"
 command -v man >/dev/null || fail "man is not installed (Debian package man-db)"
 
@@ -11,40 +11,40 @@ command -v man >/dev/null || fail "man is not installed (Debian package man-db)"
 render() {
     local page=$TPMKEY_MAN_DIR/$1
     [ -s "$page" ] || fail "$1 was not built (expected $page)"
-    MANWIDTH=80 MAN_KEEP_FORMATTING=0 man --warnings -l "$page" 2>"$T_DIR/$1.warn" | col -b >"$T_DIR/$1.txt" ||
+    MANWIDTH=80 MAN_KEEP_FORMATTING=0 man --warnings -l "$page" 2>"$TEST_DIR/$1.warn" | col -b >"$TEST_DIR/$1.txt" ||
         fail "man -l $1 failed"
-    [ ! -s "$T_DIR/$1.warn" ] || { cat "$T_DIR/$1.warn" >&2; fail "man -l $1: groff warnings"; }
-    grep -q '^NAME$' "$T_DIR/$1.txt" || fail "man -l $1: no NAME section"
+    [ ! -s "$TEST_DIR/$1.warn" ] || { cat "$TEST_DIR/$1.warn" >&2; fail "man -l $1: groff warnings"; }
+    grep -q '^NAME$' "$TEST_DIR/$1.txt" || fail "man -l $1: no NAME section"
 }
 
 # in_page PAGE TEXT: the rendered page contains TEXT.
 in_page() {
-    grep -qF -- "$2" "$T_DIR/$1.txt" || fail "$1 does not mention '$2'"
+    grep -qF -- "$2" "$TEST_DIR/$1.txt" || fail "$1 does not mention '$2'"
 }
 
 for page in tpmkey.1 tpmkey-keygen.1 tpmkey-pkcs11.8; do
     render "$page"
     name=${page%.*}
     section=${page##*.}
-    head -1 "$T_DIR/$page.txt" | grep -q "^$name($section)" || fail "$page: header is not $name($section)"
-    grep -A1 '^NAME$' "$T_DIR/$page.txt" | grep -q "^ *$name - " || fail "$page: NAME line is not '$name - ...'"
+    head -1 "$TEST_DIR/$page.txt" | grep -q "^$name($section)" || fail "$page: header is not $name($section)"
+    grep -A1 '^NAME$' "$TEST_DIR/$page.txt" | grep -q "^ *$name - " || fail "$page: NAME line is not '$name - ...'"
     for s in SYNOPSIS DESCRIPTION "SEE ALSO"; do
-        grep -qx "$s" "$T_DIR/$page.txt" || fail "$page: no $s section"
+        grep -qx "$s" "$TEST_DIR/$page.txt" || fail "$page: no $s section"
     done
 done
 ok "all three pages render with man -l, without warnings, with NAME, SYNOPSIS, DESCRIPTION, SEE ALSO"
 
 # tpmkey-keygen(1): every option its --help lists.
-"$TPMKEY_KEYGEN" --help | grep -oE '^ +(-[a-zA-Z]|--[a-z-]+)' | tr -d ' ' | sort -u >"$T_DIR/keygen.opts"
-[ "$(wc -l <"$T_DIR/keygen.opts")" -ge 8 ] || fail "could not read tpmkey-keygen's options"
-while read -r opt; do in_page tpmkey-keygen.1 "$opt"; done <"$T_DIR/keygen.opts"
-ok "tpmkey-keygen.1 has every option: $(tr '\n' ' ' <"$T_DIR/keygen.opts")"
+"$TPMKEY_KEYGEN" --help | grep -oE '^ +(-[a-zA-Z]|--[a-z-]+)' | tr -d ' ' | sort -u >"$TEST_DIR/keygen.opts"
+[ "$(wc -l <"$TEST_DIR/keygen.opts")" -ge 8 ] || fail "could not read tpmkey-keygen's options"
+while read -r opt; do in_page tpmkey-keygen.1 "$opt"; done <"$TEST_DIR/keygen.opts"
+ok "tpmkey-keygen.1 has every option: $(tr '\n' ' ' <"$TEST_DIR/keygen.opts")"
 
 # tpmkey(1): every subcommand and its options.
 for cmd in list pubkey info passwd doctor ssh-config; do
     in_page tpmkey.1 "tpmkey $cmd"
-    "$TPMKEY_TOOL" "$cmd" --help >"$T_DIR/help" || fail "tpmkey $cmd --help failed"
-    for opt in $(head -1 "$T_DIR/help" | grep -oE '(-[a-zA-Z]|--[a-z-]+)' || true); do
+    "$TPMKEY_TOOL" "$cmd" --help >"$TEST_DIR/help" || fail "tpmkey $cmd --help failed"
+    for opt in $(head -1 "$TEST_DIR/help" | grep -oE '(-[a-zA-Z]|--[a-z-]+)' || true); do
         in_page tpmkey.1 "$opt"
     done
 done
@@ -55,7 +55,7 @@ for v in TPMKEY_KEYS TPMKEY_TCTI TPMKEY_LOG TPMKEY_LOG_FILE TSS2_LOG XDG_CONFIG_
     in_page tpmkey-pkcs11.8 "$v"
 done
 for s in ENVIRONMENT "CONFIGURATION FILE" LOGGING; do
-    grep -qx "$s" "$T_DIR/tpmkey-pkcs11.8.txt" || fail "tpmkey-pkcs11.8: no $s section"
+    grep -qx "$s" "$TEST_DIR/tpmkey-pkcs11.8.txt" || fail "tpmkey-pkcs11.8: no $s section"
 done
 in_page tpmkey-pkcs11.8 "key path"
 in_page tpmkey-pkcs11.8 "tcti tcti"

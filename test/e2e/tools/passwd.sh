@@ -2,20 +2,20 @@
 # tpmkey passwd: set, change and remove a PIN; after each step the module
 # signs with the new PIN (pkcs11-tool, verified with openssl) and not with
 # the old one; a wrong old PIN leaves the file byte for byte as it was.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/p11.sh
+. "$(dirname "$0")/../../lib/p11.sh"
 
 K=$HOME/.ssh/id_tpm.tpm
-keygen "$K"
+keygen "$K" ecdsa 256
 sign_ok "$K" "" "before"
 NONE=$(pin_file "")
 PIN1=$(pin_file "first pin")
 PIN2=$(pin_file "2nd")
 WRONG=$(pin_file "wrong")
-cp "${K%.tpm}.pub" "$T_DIR/orig.pub"
+cp "${K%.tpm}.pub" "$TEST_DIR/orig.pub"
 
 pubkey_same() {
-    "$TPMKEY_TOOL" pubkey -C "$(awk '{ print $3 }' "$T_DIR/orig.pub")" "$K" | cmp -s - "$T_DIR/orig.pub" ||
+    "$TPMKEY_TOOL" pubkey -C "$(awk '{ print $3 }' "$TEST_DIR/orig.pub")" "$K" | cmp -s - "$TEST_DIR/orig.pub" ||
         fail "$1: the public key changed"
     [ "$(stat -c %a "$K")" = 600 ] || fail "$1: key file mode $(stat -c %a "$K"), expected 600"
     ! ls "$HOME/.ssh/"*.tmp-* >/dev/null 2>&1 || fail "$1: temporary files left in ~/.ssh"
@@ -39,11 +39,11 @@ sign_fails "$K" "" "set: no PIN"
 ok "PIN set"
 
 # A wrong current PIN: exit 1, the file untouched.
-cp "$K" "$T_DIR/before-wrong.tpm"
+cp "$K" "$TEST_DIR/before-wrong.tpm"
 run "$TPMKEY_TOOL" passwd --old-pin-file "$WRONG" --new-pin-file "$PIN2" "$K"
 expect_rc 1 "wrong old PIN"
 expect_err "tpmkey: wrong PIN; $K is unchanged" "wrong old PIN"
-cmp -s "$K" "$T_DIR/before-wrong.tpm" || fail "wrong old PIN: the key file changed"
+cmp -s "$K" "$TEST_DIR/before-wrong.tpm" || fail "wrong old PIN: the key file changed"
 pubkey_same "wrong old PIN"
 sign_ok "$K" "first pin" "after a wrong old PIN"
 ok "a wrong old PIN leaves the file byte-identical, exit 1"
@@ -68,18 +68,18 @@ sign_ok "$K" "" "remove: no PIN"
 ok "PIN removed"
 
 # No terminal and no PIN file: refused with a hint, file untouched.
-cp "$K" "$T_DIR/before-tty.tpm"
+cp "$K" "$TEST_DIR/before-tty.tpm"
 run setsid -w "$TPMKEY_TOOL" passwd "$K"
 expect_rc 1 "no terminal"
 expect_err "--new-pin-file" "no terminal"
-cmp -s "$K" "$T_DIR/before-tty.tpm" || fail "no terminal: the key file changed"
+cmp -s "$K" "$TEST_DIR/before-tty.tpm" || fail "no terminal: the key file changed"
 ok "no terminal: exit 1, says how to give the PIN"
 
 # A PIN longer than a TPM auth value (32 bytes).
 run "$TPMKEY_TOOL" passwd --new-pin-file "$(pin_file "123456789012345678901234567890123")" "$K"
 expect_rc 1 "long PIN"
 expect_err "the PIN is too long: at most 32 bytes" "long PIN"
-cmp -s "$K" "$T_DIR/before-tty.tpm" || fail "long PIN: the key file changed"
+cmp -s "$K" "$TEST_DIR/before-tty.tpm" || fail "long PIN: the key file changed"
 ok "a too-long PIN is refused"
 
 # A key file with a description (ssh-tpm-agent keeps its comment there) and
@@ -115,16 +115,16 @@ open(path, "w").write("-----BEGIN TSS2 PRIVATE KEY-----\n" +
 PY
 }
 F=$HOME/.ssh/fields.tpm
-keygen "$F"
+keygen "$F" ecdsa 256
 with_fields "$F"
 run "$TPMKEY_TOOL" info "$F"
 expect_out "description: agent comment" "fields: before passwd"
 fields_of() { openssl asn1parse -in "$1" | grep -E "cont \[ [49] \]|UTF8STRING|OCTET STRING +\[HEX DUMP\]:010203"; }
-fields_of "$F" >"$T_DIR/fields.before"
-[ "$(wc -l <"$T_DIR/fields.before")" = 4 ] || { cat "$T_DIR/fields.before"; fail "fields: the test key has not got its fields"; }
+fields_of "$F" >"$TEST_DIR/fields.before"
+[ "$(wc -l <"$TEST_DIR/fields.before")" = 4 ] || { cat "$TEST_DIR/fields.before"; fail "fields: the test key has not got its fields"; }
 run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$F"
 expect_rc 0 "fields: set a PIN"
-fields_of "$F" | cmp -s - "$T_DIR/fields.before" || fail "fields: passwd dropped or changed a field: $(fields_of "$F")"
+fields_of "$F" | cmp -s - "$TEST_DIR/fields.before" || fail "fields: passwd dropped or changed a field: $(fields_of "$F")"
 run "$TPMKEY_TOOL" info "$F"
 expect_out "description: agent comment" "fields: after passwd"
 sign_ok "$F" "first pin" "fields: the new PIN"
@@ -132,23 +132,23 @@ ok "passwd keeps the description and unknown fields"
 
 # A key file that is a symlink (dotfile managers): the link stays a link,
 # its target gets the new PIN.
-mkdir -m 700 "$T_DIR/dotfiles"
-keygen "$T_DIR/dotfiles/linked.tpm"
-ln -s "$T_DIR/dotfiles/linked.tpm" "$HOME/.ssh/linked.tpm"
-cp "$T_DIR/dotfiles/linked.pub" "$HOME/.ssh/linked.pub"
+mkdir -m 700 "$TEST_DIR/dotfiles"
+keygen "$TEST_DIR/dotfiles/linked.tpm" ecdsa 256
+ln -s "$TEST_DIR/dotfiles/linked.tpm" "$HOME/.ssh/linked.tpm"
+cp "$TEST_DIR/dotfiles/linked.pub" "$HOME/.ssh/linked.pub"
 run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$HOME/.ssh/linked.tpm"
 expect_rc 0 "symlink"
 [ -L "$HOME/.ssh/linked.tpm" ] || fail "symlink: passwd replaced the link with a file"
-[ "$(readlink "$HOME/.ssh/linked.tpm")" = "$T_DIR/dotfiles/linked.tpm" ] || fail "symlink: the link points elsewhere"
+[ "$(readlink "$HOME/.ssh/linked.tpm")" = "$TEST_DIR/dotfiles/linked.tpm" ] || fail "symlink: the link points elsewhere"
 sign_ok "$HOME/.ssh/linked.tpm" "first pin" "symlink: the new PIN, through the link"
-sign_fails "$T_DIR/dotfiles/linked.tpm" "" "symlink: the target has the PIN"
+sign_fails "$TEST_DIR/dotfiles/linked.tpm" "" "symlink: the target has the PIN"
 ok "passwd on a symlinked key file writes through to its target"
 
 # The TPM is reached (and the parent checked) before any PIN is asked: no
 # terminal here, so asking first would fail with "no terminal".
-cp "$K" "$T_DIR/before-closed.tpm"
+cp "$K" "$TEST_DIR/before-closed.tpm"
 run env TPMKEY_TCTI="$(closed_tcti)" setsid -w "$TPMKEY_TOOL" passwd "$K"
 expect_rc 1 "TPM unreachable"
 expect_err "cannot reach the TPM" "TPM unreachable"
-cmp -s "$K" "$T_DIR/before-closed.tpm" || fail "TPM unreachable: the key file changed"
+cmp -s "$K" "$TEST_DIR/before-closed.tpm" || fail "TPM unreachable: the key file changed"
 ok "an unreachable TPM is reported before any PIN is asked"

@@ -1,8 +1,8 @@
 #!/bin/bash
 # tpmkey pubkey: the OpenSSH line of a key file, equal to the .pub that
 # tpmkey-keygen (or tpm2-openssl's tools) wrote; reads files only.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 
 DATA=$(cd "$(dirname "$0")/../../data" && pwd)
 NO_TPM=$(closed_tcti)
@@ -12,34 +12,34 @@ for name in ecdsa256 rsa2048-pin tpm2-openssl-ecdsa256; do
     comment=$(awk '{ print $3 }' "$DATA/$name.pub")
     run env TPMKEY_TCTI="$NO_TPM" "$TPMKEY_TOOL" pubkey -C "$comment" "$DATA/$name.tpm"
     expect_rc 0 "$name"
-    cmp -s "$OUT" "$DATA/$name.pub" || { show_run; fail "$name: differs from $name.pub"; }
+    cmp -s "$OUT" "$DATA/$name.pub" || fail "$name: differs from $name.pub"
     run env TPMKEY_TCTI="$NO_TPM" "$TPMKEY_TOOL" pubkey "$DATA/$name.tpm"
     expect_rc 0 "$name without -C"
     [ "$(awk '{ print $1, $2, $3 }' "$OUT")" = "$(awk '{ print $1, $2 }' "$DATA/$name.pub") $name" ] ||
-        { show_run; fail "$name: without -C the line should be the key with the name '$name' as comment"; }
+        fail "$name: without -C the line should be the key with the name '$name' as comment"
 done
 ok "key files of test/data: lines equal their .pub, without a TPM"
 
 # A lost .pub made again from a key made here.
-for spec in "ecdsa -b 256" "ecdsa -b 384" "rsa -b 2048"; do
+for spec in "ecdsa 256" "ecdsa 384" "rsa 2048"; do
     key=$HOME/.ssh/k-${spec// /}.tpm
     # shellcheck disable=SC2086 # spec is split on purpose
-    keygen "$key" "" -t $spec
+    keygen "$key" $spec
     pub=${key%.tpm}.pub
-    cp "$pub" "$T_DIR/saved.pub"
+    cp "$pub" "$TEST_DIR/saved.pub"
     rm "$pub"
-    "$TPMKEY_TOOL" pubkey -C "$(awk '{ print $3 }' "$T_DIR/saved.pub")" "$key" >"$pub" ||
+    "$TPMKEY_TOOL" pubkey -C "$(awk '{ print $3 }' "$TEST_DIR/saved.pub")" "$key" >"$pub" ||
         fail "$spec: tpmkey pubkey failed"
-    cmp -s "$pub" "$T_DIR/saved.pub" || fail "$spec: the regenerated .pub differs from keygen's"
-    [ "$(fingerprint_line "$pub")" = "$(fingerprint_line "$T_DIR/saved.pub")" ] || fail "$spec: fingerprint"
+    cmp -s "$pub" "$TEST_DIR/saved.pub" || fail "$spec: the regenerated .pub differs from keygen's"
+    [ "$(fingerprint_line "$pub")" = "$(fingerprint_line "$TEST_DIR/saved.pub")" ] || fail "$spec: fingerprint"
 done
 ok "a lost .pub is made again, byte for byte"
 
-run "$TPMKEY_TOOL" pubkey "$T_DIR/missing.tpm"
+run "$TPMKEY_TOOL" pubkey "$TEST_DIR/missing.tpm"
 expect_rc 1 "missing file"
-expect_err "tpmkey: $T_DIR/missing.tpm: cannot open: No such file or directory" "missing file"
-echo "garbage" >"$T_DIR/bad.tpm"
-run "$TPMKEY_TOOL" pubkey "$T_DIR/bad.tpm"
+expect_err "tpmkey: $TEST_DIR/missing.tpm: cannot open: No such file or directory" "missing file"
+echo "garbage" >"$TEST_DIR/bad.tpm"
+run "$TPMKEY_TOOL" pubkey "$TEST_DIR/bad.tpm"
 expect_rc 1 "not a key"
 expect_err "not a PEM file" "not a key"
 ok "a file that is not a key: exit 1 with the reason"

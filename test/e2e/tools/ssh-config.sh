@@ -2,21 +2,21 @@
 # tpmkey ssh-config: prints the lines; --apply shows them and adds them once
 # at the top of ~/.ssh/config, keeping the rest, and ssh then uses the module
 # for every host (checked with ssh -G).
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 
 S=$HOME/.ssh
 C=$S/config
 
 run "$TPMKEY_TOOL" ssh-config
 expect_rc 0 "print"
-LINE=$(grep '^PKCS11Provider ' "$OUT") || { show_run; fail "print: no PKCS11Provider line"; }
+LINE=$(grep '^PKCS11Provider ' "$OUT") || fail "print: no PKCS11Provider line"
 MODULE=${LINE#PKCS11Provider }
 [ "$(basename "$MODULE")" = tpmkey-pkcs11.so ] || fail "print: '$LINE' does not name tpmkey-pkcs11.so"
 case $MODULE in /*) ;; *) fail "print: the module path must be absolute: $MODULE" ;; esac
-{ [ "$(grep -c . "$OUT")" = 2 ] && grep -q '^# ' "$OUT"; } || { show_run; fail "print: expected a comment and the line"; }
+{ [ "$(grep -c . "$OUT")" = 2 ] && grep -q '^# ' "$OUT"; } || fail "print: expected a comment and the line"
 [ ! -e "$S" ] || fail "print: must not create ~/.ssh"
-cp "$OUT" "$T_DIR/lines"
+cp "$OUT" "$TEST_DIR/lines"
 ok "prints: $LINE"
 
 # ssh -G: what ssh makes of the config for HOST.
@@ -29,10 +29,10 @@ run "$TPMKEY_TOOL" ssh-config --apply
 expect_rc 0 "apply, no ~/.ssh"
 [ "$(stat -c %a "$S")" = 700 ] || fail "apply: ~/.ssh mode $(stat -c %a "$S"), expected 700"
 [ "$(stat -c %a "$C")" = 600 ] || fail "apply: config mode $(stat -c %a "$C"), expected 600"
-cmp -s "$C" "$T_DIR/lines" || fail "apply: the new config should hold exactly the printed lines"
+cmp -s "$C" "$TEST_DIR/lines" || fail "apply: the new config should hold exactly the printed lines"
 expect_out "Adding these lines to the top of $C:" "apply, no ~/.ssh"
-sed -n '/^Adding these lines/,/^Done\.$/p' "$OUT" | sed '1d;$d' | cmp -s - "$T_DIR/lines" ||
-    { show_run; fail "apply: the lines must be shown before they are added"; }
+sed -n '/^Adding these lines/,/^Done\.$/p' "$OUT" | sed '1d;$d' | cmp -s - "$TEST_DIR/lines" ||
+    fail "apply: the lines must be shown before they are added"
 [ "$(ssh_provider anyhost)" = "$MODULE" ] || fail "apply: ssh -G does not see the provider"
 ok "--apply with no ~/.ssh: made 0700/0600, lines shown first, ssh uses them"
 
@@ -47,22 +47,22 @@ Host *
     ServerAliveInterval 30
 CFG
 chmod 644 "$C"
-cp "$C" "$T_DIR/before"
+cp "$C" "$TEST_DIR/before"
 run "$TPMKEY_TOOL" ssh-config --apply
 expect_rc 0 "apply, existing"
-{ cat "$T_DIR/lines"; echo; cat "$T_DIR/before"; } | cmp -s - "$C" ||
-    { diff <({ cat "$T_DIR/lines"; echo; cat "$T_DIR/before"; }) "$C" >&2; fail "apply: the old content must follow the new lines unchanged"; }
+{ cat "$TEST_DIR/lines"; echo; cat "$TEST_DIR/before"; } | cmp -s - "$C" ||
+    { diff <({ cat "$TEST_DIR/lines"; echo; cat "$TEST_DIR/before"; }) "$C" >&2; fail "apply: the old content must follow the new lines unchanged"; }
 [ "$(stat -c %a "$C")" = 644 ] || fail "apply: the config's mode must be kept"
 [ "$(ssh_provider anyhost)" = "$MODULE" ] || fail "apply: ssh -G anyhost"
 [ "$(ssh_provider work)" = "$MODULE" ] || fail "apply: ssh -G work (first value wins)"
 ok "--apply on a config with Host blocks: at the top, content and mode kept, applies to every host"
 
 # Twice: nothing changes.
-cp "$C" "$T_DIR/after-first"
+cp "$C" "$TEST_DIR/after-first"
 run "$TPMKEY_TOOL" ssh-config --apply
 expect_rc 0 "apply twice"
 expect_out "Nothing changed." "apply twice"
-cmp -s "$C" "$T_DIR/after-first" || fail "apply twice: the file changed"
+cmp -s "$C" "$TEST_DIR/after-first" || fail "apply twice: the file changed"
 ok "--apply is idempotent"
 
 # A global line for another module: ours goes first, and the user is told.
@@ -74,12 +74,12 @@ expect_out "Note: ssh now uses this module instead of /usr/lib/x86_64-linux-gnu/
 ok "--apply over another module's line: ours first, with a note"
 
 # A ~/.ssh/config that is a symlink (dotfiles) stays one.
-mkdir "$T_DIR/dotfiles"
-printf 'Host x\n    User y\n' >"$T_DIR/dotfiles/ssh_config"
+mkdir "$TEST_DIR/dotfiles"
+printf 'Host x\n    User y\n' >"$TEST_DIR/dotfiles/ssh_config"
 rm "$C"
-ln -s "$T_DIR/dotfiles/ssh_config" "$C"
+ln -s "$TEST_DIR/dotfiles/ssh_config" "$C"
 run "$TPMKEY_TOOL" ssh-config --apply
 expect_rc 0 "apply, symlink"
 [ -L "$C" ] || fail "symlink: ~/.ssh/config is no longer a link"
-grep -qxF "$LINE" "$T_DIR/dotfiles/ssh_config" || fail "symlink: the target did not get the line"
+grep -qxF "$LINE" "$TEST_DIR/dotfiles/ssh_config" || fail "symlink: the target did not get the line"
 ok "--apply through a symlinked config keeps the link"

@@ -1,11 +1,11 @@
 #!/bin/bash
 # Usage errors exit 2 with the command's usage line on stderr; --help exits
 # 0 with it on stdout; for every subcommand. No TPM needed.
-# shellcheck source=test/e2e/tools/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
 TPMKEY_TCTI=$(closed_tcti)
 export TPMKEY_TCTI
-K=$T_DIR/k.tpm
+K=$TEST_DIR/k.tpm
 : >"$K"
 
 usage_error() {   # usage_error USAGE-START ARGS...
@@ -14,7 +14,7 @@ usage_error() {   # usage_error USAGE-START ARGS...
     run "$TPMKEY_TOOL" "$@"
     expect_rc 2 "tpmkey $*"
     expect_err "usage: $want" "tpmkey $*"
-    [ ! -s "$OUT" ] || { show_run; fail "tpmkey $*: a usage error prints nothing on stdout"; }
+    [ ! -s "$OUT" ] || fail "tpmkey $*: a usage error prints nothing on stdout"
 }
 
 help_ok() {   # help_ok USAGE-START ARGS...
@@ -23,7 +23,7 @@ help_ok() {   # help_ok USAGE-START ARGS...
     run "$TPMKEY_TOOL" "$@"
     expect_rc 0 "tpmkey $*"
     expect_out "usage: $want" "tpmkey $*"
-    [ "$(grep -c . "$OUT")" -ge 3 ] || { show_run; fail "tpmkey $*: --help should explain, not just repeat the usage"; }
+    [ "$(grep -c . "$OUT")" -ge 3 ] || fail "tpmkey $*: --help should explain, not just repeat the usage"
 }
 
 usage_error "tpmkey COMMAND"
@@ -59,14 +59,14 @@ usage_error "tpmkey ssh-config" ssh-config --aply
 ok "usage errors exit 2 and --help exits 0, for every subcommand"
 
 # "--" ends the options: a key file named like an option.
-cp "$(dirname "$0")/../../data/ecdsa256.tpm" "$T_DIR/-C"
-(cd "$T_DIR" && "$TPMKEY_TOOL" pubkey -- -C >/dev/null) || fail "pubkey -- -C: the file named -C"
+cp "$(dirname "$0")/../../data/ecdsa256.tpm" "$TEST_DIR/-C"
+(cd "$TEST_DIR" && "$TPMKEY_TOOL" pubkey -- -C >/dev/null) || fail "pubkey -- -C: the file named -C"
 ok "-- ends the options"
 
 # Failures that are not usage errors exit 1.
-run "$TPMKEY_TOOL" info "$T_DIR/missing.tpm"
+run "$TPMKEY_TOOL" info "$TEST_DIR/missing.tpm"
 expect_rc 1 "missing key file"
-run "$TPMKEY_TOOL" passwd --old-pin-file "$T_DIR/missing" --new-pin-file "$T_DIR/missing" "$(dirname "$0")/../../data/ecdsa256.tpm"
+run "$TPMKEY_TOOL" passwd --old-pin-file "$TEST_DIR/missing" --new-pin-file "$TEST_DIR/missing" "$(dirname "$0")/../../data/ecdsa256.tpm"
 expect_rc 1 "missing PIN file"
 expect_err "cannot read the PIN file" "missing PIN file"
 ok "other failures exit 1"

@@ -1,17 +1,11 @@
 # shellcheck shell=bash
-# Helpers for the OpenSSH end-to-end tests. Sourced by each test script,
-# which runs under swtpm-fixtures/with-swtpm (so TPMKEY_TCTI and
-# TPMKEY_SWTPM_TCTI are set) with
-# TPMKEY_MODULE and TPMKEY_KEYGEN in the environment (set by CMakeLists.txt).
+# A throwaway sshd, the ssh client to it, PIN answers through SSH_ASKPASS,
+# and a private ssh-agent. Sourced by the ssh tests (test/e2e/ssh,
+# test/security) and by tools/demo and tools/bench/run, which show and
+# measure the same login the tests check: one copy of how to start sshd and
+# log in, outside test/e2e. Sources test/lib/common.sh first.
 #
-# What it gives a test:
-#   E2E_DIR                 a private temp dir (also $HOME), deleted on exit
-#   e2e_on_exit CMD         run CMD on exit (last registered runs first)
-#   fail MSG / ok MSG / skip MSG (exit 77) / show FILE...
-#   keygen FILE TYPE BITS [PIN]
-#                           tpmkey-keygen into FILE (.tpm) + .pub
-#   pub_blob FILE           "TYPE BASE64" of each public key line
-#   fingerprint FILE        SHA256:... of a public key file
+# What it adds to common.sh:
 #   askpass_pin [PIN]       what the askpass script answers (no PIN: it
 #                           refuses); expect_prompts LINE... checks the
 #                           prompts it was given since
@@ -24,11 +18,6 @@
 #   tssh OPTS...            ssh to that sshd running a marker command;
 #                           stdout in $SSH_OUT, stderr in $SSH_ERR
 #   login_ok WHAT OPTS... / login_fails WHAT OPTS...
-#   tpm_leftovers, expect_clean_tpm WHEN, flush_leftovers
-#                           transient objects and sessions left in the TPM
-#                           (the swtpm itself, past a resource manager)
-#   pcap_start NAME, pcap_stop, pcap_count NAME, pcap_commands NAME
-#                           TPM commands the module sends, via the pcap TCTI
 #   agent_install_module, agent_start, agent_stop, agent_fingerprints
 #                           a private ssh-agent and the module where it
 #                           accepts it
@@ -44,60 +33,8 @@
 # question never goes to a terminal: the askpass script answers it (or
 # refuses) and records the prompt.
 
-set -euo pipefail
-
-: "${TPMKEY_MODULE:?set by CMakeLists.txt: path of tpmkey-pkcs11.so}"
-: "${TPMKEY_KEYGEN:?set by CMakeLists.txt: path of tpmkey-keygen}"
-: "${TPMKEY_TCTI:?run this under swtpm-fixtures/with-swtpm}"
-: "${TPMKEY_SWTPM_TCTI:?run this under swtpm-fixtures/with-swtpm}"
-
-E2E_PROG=${E2E_PROG:-$(basename "$0" .sh)}
-E2E_SKIP=77   # SKIP_RETURN_CODE of the CTest tests
-
-E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tpmkey-ssh.XXXXXX")
-E2E_CLEANUP=("rm -rf '$E2E_DIR'")
-
-# Keep the developer's own set-up out of the tests: no ~/.ssh/*.tpm and no
-# tpmkey config file for the module (it reads $HOME and $XDG_CONFIG_HOME;
-# OpenSSH itself takes ~ from the password database, not from $HOME), no
-# agent. Each test sets TPMKEY_KEYS itself.
-mkdir -p "$E2E_DIR/home"
-export HOME=$E2E_DIR/home XDG_CONFIG_HOME=$E2E_DIR/home/.config
-unset TPMKEY_KEYS TPMKEY_LOG_FILE SSH_AUTH_SOCK SSH_AGENT_PID
-
-# e2e_on_exit CMD: run CMD (a string for eval) when the script exits.
-e2e_on_exit() {
-    E2E_CLEANUP+=("$1")
-}
-
-# shellcheck disable=SC2317 # invoked through the trap
-e2e_cleanup() {
-    local rc=$? i
-    trap - EXIT INT TERM HUP
-    set +e
-    for ((i = ${#E2E_CLEANUP[@]} - 1; i >= 0; i--)); do
-        eval "${E2E_CLEANUP[$i]}"
-    done
-    exit "$rc"
-}
-trap e2e_cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-fail() {
-    echo "FAIL: $E2E_PROG: $*" >&2
-    exit 1
-}
-
-ok() {
-    echo "ok: $*"
-}
-
-skip() {
-    echo "SKIP: $E2E_PROG: $*" >&2
-    exit "$E2E_SKIP"
-}
+# shellcheck source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # The OpenSSH under test.
 SSHD=/usr/sbin/sshd
@@ -112,62 +49,19 @@ if [ -n "${TPMKEY_OPENSSH_BIN:-}" ]; then
     echo "info: OpenSSH from $TPMKEY_OPENSSH_BIN: $(ssh -V 2>&1)"
 fi
 
-# show FILE...: print files into the test log (for a failure's context).
-show() {
-    local f
-    for f in "$@"; do
-        echo "----- ${f#"$E2E_DIR"/} -----" >&2
-        cat "$f" >&2 2>/dev/null || echo "(missing)" >&2
-    done
-}
-
-# ---------------------------------------------------------------- keys
-
-# keygen FILE TYPE BITS [PIN]: make a key inside the TPM; FILE should end
-# in .tpm (the module's directory scan picks up *.tpm), the public key goes
-# to FILE without .tpm + .pub. The comment is "e2e-NAME".
-keygen() {
-    local file=$1 type=$2 bits=$3 name
-    name=$(basename "$file" .tpm)
-    mkdir -p "$(dirname "$file")"
-    if [ $# -ge 4 ]; then
-        (umask 077 && printf '%s\n' "$4" >"$E2E_DIR/keygen.pin")  # private, as a PIN file should be
-        "$TPMKEY_KEYGEN" -q -t "$type" -b "$bits" -f "$file" -C "e2e-$name" \
-            --pin-file "$E2E_DIR/keygen.pin" ||
-            fail "tpmkey-keygen -t $type -b $bits (PIN) failed"
-        rm -f "$E2E_DIR/keygen.pin"
-    else
-        "$TPMKEY_KEYGEN" -q -t "$type" -b "$bits" -f "$file" -C "e2e-$name" -N '' ||
-            fail "tpmkey-keygen -t $type -b $bits failed"
-    fi
-    if [ ! -s "$file" ] || [ ! -s "${file%.tpm}.pub" ]; then
-        fail "tpmkey-keygen did not write $file and ${file%.tpm}.pub"
-    fi
-}
-
-# pub_blob FILE|-: the first two fields ("TYPE BASE64") of each line.
-pub_blob() {
-    awk 'NF >= 2 { print $1, $2 }' "$1"
-}
-
-# fingerprint FILE: the SHA256 fingerprint of a public key (or cert) file.
-fingerprint() {
-    ssh-keygen -l -E sha256 -f "$1" | awk '{ print $2 }'
-}
-
 # ---------------------------------------------------------------- askpass
 
 # ssh reads a PIN through read_passphrase(): with SSH_ASKPASS_REQUIRE=force
 # it runs $SSH_ASKPASS with the prompt as its argument (DISPLAY must be set,
 # to anything) even without a terminal. Our script records the prompt and
 # prints the PIN from a file, or fails (= "no PIN given") when there is none.
-ASKPASS=$E2E_DIR/askpass
-ASKPASS_PROMPTS=$E2E_DIR/askpass.prompts
+ASKPASS=$TEST_DIR/askpass
+ASKPASS_PROMPTS=$TEST_DIR/askpass.prompts
 cat >"$ASKPASS" <<EOF
 #!/bin/sh
 printf '%s\n' "\$1" >>'$ASKPASS_PROMPTS'
-[ -f '$E2E_DIR/askpass.pin' ] || exit 1
-cat '$E2E_DIR/askpass.pin'
+[ -f '$TEST_DIR/askpass.pin' ] || exit 1
+cat '$TEST_DIR/askpass.pin'
 EOF
 chmod 700 "$ASKPASS"
 : >"$ASKPASS_PROMPTS"
@@ -177,9 +71,9 @@ export SSH_ASKPASS=$ASKPASS SSH_ASKPASS_REQUIRE=force DISPLAY=:tpmkey-e2e
 # refuses. Either way the list of recorded prompts is emptied.
 askpass_pin() {
     if [ $# -ge 1 ]; then
-        printf '%s\n' "$1" >"$E2E_DIR/askpass.pin"
+        printf '%s\n' "$1" >"$TEST_DIR/askpass.pin"
     else
-        rm -f "$E2E_DIR/askpass.pin"
+        rm -f "$TEST_DIR/askpass.pin"
     fi
     : >"$ASKPASS_PROMPTS"
 }
@@ -201,7 +95,7 @@ expect_prompts() {
 
 # ---------------------------------------------------------------- sshd
 
-SSHD_DIR=$E2E_DIR/sshd
+SSHD_DIR=$TEST_DIR/sshd
 SSHD_CONFIG=$SSHD_DIR/sshd_config
 SSHD_LOG=$SSHD_DIR/sshd.log
 AUTH_KEYS=$SSHD_DIR/authorized_keys
@@ -210,7 +104,7 @@ SSHD_PID=""
 SSHD_PORT=""
 SSH_USER=$(id -un)
 
-# shellcheck disable=SC2317 # invoked through e2e_on_exit
+# shellcheck disable=SC2317 # invoked through on_exit
 sshd_stop() {
     [ -n "$SSHD_PID" ] || return 0
     kill -TERM "$SSHD_PID" 2>/dev/null  || true
@@ -219,8 +113,8 @@ sshd_stop() {
 }
 
 # fx_port_in_use PORT comes from the swtpm fixtures.
-# shellcheck source=../../../swtpm-fixtures/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../../../swtpm-fixtures/lib.sh"
+# shellcheck source=../../swtpm-fixtures/lib.sh
+. "$FIXTURES/lib.sh"
 
 # sshd_start [CONFIG_LINE...]: start the throwaway sshd (with the extra
 # sshd_config lines given), wait until it listens.
@@ -239,7 +133,7 @@ sshd_start() {
     ssh-keygen -q -t ed25519 -N '' -C e2e-host -f "$SSHD_DIR/host_ed25519"
     : >"$AUTH_KEYS"
     : >"$USER_CAS"
-    e2e_on_exit sshd_stop
+    on_exit sshd_stop
     for _ in $(seq 20); do
         port=$((10000 + RANDOM % 10000))
         ! fx_port_in_use "$port" || continue
@@ -298,8 +192,8 @@ sshd_log_since() {
 
 # ---------------------------------------------------------------- ssh
 
-SSH_OUT=$E2E_DIR/ssh.out
-SSH_ERR=$E2E_DIR/ssh.err
+SSH_OUT=$TEST_DIR/ssh.out
+SSH_ERR=$TEST_DIR/ssh.err
 SSH_MARK_N=0
 SSH_MARKER=""
 
@@ -326,7 +220,7 @@ tssh() {
     : >"$SSH_ERR"
     ssh "$@" \
         -F /dev/null \
-        -o UserKnownHostsFile="$E2E_DIR/known_hosts" \
+        -o UserKnownHostsFile="$TEST_DIR/known_hosts" \
         -o GlobalKnownHostsFile=/dev/null \
         -o StrictHostKeyChecking=accept-new \
         -o CheckHostIP=no \
@@ -400,71 +294,15 @@ expect_accepted() {
     fi
 }
 
-# ---------------------------------------------------------------- TPM
-
-# expect_clean_tpm WHEN: the TPM holds no transient object and no session.
-expect_clean_tpm() {
-    local left
-    left=$(tpm_leftovers) || fail "$1: tpm2_getcap failed"
-    [ -z "$left" ] || fail "$1: TPM still holds: $(echo "$left" | tr '\n' ' ')"
-}
-
-# tpm_leftovers: transient objects and loaded sessions in the TPM, one line
-# each ("transient 0x80000000"); empty if none. Asked of the swtpm itself:
-# through tpm2-abrmd (with-swtpm --abrmd) a client sees only its own.
-tpm_leftovers() {
-    local kind h
-    for kind in handles-transient handles-loaded-session; do
-        tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" "$kind" | while read -r _ h; do
-            echo "${kind#handles-} $h"
-        done
-    done
-}
-
-# flush_leftovers: flush whatever tpm_leftovers lists.
-flush_leftovers() {
-    tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -t >/dev/null
-    tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -l >/dev/null
-}
-
-# TPM command counting through tpm2-tss's pcap TCTI:
-#   pcap_start NAME   the module's TCTI becomes "pcap:$TPMKEY_TCTI", writing
-#                     to $E2E_DIR/NAME.pcap (TCTI_PCAP_FILE)
-#   pcap_stop         back to the plain TCTI
-#   pcap_count NAME   number of TPM commands captured (0 without a file:
-#                     the file is made only when a TCTI is opened)
-PCAP_PLAIN_TCTI=$TPMKEY_TCTI
-COUNT_TPM_COMMANDS=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../../swtpm-fixtures/count-tpm-commands
-pcap_start() {
-    rm -f "$E2E_DIR/$1.pcap"
-    export TCTI_PCAP_FILE=$E2E_DIR/$1.pcap TPMKEY_TCTI="pcap:$PCAP_PLAIN_TCTI"
-}
-pcap_stop() {
-    export TPMKEY_TCTI=$PCAP_PLAIN_TCTI
-    unset TCTI_PCAP_FILE
-}
-pcap_count() {
-    if [ -e "$E2E_DIR/$1.pcap" ]; then
-        "$COUNT_TPM_COMMANDS" "$E2E_DIR/$1.pcap"
-    else
-        echo 0
-    fi
-}
-# pcap_commands NAME: the captured commands' names, one line, in order.
-pcap_commands() {
-    [ -e "$E2E_DIR/$1.pcap" ] || return 0
-    "$COUNT_TPM_COMMANDS" -v "$E2E_DIR/$1.pcap" | awk 'NF == 3 { printf "%s%s", sep, $3; sep = " " }'
-}
-
 # ---------------------------------------------------------------- ssh-agent
 
 # ssh-agent loads PKCS#11 modules only from its allow-list, by default
 # /usr/lib*/*,/usr/local/lib*/* (matched against the realpath), and runs
 # them in ssh-pkcs11-helper, which inherits the agent's environment.
 AGENT_MODULE=""
-AGENT_SOCK=$E2E_DIR/agent.sock
+AGENT_SOCK=$TEST_DIR/agent.sock
 AGENT_PID=""
-AGENT_LOG=$E2E_DIR/agent.log
+AGENT_LOG=$TEST_DIR/agent.log
 
 # agent_install_module: copy the built module to a fresh directory under
 # /usr/local/lib (removed on exit) and set AGENT_MODULE; skip the test if
@@ -473,14 +311,14 @@ agent_install_module() {
     local dir
     dir=$(mktemp -d /usr/local/lib/tpmkey-test.XXXXXX 2>/dev/null) ||
         skip "cannot make a directory in /usr/local/lib (ssh-agent's module allow-list); run as root"
-    e2e_on_exit "rm -rf '$dir'"
+    on_exit "rm -rf '$dir'"
     chmod 755 "$dir"
     cp "$TPMKEY_MODULE" "$dir/tpmkey-pkcs11.so"
     # shellcheck disable=SC2034 # used by the test scripts
     AGENT_MODULE=$dir/tpmkey-pkcs11.so
 }
 
-# shellcheck disable=SC2317 # invoked through e2e_on_exit
+# shellcheck disable=SC2317 # invoked through on_exit
 agent_stop() {
     [ -n "$AGENT_PID" ] || return 0
     kill -TERM "$AGENT_PID" 2>/dev/null  || true
@@ -494,9 +332,9 @@ agent_stop() {
 agent_start() {
     local i
     rm -f "$AGENT_SOCK"
-    ssh-agent -D -a "$AGENT_SOCK" >"$E2E_DIR/agent.out" 2>"$AGENT_LOG" &
+    ssh-agent -D -a "$AGENT_SOCK" >"$TEST_DIR/agent.out" 2>"$AGENT_LOG" &
     AGENT_PID=$!
-    e2e_on_exit agent_stop
+    on_exit agent_stop
     for i in $(seq 100); do
         [ -S "$AGENT_SOCK" ] && break
         kill -0 "$AGENT_PID" 2>/dev/null || { show "$AGENT_LOG"; fail "ssh-agent did not start"; }

@@ -1,0 +1,290 @@
+# shellcheck shell=bash
+# What every test script shares. Sourced (never run) by each script under
+# test/, which runs under swtpm-fixtures/with-swtpm (so TPMKEY_TCTI,
+# TPMKEY_SWTPM_TCTI and TPM2TOOLS_TCTI are set) with the environment of
+# tpmkey_swtpm_test (cmake/TpmkeyTests.cmake): TPMKEY_MODULE,
+# TPMKEY_KEYGEN, TPMKEY_TOOL, ... test/lib/sshd.sh (ssh, sshd, ssh-agent)
+# and test/lib/p11.sh (pkcs11-tool and other PKCS#11 clients) add to it.
+#
+# What it gives a test:
+#   TEST_NAME               names the test in messages (default: the script's name)
+#   TEST_DIR                a private temp dir, deleted on exit (KEEP_WORK=1 keeps it)
+#   HOME                    $TEST_DIR/home; XDG_CONFIG_HOME=$HOME/.config
+#   on_exit CMD             run CMD (a string for eval) on exit, last registered first
+#   fail MSG / ok MSG / skip MSG
+#                           fail: exit 1 (after the last run's output); ok: "ok: MSG";
+#                           skip: exit 77, CTest's "skipped", with the reason
+#   show FILE...            print files into the test log (a failure's context)
+#   run CMD...              run CMD: $rc, $out and $err (also in the files $OUT, $ERR)
+#   must CMD... / must_fail CMD...
+#                           run CMD, which must succeed / fail
+#   expect_rc N WHAT, expect_out TEXT WHAT, expect_no_out TEXT WHAT, expect_err TEXT WHAT
+#                           the last run's status, its stdout has (not) / stderr has TEXT
+#   expect_in TEXT REGEX WHAT, expect_not_in TEXT REGEX WHAT, expect_eq GOT WANT WHAT
+#   pin_file PIN            a private file holding PIN (its path printed)
+#   keygen FILE TYPE BITS [PIN [KEYGEN OPTIONS...]]
+#                           tpmkey-keygen -q: FILE (.tpm) and its .pub; PIN "" or
+#                           none: no PIN; the comment is the file's name
+#   pub_blob FILE|-, fingerprint FILE, fingerprint_line FILE
+#                           a public key's "TYPE BASE64", SHA256:..., "BITS SHA256:... (TYPE)"
+#   closed_tcti             a TCTI where no TPM answers
+#   tpm_leftovers, expect_clean_tpm WHEN, flush_leftovers
+#                           transient objects and sessions in the TPM (the swtpm
+#                           itself, past a resource manager)
+#   pcap_start NAME, pcap_stop, pcap_count NAME, pcap_commands NAME
+#                           the TPM commands sent, through tpm2-tss's pcap TCTI
+#   FIXTURES, COUNT_TPM_COMMANDS
+#                           swtpm-fixtures/ and its TPM command counter
+
+set -euo pipefail
+# A command of the script that fails outside fail() (set -e) still says
+# where. Not set -E: inherited into command substitutions the trap would
+# also report a `grep -c` that counts 0 inside "$(...)", which is no failure.
+trap 'echo "FAIL: $TEST_NAME: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
+
+: "${TPMKEY_MODULE:?set by tpmkey_swtpm_test: path of tpmkey-pkcs11.so}"
+: "${TPMKEY_KEYGEN:?set by tpmkey_swtpm_test: path of tpmkey-keygen}"
+: "${TPMKEY_TCTI:?run this under swtpm-fixtures/with-swtpm}"
+# Set by with-swtpm only: these tests make keys and try wrong PINs, so
+# never against a TPM that is not a private swtpm (docs/design.md, practice 10).
+: "${TPMKEY_SWTPM_TCTI:?run this under swtpm-fixtures/with-swtpm}"
+
+TEST_NAME=${TEST_NAME:-$(basename "$0" .sh)}
+FIXTURES=$(readlink -f "$(dirname "${BASH_SOURCE[0]}")/../../swtpm-fixtures")
+COUNT_TPM_COMMANDS=$FIXTURES/count-tpm-commands
+
+TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tpmkey-test.XXXXXX")
+TEST_CLEANUP=()
+if [ "${KEEP_WORK:-0}" = 1 ]; then
+    TEST_CLEANUP+=("echo 'work dir kept: $TEST_DIR' >&2")
+else
+    TEST_CLEANUP+=("rm -rf '$TEST_DIR'")
+fi
+
+on_exit() {
+    TEST_CLEANUP+=("$1")
+}
+
+# shellcheck disable=SC2317 # invoked through the trap
+test_cleanup() {
+    local rc=$? i
+    trap - EXIT INT TERM HUP ERR
+    set +e
+    for ((i = ${#TEST_CLEANUP[@]} - 1; i >= 0; i--)); do
+        eval "${TEST_CLEANUP[$i]}"
+    done
+    exit "$rc"
+}
+trap test_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# Keep the developer's own set-up out of the tests: a private home (the
+# module and the tools read ~/.ssh and $XDG_CONFIG_HOME/tpmkey; OpenSSH
+# itself takes ~ from the password database), no keys, no log settings, no
+# agent, nothing that steers OpenSSL, GnuTLS or p11-kit. Each test sets
+# TPMKEY_KEYS itself.
+export HOME=$TEST_DIR/home XDG_CONFIG_HOME=$TEST_DIR/home/.config
+mkdir -m 700 "$HOME"
+unset TPMKEY_KEYS TPMKEY_LOG TPMKEY_LOG_FILE TCTI_PCAP_FILE SSH_AUTH_SOCK SSH_AGENT_PID \
+    OPENSSL_CONF OPENSSL_ENGINES OPENSSL_MODULES GNUTLS_PIN GNUTLS_SO_PIN \
+    P11_KIT_DEBUG P11_KIT_STRICT PKCS11SPY
+export LC_ALL=C
+# tpm2-openssl uses the same TPM.
+export TPM2OPENSSL_TCTI=$TPMKEY_TCTI
+
+# ---------------------------------------------------------------- verdicts
+
+fail() {
+    [ -z "$RUN_CMD" ] || show_run
+    echo "FAIL: $TEST_NAME: $*" >&2
+    exit 1
+}
+
+ok() {
+    echo "ok: $*"
+}
+
+skip() {
+    echo "SKIP: $TEST_NAME: $*" >&2
+    exit 77   # SKIP_RETURN_CODE of every tpmkey_swtpm_test
+}
+
+show() {
+    local f
+    for f in "$@"; do
+        echo "----- ${f#"$TEST_DIR"/} -----" >&2
+        cat "$f" >&2 2>/dev/null || echo "(missing)" >&2
+    done
+}
+
+# ---------------------------------------------------------------- commands
+
+OUT=$TEST_DIR/run.out
+ERR=$TEST_DIR/run.err
+RUN_CMD=""
+rc=0 out="" err=""
+
+# run CMD...: never exits by itself.
+run() {
+    RUN_CMD="$*"
+    rc=0
+    "$@" >"$OUT" 2>"$ERR" || rc=$?
+    out=$(cat "$OUT")
+    err=$(cat "$ERR")
+}
+
+show_run() {
+    {
+        echo "----- command: $RUN_CMD (exit $rc)"
+        echo "----- stdout:"
+        cat "$OUT"
+        echo "----- stderr:"
+        cat "$ERR"
+        echo "-----"
+    } >&2
+}
+
+must() {
+    run "$@"
+    [ "$rc" = 0 ] || fail "exit status $rc, expected 0"
+}
+
+must_fail() {
+    run "$@"
+    [ "$rc" != 0 ] || fail "exit status 0, expected a failure"
+}
+
+expect_rc() {
+    [ "$rc" = "$1" ] || fail "$2: exit status $rc, expected $1"
+}
+
+expect_out() {
+    grep -qF -- "$1" "$OUT" || fail "$2: stdout lacks: $1"
+}
+
+expect_no_out() {
+    ! grep -qF -- "$1" "$OUT" || fail "$2: stdout should not have: $1"
+}
+
+expect_err() {
+    grep -qF -- "$1" "$ERR" || fail "$2: stderr lacks: $1"
+}
+
+# expect_in TEXT REGEX WHAT: an extended REGEX matches a line of TEXT.
+expect_in() {
+    grep -Eq -- "$2" <<<"$1" || fail "$3: no line matches /$2/"
+}
+
+expect_not_in() {
+    if grep -Eq -- "$2" <<<"$1"; then
+        fail "$3: a line matches /$2/: $(grep -E -- "$2" <<<"$1" | head -3)"
+    fi
+}
+
+expect_eq() {
+    [ "$1" = "$2" ] || fail "$3: got '$1', expected '$2'"
+}
+
+# ---------------------------------------------------------------- keys
+
+pin_file() {
+    local f
+    f=$(mktemp "$TEST_DIR/pin.XXXXXX")   # private (0600), as a PIN file should be
+    printf '%s\n' "$1" >"$f"
+    echo "$f"
+}
+
+# keygen FILE TYPE BITS [PIN [OPTIONS...]]: FILE should end in .tpm (the
+# module's directory scan picks up *.tpm); the public key goes to FILE
+# without .tpm + .pub.
+keygen() {
+    local file=$1 type=$2 bits=$3 pin=${4:-} name pin_args=(-N '')
+    shift $(($# >= 4 ? 4 : 3))
+    name=$(basename "$file" .tpm)
+    mkdir -p "$(dirname "$file")"
+    [ -z "$pin" ] || pin_args=(--pin-file "$(pin_file "$pin")")
+    "$TPMKEY_KEYGEN" -q -t "$type" -b "$bits" -f "$file" -C "$name" "${pin_args[@]}" "$@" ||
+        fail "tpmkey-keygen -t $type -b $bits $*${pin:+ (PIN)} for $file failed"
+    { [ -s "$file" ] && [ -s "${file%.tpm}.pub" ]; } || fail "tpmkey-keygen did not write $file and its .pub"
+}
+
+# pub_blob FILE|-: the first two fields ("TYPE BASE64") of each line.
+pub_blob() {
+    awk 'NF >= 2 { print $1, $2 }' "$1"
+}
+
+# fingerprint FILE: the SHA256 fingerprint of a public key (or cert) file.
+fingerprint() {
+    ssh-keygen -l -E sha256 -f "$1" | awk '{ print $2 }'
+}
+
+# fingerprint_line FILE: "BITS SHA256:... (TYPE)", as ssh-keygen -l prints
+# it, without the comment.
+fingerprint_line() {
+    ssh-keygen -l -E sha256 -f "$1" | awk '{ print $1, $2, $NF }'
+}
+
+# Nothing listens on TCP port 1 of 127.0.0.1 (a privileged port no test uses).
+closed_tcti() {
+    echo "swtpm:host=127.0.0.1,port=1"
+}
+
+# ---------------------------------------------------------------- TPM
+
+# tpm_leftovers: transient objects and loaded sessions in the TPM, one line
+# each ("transient 0x80000000"); empty if none. Asked of the swtpm itself:
+# through tpm2-abrmd (with-swtpm --abrmd) a client sees only its own.
+tpm_leftovers() {
+    local kind h
+    for kind in handles-transient handles-loaded-session; do
+        tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" "$kind" | while read -r _ h; do
+            echo "${kind#handles-} $h"
+        done
+    done
+}
+
+# expect_clean_tpm WHEN: the TPM holds no transient object and no session.
+expect_clean_tpm() {
+    local left
+    left=$(tpm_leftovers) || fail "$1: tpm2_getcap failed"
+    [ -z "$left" ] || fail "$1: TPM still holds: $(echo "$left" | tr '\n' ' ')"
+}
+
+# flush_leftovers: flush every transient object and session. Without a
+# resource manager, what a tool or an ended process loaded stays in the TPM.
+flush_leftovers() {
+    local what
+    for what in -t -l -s; do
+        tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" "$what" >/dev/null 2>&1 || true
+    done
+}
+
+# TPM command counting through tpm2-tss's pcap TCTI:
+#   pcap_start NAME   TPMKEY_TCTI becomes "pcap:$TPMKEY_TCTI", writing
+#                     to $TEST_DIR/NAME.pcap (TCTI_PCAP_FILE)
+#   pcap_stop         back to the plain TCTI
+#   pcap_count NAME   number of TPM commands captured (0 without a file:
+#                     the file is made only when a TCTI is opened)
+#   pcap_commands NAME  the captured commands' names, one line, in order
+PCAP_PLAIN_TCTI=$TPMKEY_TCTI
+pcap_start() {
+    rm -f "$TEST_DIR/$1.pcap"
+    export TCTI_PCAP_FILE=$TEST_DIR/$1.pcap TPMKEY_TCTI="pcap:$PCAP_PLAIN_TCTI"
+}
+pcap_stop() {
+    export TPMKEY_TCTI=$PCAP_PLAIN_TCTI
+    unset TCTI_PCAP_FILE
+}
+pcap_count() {
+    if [ -e "$TEST_DIR/$1.pcap" ]; then
+        "$COUNT_TPM_COMMANDS" "$TEST_DIR/$1.pcap"
+    else
+        echo 0
+    fi
+}
+pcap_commands() {
+    [ -e "$TEST_DIR/$1.pcap" ] || return 0
+    "$COUNT_TPM_COMMANDS" -v "$TEST_DIR/$1.pcap" | awk 'NF == 3 { printf "%s%s", sep, $3; sep = " " }'
+}
