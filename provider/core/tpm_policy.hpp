@@ -1,0 +1,90 @@
+// Keys bound to the machine's boot state: TPM policies in the form the
+// TSS2 key file stores them (draft-bottomley-tpm2-keys, byte for byte as
+// openssl_tpm2_engine writes them; docs/pcr-bound-keys.md), their digests,
+// and running them in a policy session.
+//
+// A policy is a list of commands, each stored as its TPM command code and
+// `body`: the bytes that follow the code in the policy-digest computation.
+//   TPM2_PolicyAuthValue (0x16B): empty; the PIN is then needed (in the HMAC)
+//   TPM2_PolicyPCR (0x17F):       TPML_PCR_SELECTION || pcrDigest (raw, the
+//                                 key's name-hash size; the engine's order)
+//   TPM2_PolicyAuthorize (0x16A): TPM2B_PUBLIC signer || TPM2B_DIGEST policyRef
+//                                 || TPMT_SIGNATURE (sigAlg NULL in the key's
+//                                 own `policy`; a real one in authPolicy)
+#pragma once
+
+#include "public_key.hpp"
+
+#include <tss2/tss2_tpm2_types.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+struct PolicyCommand {
+    TPM2_CC code = 0;
+    Bytes body;
+    bool operator==(const PolicyCommand&) const = default;
+};
+
+// One signed policy of authPolicy [3]: its commands, the last of which is
+// the PolicyAuthorize that carries the signature.
+struct SignedPolicy {
+    std::string name;  // may be empty
+    std::vector<PolicyCommand> commands;
+    bool operator==(const SignedPolicy&) const = default;
+};
+
+// PCRs of one bank, as a user names them ("0,2,4,7", "sha256").
+struct PcrSelection {
+    TPMI_ALG_HASH bank = TPM2_ALG_SHA256;
+    std::vector<unsigned> pcrs;  // ascending, each < 24
+    bool operator==(const PcrSelection&) const = default;
+};
+
+// "7" or "0,2,4,7" and "sha1" / "sha256" / "sha384" / "sha512"; throws Error.
+PcrSelection parse_pcr_selection(const std::string& pcrs, const std::string& bank);
+// "PCR 7 (sha256)", "PCRs 0, 2, 4, 7 (sha256)".
+std::string pcr_selection_text(const PcrSelection& selection);
+
+PolicyCommand policy_auth_value();
+// `pcr_digest`: the name hash of the selected PCRs' values, concatenated
+// in ascending order.
+PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uint8_t> pcr_digest);
+// The PCR selection of a PolicyPCR command; throws Error if it is malformed
+// or selects more than one bank.
+PcrSelection pcr_selection_of(const PolicyCommand& pcr);
+
+// The parts of a PolicyAuthorize command; throws Error if malformed.
+struct AuthorizeParts {
+    TPM2B_PUBLIC signer{};
+    TPM2B_DIGEST policy_ref{};
+    TPMT_SIGNATURE signature{};  // sigAlg TPM2_ALG_NULL: none (the key's own `policy`)
+};
+PolicyCommand policy_authorize(const AuthorizeParts& parts);
+AuthorizeParts authorize_parts_of(const PolicyCommand& authorize);
+
+// The policy signer's public key as the TPM loads it (TPM2_LoadExternal):
+// the template openssl_tpm2_engine uses (sign|decrypt|userWithAuth,
+// nameAlg SHA-256, NULL scheme), so the name, and thus the key's
+// authPolicy, is the same for both. ECC P-256/P-384 and RSA; throws Error.
+TPM2B_PUBLIC signer_public(EVP_PKEY* signer);
+// A TPM object's name: nameAlg || H(marshalled public area).
+Bytes tpm_name(const TPMT_PUBLIC& area);
+
+// A signed policy for `commands` (e.g. {policy_pcr(...)}): the commands,
+// then PolicyAuthorize with a signature by `signer` (a private key) over
+// H(policy_digest(commands) || policy_ref). `policy_ref` is the key's
+// nonce, from the PolicyAuthorize that starts its `policy`.
+SignedPolicy sign_policy(std::vector<PolicyCommand> commands, EVP_PKEY* signer, const TPM2B_DIGEST& policy_ref,
+                         const std::string& name);
+
+// The policy digest of running `commands` from a zero digest, with
+// SHA-256 (the name algorithm of every key we make). PolicyAuthorize
+// resets the digest first, as the TPM does.
+Bytes policy_digest(std::span<const PolicyCommand> commands);
+
+}  // namespace tpmkey
