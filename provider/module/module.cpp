@@ -1,6 +1,7 @@
 #include "module.hpp"
 
 #include "error.hpp"
+#include "key_discovery.hpp"
 #include "log.hpp"
 #include "tpm_queries.hpp"
 
@@ -9,16 +10,14 @@ namespace tpmkey::pkcs11 {
 Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
-    for (const std::filesystem::path& path : config.key_files) {
-        try {
-            auto token = std::make_unique<Token>(tokens_.size(), path, read_key_file(path));
-            log_debug("slot " + std::to_string(tokens_.size()) + ": " + path.string());
-            tokens_.push_back(std::move(token));
-        } catch (const Error& e) {
-            // One bad file must not hide the user's other keys.
-            const std::string what = e.what();
-            log_error((what.starts_with(path.string()) ? what : path.string() + ": " + what) + " (key skipped)");
+    for (FoundKeyFile& found : find_keys(config)) {
+        if (!found.key) {
+            log_error(found.skip_message() + " (key skipped)");
+            continue;
         }
+        auto token = std::make_unique<Token>(tokens_.size(), found.path, std::move(found.key->file));
+        log_debug("slot " + std::to_string(tokens_.size()) + ": " + found.path.string());
+        tokens_.push_back(std::move(token));
     }
     if (tokens_.empty())
         log_info("no TPM keys found (looked in " +
