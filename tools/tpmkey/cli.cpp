@@ -1,0 +1,21 @@
+#include "cli.hpp"
+
+#include "tpm_keys.hpp"
+
+namespace tpmkey::cli {
+
+std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
+                                               bool* pinned) {
+    try {
+        const TpmObject parent = load_verified_parent(tpm, key.parent, known, pinned);
+        const Authorization auth = Authorization::for_secret(tpm, parent, false);
+        const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
+    } catch (const TpmError& e) {
+        return diagnose(e, tpm.tcti());
+    } catch (const Error& e) {
+        return diagnose_untrusted_parent(e);
+    }
+    return std::nullopt;
+}
+
+}  // namespace tpmkey::cli

@@ -1,0 +1,414 @@
+// tpmkey doctor: checks the TPM, the keys and the ssh set-up, one line per
+// check, and for each problem a "Likely problem" and a "Possible solution".
+
+#include "cli.hpp"
+#include "config.hpp"
+#include "file_read.hpp"
+#include "key_file.hpp"
+#include "known_parents.hpp"
+#include "diagnosis.hpp"
+#include "ssh_config.hpp"
+#include "tpm.hpp"
+#include "tpm_keys.hpp"
+#include "tpm_queries.hpp"
+
+#include <tss2/tss2_tpm2_types.h>
+
+#include <fnmatch.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tpmkey::cli {
+
+namespace {
+
+constexpr CommandSpec doctor_spec{
+    "doctor", "tpmkey doctor",
+    "Checks everything SSH keys in the TPM need, one line per check, and for\n"
+    "each problem a 'Likely problem' and a 'Possible solution' line:\n"
+    "  - the TPM: which TCTI reaches it, /dev/tpmrm0 and the 'tss' group,\n"
+    "    the resource manager, the storage key (SRK), dictionary-attack state\n"
+    "  - the keys: found where, readable, loadable on this TPM\n"
+    "  - ssh: the PKCS11Provider line in ~/.ssh/config, the module path against\n"
+    "    ssh-agent's allow-list, the OpenSSH version\n"
+    "Exit status 0 when all is well (warnings allowed), 1 when a problem was found.\n",
+    {nullptr}, {nullptr}, 0};
+
+class Doctor {
+public:
+    void ok(const std::string& what) { std::cout << "[ok]      " << what << "\n"; }
+    void warn(const std::string& what, const std::string& problem, const std::string& solution) {
+        report("[warning] ", what, problem, solution);
+    }
+    void fail(const std::string& what, const std::string& problem, const std::string& solution) {
+        ++problems_;
+        report("[problem] ", what, problem, solution);
+    }
+    int problems() const noexcept { return problems_; }
+
+private:
+    static void report(const char* tag, const std::string& what, const std::string& problem,
+                       const std::string& solution) {
+        std::cout << tag << what << "\n"
+                  << "          Likely problem:    " << problem << "\n"
+                  << "          Possible solution: " << solution << "\n";
+    }
+    int problems_ = 0;
+};
+
+std::string command_output(const std::string& command) {
+    std::string out;
+    if (FILE* pipe = ::popen(command.c_str(), "r")) {
+        char buf[256];
+        while (std::fgets(buf, sizeof buf, pipe))
+            out += buf;
+        ::pclose(pipe);
+    }
+    return out;
+}
+
+std::string seconds_text(UINT32 s) {
+    if (s >= 7200 && s % 3600 == 0)
+        return std::to_string(s / 3600) + " hours";
+    if (s >= 120 && s % 60 == 0)
+        return std::to_string(s / 60) + " minutes";
+    return std::to_string(s) + " s";
+}
+
+// The TPM device node: there, and may this user open it?
+void check_device(Doctor& d, const std::string& device) {
+    struct stat st {};
+    if (::stat(device.c_str(), &st) != 0 && errno != ENOENT) {
+        d.fail(device + ": cannot look at it (" + std::strerror(errno) + ")",
+               "a directory on the way to it is closed to you", "check the TCTI setting, or the permissions");
+        return;
+    }
+    if (::stat(device.c_str(), &st) != 0) {
+        if (device == "/dev/tpmrm0" && ::access("/dev/tpm0", F_OK) == 0)
+            d.warn(device + " is missing, /dev/tpm0 is there",
+                   "the kernel offers no TPM resource manager (Linux before 4.12?)",
+                   "use a newer kernel, or run tpm2-abrmd (Debian package tpm2-abrmd)");
+        else if (device != "/dev/tpmrm0" && device != "/dev/tpm0")
+            d.fail(device + " is missing", "the TCTI set in TPMKEY_TCTI or the config file names no device",
+                   "correct it (e.g. device:/dev/tpmrm0), or unset it");
+        else
+            d.fail(device + " is missing",
+                   "this machine shows no TPM 2.0 (switched off in the firmware, or a TPM 1.2)",
+                   "enable the TPM in the firmware settings (often 'Security Chip', 'fTPM' or 'PTT'), "
+                   "or set TPMKEY_TCTI if you reach the TPM another way");
+        return;
+    }
+    const group* g = ::getgrgid(st.st_gid);
+    const std::string group_name = g ? g->gr_name : std::to_string(st.st_gid);
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    const std::string desc = device + " (mode " + mode + ", group " + group_name + ")";
+    if (::access(device.c_str(), R_OK | W_OK) == 0) {
+        d.ok(desc + ": you may use it");
+        return;
+    }
+    // In the group database but not in this login session's groups?
+    bool in_database = false;
+    if (const passwd* pw = ::getpwuid(::getuid())) {
+        int n = 64;
+        std::vector<gid_t> groups(static_cast<std::size_t>(n));
+        if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) {
+            groups.resize(static_cast<std::size_t>(n));
+            ::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n);
+        }
+        groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+        in_database = std::find(groups.begin(), groups.end(), st.st_gid) != groups.end();
+    }
+    if (in_database)
+        d.fail(desc + ": you may not use it yet",
+               "you joined the '" + group_name + "' group after this login session started",
+               "log out and in again (or start a shell with: newgrp " + group_name + ")");
+    else
+        d.fail(desc + ": you may not use it", "only root and the '" + group_name + "' group may use the TPM",
+               "sudo usermod -aG " + group_name + " $USER, then log out and in again");
+}
+
+// The TPM part of the doctor; returns the open connection (or nothing).
+std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
+    // The device node the TCTI uses: /dev/tpmrm0 for the default, else the
+    // one a "device:PATH" TCTI names (tpm2-tss: plain "device" is /dev/tpm0).
+    if (config.tcti.empty())
+        check_device(d, "/dev/tpmrm0");
+    else if (config.tcti == "device")
+        check_device(d, "/dev/tpm0");
+    else if (config.tcti.starts_with("device:"))
+        check_device(d, config.tcti.substr(7));
+
+    // Reach it. For the default, try what tpm2-tss tries, in its order
+    // (tctildr: tabrmd, /dev/tpmrm0, /dev/tpm0, swtpm, mssim), so we can say
+    // which one answers.
+    std::vector<std::string> candidates;
+    if (config.tcti.empty())
+        candidates = {"tabrmd", "device:/dev/tpmrm0", "device:/dev/tpm0", "swtpm", "mssim"};
+    else
+        candidates = {config.tcti};
+    std::unique_ptr<Tpm> tpm;
+    std::string tcti, tried;
+    std::map<TPM2_PT, UINT32> props;
+    for (const std::string& candidate : candidates) {
+        try {
+            auto t = std::make_unique<Tpm>(candidate, config.tpm_timeout);
+            props = tpm_properties(*t, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_RECOVERY - TPM2_PT_PERMANENT + 1);
+            tpm = std::move(t);
+            tcti = candidate;
+            break;
+        } catch (const TpmError& e) {
+            tried += "\n            " + candidate + ": " + unreachable_reason(candidate, e);
+        }
+    }
+    if (!tpm) {
+        d.fail("TPM not reachable; tried:" + tried,
+               config.tcti.empty() ? "no TPM answers where tpm2-tss looks by default"
+                                   : "no TPM answers at the TCTI set in " + config.tcti_source,
+               config.tcti.empty() ? "see the /dev/tpmrm0 line above; or set TPMKEY_TCTI to how your TPM is reached"
+                                   : "check that TCTI string (same syntax as tpm2-tools' TPM2TOOLS_TCTI), "
+                                     "or unset it to use /dev/tpmrm0");
+        return nullptr;
+    }
+    d.ok("TPM reachable through " + tcti +
+         (config.tcti.empty() ? " (the tpm2-tss default)" : " (set in " + config.tcti_source + ")"));
+
+    // Resource manager.
+    if (tcti.starts_with("tabrmd"))
+        d.ok("resource manager: tpm2-abrmd");
+    else if (tcti.find("tpmrm") != std::string::npos)
+        d.ok("resource manager: the kernel's (/dev/tpmrm0)");
+    else if (tcti.starts_with("device"))
+        d.warn("no resource manager (" + tcti + ")",
+               "without one, TPM objects of a program that crashes stay loaded, and the TPM has room for only a few",
+               "use device:/dev/tpmrm0");
+    else if (tcti.starts_with("swtpm") || tcti.starts_with("mssim"))
+        d.ok("resource manager: none (a TPM simulator; every process shares its few object slots)");
+    else
+        d.ok("resource manager: whatever " + tcti + " provides");
+    try {
+        const UINT32 objects = static_cast<UINT32>(tpm_handles(*tpm, TPM2_TRANSIENT_FIRST).size());
+        const UINT32 sessions = static_cast<UINT32>(tpm_handles(*tpm, TPM2_LOADED_SESSION_FIRST).size());
+        const UINT32 avail = props.count(TPM2_PT_HR_TRANSIENT_AVAIL) ? props[TPM2_PT_HR_TRANSIENT_AVAIL] : 1;
+        const std::string what = "the TPM holds " + std::to_string(objects) + " object(s) and " +
+                                 std::to_string(sessions) + " session(s) of other programs";
+        if (objects + sessions > 0 && avail == 0)
+            d.fail(what + ", and has no room left", "programs without a resource manager left them behind",
+                   "use /dev/tpmrm0 (TPMKEY_TCTI=device:/dev/tpmrm0), or flush them: tpm2_flushcontext -t; "
+                   "tpm2_flushcontext -s");
+        else if (objects + sessions > 0)
+            d.warn(what, "there is no resource manager between those programs and the TPM",
+                   "use /dev/tpmrm0; tpm2_flushcontext -t and -s remove them");
+    } catch (const TpmError& e) {
+        d.warn("objects in the TPM", e.what(), "none needed: informational");
+    }
+
+    // Dictionary-attack state (TPM 2.0 Part 1, 19.8).
+    const UINT32 permanent = props[TPM2_PT_PERMANENT];
+    const UINT32 counter = props[TPM2_PT_LOCKOUT_COUNTER];
+    const UINT32 max_tries = props[TPM2_PT_MAX_AUTH_FAIL];
+    const UINT32 interval = props[TPM2_PT_LOCKOUT_INTERVAL];
+    const std::string da_numbers = std::to_string(counter) + " of " + std::to_string(max_tries) +
+                                   " wrong PINs counted; one is forgiven every " + seconds_text(interval);
+    if (permanent & TPMA_PERMANENT_INLOCKOUT)
+        // Every object without 'noda' is refused, also one with an empty
+        // auth value: tpmkey's keys with and without a PIN alike.
+        d.fail("dictionary-attack lockout: the TPM refuses to use keys (" + da_numbers + ")",
+               "too many wrong PINs were tried",
+               "wait: within " + seconds_text(interval) +
+                   " the TPM uses keys again (with or without PIN). Or, with the TPM's lockout "
+                   "password: tpm2_dictionarylockout --clear-lockout --auth PASSWORD");
+    else if (max_tries > 0 && counter + 1 >= max_tries && counter > 0)
+        d.warn("dictionary-attack protection: " + da_numbers,
+               "one more wrong PIN and the TPM locks out", "take care with the next PIN; the count falls with time");
+    else
+        d.ok("dictionary-attack protection: not in lockout (" + da_numbers + ")");
+
+    // PINs rely on the dictionary-attack counter, and whoever knows the
+    // lockout authorization may reset it (TPM2_DictionaryAttackLockReset).
+    if (!(permanent & TPMA_PERMANENT_LOCKOUTAUTHSET))
+        d.warn("the TPM's lockout authorization is empty",
+               "anyone who may use the TPM can reset its wrong-PIN counter, so a PIN can be guessed "
+               "without limit (a 4-digit PIN in seconds)",
+               "set one and keep it safe: tpm2_changeauth -c lockout (see docs/security.md)");
+    else
+        d.ok("the TPM's lockout authorization is set: the wrong-PIN counter cannot be reset without it");
+
+    // The storage keys: what 0x81000001 holds, and whether the parents match their pins.
+    try {
+        const PersistentSrk srk = inspect_persistent_srk(*tpm);
+        using State = PersistentSrk::State;
+        if (srk.state == State::standard)
+            d.ok("storage key (SRK) at 0x81000001: the TCG standard SRK; new keys use it (the fastest parent)");
+        else if (srk.state == State::unfit)
+            d.fail("0x81000001 holds a key that must not be a parent", srk.detail,
+                   "if you did not put it there, someone with the TPM's owner authorization did: find out who; "
+                   "new keys use 0x40000001 (tpmkey-keygen skips it); remove it with tpm2_evictcontrol -c 0x81000001");
+        else if (srk.state == State::other_storage_key)
+            d.ok("0x81000001 holds " + srk.detail + " (another program's, e.g. tpm2-pkcs11's): "
+                 "new keys use 0x40000001 instead, so that program may evict it");
+        else if (permanent & TPMA_PERMANENT_OWNERAUTHSET)
+            d.fail("no storage key at 0x81000001, and the owner hierarchy has a password",
+                   "tpmkey cannot re-create the storage key 0x40000001 without that password",
+                   "make a persistent SRK once: tpm2_createprimary -C o -P OWNERPW -c srk.ctx && "
+                   "tpm2_evictcontrol -C o -P OWNERPW -c srk.ctx 0x81000001");
+        else
+            d.ok("no storage key at 0x81000001: keys use 0x40000001, re-created on use (slower on real TPMs; "
+                 "tpm2_createprimary -c srk.ctx && tpm2_evictcontrol -c srk.ctx 0x81000001 makes one)");
+    } catch (const TpmError& e) {
+        d.warn("storage key (SRK)", e.what(), "none needed unless keys fail to load below");
+    }
+    return tpm;
+}
+
+void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
+    const KnownParents known = KnownParents::load();
+    for (const std::string& w : known.warnings())
+        d.warn("pinned parents: " + w, "a line tpmkey does not understand", "fix or remove that line");
+    for (const std::string& w : config.warnings)
+        d.warn("configuration: " + w, "a line tpmkey does not understand", "fix or remove that line");
+    const std::string where = config.searched.empty() ? std::string("any place") : config.searched.front();
+    if (config.key_files.empty()) {
+        d.fail("no key found in " + where, "no key has been made yet, or it is elsewhere",
+               "make one: tpmkey-keygen (or point TPMKEY_KEYS at your keys)");
+        return;
+    }
+    d.ok(std::to_string(config.key_files.size()) + " key file(s) in " + where);
+    for (const auto& path : config.key_files) {
+        const std::string name = path.string();
+        KeyFile key;
+        try {
+            key = read_key_file(path);
+            check_usable(key, name);
+            (void)PublicKey(key.blobs.pub.publicArea);
+        } catch (const ReplaceableFile& e) {
+            const std::string what = e.what();
+            d.fail(name + ": the module skips this file", what.starts_with(name) ? what.substr(name.size() + 2) : what,
+                   "check that it is your key ('tpmkey info " + name + "' shows its fingerprint), then fix the "
+                   "ownership or permissions as said");
+            continue;
+        } catch (const Error& e) {
+            const std::string what = e.what();
+            d.fail(name + ": the module skips this file", what.starts_with(name) ? what.substr(name.size() + 2) : what,
+                   "move it out of " + where + " (or restore it from a backup)");
+            continue;
+        }
+        const std::string desc = name + ": " + key_type_text(PublicKey(key.blobs.pub.publicArea)) + ", " +
+                                 (key.needs_pin() ? "PIN" : "no PIN") + ", parent " + handle_text(key.parent);
+        if (!tpm) {
+            d.ok(desc + " (not loaded: no TPM)");
+            continue;
+        }
+        bool pinned = false;
+        if (const auto why = why_key_does_not_load(*tpm, key, known, &pinned))
+            d.fail(desc + ": does not load", why->problem, why->solution);
+        else if (!pinned)
+            d.warn(desc + ": loads on this TPM, but its parent is not pinned",
+                   "its storage key is checked by its attributes only, not by name (the key was made by another "
+                   "tool or an older tpmkey)",
+                   "on a machine you trust, run 'tpmkey passwd " + name + "' once: it pins the parent in " +
+                       KnownParents::file_path().string());
+        else
+            d.ok(desc + ": loads on this TPM, under its pinned parent");
+        if (PublicKey(key.blobs.pub.publicArea).is_rsa() && tpm_lacks_sha512(*tpm))
+            d.warn(name + ": an RSA key, and this TPM cannot sign SHA-512",
+                   "ssh signs RSA keys with rsa-sha2-512 where the server allows it, and does not try "
+                   "rsa-sha2-256 after that fails: the login fails",
+                   "tpmkey ssh-config --apply adds '" + std::string(no_rsa_sha2_512_line) +
+                       "' to ~/.ssh/config; or make an ECDSA key (tpmkey-keygen), which has no such limit");
+    }
+}
+
+// ssh-agent loads PKCS#11 modules only from these (ssh-agent(1), -P).
+bool in_agent_allow_list(const std::string& path) {
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(path, ec);
+    const std::string p = ec ? path : real.string();
+    return ::fnmatch("/usr/lib*/*", p.c_str(), 0) == 0 || ::fnmatch("/usr/local/lib*/*", p.c_str(), 0) == 0;
+}
+
+void check_ssh(Doctor& d) {
+    const std::filesystem::path file = ssh_config_path();
+    const std::vector<ConfigLine> lines = config_lines(read_text(file), "pkcs11provider");
+    const std::string cfg = "~/.ssh/config";
+    std::string module;
+    const auto first_global =
+        std::find_if(lines.begin(), lines.end(), [](const ConfigLine& l) { return l.all_hosts; });
+    if (first_global != lines.end() && is_tpmkey_module(first_global->value)) {
+        module = first_global->value;
+        std::error_code ec;
+        if (!std::filesystem::exists(module, ec))
+            d.fail(cfg + " line " + std::to_string(first_global->line_no) + ": PKCS11Provider " + module,
+                   "that file does not exist; ssh will fail to load it",
+                   "install tpmkey (sudo cmake --install build) or correct the path");
+        else
+            d.ok(cfg + " line " + std::to_string(first_global->line_no) + ": PKCS11Provider " + module);
+    } else if (first_global != lines.end()) {
+        d.fail(cfg + " line " + std::to_string(first_global->line_no) + ": PKCS11Provider " + first_global->value,
+               "ssh uses only the first PKCS11Provider it reads, and this one is not tpmkey's",
+               "remove that line, then run 'tpmkey ssh-config --apply'");
+    } else {
+        const auto ours = std::find_if(lines.begin(), lines.end(),
+                                       [](const ConfigLine& l) { return is_tpmkey_module(l.value); });
+        if (ours != lines.end()) {
+            module = ours->value;
+            d.warn(cfg + " line " + std::to_string(ours->line_no) + ": PKCS11Provider under '" + ours->block + "'",
+                   "ssh uses the TPM keys only for the hosts that block matches",
+                   "fine if you meant it; else run 'tpmkey ssh-config --apply' to use them for every host");
+        } else {
+            d.fail(cfg + " has no PKCS11Provider line", "ssh is not told to use the module",
+                   "run 'tpmkey ssh-config --apply' (adds: PKCS11Provider " + find_module().path + ")");
+        }
+    }
+
+    const std::string agent_path = module.empty() ? find_module().path : module;
+    if (in_agent_allow_list(agent_path))
+        d.ok("module path " + agent_path + " is inside ssh-agent's default allow-list");
+    else
+        d.warn("module path " + agent_path + " is outside ssh-agent's default allow-list",
+               "ssh-agent refuses modules outside /usr/lib*/ and /usr/local/lib*/ ('ssh-add -s' fails)",
+               "install it (sudo cmake --install build), or start ssh-agent with -P '" + agent_path + "'");
+
+    const std::string version = command_output("ssh -V 2>&1");
+    int major = 0, minor = 0;
+    const std::size_t at = version.find("OpenSSH_");
+    if (at == std::string::npos) {
+        d.fail("OpenSSH client not found", "ssh is not installed", "sudo apt-get install openssh-client");
+        return;
+    }
+    std::sscanf(version.c_str() + at, "OpenSSH_%d.%d", &major, &minor);
+    const std::string first_line = version.substr(at, version.find_first_of(",\n", at) - at);
+    if (major < 8)
+        d.fail(first_line, "ssh before 8.0 cannot use ECDSA keys through PKCS#11",
+               "upgrade OpenSSH, or make an RSA key: tpmkey-keygen -t rsa");
+    else
+        d.ok(first_line);
+}
+
+int cmd_doctor(const Parsed&) {
+    Doctor d;
+    const Config config = load_config();
+    const std::unique_ptr<Tpm> tpm = check_tpm(d, config);
+    check_keys(d, config, tpm.get());
+    check_ssh(d);
+    std::cout << (d.problems() == 0 ? "All is well.\n" : std::to_string(d.problems()) + " problem(s) found.\n");
+    return d.problems() == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+const Command doctor_command{&doctor_spec, cmd_doctor};
+
+}  // namespace tpmkey::cli

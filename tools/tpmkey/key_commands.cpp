@@ -1,0 +1,255 @@
+// tpmkey list, pubkey, info and passwd: the commands about one key file or
+// all of them.
+
+#include "atomic_file.hpp"
+#include "cli.hpp"
+#include "config.hpp"
+#include "key_file.hpp"
+#include "known_parents.hpp"
+#include "prompt.hpp"
+#include "tpm.hpp"
+#include "tpm_keys.hpp"
+
+#include <tss2/tss2_tpm2_types.h>
+
+#include <iostream>
+#include <optional>
+
+namespace tpmkey::cli {
+
+namespace {
+
+// ---- list ------------------------------------------------------------------
+
+constexpr CommandSpec list_spec{
+    "list", "tpmkey list",
+    "Lists every key the PKCS#11 module serves, in the module's slot order:\n"
+    "its slot id, the file, the fingerprint as 'ssh-keygen -l' prints it (with\n"
+    "the key's name as comment, as 'ssh-keygen -D' shows it), its type, whether\n"
+    "it has a PIN, and its parent. Files the module skips are listed with the\n"
+    "reason. Reads files only: no TPM needed.\n"
+    "\n"
+    "Keys come from TPMKEY_KEYS (files or directories, ':'-separated), else the\n"
+    "'key' lines of ~/.config/tpmkey/config, else ~/.ssh/*.tpm.\n",
+    {nullptr}, {nullptr}, 0};
+
+// As ssh-keygen -l prints it: "256 SHA256:... comment (ECDSA)".
+std::string ssh_keygen_l_line(const PublicKey& pub, const std::string& comment) {
+    return std::to_string(pub.bits()) + " " + pub.ssh_fingerprint() + " " + comment +
+           (pub.is_rsa() ? " (RSA)" : " (ECDSA)");
+}
+
+int cmd_list(const Parsed&) {
+    const Config config = load_config();
+    for (const std::string& w : config.warnings)
+        std::cerr << "tpmkey: " << w << "\n";
+    std::cout << "Keys from " << (config.searched.empty() ? "nowhere" : config.searched.front()) << ":\n";
+    // Slot ids are given as the module gives them: in this order, counting
+    // only the files it accepts (provider/module/module.cpp).
+    unsigned long slot = 0;
+    for (const auto& path : config.key_files) {
+        try {
+            const KeyFile key = read_key_file(path);
+            check_usable(key, path.string());
+            const PublicKey pub(key.blobs.pub.publicArea);
+            std::cout << "slot " << slot++ << "  " << path.string() << "\n"
+                      << "        " << ssh_keygen_l_line(pub, path.stem().string()) << "\n"
+                      << "        " << key_type_text(pub) << ", " << (key.needs_pin() ? "PIN" : "no PIN")
+                      << ", parent " << handle_text(key.parent) << "\n";
+        } catch (const Error& e) {
+            const std::string what = e.what();
+            std::cout << "skipped " << (what.starts_with(path.string()) ? what : path.string() + ": " + what)
+                      << "\n";
+        }
+    }
+    if (config.key_files.empty())
+        std::cout << "(none; make one with tpmkey-keygen)\n";
+    return 0;
+}
+
+// ---- pubkey ----------------------------------------------------------------
+
+constexpr CommandSpec pubkey_spec{
+    "pubkey", "tpmkey pubkey [-C COMMENT] KEY",
+    "Prints the OpenSSH public key line of KEY, a TPM key file (NAME.tpm). Use it\n"
+    "to make a lost NAME.pub again:\n"
+    "\n"
+    "    tpmkey pubkey -C me@laptop ~/.ssh/id_tpm.tpm > ~/.ssh/id_tpm.pub\n"
+    "\n"
+    "Reads the file only: no TPM needed.\n"
+    "\n"
+    "  -C COMMENT   the comment at the end of the line (default: the key file's\n"
+    "               description if it has one, else NAME)\n",
+    {"-C", nullptr}, {nullptr}, 1};
+
+int cmd_pubkey(const Parsed& p) {
+    const std::filesystem::path path = p.positional[0];
+    const KeyFile key = read_key_file(path);
+    const std::string comment =
+        p.has_value("-C") ? p.value("-C") : (key.description.empty() ? path.stem().string() : key.description);
+    std::cout << PublicKey(key.blobs.pub.publicArea).ssh_line(comment) << "\n";
+    return 0;
+}
+
+// ---- info ------------------------------------------------------------------
+
+constexpr CommandSpec info_spec{
+    "info", "tpmkey info KEY",
+    "Shows what the key file KEY says (type, fingerprint, the TPM object's\n"
+    "attributes, PIN, parent, policy) and asks this TPM to load the key.\n"
+    "Exit status 0 when it loads, 1 when it does not (the last line says why:\n"
+    "e.g. the key belongs to a different TPM).\n",
+    {nullptr}, {nullptr}, 1};
+
+int cmd_info(const Parsed& p) {
+    const std::filesystem::path path = p.positional[0];
+    const KeyFile key = read_key_file(path);
+    const TPMT_PUBLIC& area = key.blobs.pub.publicArea;
+    const PublicKey pub(area);
+    const bool user_with_auth = area.objectAttributes & TPMA_OBJECT_USERWITHAUTH;
+    std::string policy = "none";
+    if (key.has_policy || area.authPolicy.size)
+        policy = user_with_auth ? "yes (the PIN works too; tpmkey uses the PIN)"
+                                : "yes, required (tpmkey cannot use this key)";
+    std::cout << "file:        " << path.string() << "\n"
+              << "type:        " << key_type_text(pub) << "\n"
+              << "fingerprint: " << pub.ssh_fingerprint() << "\n"
+              << "attributes:  " << attributes_text(area.objectAttributes) << "\n"
+              << "PIN:         " << (key.needs_pin() ? "yes" : "no") << "\n"
+              << "parent:      " << handle_text(key.parent)
+              << (key.parent == owner_hierarchy ? " (storage key re-created from the owner hierarchy)"
+                                                : " (persistent storage key)")
+              << "\n"
+              << "policy:      " << policy << "\n";
+    if (!key.description.empty())
+        std::cout << "description: " << key.description << "\n";
+    std::optional<Diagnosis> problem;
+    const Config config = load_config();
+    try {
+        Tpm tpm(config.tcti, config.tpm_timeout);
+        problem = why_key_does_not_load(tpm, key, KnownParents::load());
+    } catch (const TpmError& e) {
+        problem = diagnose(e, config.tcti);
+    }
+    if (problem) {
+        std::cout << "loads:       no: " << problem->problem << "\n"
+                  << "             (" << problem->solution << ")\n";
+        return 1;
+    }
+    std::cout << "loads:       yes, on this TPM\n";
+    return 0;
+}
+
+// ---- passwd ----------------------------------------------------------------
+
+constexpr CommandSpec passwd_spec{
+    "passwd", "tpmkey passwd [--old-pin-file FILE] [--new-pin-file FILE] KEY",
+    "Sets, changes or removes the PIN of KEY. The TPM wraps the key again with\n"
+    "the new PIN (TPM2_ObjectChangeAuth; both PINs travel only inside an\n"
+    "encrypted session) and KEY is replaced in one step. With a wrong current\n"
+    "PIN nothing is written. An empty new PIN removes the PIN.\n"
+    "\n"
+    "Asks for the PINs on the terminal unless given in files:\n"
+    "  --old-pin-file FILE   the current PIN: the first line of FILE\n"
+    "  --new-pin-file FILE   the new PIN: the first line of FILE (empty: no PIN)\n"
+    "\n"
+    "Wrong PINs count towards the TPM's dictionary-attack lockout (see\n"
+    "'tpmkey doctor'). The public key stays the same.\n",
+    {"--old-pin-file", "--new-pin-file", nullptr}, {nullptr}, 1};
+
+// A PIN from the terminal; without one, say how else to give it.
+Secret pin_from_terminal(const std::string& prompt, const char* option) {
+    try {
+        return read_pin_from_terminal(prompt);
+    } catch (const Error& e) {
+        throw Error(std::string(e.what()) + " (no terminal? give the PIN with " + option + " FILE)");
+    }
+}
+
+Secret ask_new_pin() {
+    while (true) {
+        Secret first = pin_from_terminal("Enter the new PIN (empty for no PIN): ", "--new-pin-file");
+        Secret second = pin_from_terminal("Enter the same PIN again: ", "--new-pin-file");
+        if (first == second)
+            return first;
+        std::cerr << "The PINs do not match; try again.\n";
+    }
+}
+
+int cmd_passwd(const Parsed& p) {
+    std::filesystem::path path = p.positional[0];
+    // A key file that is a link (dotfile managers) stays a link: the new
+    // file replaces the link's target.
+    std::error_code ec;
+    if (std::filesystem::is_symlink(path, ec))
+        path = std::filesystem::canonical(path);
+    KeyFile key = read_key_file(path);
+    check_usable(key, path.string());
+    Secret old_pin;
+    if (p.has_value("--old-pin-file"))
+        old_pin = read_pin_file(p.value("--old-pin-file"));
+    Secret new_pin;
+    if (p.has_value("--new-pin-file"))
+        new_pin = read_pin_file(p.value("--new-pin-file"));
+
+    // The TPM, the parent and the key before any PIN is asked for: no PIN
+    // is typed for a run that was going to fail, and none is sent under a
+    // storage key that fails its checks.
+    const Config config = load_config();
+    Tpm tpm(config.tcti, config.tpm_timeout);
+    KnownParents known = KnownParents::load();
+    TpmObject parent;
+    try {
+        parent = load_verified_parent(tpm, key.parent, known);
+    } catch (const TpmError& e) {
+        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
+    } catch (const Error& e) {
+        throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
+    }
+    // Trust on first use, as keygen does: from now on this parent must meet this name.
+    if (pin_parent_on_first_use(tpm, key.parent, parent, known))
+        std::cout << "Pinned the TPM's storage key " << handle_text(key.parent) << " in "
+                  << KnownParents::file_path().string() << ".\n";
+    if (!p.has_value("--old-pin-file") && key.needs_pin())
+        old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
+    if (!p.has_value("--new-pin-file"))
+        new_pin = ask_new_pin();
+    if (old_pin.empty() && new_pin.empty() && !key.needs_pin()) {
+        std::cout << path.string() << " has no PIN; nothing changed.\n";
+        return 0;
+    }
+
+    // Both PINs cross the bus only inside the salted, encrypted session.
+    const Authorization auth = Authorization::for_secret(tpm, parent, !old_pin.empty() || !new_pin.empty());
+    TpmObject loaded;
+    try {
+        loaded = load_key(tpm, parent, auth, key.blobs);
+    } catch (const TpmError& e) {
+        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
+    }
+    {
+        const AuthValue current(tpm, loaded, old_pin);
+        try {
+            key.blobs.priv = change_auth(tpm, loaded, parent, auth, new_pin);
+        } catch (const TpmError& e) {
+            const Diagnosis d = diagnose(e, tpm.tcti());
+            throw Error(d.problem + "; " + path.string() + " is unchanged (" + d.solution + ")");
+        }
+    }
+    // Every other field (the description, a policy, fields of later
+    // versions of the format) is written back as it was read.
+    key.empty_auth = new_pin.empty();
+    write_file_atomically(path, format_key_file(key), 0600, Replace::yes);
+    const char* what = new_pin.empty() ? "removed" : old_pin.empty() ? "set" : "changed";
+    std::cout << "The PIN of " << path.string() << " is " << what << ".\n";
+    return 0;
+}
+
+}  // namespace
+
+const Command list_command{&list_spec, cmd_list};
+const Command pubkey_command{&pubkey_spec, cmd_pubkey};
+const Command info_command{&info_spec, cmd_info};
+const Command passwd_command{&passwd_spec, cmd_passwd};
+
+}  // namespace tpmkey::cli
