@@ -3,10 +3,9 @@
 
 #include "cli.hpp"
 #include "config.hpp"
-#include "file_read.hpp"
-#include "key_file.hpp"
-#include "known_parents.hpp"
 #include "diagnosis.hpp"
+#include "key_discovery.hpp"
+#include "known_parents.hpp"
 #include "ssh_config.hpp"
 #include "tpm.hpp"
 #include "tpm_keys.hpp"
@@ -286,26 +285,18 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         return;
     }
     d.ok(std::to_string(config.key_files.size()) + " key file(s) in " + where);
-    for (const auto& path : config.key_files) {
-        const std::string name = path.string();
-        KeyFile key;
-        try {
-            key = read_key_file(path);
-            check_usable(key, name);
-            (void)PublicKey(key.blobs.pub.publicArea);
-        } catch (const ReplaceableFile& e) {
-            const std::string what = e.what();
-            d.fail(name + ": the module skips this file", what.starts_with(name) ? what.substr(name.size() + 2) : what,
-                   "check that it is your key ('tpmkey info " + name + "' shows its fingerprint), then fix the "
-                   "ownership or permissions as said");
-            continue;
-        } catch (const Error& e) {
-            const std::string what = e.what();
-            d.fail(name + ": the module skips this file", what.starts_with(name) ? what.substr(name.size() + 2) : what,
-                   "move it out of " + where + " (or restore it from a backup)");
+    for (const FoundKeyFile& found : find_keys(config)) {
+        const std::string name = found.path.string();
+        if (!found.key) {
+            d.fail(name + ": the module skips this file", found.skip_reason,
+                   found.replaceable ? "check that it is your key ('tpmkey info " + name +
+                                           "' shows its fingerprint), then fix the ownership or permissions as said"
+                                     : "move it out of " + where + " (or restore it from a backup)");
             continue;
         }
-        const std::string desc = name + ": " + key_type_text(PublicKey(key.blobs.pub.publicArea)) + ", " +
+        const KeyFile& key = found.key->file;
+        const PublicKey& pub = found.key->public_key;
+        const std::string desc = name + ": " + key_type_text(pub) + ", " +
                                  (key.needs_pin() ? "PIN" : "no PIN") + ", parent " + handle_text(key.parent);
         if (!tpm) {
             d.ok(desc + " (not loaded: no TPM)");
@@ -322,7 +313,7 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
                        KnownParents::file_path().string());
         else
             d.ok(desc + ": loads on this TPM, under its pinned parent");
-        if (PublicKey(key.blobs.pub.publicArea).is_rsa() && tpm_lacks_sha512(*tpm))
+        if (pub.is_rsa() && tpm_lacks_sha512(*tpm))
             d.warn(name + ": an RSA key, and this TPM cannot sign SHA-512",
                    "ssh signs RSA keys with rsa-sha2-512 where the server allows it, and does not try "
                    "rsa-sha2-256 after that fails: the login fails",

@@ -4,6 +4,7 @@
 #include "atomic_file.hpp"
 #include "cli.hpp"
 #include "config.hpp"
+#include "key_discovery.hpp"
 #include "key_file.hpp"
 #include "known_parents.hpp"
 #include "prompt.hpp"
@@ -45,22 +46,19 @@ int cmd_list(const Parsed&) {
         std::cerr << "tpmkey: " << w << "\n";
     std::cout << "Keys from " << (config.searched.empty() ? "nowhere" : config.searched.front()) << ":\n";
     // Slot ids are given as the module gives them: in this order, counting
-    // only the files it accepts (provider/module/module.cpp).
+    // only the files it accepts (find_keys).
     unsigned long slot = 0;
-    for (const auto& path : config.key_files) {
-        try {
-            const KeyFile key = read_key_file(path);
-            check_usable(key, path.string());
-            const PublicKey pub(key.blobs.pub.publicArea);
-            std::cout << "slot " << slot++ << "  " << path.string() << "\n"
-                      << "        " << ssh_keygen_l_line(pub, path.stem().string()) << "\n"
-                      << "        " << key_type_text(pub) << ", " << (key.needs_pin() ? "PIN" : "no PIN")
-                      << ", parent " << handle_text(key.parent) << "\n";
-        } catch (const Error& e) {
-            const std::string what = e.what();
-            std::cout << "skipped " << (what.starts_with(path.string()) ? what : path.string() + ": " + what)
-                      << "\n";
+    for (const FoundKeyFile& found : find_keys(config)) {
+        if (!found.key) {
+            std::cout << "skipped " << found.skip_message() << "\n";
+            continue;
         }
+        const KeyFile& key = found.key->file;
+        const PublicKey& pub = found.key->public_key;
+        std::cout << "slot " << slot++ << "  " << found.path.string() << "\n"
+                  << "        " << ssh_keygen_l_line(pub, found.path.stem().string()) << "\n"
+                  << "        " << key_type_text(pub) << ", " << (key.needs_pin() ? "PIN" : "no PIN")
+                  << ", parent " << handle_text(key.parent) << "\n";
     }
     if (config.key_files.empty())
         std::cout << "(none; make one with tpmkey-keygen)\n";

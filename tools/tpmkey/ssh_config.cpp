@@ -3,8 +3,7 @@
 #include "atomic_file.hpp"
 #include "cli.hpp"
 #include "config.hpp"
-#include "key_file.hpp"
-#include "public_key.hpp"
+#include "key_discovery.hpp"
 #include "tpm.hpp"
 #include "tpm_queries.hpp"
 
@@ -84,17 +83,12 @@ bool is_tpmkey_module(const std::string& path) {
 
 namespace {
 
-// True when one of the user's keys is RSA and the TPM cannot sign SHA-512
-// (false when the TPM cannot be asked: nothing to say then).
+// True when one of the keys the module serves is RSA and the TPM cannot
+// sign SHA-512 (false when the TPM cannot be asked: nothing to say then).
 bool rsa_keys_need_sha256(const Config& config) {
-    bool rsa = false;
-    for (const auto& path : config.key_files) {
-        try {
-            rsa = rsa || PublicKey(read_key_file(path).blobs.pub.publicArea).is_rsa();
-        } catch (const Error&) {
-        }
-    }
-    if (!rsa)
+    const std::vector<FoundKeyFile> found = find_keys(config);
+    if (std::none_of(found.begin(), found.end(),
+                     [](const FoundKeyFile& f) { return f.key && f.key->public_key.is_rsa(); }))
         return false;
     try {
         Tpm tpm(config.tcti, config.tpm_timeout);
