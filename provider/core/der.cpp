@@ -25,6 +25,14 @@ Bytes encode(int type, void* value) {
     return out;
 }
 
+// An ASN.1 string type (OCTET STRING, UTF8String) holding `content`.
+Bytes string(int type, std::span<const std::uint8_t> content) {
+    const Owned<ASN1_STRING, ASN1_STRING_free> s(ASN1_STRING_type_new(type));
+    if (!s || !ASN1_STRING_set(s.get(), content.data(), static_cast<int>(content.size())))
+        throw std::bad_alloc();
+    return encode(type, s.get());
+}
+
 }  // namespace
 
 Bytes object_identifier(const char* dotted) {
@@ -61,11 +69,10 @@ Bytes unsigned_integer(std::span<const std::uint8_t> big_endian) {
     return encode(V_ASN1_INTEGER, i.get());
 }
 
-Bytes octet_string(std::span<const std::uint8_t> content) {
-    const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> s(ASN1_OCTET_STRING_new());
-    if (!s || !ASN1_OCTET_STRING_set(s.get(), content.data(), static_cast<int>(content.size())))
-        throw std::bad_alloc();
-    return encode(V_ASN1_OCTET_STRING, s.get());
+Bytes octet_string(std::span<const std::uint8_t> content) { return string(V_ASN1_OCTET_STRING, content); }
+
+Bytes utf8_string(std::string_view text) {
+    return string(V_ASN1_UTF8STRING, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
 }
 
 Bytes constructed(int tag, int cls, std::span<const std::uint8_t> content) {

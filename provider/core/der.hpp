@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace tpmkey::der {
@@ -17,6 +18,7 @@ Bytes boolean(bool value);
 Bytes unsigned_integer(std::uint64_t value);
 Bytes unsigned_integer(std::span<const std::uint8_t> big_endian);
 Bytes octet_string(std::span<const std::uint8_t> content);
+Bytes utf8_string(std::string_view text);
 // A constructed value (SEQUENCE, or an [n] EXPLICIT tag) around `content`.
 Bytes constructed(int tag, int cls, std::span<const std::uint8_t> content);
 Bytes sequence(std::span<const std::uint8_t> content);

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace tpmkey {
@@ -51,9 +52,10 @@ public:
         long length = 0;
     };
 
-    Header peek() const {
+    Header peek() const { return peek_or("more of the key"); }
+    Header peek_or(const std::string& what) const {
         if (at_end())
-            fail("the key ends too early");
+            fail("the key ends too early (expected " + what + ")");
         Header h;
         const unsigned char* p = pos_;
         long length = 0;
@@ -65,7 +67,34 @@ public:
         h.constructed = (ret & V_ASN1_CONSTRUCTED) != 0;
         h.content = p;
         h.length = length;
+        // DER has one encoding of each length; with it, a file is written
+        // back byte for byte.
+        // (A length fits an int: it is checked against the input, at most
+        // max_key_file_size.)
+        if (ASN1_object_size(0, static_cast<int>(length), h.tag) != (p - pos_) + length)
+            fail("a length is not in its shortest form, which DER requires");
         return h;
+    }
+
+    // The contents of the next element, which must be a SEQUENCE
+    // (cls V_ASN1_UNIVERSAL) or the [tag] EXPLICIT (V_ASN1_CONTEXT_SPECIFIC)
+    // that `what` names.
+    DerReader enter(int tag, int cls, const std::string& what) {
+        const Header h = peek_or(what);
+        if (h.tag != tag || h.cls != cls || !h.constructed)
+            fail("expected " + what);
+        skip(h);
+        return DerReader(h.content, h.length, name_);
+    }
+    bool next_is_tag(int tag) const {
+        if (at_end())
+            return false;
+        const Header h = peek();
+        return h.cls == V_ASN1_CONTEXT_SPECIFIC && h.tag == tag;
+    }
+    void expect_end(const std::string& what) const {
+        if (!at_end())
+            fail("unexpected data after " + what);
     }
 
     // Steps over the element that peek() described.
@@ -105,6 +134,54 @@ T unmarshal(const ASN1_OCTET_STRING* octets,
     if (fn(octets->data, size, &offset, &out) != TSS2_RC_SUCCESS || offset != size)
         reader.fail(std::string("its ") + what + " is damaged");
     return out;
+}
+
+// TPMPolicy ::= SEQUENCE { commandCode [0] EXPLICIT INTEGER,
+//                          commandPolicy [1] EXPLICIT OCTET STRING }
+PolicyCommand read_policy_command(DerReader& list) {
+    DerReader command = list.enter(V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL, "a policy command (a SEQUENCE)");
+    DerReader code = command.enter(0, V_ASN1_CONTEXT_SPECIFIC, "a policy command's code [0]");
+    const Asn1Type code_value = code.take(V_ASN1_INTEGER, "a policy command's code to be an INTEGER");
+    code.expect_end("a policy command's code");
+    std::uint64_t value = 0;
+    if (!ASN1_INTEGER_get_uint64(&value, code_value->value.integer) || value > 0xffffffff) {
+        ERR_clear_error();
+        code.fail("a policy command's code is not a TPM command code");
+    }
+    DerReader body = command.enter(1, V_ASN1_CONTEXT_SPECIFIC, "a policy command's parameters [1]");
+    const Asn1Type octets = body.take(V_ASN1_OCTET_STRING, "a policy command's parameters to be an OCTET STRING");
+    body.expect_end("a policy command's parameters");
+    command.expect_end("a policy command");
+    const ASN1_OCTET_STRING* s = octets->value.octet_string;
+    return {static_cast<TPM2_CC>(value), Bytes(s->data, s->data + s->length)};
+}
+
+// SEQUENCE OF TPMPolicy
+std::vector<PolicyCommand> read_policy(DerReader& field) {
+    DerReader list = field.enter(V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL, "a policy (a SEQUENCE of commands)");
+    std::vector<PolicyCommand> commands;
+    while (!list.at_end())
+        commands.push_back(read_policy_command(list));
+    return commands;
+}
+
+// TPMAuthPolicy ::= SEQUENCE { name [0] EXPLICIT UTF8String OPTIONAL,
+//                              policy [1] EXPLICIT SEQUENCE OF TPMPolicy }
+SignedPolicy read_signed_policy(DerReader& list) {
+    DerReader entry = list.enter(V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL, "a signed policy (a SEQUENCE)");
+    SignedPolicy policy;
+    if (entry.next_is_tag(0)) {
+        DerReader name = entry.enter(0, V_ASN1_CONTEXT_SPECIFIC, "a signed policy's name [0]");
+        const Asn1Type text = name.take(V_ASN1_UTF8STRING, "a signed policy's name to be a UTF8String");
+        name.expect_end("a signed policy's name");
+        const ASN1_STRING* s = text->value.utf8string;
+        policy.name.assign(reinterpret_cast<const char*>(s->data), static_cast<size_t>(s->length));
+    }
+    DerReader commands = entry.enter(1, V_ASN1_CONTEXT_SPECIFIC, "a signed policy's commands [1]");
+    policy.commands = read_policy(commands);
+    commands.expect_end("a signed policy's commands");
+    entry.expect_end("a signed policy");
+    return policy;
 }
 
 std::string oid_text(const ASN1_OBJECT* oid) {
@@ -180,10 +257,14 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
             key.empty_auth = inner.take(V_ASN1_BOOLEAN, "emptyAuth to be a BOOLEAN")->value.boolean != 0;
             break;
         case 1:
-        case 3:
-            (void)inner.take(V_ASN1_SEQUENCE, "a policy SEQUENCE");
-            key.has_policy = true;
+            key.policy = read_policy(inner);
             break;
+        case 3: {
+            DerReader list = inner.enter(V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL, "authPolicy to be a SEQUENCE");
+            while (!list.at_end())
+                key.signed_policies.push_back(read_signed_policy(list));
+            break;
+        }
         case 4: {
             const Asn1Type text = inner.take(V_ASN1_UTF8STRING, "the description to be a UTF8String");
             const ASN1_STRING* s = text->value.utf8string;
@@ -196,7 +277,7 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
         }
         if (!inner.at_end())
             r.fail("optional field [" + std::to_string(h.tag) + "] has trailing data");
-        if (h.tag != 0)
+        if (h.tag != 0 && h.tag != 1 && h.tag != 3)
             key.other_fields.push_back(r.raw(h));
         r.skip(h);
     }
@@ -232,14 +313,53 @@ std::vector<std::uint8_t> marshal(const T& value, TSS2_RC (*fn)(const T*, uint8_
     return out;
 }
 
+der::Bytes explicit_tag(int tag, const der::Bytes& value) {
+    return der::constructed(tag, V_ASN1_CONTEXT_SPECIFIC, value);
+}
+
+der::Bytes policy_der(const std::vector<PolicyCommand>& commands) {
+    der::Bytes list;
+    for (const PolicyCommand& command : commands) {
+        der::Bytes fields = explicit_tag(0, der::unsigned_integer(command.code));
+        der::append(fields, explicit_tag(1, der::octet_string(command.body)));
+        der::append(list, der::sequence(fields));
+    }
+    return der::sequence(list);
+}
+
+der::Bytes signed_policies_der(const std::vector<SignedPolicy>& policies) {
+    der::Bytes list;
+    for (const SignedPolicy& policy : policies) {
+        der::Bytes fields;
+        if (!policy.name.empty())
+            fields = explicit_tag(0, der::utf8_string(policy.name));
+        der::append(fields, explicit_tag(1, policy_der(policy.commands)));
+        der::append(list, der::sequence(fields));
+    }
+    return der::sequence(list);
+}
+
+// secret [2] is the only other field that comes before authPolicy [3].
+bool before_auth_policy(const std::vector<std::uint8_t>& field) {
+    return field.front() == (V_ASN1_CONTEXT_SPECIFIC | V_ASN1_CONSTRUCTED | 2);
+}
+
 }  // namespace
 
 std::string format_key_file(const KeyFile& key) {
     der::Bytes body = der::object_identifier(loadable_key_oid);
     if (key.empty_auth.has_value())
-        der::append(body, der::constructed(0, V_ASN1_CONTEXT_SPECIFIC, der::boolean(*key.empty_auth)));
+        der::append(body, explicit_tag(0, der::boolean(*key.empty_auth)));
+    if (!key.policy.empty())
+        der::append(body, explicit_tag(1, policy_der(key.policy)));
     for (const auto& field : key.other_fields)
-        der::append(body, field);
+        if (before_auth_policy(field))
+            der::append(body, field);
+    if (!key.signed_policies.empty())
+        der::append(body, explicit_tag(3, signed_policies_der(key.signed_policies)));
+    for (const auto& field : key.other_fields)
+        if (!before_auth_policy(field))
+            der::append(body, field);
     der::append(body, der::unsigned_integer(key.parent));
     der::append(body, der::octet_string(marshal(key.blobs.pub, Tss2_MU_TPM2B_PUBLIC_Marshal)));
     der::append(body, der::octet_string(marshal(key.blobs.priv, Tss2_MU_TPM2B_PRIVATE_Marshal)));
@@ -253,11 +373,74 @@ std::string format_key_file(const KeyFile& key) {
     return std::string(text, static_cast<size_t>(size));
 }
 
+namespace {
+
+// Throws Error unless tpmkey runs `command` (and its parameters are well
+// formed): policy_digest() takes exactly the commands we run.
+void check_runnable(const PolicyCommand& command) {
+    switch (command.code) {
+    case TPM2_CC_PolicyAuthValue:
+    case TPM2_CC_PolicyPCR:
+    case TPM2_CC_PolicyAuthorize:
+        (void)policy_digest(std::span(&command, 1));
+        return;
+    default:
+        throw Error("the key's policy uses " + policy_command_text(command.code) + ", which tpmkey does not run");
+    }
+}
+
+// A signed policy we run: PolicyAuthValue and PolicyPCR commands, then the
+// PolicyAuthorize that carries the signature.
+void check_runnable(const SignedPolicy& policy) {
+    if (policy.commands.empty() || policy.commands.back().code != TPM2_CC_PolicyAuthorize)
+        throw Error("the key's signed policy '" + policy.name + "' does not end with its signature (TPM2_PolicyAuthorize)");
+    for (std::size_t i = 0; i < policy.commands.size(); ++i) {
+        if (i + 1 < policy.commands.size() && policy.commands[i].code == TPM2_CC_PolicyAuthorize)
+            throw Error("the key's signed policy '" + policy.name + "' uses TPM2_PolicyAuthorize before its end, which tpmkey does not run");
+        check_runnable(policy.commands[i]);
+    }
+}
+
+void check_runnable(const KeyFile& key) {
+    if (key.policy.empty())
+        throw Error("the key can only be used through a TPM policy, and its file has none");
+    for (std::size_t i = 0; i < key.policy.size(); ++i) {
+        const PolicyCommand& command = key.policy[i];
+        if (command.code == TPM2_CC_PolicyAuthorize && i != 0)
+            throw Error("the key's policy uses TPM2_PolicyAuthorize (0x16a) after its first command, which tpmkey does not run");
+        check_runnable(command);
+    }
+    if (key.policy.front().code != TPM2_CC_PolicyAuthorize)
+        return;
+    if (key.signed_policies.empty())
+        throw Error("the key needs a signed policy (its policy starts with TPM2_PolicyAuthorize), and its file has none");
+    // As the engine does, the first signed policy that works is used; one
+    // we cannot run is skipped, so one we can run is enough.
+    std::optional<Error> first_problem;
+    for (const SignedPolicy& policy : key.signed_policies) {
+        try {
+            check_runnable(policy);
+            return;
+        } catch (const Error& e) {
+            if (!first_problem)
+                first_problem = e;
+        }
+    }
+    throw *first_problem;
+}
+
+}  // namespace
+
 void check_usable(const KeyFile& key, const std::string& name) {
     // Without userWithAuth only a policy session may use the key (TPM 2.0
-    // Part 1, 19.7.4); a policy is fine as long as the auth value also works.
-    if (!(key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_USERWITHAUTH))
-        throw Error(name + ": the key can only be used through a TPM policy, which tpmkey cannot satisfy");
+    // Part 1, 19.7.4); with it, the auth value (the PIN) is enough.
+    if (key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_USERWITHAUTH)
+        return;
+    try {
+        check_runnable(key);
+    } catch (const Error& e) {
+        throw Error(name + ": " + e.what());
+    }
 }
 
 KeyFile read_key_file(const std::filesystem::path& path) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "tpm_keys.hpp"
+#include "tpm_policy.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -35,29 +36,40 @@ struct KeyFile {
     std::optional<bool> empty_auth;
     std::uint32_t parent = owner_hierarchy;
     KeyBlobs blobs;
-    // Read but not acted on: a key with a policy cannot be used by us.
-    bool has_policy = false;
+    // policy [1]: the commands that authorise the key, in the order they
+    // run (tpm_policy.hpp). Empty when the file has none (or an empty one).
+    std::vector<PolicyCommand> policy;
+    // authPolicy [3]: the signed policies, newest first; used when
+    // `policy` starts with TPM2_PolicyAuthorize.
+    std::vector<SignedPolicy> signed_policies;
     std::string description;
-    // Every optional field but emptyAuth ([1] policy .. [5] rsaParent, and
-    // tags of later versions of the format), as the DER it was read as, in
-    // file order: rewriting a key (tpmkey passwd) keeps them all.
+    // Every other optional field (secret [2], description [4], rsaParent
+    // [5], tags of later versions of the format), as the DER it was read
+    // as, in file order: rewriting a key (tpmkey passwd) keeps them all.
     std::vector<std::vector<std::uint8_t>> other_fields;
 
     bool needs_pin() const noexcept { return empty_auth != true; }
+    bool has_policy() const noexcept { return !policy.empty(); }
 };
 
 // Parses PEM text. `name` (the file's path) prefixes every error message.
 KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name);
 
-// The PEM text of a key file: type, emptyAuth (when known), the other
-// optional fields as they were read, parent, pubkey, privkey. Keys we make
+// The PEM text of a key file: type, emptyAuth (when known), policy, the
+// other optional fields as they were read (authPolicy among them in tag
+// order), parent, pubkey, privkey. A file read in DER is written back byte
+// for byte (but an empty policy or authPolicy, or an empty signed-policy
+// name, is left out). Keys we make
 // have only the five fields every reader understands, and always say
 // emptyAuth TRUE or FALSE: tpm2-openssl before 1.3 (Debian 12 has 1.1)
 // takes an absent emptyAuth for TRUE and never asks for a PIN.
 std::string format_key_file(const KeyFile& key);
 
 // Throws Error (prefixed by `name`) for a key tpmkey cannot use although the
-// file is valid: one usable only through a TPM policy.
+// file is valid: one usable only through a TPM policy (no userWithAuth)
+// whose commands are not all ones tpmkey runs: TPM2_PolicyAuthValue,
+// TPM2_PolicyPCR, and TPM2_PolicyAuthorize as the first command with at
+// least one signed policy made of those two.
 void check_usable(const KeyFile& key, const std::string& name);
 
 // Reads and parses a key file: a regular file of at most max_key_file_size

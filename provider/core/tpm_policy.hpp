@@ -50,6 +50,10 @@ PcrSelection parse_pcr_selection(const std::string& pcrs, const std::string& ban
 // "PCR 7 (sha256)", "PCRs 0, 2, 4, 7 (sha256)".
 std::string pcr_selection_text(const PcrSelection& selection);
 
+// "TPM2_PolicySecret (0x151)", for messages; "TPM command 0x1234" for a
+// code that is not a policy command.
+std::string policy_command_text(TPM2_CC code);
+
 PolicyCommand policy_auth_value();
 // `pcr_digest`: the name hash of the selected PCRs' values, concatenated
 // in ascending order.

@@ -59,6 +59,29 @@ std::string key_pem(std::initializer_list<Der> fields) { return test::pem("TSS2 
 
 const Der parent_owner = test::integer({0x40, 0x00, 0x00, 0x01});
 
+// TPMPolicy{commandCode, commandPolicy}, by hand.
+Der policy_command_der(std::initializer_list<std::uint8_t> code, const Der& body) {
+    return test::seq({test::explicit_tag(0, test::integer(code)), test::explicit_tag(1, test::octets(body))});
+}
+const Der auth_value_der = policy_command_der({0x01, 0x6b}, {});
+
+// The DER inside a PEM text.
+Der der_of(const std::string& text) {
+    const std::string body = text.substr(text.find('\n') + 1, text.rfind("-----END") - text.find('\n') - 1);
+    std::string compact;
+    for (char c : body)
+        if (c != '\n')
+            compact += c;
+    Der der(compact.size());
+    const int n = EVP_DecodeBlock(der.data(), reinterpret_cast<const unsigned char*>(compact.data()),
+                                  static_cast<int>(compact.size()));
+    REQUIRE(n > 0);
+    der.resize(static_cast<std::size_t>(n));
+    for (std::size_t pad = compact.size() - compact.find_last_not_of('=') - 1; pad > 0; --pad)
+        der.pop_back();  // EVP_DecodeBlock keeps the padding's zero bytes
+    return der;
+}
+
 std::string error_of(const std::string& text) {
     try {
         parse_text(text);
@@ -110,12 +133,18 @@ TEST_CASE("optional fields: known ones are read, unknown ones skipped, the old O
                                                 test::octets(p.pub), test::octets(p.priv)}));
         CHECK(key.description == "laptop key");
         CHECK(key.empty_auth == true);
-        CHECK_FALSE(key.has_policy);
+        CHECK_FALSE(key.has_policy());
     }
-    SECTION("a policy [1] is noted") {
+    SECTION("a policy [1] is read") {
+        const KeyFile key = parse_text(key_pem({test::oid_loadable, test::explicit_tag(1, test::seq({auth_value_der})),
+                                                parent_owner, test::octets(p.pub), test::octets(p.priv)}));
+        CHECK(key.has_policy());
+        CHECK(key.policy == std::vector{policy_auth_value()});
+    }
+    SECTION("an empty policy [1] is no policy") {
         const KeyFile key = parse_text(key_pem({test::oid_loadable, test::explicit_tag(1, test::seq({})),
                                                 parent_owner, test::octets(p.pub), test::octets(p.priv)}));
-        CHECK(key.has_policy);
+        CHECK_FALSE(key.has_policy());
     }
     SECTION("2.23.133.10.2 (openssl_tpm2_engine v1)") {
         CHECK_NOTHROW(parse_text(key_pem({test::oid_old_loadable, parent_owner, test::octets(p.pub), test::octets(p.priv)})));
@@ -198,18 +227,7 @@ TEST_CASE("every truncation and every single-byte corruption is an error or a va
     const std::string text = slurp(data("rsa2048-pin.tpm"));
     KeyFile key = read_key_file(data("rsa2048-pin.tpm"));
     // Work on the DER, where every byte matters.
-    const std::string body = text.substr(text.find('\n') + 1, text.rfind("-----END") - text.find('\n') - 1);
-    Der der(body.size());
-    std::string compact;
-    for (char c : body)
-        if (c != '\n')
-            compact += c;
-    const int n = EVP_DecodeBlock(der.data(), reinterpret_cast<const unsigned char*>(compact.data()),
-                                  static_cast<int>(compact.size()));
-    REQUIRE(n > 0);
-    der.resize(static_cast<std::size_t>(n));
-    while (!der.empty() && der.back() == 0)  // EVP_DecodeBlock pads
-        der.pop_back();
+    const Der der = der_of(text);
     const std::string reference = format_key_file(key);
     for (std::size_t cut = 0; cut < der.size(); ++cut) {
         const Der truncated(der.begin(), der.begin() + static_cast<long>(cut));
@@ -245,4 +263,180 @@ TEST_CASE("read_key_file refuses what is not a regular key file") {
     REQUIRE(::chmod(open_key.c_str(), 0644) == 0);
     CHECK_NOTHROW(read_key_file(open_key));
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// Keys with policies, made as openssl_tpm2_engine makes them: userWithAuth
+// cleared, the policy in [1], signed policies in [3].
+KeyFile policy_key(std::vector<PolicyCommand> policy, std::vector<SignedPolicy> signed_policies = {}) {
+    KeyFile key = read_key_file(data("ecdsa256.tpm"));
+    key.blobs.pub.publicArea.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
+    key.policy = std::move(policy);
+    key.signed_policies = std::move(signed_policies);
+    return key;
+}
+
+const Der pcr16_digest{0x2c, 0x28, 0x90, 0x1f, 0x71, 0x75, 0x1d, 0xeb, 0xfb, 0xa3, 0xf3, 0xb5, 0xbf, 0x3b, 0xe9, 0xc5,
+                       0x4b, 0x8b, 0x2f, 0x8c, 0x14, 0x11, 0xf2, 0xc1, 0x17, 0xa0, 0xe8, 0x38, 0xee, 0x4e, 0x6c, 0x13};
+PolicyCommand pcr16() { return policy_pcr(parse_pcr_selection("16", "sha256"), pcr16_digest); }
+
+EvpPkey new_signer() {
+    EvpPkey signer(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
+    REQUIRE(signer);
+    return signer;
+}
+
+TPM2B_DIGEST nonce() {
+    TPM2B_DIGEST ref{};
+    ref.size = 32;
+    std::fill(ref.buffer, ref.buffer + 32, 0x42);
+    return ref;
+}
+
+PolicyCommand authorize_by(EVP_PKEY* signer) {
+    AuthorizeParts parts;
+    parts.signer = signer_public(signer);
+    parts.policy_ref = nonce();
+    parts.signature.sigAlg = TPM2_ALG_NULL;
+    return policy_authorize(parts);
+}
+
+std::string usable_error(const KeyFile& key) {
+    try {
+        check_usable(key, "k.tpm");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(usable)";
+}
+
+}  // namespace
+
+TEST_CASE("a PCR-bound key's policy round-trips, with the engine's bytes") {
+    KeyFile key = policy_key({policy_auth_value(), pcr16()});
+    key.empty_auth.reset();  // a PIN, as create_tpm2_key -a -k 1234 --pcr-lock 16 writes
+    const std::string text = format_key_file(key);
+    const KeyFile again = parse_text(text);
+    CHECK(again.policy == key.policy);
+    CHECK(again.signed_policies.empty());
+    CHECK(again.other_fields.empty());
+    CHECK(format_key_file(again) == text);
+    // The research notes' worked example, from the OID up to the parent.
+    const Der der = der_of(text);
+    const Der expected = test::cat(
+        {test::oid_loadable,
+         Der{0xa1, 0x44, 0x30, 0x42, 0x30, 0x0a, 0xa0, 0x04, 0x02, 0x02, 0x01, 0x6b, 0xa1, 0x02, 0x04, 0x00, 0x30, 0x34,
+             0xa0, 0x04, 0x02, 0x02, 0x01, 0x7f, 0xa1, 0x2c, 0x04, 0x2a, 0x00, 0x00, 0x00, 0x01, 0x00, 0x0b, 0x03, 0x00,
+             0x00, 0x01},
+         pcr16_digest, parent_owner});
+    CHECK(Der(der.begin() + 4, der.begin() + 4 + static_cast<long>(expected.size())) == expected);
+    CHECK(usable_error(key) == "(usable)");
+}
+
+TEST_CASE("a signed-policy key round-trips byte for byte, fields in tag order") {
+    const EvpPkey signer = new_signer();
+    const std::vector<PolicyCommand> policy{authorize_by(signer.get()), policy_auth_value()};
+    const SignedPolicy newest = sign_policy({policy_auth_value(), pcr16()}, signer.get(), nonce(), "kernel 6.1");
+    const SignedPolicy oldest = sign_policy({pcr16()}, signer.get(), nonce(), "");
+    KeyFile key = policy_key(policy, {newest, oldest});
+    const Der secret = test::explicit_tag(2, test::octets({1, 2, 3}));
+    const Der description = test::explicit_tag(4, test::utf8("laptop"));
+    key.other_fields = {secret, description};
+    const std::string text = format_key_file(key);
+
+    const KeyFile again = parse_text(text);
+    CHECK(again.policy == policy);
+    CHECK(again.signed_policies == std::vector{newest, oldest});
+    CHECK(again.description == "laptop");
+    CHECK(format_key_file(again) == text);
+    CHECK(usable_error(again) == "(usable)");
+
+    // The same file built by hand: [0] [1] [2] [3] [4], the name only where there is one.
+    auto commands_der = [](const std::vector<PolicyCommand>& commands) {
+        Der list;
+        for (const PolicyCommand& c : commands)
+            list = test::cat({list, test::seq({test::explicit_tag(0, test::integer({0x01, static_cast<std::uint8_t>(c.code & 0xff)})),
+                                               test::explicit_tag(1, test::octets(c.body))})});
+        return test::tlv(0x30, list);
+    };
+    const Parts p = parts_of(key);
+    const std::string by_hand = key_pem(
+        {test::oid_loadable, test::explicit_tag(0, test::boolean(true)), test::explicit_tag(1, commands_der(policy)), secret,
+         test::explicit_tag(3, test::seq({test::seq({test::explicit_tag(0, test::utf8("kernel 6.1")),
+                                                     test::explicit_tag(1, commands_der(newest.commands))}),
+                                          test::seq({test::explicit_tag(1, commands_der(oldest.commands))})})),
+         description, parent_owner, test::octets(p.pub), test::octets(p.priv)});
+    CHECK(text == by_hand);
+}
+
+TEST_CASE("malformed policy sections get clear errors") {
+    const Parts& p = sample();
+    auto with = [&](const Der& field) {
+        return error_of(key_pem({test::oid_loadable, field, parent_owner, test::octets(p.pub), test::octets(p.priv)}));
+    };
+    auto auth_policy = [](std::initializer_list<Der> entry) { return test::explicit_tag(3, test::seq({test::seq(entry)})); };
+    const Der commands = test::explicit_tag(1, test::seq({auth_value_der}));
+    struct Case {
+        const char* what;
+        std::string message;
+        const char* expected;
+    };
+    const Case cases[] = {
+        {"policy not a SEQUENCE", with(test::explicit_tag(1, test::octets({}))), "expected a policy (a SEQUENCE of commands)"},
+        {"command not a SEQUENCE", with(test::explicit_tag(1, test::seq({test::octets({})}))), "expected a policy command (a SEQUENCE)"},
+        {"command without body", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1}))})}))),
+         "ends too early (expected a policy command's parameters [1])"},
+        {"command code [2]", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(2, test::integer({1})), test::explicit_tag(1, test::octets({}))})}))),
+         "expected a policy command's code [0]"},
+        {"code not an INTEGER", with(test::explicit_tag(1, test::seq({policy_command_der({}, {}), test::seq({test::explicit_tag(0, test::octets({1})), test::explicit_tag(1, test::octets({}))})}))),
+         "expected a policy command's code to be an INTEGER"},
+        {"negative code", with(test::explicit_tag(1, test::seq({policy_command_der({0xff}, {})}))), "not a TPM command code"},
+        {"code over 32 bits", with(test::explicit_tag(1, test::seq({policy_command_der({0x01, 0x00, 0x00, 0x00, 0x00}, {})}))), "not a TPM command code"},
+        {"body not an OCTET STRING", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1})), test::explicit_tag(1, test::integer({1}))})}))),
+         "parameters to be an OCTET STRING"},
+        {"extra field in a command", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1})), test::explicit_tag(1, test::octets({})), test::explicit_tag(2, test::octets({}))})}))),
+         "unexpected data after a policy command"},
+        {"authPolicy not a SEQUENCE", with(test::explicit_tag(3, test::octets({}))), "expected authPolicy to be a SEQUENCE"},
+        {"signed policy without [1]", with(auth_policy({test::explicit_tag(0, test::utf8("x"))})), "ends too early (expected a signed policy's commands [1])"},
+        {"empty signed policy", with(auth_policy({})), "expected a signed policy's commands [1]"},
+        {"name not UTF8String", with(auth_policy({test::explicit_tag(0, test::octets({'x'})), commands})), "name to be a UTF8String"},
+        {"name after commands", with(auth_policy({commands, test::explicit_tag(0, test::utf8("x"))})), "unexpected data after a signed policy"},
+        {"long-form short length", with(test::cat({Der{0xa1, 0x81, 0x02}, test::seq({})})), "shortest form"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.what);
+        CHECK_THAT(c.message, Catch::Contains(c.expected));
+        CHECK_THAT(c.message, Catch::StartsWith("k.tpm: not a valid TSS2 PRIVATE KEY: "));
+    }
+}
+
+TEST_CASE("a key without userWithAuth is usable exactly when tpmkey runs its whole policy") {
+    const EvpPkey signer = new_signer();
+    const SignedPolicy pcr_signed = sign_policy({pcr16()}, signer.get(), nonce(), "");
+    const PolicyCommand secret{TPM2_CC_PolicySecret, {0x40, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00}};
+    const SignedPolicy secret_signed{"with a secret", {secret, pcr_signed.commands.back()}};
+    PolicyCommand truncated_pcr = pcr16();
+    truncated_pcr.body.resize(10);
+
+    CHECK(usable_error(policy_key({pcr16()})) == "(usable)");
+    CHECK(usable_error(policy_key({authorize_by(signer.get()), policy_auth_value()}, {pcr_signed})) == "(usable)");
+    CHECK(usable_error(policy_key({authorize_by(signer.get())}, {secret_signed, pcr_signed})) == "(usable)");
+    CHECK(usable_error(policy_key({})) ==
+          "k.tpm: the key can only be used through a TPM policy, and its file has none");
+    CHECK(usable_error(policy_key({policy_auth_value(), secret})) ==
+          "k.tpm: the key's policy uses TPM2_PolicySecret (0x151), which tpmkey does not run");
+    CHECK_THAT(usable_error(policy_key({{0x171, {}}})), Catch::Contains("TPM2_PolicyOR (0x171), which tpmkey does not run"));
+    CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())})), Catch::Contains("its file has none"));
+    CHECK_THAT(usable_error(policy_key({policy_auth_value(), authorize_by(signer.get())}, {pcr_signed})),
+               Catch::Contains("TPM2_PolicyAuthorize (0x16a) after its first command"));
+    CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())}, {secret_signed})),
+               Catch::Contains("TPM2_PolicySecret (0x151), which tpmkey does not run"));
+    CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())}, {{"", {pcr16()}}})),
+               Catch::Contains("does not end with its signature"));
+    CHECK_THAT(usable_error(policy_key({truncated_pcr})), Catch::StartsWith("k.tpm: malformed TPM2_PolicyPCR (0x17f)"));
+    // With userWithAuth the PIN is enough: the policy is not looked at.
+    KeyFile with_auth = policy_key({secret});
+    with_auth.blobs.pub.publicArea.objectAttributes |= TPMA_OBJECT_USERWITHAUTH;
+    CHECK(usable_error(with_auth) == "(usable)");
 }

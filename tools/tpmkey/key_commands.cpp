@@ -106,7 +106,7 @@ int cmd_info(const Parsed& p) {
     const PublicKey pub(area);
     const bool user_with_auth = area.objectAttributes & TPMA_OBJECT_USERWITHAUTH;
     std::string policy = "none";
-    if (key.has_policy || area.authPolicy.size)
+    if (key.has_policy() || area.authPolicy.size)
         policy = user_with_auth ? "yes (the PIN works too; tpmkey uses the PIN)"
                                 : "yes, required (tpmkey cannot use this key)";
     std::cout << "file:        " << path.string() << "\n"
