@@ -13,7 +13,8 @@
 //     having to fix up the lengths around it.
 //
 // Properties: parse_key_file either returns a key or throws tpmkey::Error
-// (nothing else, no crash); a key it returns is written back by
+// (nothing else, no crash); so does check_usable, which unmarshals the
+// policy commands' parameters; a key it returns is written back by
 // format_key_file into a file that parses to the same key, and writing that
 // again gives the same text (the writer's output is a fixed point).
 #include "fuzz.hpp"
@@ -77,13 +78,14 @@ std::span<const std::uint8_t> bytes_of(const std::string& s) {
 }
 
 bool same_key(const tpmkey::KeyFile& a, const tpmkey::KeyFile& b) {
-    // The writer keeps type, emptyAuth, parent, pubkey and privkey.
+    // The writer keeps type, emptyAuth, the policies, parent, pubkey and privkey.
     std::uint8_t ma[sizeof(TPM2B_PUBLIC)], mb[sizeof(TPM2B_PUBLIC)];
     std::size_t na = 0, nb = 0;
     if (Tss2_MU_TPM2B_PUBLIC_Marshal(&a.blobs.pub, ma, sizeof ma, &na) != TSS2_RC_SUCCESS ||
         Tss2_MU_TPM2B_PUBLIC_Marshal(&b.blobs.pub, mb, sizeof mb, &nb) != TSS2_RC_SUCCESS)
         return false;
-    return a.empty_auth == b.empty_auth && a.parent == b.parent && na == nb && std::memcmp(ma, mb, na) == 0 &&
+    return a.empty_auth == b.empty_auth && a.policy == b.policy && a.signed_policies == b.signed_policies &&
+           a.parent == b.parent && na == nb && std::memcmp(ma, mb, na) == 0 &&
            a.blobs.priv.size == b.blobs.priv.size &&
            std::memcmp(a.blobs.priv.buffer, b.blobs.priv.buffer, a.blobs.priv.size) == 0;
 }
@@ -115,6 +117,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         key = tpmkey::parse_key_file(file, "fuzz.tpm");
     } catch (const tpmkey::Error&) {
         return 0;  // refused with a message: fine
+    }
+    try {
+        tpmkey::check_usable(key, "fuzz.tpm");
+    } catch (const tpmkey::Error&) {
+        // refused with a message: fine
     }
     const std::string text = tpmkey::format_key_file(key);
     tpmkey::KeyFile again;
