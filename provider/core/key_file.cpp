@@ -392,11 +392,12 @@ void check_runnable(const PolicyCommand& command) {
 // A signed policy we run: PolicyAuthValue and PolicyPCR commands, then the
 // PolicyAuthorize that carries the signature.
 void check_runnable(const SignedPolicy& policy) {
+    const std::string which = policy.name.empty() ? "a signed policy of the key" : "the key's signed policy '" + policy.name + "'";
     if (policy.commands.empty() || policy.commands.back().code != TPM2_CC_PolicyAuthorize)
-        throw Error("the key's signed policy '" + policy.name + "' does not end with its signature (TPM2_PolicyAuthorize)");
+        throw Error(which + " does not end with its signature (TPM2_PolicyAuthorize)");
     for (std::size_t i = 0; i < policy.commands.size(); ++i) {
         if (i + 1 < policy.commands.size() && policy.commands[i].code == TPM2_CC_PolicyAuthorize)
-            throw Error("the key's signed policy '" + policy.name + "' uses TPM2_PolicyAuthorize before its end, which tpmkey does not run");
+            throw Error(which + " uses TPM2_PolicyAuthorize before its end, which tpmkey does not run");
         check_runnable(policy.commands[i]);
     }
 }

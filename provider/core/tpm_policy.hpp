@@ -58,8 +58,8 @@ PolicyCommand policy_auth_value();
 // `pcr_digest`: the name hash of the selected PCRs' values, concatenated
 // in ascending order.
 PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uint8_t> pcr_digest);
-// The PCR selection of a PolicyPCR command; throws Error if it is malformed
-// or selects more than one bank.
+// The PCR selection of a PolicyPCR command; throws Error if it is malformed,
+// selects more than one bank, or its pcrDigest is not 32 bytes (SHA-256).
 PcrSelection pcr_selection_of(const PolicyCommand& pcr);
 
 // The parts of a PolicyAuthorize command; throws Error if malformed.

@@ -433,7 +433,7 @@ TEST_CASE("a key without userWithAuth is usable exactly when tpmkey runs its who
     CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())}, {secret_signed})),
                Catch::Contains("TPM2_PolicySecret (0x151), which tpmkey does not run"));
     CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())}, {{"", {pcr16()}}})),
-               Catch::Contains("does not end with its signature"));
+               Catch::Contains("a signed policy of the key does not end with its signature"));
     CHECK_THAT(usable_error(policy_key({truncated_pcr})), Catch::StartsWith("k.tpm: malformed TPM2_PolicyPCR (0x17f)"));
     // With userWithAuth the PIN is enough: the policy is not looked at.
     KeyFile with_auth = policy_key({secret});
