@@ -9,9 +9,14 @@
 #include "key_file.hpp"
 #include "tpm_keys.hpp"
 #include "known_parents.hpp"
+#include "policy_signer.hpp"
 #include "prompt.hpp"
 #include "public_key.hpp"
+#include "tpm_policy.hpp"
+#include "tpm_policy_session.hpp"
 #include "tpm_queries.hpp"
+
+#include <openssl/rand.h>
 
 #include <tss2/tss2_tpm2_types.h>
 
@@ -37,6 +42,7 @@ using namespace tpmkey;
 constexpr const char* usage_text =
     "usage: tpmkey-keygen [-q] [-t ecdsa|rsa] [-b bits] [-f keyfile] [-C comment]\n"
     "                     [-N ''] [--pin-file FILE] [--parent HANDLE] [--tcti TCTI]\n"
+    "                     [--pcr LIST [--pcr-bank BANK] [--policy-signer FILE]]\n"
     "\n"
     "Creates a key inside the TPM. Writes KEYFILE (default ~/.ssh/id_tpm.tpm), which\n"
     "only this TPM can use, and its public key next to it (id_tpm.pub).\n"
@@ -53,7 +59,17 @@ constexpr const char* usage_text =
     "                     has a storage key there, else 0x40000001)\n"
     "  --tcti TCTI        how to reach the TPM (default: $TPMKEY_TCTI, the config\n"
     "                     file, then /dev/tpmrm0)\n"
-    "  -q                 quiet\n";
+    "  --pcr LIST         bind the key to the current values of these PCRs\n"
+    "                     (e.g. 7, or 0,2,4,7): it signs only while they hold\n"
+    "                     them, i.e. while the machine boots the same way\n"
+    "  --pcr-bank BANK    sha256 (default), sha1, sha384 or sha512\n"
+    "  --policy-signer FILE  bind through a policy signed by the key in FILE\n"
+    "                     (made if missing; default path: ~/.config/tpmkey/\n"
+    "                     policy-signer.pem): after a firmware update,\n"
+    "                     'tpmkey policy sign KEY' re-signs it for the new values\n"
+    "  -q                 quiet\n"
+    "\n"
+    "See docs/pcr-bound-keys.md before binding keys to PCRs.\n";
 
 volatile std::sig_atomic_t interrupted = 0;
 extern "C" void on_signal(int) { interrupted = 1; }
@@ -85,6 +101,8 @@ struct Options {
     std::optional<std::uint32_t> parent;
     std::optional<std::string> tcti;
     bool quiet = false;
+    std::optional<PcrSelection> pcrs;
+    std::optional<std::filesystem::path> policy_signer;
 };
 
 class UsageError : public Error {
@@ -105,8 +123,11 @@ std::uint32_t parse_handle(const std::string& text) {
 }
 
 Options parse_options(int argc, char** argv) {
-    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_help };
+    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_pcr, opt_pcr_bank, opt_policy_signer, opt_help };
     const option long_options[] = {
+        {"pcr", required_argument, nullptr, opt_pcr},
+        {"pcr-bank", required_argument, nullptr, opt_pcr_bank},
+        {"policy-signer", required_argument, nullptr, opt_policy_signer},
         {"pin-file", required_argument, nullptr, opt_pin_file},
         {"parent", required_argument, nullptr, opt_parent},
         {"tcti", required_argument, nullptr, opt_tcti},
@@ -114,6 +135,7 @@ Options parse_options(int argc, char** argv) {
         {nullptr, 0, nullptr, 0},
     };
     Options o;
+    std::string pcr_list, pcr_bank = "sha256";
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":t:b:f:C:N:qh", long_options, nullptr)) != -1) {
@@ -148,6 +170,9 @@ Options parse_options(int argc, char** argv) {
         case opt_pin_file: o.pin_file = arg; break;
         case opt_parent: o.parent = parse_handle(arg); break;
         case opt_tcti: o.tcti = arg; break;
+        case opt_pcr: pcr_list = arg; break;
+        case opt_pcr_bank: pcr_bank = arg; break;
+        case opt_policy_signer: o.policy_signer = arg; break;
         case 'h':
         case opt_help:
             std::cout << usage_text;
@@ -158,6 +183,15 @@ Options parse_options(int argc, char** argv) {
     }
     if (optind != argc)
         throw UsageError(std::string("unexpected argument: ") + argv[optind]);
+    if (!pcr_list.empty()) {
+        try {
+            o.pcrs = parse_pcr_selection(pcr_list, pcr_bank);
+        } catch (const Error& e) {
+            throw UsageError(std::string("--pcr: ") + e.what());
+        }
+    }
+    if (!o.pcrs && o.policy_signer)
+        throw UsageError("--policy-signer signs a PCR policy: give the PCRs with --pcr");
     if (o.no_pin && !o.pin_file.empty())
         throw UsageError("-N '' and --pin-file contradict each other");
     if (!o.bits_given)
@@ -168,6 +202,42 @@ Options parse_options(int argc, char** argv) {
         throw UsageError(std::string("-b: ") + e.what());
     }
     return o;
+}
+
+// The signer of --policy-signer FILE, made there if missing.
+EvpPkey policy_signer_for_keygen(const std::filesystem::path& path, bool quiet) {
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+        return read_policy_signer(path);
+    EvpPkey signer = create_policy_signer(path);
+    if (!quiet)
+        std::cout << "Made a policy signer in " << path.string() << ": keep it (and a backup) to re-sign "
+                  << "the key's PCR policy after firmware updates.\n";
+    return signer;
+}
+
+// The key's policy, in the order openssl_tpm2_engine writes it:
+// [PolicyAuthValue if a PIN], PolicyPCR; or, with a signer,
+// [PolicyAuthorize(signer, nonce), PolicyAuthValue if a PIN] and the
+// signed policy [PolicyPCR] in authPolicy.
+void add_pcr_policy(KeyFile& key, const PolicyCommand& pcr, EVP_PKEY* signer, bool pin) {
+    if (!signer) {
+        if (pin)
+            key.policy.push_back(policy_auth_value());
+        key.policy.push_back(pcr);
+        return;
+    }
+    AuthorizeParts authorize{signer_public(signer), {}, {}};
+    // A nonce of its own per key, so that no signed policy of another key
+    // (by the same signer) fits this one.
+    authorize.policy_ref.size = 32;
+    if (RAND_bytes(authorize.policy_ref.buffer, 32) != 1)
+        throw Error("OpenSSL cannot make random bytes");
+    authorize.signature.sigAlg = TPM2_ALG_NULL;
+    key.policy.push_back(policy_authorize(authorize));
+    if (pin)
+        key.policy.push_back(policy_auth_value());
+    key.signed_policies.push_back(sign_policy({pcr}, signer, authorize.policy_ref, "tpmkey-keygen"));
 }
 
 // -f NAME writes NAME.tpm (the module finds keys by that suffix, and
@@ -285,6 +355,15 @@ int run(int argc, char** argv, std::string& tcti) {
                      "rsa-sha2-512 by default (and does not fall back): logins with this key need\n"
                      "    " << no_rsa_sha2_512_line << "\n"
                      "in ~/.ssh/config ('tpmkey ssh-config --apply' adds it). An ECDSA key (-t ecdsa) has no such limit.\n";
+    // A PCR-bound key: the PCRs' values now, and the signer, before the PIN
+    // prompt (either may fail).
+    std::optional<PolicyCommand> pcr_policy;
+    EvpPkey signer;
+    if (o.pcrs) {
+        pcr_policy = policy_pcr(*o.pcrs, pcr_digest_now(tpm, *o.pcrs));
+        if (o.policy_signer)
+            signer = policy_signer_for_keygen(*o.policy_signer, o.quiet);
+    }
     if (o.pin_file.empty() && !o.no_pin)
         pin = ask_pin();
     check_interrupted();
@@ -298,7 +377,12 @@ int run(int argc, char** argv, std::string& tcti) {
     }
     KeyFile key;
     key.parent = parent_handle;
-    key.blobs = create_key(tpm, parent, o.spec, pin);
+    Bytes auth_policy;
+    if (pcr_policy) {
+        add_pcr_policy(key, *pcr_policy, signer.get(), !pin.empty());
+        auth_policy = policy_digest(key.policy);
+    }
+    key.blobs = create_key(tpm, parent, o.spec, pin, auth_policy);
     key.empty_auth = pin.empty();
     check_interrupted();
 
@@ -340,6 +424,9 @@ int run(int argc, char** argv, std::string& tcti) {
                   << (pin.empty() ? ", no PIN" : ", PIN protected") << ").\n"
                   << "Your public key is in " << pub_path.string() << ".\n"
                   << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
+        if (o.pcrs)
+            std::cout << "It signs only while " << pcr_selection_text(*o.pcrs) << " hold the values they have now"
+                      << (signer ? ", or values you sign with 'tpmkey policy sign'" : "") << ".\n";
     }
     return 0;
 }

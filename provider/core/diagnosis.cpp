@@ -54,6 +54,12 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
                 "this key belongs to a different TPM (or this TPM was cleared since, or the file was altered: the "
                 "TPM's integrity check failed)",
                 "make a new key on this machine: tpmkey-keygen"};
+    if (e.step() == TpmStep::policy_pcr && (e.is(TPM2_RC_VALUE) || e.is(TPM2_RC_PCR_CHANGED)))
+        return {TpmProblem::pcr_changed,
+                e.what() + std::string(" changed since this key was made: the machine booted differently (other "
+                                       "firmware, boot loader or Secure Boot state)"),
+                "see 'tpmkey info KEY'; a key with a signed policy signs again after 'tpmkey policy sign KEY' "
+                "on a machine you trust (docs/pcr-bound-keys.md)"};
     if (e.step() == TpmStep::use_key && is_auth_failure(e))
         return {TpmProblem::wrong_pin, e.key().empty() ? "wrong PIN" : "wrong PIN for '" + e.key() + "'",
                 "the TPM counts wrong PINs and locks out after too many"};

@@ -18,6 +18,7 @@ enum class TpmProblem {
     parent_missing,  // the key's persistent parent is not in this TPM
     owner_password,  // the owner hierarchy has a password: 0x40000001 cannot be re-created
     foreign_key,     // the key was wrapped by another TPM (or the file was altered)
+    pcr_changed,     // the PCRs a key is bound to hold other values than when it was made
     untrusted_parent,  // the storage key fails its checks or its pin (not a TPM error: no PIN sent)
     other,
 };

@@ -25,6 +25,7 @@ enum class TpmStep {
     parent,    // re-creating or reading the parent (storage key)
     load,      // TPM2_Load of a key under its parent
     use_key,   // a command authorised with the key's auth value (sign, change auth)
+    policy_pcr,  // TPM2_PolicyPCR of a key's policy; what() names the PCRs
     other,     // sessions, queries, key creation, marshalling
 };
 

@@ -65,23 +65,38 @@ TpmObject::~TpmObject() {
         (void)Esys_TR_Close(tpm_->esys(), &handle_);
 }
 
-Authorization Authorization::for_secret(Tpm& tpm, const TpmObject& salt_key, bool secret_involved) {
-    Authorization auth;
-    if (!secret_involved)
-        return auth;
+namespace {
+
+// A session salted with `salt_key`, AES-128-CFB parameter encryption both ways.
+TpmObject start_session(Tpm& tpm, const TpmObject& salt_key, TPM2_SE type) {
     const TPMT_SYM_DEF symmetric{.algorithm = TPM2_ALG_AES,
                                  .keyBits = {.aes = 128},
                                  .mode = {.aes = TPM2_ALG_CFB}};
     ESYS_TR session = ESYS_TR_NONE;
     check_rc(Esys_StartAuthSession(tpm.esys(), salt_key.handle(), ESYS_TR_NONE, ESYS_TR_NONE,
-                                   ESYS_TR_NONE, ESYS_TR_NONE, nullptr, TPM2_SE_HMAC, &symmetric,
+                                   ESYS_TR_NONE, ESYS_TR_NONE, nullptr, type, &symmetric,
                                    TPM2_ALG_SHA256, &session),
              "TPM2_StartAuthSession");
-    auth.session_ = TpmObject(tpm, session, TpmObject::Kind::transient);
+    TpmObject owned(tpm, session, TpmObject::Kind::transient);
     const TPMA_SESSION attributes =
         TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT;
     check_rc(Esys_TRSess_SetAttributes(tpm.esys(), session, attributes, 0xff),
              "Esys_TRSess_SetAttributes");
+    return owned;
+}
+
+}  // namespace
+
+Authorization Authorization::for_secret(Tpm& tpm, const TpmObject& salt_key, bool secret_involved) {
+    Authorization auth;
+    if (secret_involved)
+        auth.session_ = start_session(tpm, salt_key, TPM2_SE_HMAC);
+    return auth;
+}
+
+Authorization Authorization::policy_session(Tpm& tpm, const TpmObject& salt_key) {
+    Authorization auth;
+    auth.session_ = start_session(tpm, salt_key, TPM2_SE_POLICY);
     return auth;
 }
 

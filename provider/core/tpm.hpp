@@ -121,6 +121,9 @@ class Authorization {
 public:
     // `salt_key` is the parent: a loaded storage key whose public part ESAPI knows.
     static Authorization for_secret(Tpm& tpm, const TpmObject& salt_key, bool secret_involved);
+    // A policy session, salted and encrypted the same way, for a key whose
+    // policy the caller then satisfies (tpm_policy_session.hpp).
+    static Authorization policy_session(Tpm& tpm, const TpmObject& salt_key);
 
     Authorization(Authorization&&) = default;
     Authorization& operator=(Authorization&&) = default;

@@ -24,7 +24,7 @@ void check_key_spec(const KeySpec& spec) {
         throw Error("RSA keys are 2048 or 3072 bits");
 }
 
-TPM2B_PUBLIC signing_key_template(const KeySpec& spec) {
+TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy) {
     check_key_spec(spec);
     TPM2B_PUBLIC pub{};
     TPMT_PUBLIC& area = pub.publicArea;
@@ -44,6 +44,15 @@ TPM2B_PUBLIC signing_key_template(const KeySpec& spec) {
         area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
         area.parameters.rsaDetail.keyBits = static_cast<TPMI_RSA_KEY_BITS>(spec.bits);
         area.parameters.rsaDetail.exponent = 0;  // the default, 65537
+    }
+    if (!auth_policy.empty()) {
+        if (auth_policy.size() != 32)
+            throw Error("a policy digest must be a SHA-256 digest");
+        area.authPolicy.size = 32;
+        std::copy(auth_policy.begin(), auth_policy.end(), area.authPolicy.buffer);
+        // Else the PIN alone (an HMAC or password session) would bypass
+        // the policy (TPM 2.0 Part 1, 19.7.4).
+        area.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
     }
     return pub;
 }
@@ -208,8 +217,9 @@ PersistentSrk inspect_persistent_srk(Tpm& tpm) {
                 attributes_text(area.objectAttributes) + ")"};
 }
 
-KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin) {
-    const TPM2B_PUBLIC in_public = signing_key_template(spec);
+KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin,
+                    std::span<const std::uint8_t> auth_policy) {
+    const TPM2B_PUBLIC in_public = signing_key_template(spec, auth_policy);
     TPM2B_SENSITIVE_CREATE sensitive{};
     fill_auth(sensitive.sensitive.userAuth, pin);
     const TPM2B_DATA outside_info{};

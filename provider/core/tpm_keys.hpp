@@ -37,8 +37,10 @@ struct KeySpec {
 void check_key_spec(const KeySpec& spec);
 
 // The public template of a new signing key: scheme NULL, so the scheme and
-// hash are chosen per signature.
-TPM2B_PUBLIC signing_key_template(const KeySpec& spec);
+// hash are chosen per signature. `auth_policy`: a policy digest
+// (tpm_policy.hpp) the key is bound to, or empty; a key with one can be
+// used only through its policy (no userWithAuth).
+TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy = {});
 
 // The TCG standard storage key templates (TCG TPM v2.0 Provisioning
 // Guidance, 7.5.1; empty unique): ECC P-256 ("H-2"), the one tpm2-openssl,
@@ -81,8 +83,10 @@ struct KeyBlobs {
     TPM2B_PRIVATE priv{};
 };
 
-// TPM2_Create under `parent`, with `pin` (possibly empty) as the auth value.
-KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin);
+// TPM2_Create under `parent`, with `pin` (possibly empty) as the auth value,
+// bound to `auth_policy` if not empty (signing_key_template).
+KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin,
+                    std::span<const std::uint8_t> auth_policy = {});
 
 // TPM2_Load of a wrapped key under its parent (whose auth value is empty).
 TpmObject load_key(Tpm& tpm, const TpmObject& parent, const Authorization& auth, const KeyBlobs& blobs);

@@ -86,6 +86,11 @@ CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
         } else if (d.kind == TpmProblem::locked_out) {
             rv = CKR_PIN_LOCKED;
             log_error(d.problem + " (" + dictionary_attack_text(m) + ")");
+        } else if (d.kind == TpmProblem::pcr_changed) {
+            // Not the PIN, not the device: the TPM refuses this key in this
+            // boot state.
+            rv = CKR_FUNCTION_REJECTED;
+            log_error(diagnosis_line(d));
         } else {
             log_error(diagnosis_line(d));
         }

@@ -15,9 +15,14 @@ Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout) {
             log_error(found.skip_message() + " (key skipped)");
             continue;
         }
-        auto token = std::make_unique<Token>(tokens_.size(), found.path, std::move(found.key->file));
-        log_debug("slot " + std::to_string(tokens_.size()) + ": " + found.path.string());
-        tokens_.push_back(std::move(token));
+        try {
+            auto token = std::make_unique<Token>(tokens_.size(), found.path, std::move(found.key->file));
+            log_debug("slot " + std::to_string(tokens_.size()) + ": " + found.path.string());
+            tokens_.push_back(std::move(token));
+        } catch (const Error& e) {
+            // One key that cannot be served must not hide the user's others.
+            log_error(found.path.string() + ": " + e.what() + " (key skipped)");
+        }
     }
     if (tokens_.empty())
         log_info("no TPM keys found (looked in " +

@@ -4,6 +4,7 @@
 #include "owned.hpp"
 #include "file_read.hpp"
 #include "log.hpp"
+#include "tpm_policy_session.hpp"
 #include "tpm_queries.hpp"
 
 #include <openssl/err.h>
@@ -60,7 +61,6 @@ CK_ULONG new_handle() noexcept { return ++handle_counter; }
 Token::Token(CK_SLOT_ID slot, std::filesystem::path path, KeyFile key)
     : slot_(slot), path_(std::move(path)), key_(std::move(key)), pub_(key_.blobs.pub.publicArea),
       label_(path_.stem().string()), id_(key_id_of(pub_)) {
-    check_usable(key_, path_.string());
     const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
                          mechanisms_for(pub_, all_hashes)};
     objects_.push_back(make_public_key_object(new_handle(), facts));
@@ -168,6 +168,12 @@ Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     require(may_sign(), CKR_USER_NOT_LOGGED_IN);  // e.g. C_Logout during an operation
     Loaded& loaded = load(tpm);
     const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
+    if (key_.has_policy()) {
+        // A fresh policy session per signature: its use consumes the policy.
+        const Authorization policy = satisfy_policy(tpm.tpm(), tpm.parent(key_.parent), key_);
+        return sign_digest(tpm.tpm(), loaded.key, policy, request.scheme, request.hash, request.digest,
+                           pub_.ec_field_size());
+    }
     return sign_digest(tpm.tpm(), loaded.key, loaded.auth, request.scheme, request.hash, request.digest,
                        pub_.ec_field_size());
 }

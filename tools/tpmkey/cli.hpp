@@ -63,6 +63,11 @@ struct Command {
 extern const Command list_command, pubkey_command, info_command, passwd_command;  // key_commands.cpp
 extern const Command doctor_command;                                              // doctor.cpp
 extern const Command ssh_config_command;                                          // ssh_config.cpp
+extern const Command policy_command;                                              // policy.cpp
+
+// tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
+// match now (policy.cpp).
+void print_policy(const KeyFile& key, Tpm* tpm);
 
 // "RSA 2048", "ECDSA P-256"
 inline std::string key_type_text(const PublicKey& pub) {

@@ -14,6 +14,7 @@
 #include <tss2/tss2_tpm2_types.h>
 
 #include <iostream>
+#include <memory>
 #include <optional>
 
 namespace tpmkey::cli {
@@ -104,11 +105,6 @@ int cmd_info(const Parsed& p) {
     const KeyFile key = read_key_file(path);
     const TPMT_PUBLIC& area = key.blobs.pub.publicArea;
     const PublicKey pub(area);
-    const bool user_with_auth = area.objectAttributes & TPMA_OBJECT_USERWITHAUTH;
-    std::string policy = "none";
-    if (key.has_policy() || area.authPolicy.size)
-        policy = user_with_auth ? "yes (the PIN works too; tpmkey uses the PIN)"
-                                : "yes, required (tpmkey cannot use this key)";
     std::cout << "file:        " << path.string() << "\n"
               << "type:        " << key_type_text(pub) << "\n"
               << "fingerprint: " << pub.ssh_fingerprint() << "\n"
@@ -117,15 +113,21 @@ int cmd_info(const Parsed& p) {
               << "parent:      " << handle_text(key.parent)
               << (key.parent == owner_hierarchy ? " (storage key re-created from the owner hierarchy)"
                                                 : " (persistent storage key)")
-              << "\n"
-              << "policy:      " << policy << "\n";
+              << "\n";
     if (!key.description.empty())
         std::cout << "description: " << key.description << "\n";
     std::optional<Diagnosis> problem;
     const Config config = load_config();
+    std::unique_ptr<Tpm> tpm;
     try {
-        Tpm tpm(config.tcti, config.tpm_timeout);
-        problem = why_key_does_not_load(tpm, key, KnownParents::load());
+        tpm = std::make_unique<Tpm>(config.tcti, config.tpm_timeout);
+    } catch (const TpmError& e) {
+        problem = diagnose(e, config.tcti);
+    }
+    print_policy(key, tpm.get());
+    try {
+        if (tpm)
+            problem = why_key_does_not_load(*tpm, key, KnownParents::load());
     } catch (const TpmError& e) {
         problem = diagnose(e, config.tcti);
     }

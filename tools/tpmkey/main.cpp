@@ -28,6 +28,7 @@ const char* const usage_text =
     "  passwd KEY               set, change or remove the PIN of KEY\n"
     "  doctor                   check the TPM, the keys and the ssh set-up\n"
     "  ssh-config [--apply]     the ~/.ssh/config lines for the module (--apply adds them)\n"
+    "  policy sign KEY          re-sign a PCR-bound key's policy for the PCRs' values now\n"
     "\n"
     "Run 'tpmkey COMMAND --help' for more.\n";
 
@@ -77,7 +78,7 @@ Parsed parse_args(const CommandSpec& spec, const std::vector<std::string>& args)
 
 constexpr const Command* commands[] = {
     &list_command,   &pubkey_command, &info_command,
-    &passwd_command, &doctor_command, &ssh_config_command,
+    &passwd_command, &doctor_command, &ssh_config_command, &policy_command,
 };
 
 int run(int argc, char** argv) {

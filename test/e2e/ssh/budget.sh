@@ -7,6 +7,14 @@
 #   one direct ssh login, key with PIN, parent 0x40000001     8   (every flush included)
 #   the same, key without PIN                                 5
 #   each further signature in one process (ssh-agent's helper) 1   (asserted: exactly 1)
+#   PCR-bound keys (docs/pcr-bound-keys.md), ECDSA P-256: a direct ssh login
+#     --pcr 7, no PIN                                        8   (5 + StartAuthSession, PolicyPCR, FlushContext)
+#     --pcr 7, PIN                                          12   (8 + the same and PolicyAuthValue)
+#     --pcr 7 --policy-signer, PIN                          16   (12 + LoadExternal, VerifySignature,
+#                                                                PolicyAuthorize, FlushContext of the signer)
+#
+# The keys without a policy keep their budgets: only keys with one pay for
+# the policy session (StartAuthSession, the policy commands, FlushContext).
 #
 # For ECDSA P-256 and RSA 2048 keys, through tpm2-abrmd (run under
 # `with-swtpm --abrmd`): the module keeps nothing loaded between calls on a
@@ -25,6 +33,9 @@ budget_list=0
 budget_login_pin=8
 budget_login_nopin=5
 budget_further_signature=1
+budget_login_pcr_nopin=8
+budget_login_pcr_pin=12
+budget_login_pcr_signed=16
 
 keys=$TEST_DIR/keys
 pin=4321
@@ -35,6 +46,10 @@ for t in "${types[@]}"; do
     keygen "$keys/$type$bits-pin.tpm" "$type" "$bits" "$pin"
 done
 ssh-keygen -q -t ed25519 -N '' -f "$TEST_DIR/plain"
+pcr_keys=$TEST_DIR/pcr-keys
+keygen "$pcr_keys/pcr-nopin.tpm" ecdsa 256 "" --pcr 7
+keygen "$pcr_keys/pcr-pin.tpm" ecdsa 256 "$pin" --pcr 7
+keygen "$pcr_keys/pcr-signed-pin.tpm" ecdsa 256 "$pin" --pcr 7 --policy-signer "$TEST_DIR/signer.pem"
 
 # The budget for logins is for keys whose parent is 0x40000001 (the storage
 # key re-created with TPM2_CreatePrimary). tpmkey-keygen picks that when the
@@ -51,16 +66,17 @@ expect_at_most() {
 }
 
 # 1. ssh-keygen -D: lists the keys from their files, no TPM command.
-export TPMKEY_KEYS=$keys
+export TPMKEY_KEYS=$keys:$pcr_keys
 askpass_pin
 pcap_start list
 ssh-keygen -D "$TPMKEY_MODULE" >"$TEST_DIR/list.out" || fail "ssh-keygen -D failed"
 pcap_stop
-[ "$(wc -l <"$TEST_DIR/list.out")" = 4 ] || { show "$TEST_DIR/list.out"; fail "ssh-keygen -D: expected 4 keys"; }
-expect_at_most list "$budget_list" "ssh-keygen -D (4 keys)"
+[ "$(wc -l <"$TEST_DIR/list.out")" = 7 ] || { show "$TEST_DIR/list.out"; fail "ssh-keygen -D: expected 7 keys"; }
+expect_at_most list "$budget_list" "ssh-keygen -D (7 keys, 3 of them PCR-bound)"
 
 # 2. A login where sshd refuses every TPM key and a plain key logs in:
 #    the TPM keys are offered but never used, so no PIN and no TPM command.
+export TPMKEY_KEYS=$keys   # sshd's MaxAuthTries (6) is less than 7 keys + the plain one
 sshd_start
 cp "$TEST_DIR/plain.pub" "$AUTH_KEYS"
 askpass_pin
@@ -102,6 +118,12 @@ for t in "${types[@]}"; do
     expect_prompts "Enter PIN for '$type$bits-pin': "
     expect_at_most "login-$type$bits-pin" "$budget_login_pin" "ssh login, $type $bits key with PIN"
 done
+keys=$pcr_keys login_with pcr-nopin "ssh login, PCR-bound key without PIN" login-pcr-nopin
+expect_at_most login-pcr-nopin "$budget_login_pcr_nopin" "ssh login, ecdsa 256 key bound to PCR 7, without PIN"
+keys=$pcr_keys login_with pcr-pin "ssh login, PCR-bound key with PIN" login-pcr-pin
+expect_at_most login-pcr-pin "$budget_login_pcr_pin" "ssh login, ecdsa 256 key bound to PCR 7, with PIN"
+keys=$pcr_keys login_with pcr-signed-pin "ssh login, signed-policy key with PIN" login-pcr-signed
+expect_at_most login-pcr-signed "$budget_login_pcr_signed" "ssh login, ecdsa 256 key bound to PCR 7 by a signed policy, with PIN"
 
 # 4. Further signatures in one long-lived process: ssh-agent's
 #    ssh-pkcs11-helper, which inherits the agent's environment, so the

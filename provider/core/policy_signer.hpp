@@ -1,0 +1,23 @@
+// The policy signer of keys with signed PCR policies: a private key (PEM)
+// kept on the user's machine, outside the TPM on purpose: it re-signs a
+// key's PCR policy after a firmware update (tpmkey policy sign), so it must
+// survive the TPM's and the boot chain's changes (docs/pcr-bound-keys.md).
+#pragma once
+
+#include "owned.hpp"
+
+#include <filesystem>
+
+namespace tpmkey {
+
+// $XDG_CONFIG_HOME/tpmkey/policy-signer.pem (or ~/.config/...).
+std::filesystem::path default_policy_signer_path();
+
+// Reads the signer's private key: a regular file only the user can read
+// and replace, PEM, ECC P-256/P-384 or RSA. Throws Error.
+EvpPkey read_policy_signer(const std::filesystem::path& path);
+
+// Makes a new ECC P-256 signer at `path` (0600, not overwriting a file).
+EvpPkey create_policy_signer(const std::filesystem::path& path);
+
+}  // namespace tpmkey

@@ -1,0 +1,156 @@
+// tpmkey policy sign, and the policy part of tpmkey info: keys bound to
+// PCRs (docs/pcr-bound-keys.md).
+#include "cli.hpp"
+
+#include "atomic_file.hpp"
+#include "config.hpp"
+#include "policy_signer.hpp"
+#include "tpm_policy.hpp"
+#include "tpm_policy_session.hpp"
+
+#include <iostream>
+
+namespace tpmkey::cli {
+
+namespace {
+
+std::string hex(std::span<const std::uint8_t> bytes) {
+    static const char digits[] = "0123456789abcdef";
+    std::string out;
+    for (std::uint8_t b : bytes) {
+        out += digits[b >> 4];
+        out += digits[b & 15];
+    }
+    return out;
+}
+
+// The PolicyPCR of a list of commands, if it has one.
+const PolicyCommand* pcr_command(std::span<const PolicyCommand> commands) {
+    for (const PolicyCommand& c : commands)
+        if (c.code == TPM2_CC_PolicyPCR)
+            return &c;
+    return nullptr;
+}
+
+// Whether the PCRs of a PolicyPCR hold the values it was made for.
+bool pcrs_match(Tpm& tpm, const PolicyCommand& pcr) {
+    const Bytes now = pcr_digest_now(tpm, pcr_selection_of(pcr));
+    return pcr.body.size() >= now.size() && std::equal(now.begin(), now.end(), pcr.body.end() - 32);
+}
+
+bool signed_key(const KeyFile& key) {
+    return !key.policy.empty() && key.policy.front().code == TPM2_CC_PolicyAuthorize;
+}
+
+}  // namespace
+
+void print_policy(const KeyFile& key, Tpm* tpm) {
+    const TPMT_PUBLIC& area = key.blobs.pub.publicArea;
+    const bool user_with_auth = area.objectAttributes & TPMA_OBJECT_USERWITHAUTH;
+    if (!key.has_policy() && area.authPolicy.size == 0) {
+        std::cout << "policy:      none\n";
+        return;
+    }
+    if (user_with_auth) {
+        std::cout << "policy:      yes, optional (the PIN works too; tpmkey uses the PIN)\n";
+        return;
+    }
+    const bool pin = std::any_of(key.policy.begin(), key.policy.end(),
+                                 [](const PolicyCommand& c) { return c.code == TPM2_CC_PolicyAuthValue; });
+    std::vector<const PolicyCommand*> pcrs;  // the PolicyPCRs to check: the key's, or each signed policy's
+    if (signed_key(key)) {
+        const AuthorizeParts signer = authorize_parts_of(key.policy.front());
+        std::cout << "policy:      signed policies (" << key.signed_policies.size() << ")"
+                  << (pin ? " and the PIN" : "") << "; signer "
+                  << hex(tpm_name(signer.signer.publicArea)).substr(4, 16) << "...\n";
+        for (const SignedPolicy& s : key.signed_policies) {
+            const PolicyCommand* pcr = pcr_command(s.commands);
+            std::cout << "             " << (s.name.empty() ? std::string("(no name)") : s.name) << ": "
+                      << (pcr ? pcr_selection_text(pcr_selection_of(*pcr)) : std::string("no PCRs")) << "\n";
+            pcrs.push_back(pcr);
+        }
+    } else {
+        const PolicyCommand* pcr = pcr_command(key.policy);
+        std::cout << "policy:      " << (pcr ? pcr_selection_text(pcr_selection_of(*pcr)) : std::string("no PCRs"))
+                  << (pin ? " and the PIN" : "") << "\n";
+        pcrs.push_back(pcr);
+    }
+    std::cout << "policy digest: " << hex(std::span(area.authPolicy.buffer, area.authPolicy.size)) << "\n";
+    if (!tpm)
+        return;
+    bool any_match = false;
+    try {
+        for (const PolicyCommand* pcr : pcrs)
+            any_match = any_match || !pcr || pcrs_match(*tpm, *pcr);
+    } catch (const Error& e) {
+        std::cout << "PCRs now:    cannot tell: " << e.what() << "\n";
+        return;
+    }
+    if (any_match)
+        std::cout << "PCRs now:    match: the key signs in this boot state\n";
+    else
+        std::cout << "PCRs now:    changed since the key was made: the key does not sign in this boot state"
+                  << (signed_key(key) ? " ('tpmkey policy sign' approves it, on a boot you trust)" : "") << "\n";
+}
+
+namespace {
+
+constexpr CommandSpec policy_spec{
+    "policy", "tpmkey policy sign [--policy-signer FILE] KEY",
+    "For a key bound to PCRs through a signed policy (tpmkey-keygen --pcr ...\n"
+    "--policy-signer): signs a policy for the values the PCRs hold now, and\n"
+    "adds it to KEY (newest first). The key then signs in this boot state,\n"
+    "with the same public key. Run it after a firmware update, on a boot you\n"
+    "trust: it approves this boot state.\n"
+    "\n"
+    "  --policy-signer FILE  the signer's private key (default\n"
+    "                        ~/.config/tpmkey/policy-signer.pem)\n"
+    "\n"
+    "See docs/pcr-bound-keys.md.\n",
+    {"--policy-signer", nullptr}, {nullptr}, 2};
+
+int cmd_policy(const Parsed& p) {
+    if (p.positional[0] != "sign")
+        throw UsageError("tpmkey policy: unknown subcommand '" + p.positional[0] + "'", policy_spec.usage);
+    std::filesystem::path path = p.positional[1];
+    std::error_code ec;
+    if (std::filesystem::is_symlink(path, ec))
+        path = std::filesystem::canonical(path);  // the link stays a link
+    KeyFile key = read_key_file(path);
+    if (!signed_key(key) || key.signed_policies.empty())
+        throw Error(path.string() + ": not a key with a signed policy (made with tpmkey-keygen --pcr ... "
+                                    "--policy-signer); a key bound to PCRs directly cannot follow a change");
+    const PolicyCommand* newest_pcr = pcr_command(key.signed_policies.front().commands);
+    if (!newest_pcr)
+        throw Error(path.string() + ": its newest signed policy binds no PCRs");
+    const PcrSelection selection = pcr_selection_of(*newest_pcr);
+
+    const std::filesystem::path signer_path =
+        p.has_value("--policy-signer") ? std::filesystem::path(p.value("--policy-signer")) : default_policy_signer_path();
+    const EvpPkey signer = read_policy_signer(signer_path);
+    const AuthorizeParts authorize = authorize_parts_of(key.policy.front());
+    if (tpm_name(signer_public(signer.get()).publicArea) != tpm_name(authorize.signer.publicArea))
+        throw Error(signer_path.string() + " is not the policy signer of " + path.string() + "; the file is unchanged");
+
+    const Config config = load_config();
+    Tpm tpm(config.tcti, config.tpm_timeout);
+    const PolicyCommand pcr = policy_pcr(selection, pcr_digest_now(tpm, selection));
+    for (const SignedPolicy& s : key.signed_policies)
+        if (const PolicyCommand* c = pcr_command(s.commands); c && *c == pcr) {
+            std::cout << path.string() << ": a signed policy for the current values of "
+                      << pcr_selection_text(selection) << " is there already; nothing changed.\n";
+            return 0;
+        }
+    key.signed_policies.insert(key.signed_policies.begin(),
+                               sign_policy({pcr}, signer.get(), authorize.policy_ref, "tpmkey policy sign"));
+    write_file_atomically(path, format_key_file(key), 0600, Replace::yes);
+    std::cout << path.string() << ": signed a policy for the current values of " << pcr_selection_text(selection)
+              << "; the key signs in this boot state (" << key.signed_policies.size() << " signed policies).\n";
+    return 0;
+}
+
+}  // namespace
+
+const Command policy_command{&policy_spec, cmd_policy};
+
+}  // namespace tpmkey::cli
