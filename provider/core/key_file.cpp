@@ -389,8 +389,8 @@ void check_runnable(const PolicyCommand& command) {
     }
 }
 
-// A signed policy we run: PolicyAuthValue and PolicyPCR commands, then the
-// PolicyAuthorize that carries the signature.
+}  // namespace
+
 void check_runnable(const SignedPolicy& policy) {
     const std::string which = policy.name.empty() ? "a signed policy of the key" : "the key's signed policy '" + policy.name + "'";
     if (policy.commands.empty() || policy.commands.back().code != TPM2_CC_PolicyAuthorize)
@@ -401,6 +401,8 @@ void check_runnable(const SignedPolicy& policy) {
         check_runnable(policy.commands[i]);
     }
 }
+
+namespace {
 
 void check_runnable(const KeyFile& key) {
     if (key.policy.empty())

@@ -65,6 +65,11 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
 // takes an absent emptyAuth for TRUE and never asks for a PIN.
 std::string format_key_file(const KeyFile& key);
 
+// Throws Error unless tpmkey runs `policy`: PolicyAuthValue and PolicyPCR
+// commands, then the PolicyAuthorize that carries the signature. A key's
+// signed policies that fail this are skipped when it signs.
+void check_runnable(const SignedPolicy& policy);
+
 // Throws Error (prefixed by `name`) for a key tpmkey cannot use although the
 // file is valid: one usable only through a TPM policy (no userWithAuth)
 // whose commands are not all ones tpmkey runs: TPM2_PolicyAuthValue,

@@ -145,6 +145,11 @@ Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile&
     std::optional<TpmError> first_failure;
     for (const SignedPolicy& signed_policy : key.signed_policies) {
         try {
+            check_runnable(signed_policy);
+        } catch (const Error&) {
+            continue;  // a kind of policy we do not run: the next one may do
+        }
+        try {
             Authorization auth = Authorization::policy_session(tpm, salt_key);
             run(tpm, auth.session(), signed_policy.commands);
             run(tpm, auth.session(), policy.subspan(1));
