@@ -1,5 +1,7 @@
 #include "known_parents.hpp"
 
+#include "tpm_policy.hpp"
+
 #include "atomic_file.hpp"
 #include "config.hpp"
 #include "error.hpp"
@@ -7,7 +9,6 @@
 #include "tpm_keys.hpp"
 #include "log.hpp"
 
-#include <openssl/sha.h>
 #include <tss2/tss2_mu.h>
 
 #include <sys/stat.h>
@@ -24,16 +25,6 @@ namespace {
 
 constexpr const char* systemd_srk_path = "/run/systemd/tpm2-srk-public-key.tpm2b_public";
 constexpr std::size_t max_pins_file_size = 64 * 1024;
-
-std::string hex(const std::uint8_t* data, std::size_t size) {
-    std::string out;
-    char buf[3];
-    for (std::size_t i = 0; i < size; ++i) {
-        std::snprintf(buf, sizeof buf, "%02x", data[i]);
-        out += buf;
-    }
-    return out;
-}
 
 // systemd pins the SRK of the machine's own TPM, which the tpm2-tss default,
 // /dev/tpm* and tpm2-abrmd reach; a simulator or another TCTI is another TPM.
@@ -79,15 +70,10 @@ std::string tpm_identity(std::string_view tcti) {
 }
 
 std::string name_hex_of(const TPM2B_PUBLIC& pub) {
-    std::uint8_t area[sizeof(TPMT_PUBLIC)];
-    size_t size = 0;
-    check_rc(Tss2_MU_TPMT_PUBLIC_Marshal(&pub.publicArea, area, sizeof area, &size), "marshalling a public area");
     // The standard storage keys (and systemd's SRK) are named with SHA-256.
     if (pub.publicArea.nameAlg != TPM2_ALG_SHA256)
         throw Error("only SHA-256 names are computed here");
-    std::uint8_t name[2 + SHA256_DIGEST_LENGTH] = {TPM2_ALG_SHA256 >> 8, TPM2_ALG_SHA256 & 0xff};
-    SHA256(area, size, name + 2);
-    return hex(name, sizeof name);
+    return hex(tpm_name(pub.publicArea));
 }
 
 std::filesystem::path KnownParents::file_path() {
@@ -175,7 +161,7 @@ void KnownParents::add(const std::string& tpm, std::uint32_t handle, const std::
 std::string loaded_name_hex(Tpm& tpm, const TpmObject& object) {
     EsysPtr<TPM2B_NAME> name;
     check_rc(Esys_TR_GetName(tpm.esys(), object.handle(), out_ptr(name)), "Esys_TR_GetName");
-    return hex(name->name, name->size);
+    return hex(std::span(name->name, name->size));
 }
 
 TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned) {

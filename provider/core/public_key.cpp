@@ -171,6 +171,17 @@ EvpPkey PublicKey::to_evp() const {
     return pkey;
 }
 
+std::string hex(std::span<const std::uint8_t> data) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(2 * data.size());
+    for (std::uint8_t b : data) {
+        out += digits[b >> 4];
+        out += digits[b & 15];
+    }
+    return out;
+}
+
 std::string base64(const Bytes& data) {
     std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
     const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(),

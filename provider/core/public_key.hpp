@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,5 +67,7 @@ private:
 };
 
 std::string base64(const Bytes& data);
+// Lower-case hex, as tpm2-tools prints digests and names.
+std::string hex(std::span<const std::uint8_t> data);
 
 }  // namespace tpmkey

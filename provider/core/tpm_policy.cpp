@@ -32,7 +32,7 @@ struct Bank {
 constexpr Bank banks[] = {
     {"sha1", TPM2_ALG_SHA1}, {"sha256", TPM2_ALG_SHA256}, {"sha384", TPM2_ALG_SHA384}, {"sha512", TPM2_ALG_SHA512}};
 
-std::string hex(std::uint32_t value) {
+std::string code_text(std::uint32_t value) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%x", value);
     return buf;
@@ -42,7 +42,7 @@ std::string bank_name(TPMI_ALG_HASH alg) {
     for (const Bank& b : banks)
         if (b.alg == alg)
             return b.name;
-    return "hash " + hex(alg);
+    return "hash " + code_text(alg);
 }
 
 const EVP_MD* md_of(TPMI_ALG_HASH alg) {
@@ -56,7 +56,7 @@ const EVP_MD* md_of(TPMI_ALG_HASH alg) {
     case TPM2_ALG_SHA512:
         return EVP_sha512();
     default:
-        throw Error("unsupported name algorithm " + hex(alg));
+        throw Error("unsupported name algorithm " + code_text(alg));
     }
 }
 
@@ -301,8 +301,8 @@ std::string policy_command_text(TPM2_CC code) {
     };
     for (const Name& n : names)
         if (n.code == code)
-            return std::string(n.name) + " (" + hex(code) + ")";
-    return "TPM command " + hex(code);
+            return std::string(n.name) + " (" + code_text(code) + ")";
+    return "TPM command " + code_text(code);
 }
 
 PolicyCommand policy_auth_value() { return {TPM2_CC_PolicyAuthValue, {}}; }

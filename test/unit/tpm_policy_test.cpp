@@ -25,15 +25,6 @@ Bytes from_hex(const std::string& hex) {
     return out;
 }
 
-std::string to_hex(std::span<const std::uint8_t> bytes) {
-    static const char digits[] = "0123456789abcdef";
-    std::string out;
-    for (std::uint8_t b : bytes) {
-        out += digits[b >> 4];
-        out += digits[b & 15];
-    }
-    return out;
-}
 
 Bytes sha256(std::initializer_list<std::span<const std::uint8_t>> parts) {
     const EvpMdCtx ctx(EVP_MD_CTX_new());
@@ -108,17 +99,17 @@ TEST_CASE("policy digests: the known answers of the research notes") {
         return b;
     }();
     const Bytes pcr16_value = sha256({Bytes(32, 0), aaa});
-    CHECK(to_hex(pcr16_value).starts_with("c2119764"));
+    CHECK(hex(pcr16_value).starts_with("c2119764"));
     CHECK(sha256({pcr16_value}) == pcr16_digest);
 
     const PolicyCommand auth_value = policy_auth_value();
-    CHECK(to_hex(policy_digest(std::vector{auth_value})) ==
+    CHECK(hex(policy_digest(std::vector{auth_value})) ==
           "8fcd2169ab92694e0c633f1ab772842b8241bbc20288981fc7ac1eddc1fddb0e");
-    CHECK(to_hex(policy_digest(std::vector{pcr16()})) ==
+    CHECK(hex(policy_digest(std::vector{pcr16()})) ==
           "7644f611ea10d760dab936c3951e1d85ecdb84ce9a7903dde1c7e0a2d909a013");
-    CHECK(to_hex(policy_digest(std::vector{pcr16(), auth_value})) ==
+    CHECK(hex(policy_digest(std::vector{pcr16(), auth_value})) ==
           "f5659398c9b4660747ab15eff3fcd4ef10349ce6b3250da978d87b825dfc026f");
-    CHECK(to_hex(policy_digest(std::vector{auth_value, pcr16()})) ==
+    CHECK(hex(policy_digest(std::vector{auth_value, pcr16()})) ==
           "442be86e9ff46a5f3f4f99479b418988604b2868cd74560c549e529fe3943378");
     CHECK(policy_digest({}) == Bytes(32, 0));
 }
@@ -127,11 +118,11 @@ TEST_CASE("PolicyPCR and PolicyAuthValue are stored as openssl_tpm2_engine store
     // tests/policies/policy_pcr.txt of the engine: CC || TPML_PCR_SELECTION || pcrDigest.
     const PolicyCommand pcr = pcr16();
     CHECK(pcr.code == TPM2_CC_PolicyPCR);
-    CHECK(to_hex(pcr.body) == "00000001" "000b" "03" "000001" + to_hex(pcr16_digest));
+    CHECK(hex(pcr.body) == "00000001" "000b" "03" "000001" + hex(pcr16_digest));
     CHECK(policy_auth_value() == PolicyCommand{TPM2_CC_PolicyAuthValue, {}});
     // PCRs 7 and 16 select 80 00 01.
     const PolicyCommand two = policy_pcr(parse_pcr_selection("16,7", "sha1"), pcr16_digest);
-    CHECK(to_hex(two.body).starts_with("00000001" "0004" "03" "800001"));
+    CHECK(hex(two.body).starts_with("00000001" "0004" "03" "800001"));
     CHECK(pcr_selection_of(two) == PcrSelection{TPM2_ALG_SHA1, {7, 16}});
     CHECK(pcr_selection_of(pcr) == PcrSelection{TPM2_ALG_SHA256, {16}});
     CHECK_THROWS_WITH(policy_pcr(parse_pcr_selection("7", "sha256"), Bytes(20, 0)), Catch::Contains("SHA-256"));
@@ -162,11 +153,11 @@ TEST_CASE("the policy signer: the engine's template, and the name tpm2-tools giv
     const EvpPkey key = signer_key();
     const TPM2B_PUBLIC pub = signer_public(key.get());
     // 0056 0023 000b 00060040 0000 0010 0010 0003 0010 0020<x> 0020<y>
-    const std::string marshalled = to_hex(marshal_public(pub));
+    const std::string marshalled = hex(marshal_public(pub));
     CHECK(marshalled.starts_with("0056" "0023" "000b" "00060040" "0000" "0010" "0010" "0003" "0010" "0020"));
     CHECK(marshalled.size() == 2 * (2 + 0x56));
     CHECK(pub.size == 0x56);
-    CHECK(to_hex(tpm_name(pub.publicArea)) == signer_name);
+    CHECK(hex(tpm_name(pub.publicArea)) == signer_name);
 
     SECTION("P-384 and RSA signers") {
         const EvpPkey p384 = generated_key("EC", "P-384");
@@ -180,7 +171,7 @@ TEST_CASE("the policy signer: the engine's template, and the name tpm2-tools giv
         CHECK(pub_rsa.publicArea.parameters.rsaDetail.exponent == 0);
         CHECK(pub_rsa.publicArea.unique.rsa.size == 256);
         CHECK(pub_rsa.publicArea.objectAttributes == 0x00060040);
-        CHECK(to_hex(marshal_public(pub_rsa)).size() == 2 * (2u + pub_rsa.size));
+        CHECK(hex(marshal_public(pub_rsa)).size() == 2 * (2u + pub_rsa.size));
         CHECK(tpm_name(pub_rsa.publicArea).size() == 34);
     }
     SECTION("other keys are refused") {
@@ -197,7 +188,7 @@ TEST_CASE("PolicyAuthorize: its parts round-trip and its digest is the TPM's (tp
     const TPM2B_DIGEST ref = policy_ref_of(0x11);
     const PolicyCommand authorize = unsigned_authorize(key.get(), ref);
     CHECK(authorize.code == TPM2_CC_PolicyAuthorize);
-    CHECK(to_hex(authorize.body).ends_with("0020" + std::string(64, '1') + "0010"));  // ref, NULL signature
+    CHECK(hex(authorize.body).ends_with("0020" + std::string(64, '1') + "0010"));  // ref, NULL signature
     const AuthorizeParts parts = authorize_parts_of(authorize);
     CHECK(marshal_public(parts.signer) == marshal_public(signer_public(key.get())));
     CHECK(parts.signature.sigAlg == TPM2_ALG_NULL);
@@ -209,8 +200,8 @@ TEST_CASE("PolicyAuthorize: its parts round-trip and its digest is the TPM's (tp
     CHECK(policy_digest(std::vector{authorize}) == expected);
     // tpm2-tools 5.4 on a swtpm: tpm2_policyauthorize -i <zeros> -q <32 x 0x11> -n sk.name,
     // then tpm2_policyauthvalue.
-    CHECK(to_hex(expected) == "c7923b204fdf1ee4646c96d7e14120d041f9eecc0a66ba04b5b84a5f8adeb941");
-    CHECK(to_hex(policy_digest(std::vector{authorize, policy_auth_value()})) ==
+    CHECK(hex(expected) == "c7923b204fdf1ee4646c96d7e14120d041f9eecc0a66ba04b5b84a5f8adeb941");
+    CHECK(hex(policy_digest(std::vector{authorize, policy_auth_value()})) ==
           "7acbbb5b742d37a47c90101c52f26f10016ee6a5e824c33cab05d8b0d00f0afb");
     // PolicyAuthorize starts from zeros again, whatever came before.
     CHECK(policy_digest(std::vector{pcr16(), authorize}) == expected);
@@ -306,11 +297,11 @@ TEST_CASE("malformed policy commands: a clear error, never a crash") {
         auth_value.body.push_back(0);
         CHECK_THROWS_WITH(policy_digest(std::vector{auth_value}), Catch::Contains("1 bytes too many"));
         // Two banks; PCR 24 (sizeofSelect 4); no PCR; no digest.
-        CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000002000b03000001000403000001" + to_hex(pcr16_digest))}),
+        CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000002000b03000001000403000001" + hex(pcr16_digest))}),
                           Catch::Contains("2 banks"));
-        CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000001000b0400000001" + to_hex(pcr16_digest))}),
+        CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000001000b0400000001" + hex(pcr16_digest))}),
                           Catch::Contains("PCR 24"));
-        CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000001000b03000000" + to_hex(pcr16_digest))}),
+        CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000001000b03000000" + hex(pcr16_digest))}),
                           Catch::Contains("no PCR"));
         CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000001000b03000001")}),
                           Catch::Contains("PCR digest is 0 bytes long, not 32"));

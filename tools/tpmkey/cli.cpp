@@ -4,6 +4,13 @@
 
 namespace tpmkey::cli {
 
+std::filesystem::path rewritten_key_file(const std::string& key) {
+    std::error_code ec;
+    if (std::filesystem::is_symlink(key, ec))
+        return std::filesystem::canonical(key);
+    return key;
+}
+
 std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
                                                bool* pinned) {
     try {

@@ -74,6 +74,10 @@ inline std::string key_type_text(const PublicKey& pub) {
     return (pub.is_rsa() ? "RSA " : "ECDSA P-") + std::to_string(pub.bits());
 }
 
+// The file a command that rewrites KEY writes: a key file that is a link
+// (dotfile managers) stays a link, and the new file replaces its target.
+std::filesystem::path rewritten_key_file(const std::string& key);
+
 // Loads `key` (parent first, verified): nothing when it loads, else why not.
 // `pinned` says whether the parent's name was checked against a pin.
 std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,

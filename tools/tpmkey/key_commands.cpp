@@ -177,12 +177,7 @@ Secret ask_new_pin() {
 }
 
 int cmd_passwd(const Parsed& p) {
-    std::filesystem::path path = p.positional[0];
-    // A key file that is a link (dotfile managers) stays a link: the new
-    // file replaces the link's target.
-    std::error_code ec;
-    if (std::filesystem::is_symlink(path, ec))
-        path = std::filesystem::canonical(path);
+    const std::filesystem::path path = rewritten_key_file(p.positional[0]);
     KeyFile key = read_key_file(path);
     check_usable(key, path.string());
     Secret old_pin;

@@ -14,15 +14,6 @@ namespace tpmkey::cli {
 
 namespace {
 
-std::string hex(std::span<const std::uint8_t> bytes) {
-    static const char digits[] = "0123456789abcdef";
-    std::string out;
-    for (std::uint8_t b : bytes) {
-        out += digits[b >> 4];
-        out += digits[b & 15];
-    }
-    return out;
-}
 
 // The PolicyPCR of a list of commands, if it has one.
 const PolicyCommand* pcr_command(std::span<const PolicyCommand> commands) {
@@ -95,27 +86,12 @@ void print_policy(const KeyFile& key, Tpm* tpm) {
 
 namespace {
 
-constexpr CommandSpec policy_spec{
-    "policy", "tpmkey policy sign [--policy-signer FILE] KEY",
-    "For a key bound to PCRs through a signed policy (tpmkey-keygen --pcr ...\n"
-    "--policy-signer): signs a policy for the values the PCRs hold now, and\n"
-    "adds it to KEY (newest first). The key then signs in this boot state,\n"
-    "with the same public key. Run it after a firmware update, on a boot you\n"
-    "trust: it approves this boot state.\n"
-    "\n"
-    "  --policy-signer FILE  the signer's private key (default\n"
-    "                        ~/.config/tpmkey/policy-signer.pem)\n"
-    "\n"
-    "See docs/pcr-bound-keys.md.\n",
-    {"--policy-signer", nullptr}, {nullptr}, 2};
+constexpr const char* policy_usage = "tpmkey policy sign [--policy-signer FILE] KEY";
 
 int cmd_policy(const Parsed& p) {
     if (p.positional[0] != "sign")
-        throw UsageError("tpmkey policy: unknown subcommand '" + p.positional[0] + "'", policy_spec.usage);
-    std::filesystem::path path = p.positional[1];
-    std::error_code ec;
-    if (std::filesystem::is_symlink(path, ec))
-        path = std::filesystem::canonical(path);  // the link stays a link
+        throw UsageError("tpmkey policy: unknown subcommand '" + p.positional[0] + "'", policy_usage);
+    const std::filesystem::path path = rewritten_key_file(p.positional[1]);
     KeyFile key = read_key_file(path);
     if (!signed_key(key) || key.signed_policies.empty())
         throw Error(path.string() + ": not a key with a signed policy (made with tpmkey-keygen --pcr ... "
@@ -148,6 +124,16 @@ int cmd_policy(const Parsed& p) {
               << "; the key signs in this boot state (" << key.signed_policies.size() << " signed policies).\n";
     return 0;
 }
+
+constexpr CommandSpec policy_spec{
+    "policy", policy_usage,
+    "For a key bound to PCRs through a signed policy (tpmkey-keygen --pcr ...\n"
+    "--policy-signer; see docs/pcr-bound-keys.md): signs a policy for the\n"
+    "values the PCRs hold now, with the signer's private key in FILE (default\n"
+    "~/.config/tpmkey/policy-signer.pem), and adds it to KEY, newest first.\n"
+    "The key then signs in this boot state, with the same public key. Run it\n"
+    "after a firmware update, on a boot you trust: it approves this boot state.\n",
+    {"--policy-signer", nullptr}, {nullptr}, 2};
 
 }  // namespace
 
