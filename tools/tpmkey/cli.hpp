@@ -68,6 +68,9 @@ extern const Command policy_command;                                            
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
 // match now (policy.cpp).
 void print_policy(const KeyFile& key, Tpm* tpm);
+// For a key bound to PCRs: whether they hold values its policy (or one of
+// its signed policies) allows now; nullopt for a key without PCRs.
+std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key);
 
 // "RSA 2048", "ECDSA P-256"
 inline std::string key_type_text(const PublicKey& pub) {

@@ -313,6 +313,16 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
                        KnownParents::file_path().string());
         else
             d.ok(desc + ": loads on this TPM, under its pinned parent");
+        try {
+            if (policy_pcrs_match(*tpm, key) == false)
+                d.fail(name + ": bound to PCRs that changed since the key was made: it does not sign in this boot "
+                              "state",
+                       "the machine booted differently (other firmware, boot loader or Secure Boot state)",
+                       "'tpmkey info " + name + "' shows the policy; after an update you trust: 'tpmkey policy sign " +
+                           name + "' (keys with a signed policy), else a new key (docs/pcr-bound-keys.md)");
+        } catch (const Error& e) {
+            d.warn(name + ": cannot read the PCRs it is bound to", e.what(), "see 'tpmkey info " + name + "'");
+        }
         if (pub.is_rsa() && tpm_lacks_sha512(*tpm))
             d.warn(name + ": an RSA key, and this TPM cannot sign SHA-512",
                    "ssh signs RSA keys with rsa-sha2-512 where the server allows it, and does not try "

@@ -35,49 +35,59 @@ bool signed_key(const KeyFile& key) {
 
 }  // namespace
 
+std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key) {
+    // The PolicyPCRs to check: the key's own, or each of its signed policies'.
+    std::vector<const PolicyCommand*> pcrs;
+    if (signed_key(key))
+        for (const SignedPolicy& s : key.signed_policies)
+            pcrs.push_back(pcr_command(s.commands));
+    else
+        pcrs.push_back(pcr_command(key.policy));
+    std::erase(pcrs, nullptr);
+    if (pcrs.empty())
+        return std::nullopt;
+    return std::any_of(pcrs.begin(), pcrs.end(), [&](const PolicyCommand* pcr) { return pcrs_match(tpm, *pcr); });
+}
+
 void print_policy(const KeyFile& key, Tpm* tpm) {
     const TPMT_PUBLIC& area = key.blobs.pub.publicArea;
-    const bool user_with_auth = area.objectAttributes & TPMA_OBJECT_USERWITHAUTH;
     if (!key.has_policy() && area.authPolicy.size == 0) {
         std::cout << "policy:      none\n";
         return;
     }
-    if (user_with_auth) {
+    if (area.objectAttributes & TPMA_OBJECT_USERWITHAUTH) {
         std::cout << "policy:      yes, optional (the PIN works too; tpmkey uses the PIN)\n";
         return;
     }
     const bool pin = std::any_of(key.policy.begin(), key.policy.end(),
                                  [](const PolicyCommand& c) { return c.code == TPM2_CC_PolicyAuthValue; });
-    std::vector<const PolicyCommand*> pcrs;  // the PolicyPCRs to check: the key's, or each signed policy's
+    const auto pcrs_text = [](const PolicyCommand* pcr) {
+        return pcr ? pcr_selection_text(pcr_selection_of(*pcr)) : std::string("no PCRs");
+    };
     if (signed_key(key)) {
         const AuthorizeParts signer = authorize_parts_of(key.policy.front());
         std::cout << "policy:      signed policies (" << key.signed_policies.size() << ")"
                   << (pin ? " and the PIN" : "") << "; signer "
                   << hex(tpm_name(signer.signer.publicArea)).substr(4, 16) << "...\n";
-        for (const SignedPolicy& s : key.signed_policies) {
-            const PolicyCommand* pcr = pcr_command(s.commands);
+        for (const SignedPolicy& s : key.signed_policies)
             std::cout << "             " << (s.name.empty() ? std::string("(no name)") : s.name) << ": "
-                      << (pcr ? pcr_selection_text(pcr_selection_of(*pcr)) : std::string("no PCRs")) << "\n";
-            pcrs.push_back(pcr);
-        }
+                      << pcrs_text(pcr_command(s.commands)) << "\n";
     } else {
-        const PolicyCommand* pcr = pcr_command(key.policy);
-        std::cout << "policy:      " << (pcr ? pcr_selection_text(pcr_selection_of(*pcr)) : std::string("no PCRs"))
-                  << (pin ? " and the PIN" : "") << "\n";
-        pcrs.push_back(pcr);
+        std::cout << "policy:      " << pcrs_text(pcr_command(key.policy)) << (pin ? " and the PIN" : "") << "\n";
     }
     std::cout << "policy digest: " << hex(std::span(area.authPolicy.buffer, area.authPolicy.size)) << "\n";
     if (!tpm)
         return;
-    bool any_match = false;
+    std::optional<bool> match;
     try {
-        for (const PolicyCommand* pcr : pcrs)
-            any_match = any_match || !pcr || pcrs_match(*tpm, *pcr);
+        match = policy_pcrs_match(*tpm, key);
     } catch (const Error& e) {
         std::cout << "PCRs now:    cannot tell: " << e.what() << "\n";
         return;
     }
-    if (any_match)
+    if (!match)
+        return;
+    if (*match)
         std::cout << "PCRs now:    match: the key signs in this boot state\n";
     else
         std::cout << "PCRs now:    changed since the key was made: the key does not sign in this boot state"

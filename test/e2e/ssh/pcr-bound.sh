@@ -98,6 +98,9 @@ ok "pkcs11-tool: CKR_FUNCTION_REJECTED for the PCR change (DA counter unchanged)
 run "$TPMKEY_TOOL" info "$keys/pcr-pin.tpm"
 expect_out "PCR 7 (sha256)" "tpmkey info: the policy"
 expect_out "changed since the key was made" "tpmkey info: PCRs now"
+TPMKEY_KEYS=$keys/pcr-pin.tpm run "$TPMKEY_TOOL" doctor
+expect_out "pcr-pin.tpm: bound to PCRs that changed since the key was made" "tpmkey doctor"
+ok "tpmkey info and doctor say that the key's PCRs changed"
 
 # ---- 4. the signed key signs again after tpmkey policy sign -------------------
 pub_before=$(pub_blob "$keys/pcr-signed.pub")
@@ -106,6 +109,8 @@ expect_out "PCR 7 (sha256)" "tpmkey policy sign"
 login_with pcr-signed "$pin" ok
 expect_eq "$(pub_blob "$keys/pcr-signed.pub")" "$pub_before" "the signed key's public key"
 login_with pcr-pin "$pin" fails
+run "$TPMKEY_TOOL" info "$keys/pcr-signed.tpm"
+expect_out "PCRs now:    match" "tpmkey info after policy sign"
 ok "tpmkey policy sign: the signed key logs in again with the same public key; the unsigned one stays refused"
 
 # tpm2-openssl (Debian 12: 1.1.1) has no policy support: it must refuse the key.
