@@ -5,7 +5,8 @@
 # Everything tpmkey sends to the TPM while a PIN is in play is captured with
 # tpm2-tss's pcap TCTI: tpmkey-keygen with a PIN, C_Login with a wrong and
 # with the right PIN, C_Sign (pkcs11-tool, a client we did not write),
-# `tpmkey passwd` (old and new PIN), a login and signature with the new PIN.
+# `tpmkey passwd` (old and new PIN), a login and signature with the new PIN,
+# and a signature with a PIN key bound to PCR 7 by a signed policy.
 # The capture, the module's TPMKEY_LOG=debug log and every stdout/stderr are
 # then searched for each PIN as raw bytes, as hex text (lower and upper
 # case) and as UTF-16 (LE and BE). A control run sends a secret in the
@@ -27,7 +28,7 @@ NEW_PIN="New-$(rand_word)"
 WRONG_PIN="Bad-$(rand_word)"
 CONTROL="Ctl-$(rand_word)"
 OUT=$TEST_DIR/out   # every stdout/stderr of the run
-mkdir -p "$OUT" "$TEST_DIR/keys"
+mkdir -p "$OUT" "$TEST_DIR/keys" "$TEST_DIR/pcr-keys"
 KEY=$TEST_DIR/keys/secret.tpm
 export TPMKEY_KEYS=$TEST_DIR/keys TPMKEY_LOG=debug TPMKEY_LOG_FILE=$TEST_DIR/module.log
 printf '%s\n' "$PIN" >"$TEST_DIR/pin.old"
@@ -52,12 +53,18 @@ p11 right "$PIN" || { show "$OUT/right.err"; fail "C_Login + C_Sign with the PIN
     >"$OUT/passwd.out" 2>"$OUT/passwd.err" || { show "$OUT/passwd.err"; fail "tpmkey passwd failed"; }
 p11 new "$NEW_PIN" || { show "$OUT/new.err"; fail "C_Login + C_Sign with the new PIN failed"; }
 ! p11 old "$PIN" || fail "the old PIN still works after tpmkey passwd"
+# A key bound to PCR 7 by a signed policy: its PIN goes into the HMAC of
+# TPM2_Sign through TPM2_PolicyAuthValue (never TPM2_PolicyPassword).
+"$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$TEST_DIR/pcr-keys/pcr.tpm" -C pcr --pin-file "$TEST_DIR/pin.old" \
+    --pcr 7 --policy-signer "$TEST_DIR/signer.pem" >"$OUT/keygen-pcr.out" 2>"$OUT/keygen-pcr.err" ||
+    { show "$OUT/keygen-pcr.err"; fail "keygen --pcr 7 with a PIN failed"; }
+TPMKEY_KEYS=$TEST_DIR/pcr-keys p11 pcr "$PIN" || { show "$OUT/pcr.err"; fail "C_Login + C_Sign of the PCR-bound key failed"; }
 pcap_stop
-ok "keygen, wrong PIN, C_Login, C_Sign, passwd, new PIN: all behaved"
+ok "keygen, wrong PIN, C_Login, C_Sign, passwd, new PIN, a PCR-bound key's signature: all behaved"
 
 # The capture holds what we claim it holds.
 commands=$(pcap_commands bus)
-for cc in Create Load ObjectChangeAuth Sign StartAuthSession; do
+for cc in Create Load ObjectChangeAuth Sign StartAuthSession PolicyAuthValue PolicyPCR PolicyAuthorize; do
     [[ " $commands " == *" $cc "* ]] || fail "the capture has no TPM2_$cc: $commands"
 done
 ok "captured $(pcap_count bus) TPM commands (keygen, logins, signatures, PIN change)"
