@@ -92,3 +92,25 @@ function(tpmkey_check_catch_filters target)
     VERBATIM)
   add_custom_target(${target}-filters-checked ALL DEPENDS ${stamp})
 endfunction()
+
+# tpmkey_module_test_program(TARGET COMMAND_VAR SOURCE...): a Catch2
+# program that uses the built module as any PKCS#11 application would:
+# dlopen + C_GetFunctionList only, linking none of our code (docs/design.md,
+# practice 11). test/module/main.cpp (options, the swtpm check, the test
+# keys) and harness.cpp come with it. COMMAND_VAR is set to the command
+# that runs it on the built module and keygen; a test adds its filters.
+function(tpmkey_module_test_program target command_var)
+  find_package(Threads REQUIRED)
+  add_executable(${target}
+    ${PROJECT_SOURCE_DIR}/test/module/main.cpp
+    ${PROJECT_SOURCE_DIR}/test/module/harness.cpp
+    ${ARGN})
+  target_link_libraries(${target} PRIVATE Catch2::Catch2 OpenSSL::Crypto ${CMAKE_DL_LIBS} Threads::Threads)
+  target_include_directories(${target} SYSTEM PRIVATE ${P11KIT_INCLUDE_DIRS})
+  target_compile_definitions(${target} PRIVATE TPMKEY_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/swtpm-fixtures")
+  tpmkey_harden(${target})
+  # The module and keygen must be built before the tests run, but are not linked.
+  add_dependencies(${target} tpmkey-pkcs11 tpmkey-keygen)
+  set(${command_var} $<TARGET_FILE:${target}>
+    --module $<TARGET_FILE:tpmkey-pkcs11> --keygen $<TARGET_FILE:tpmkey-keygen> PARENT_SCOPE)
+endfunction()
