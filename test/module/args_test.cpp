@@ -384,24 +384,22 @@ TEST_CASE("NULL output pointers: CKR_ARGUMENTS_BAD", "[args]") {
 
 TEST_CASE("invalid object handles: CKR_OBJECT_HANDLE_INVALID and CKR_KEY_HANDLE_INVALID", "[args]") {
     Initialized init;
-    Session ec(slot_of("ec256"));
-    Session rsa(slot_of("rsa2048"));
-    const CK_OBJECT_HANDLE rsa_priv = private_key(rsa, key("rsa2048"));
-    const CK_OBJECT_HANDLE ec_priv = private_key(ec, key("ec256"));
+    const KeySession ec(key("ec256"));
+    const KeySession rsa(key("rsa2048"));
     CK_OBJECT_CLASS cls;
     CK_ATTRIBUTE a{CKA_CLASS, &cls, sizeof cls};
     CK_ULONG size = 0;
     CK_MECHANISM ecdsa{CKM_ECDSA, nullptr, 0};
 
-    for (CK_OBJECT_HANDLE o : {bad_object, CK_OBJECT_HANDLE(CK_INVALID_HANDLE), rsa_priv /* another token's */}) {
+    for (CK_OBJECT_HANDLE o : {bad_object, CK_OBJECT_HANDLE(CK_INVALID_HANDLE), rsa.priv /* another token's */}) {
         INFO("object " << o);
         CHECK_RV(p11()->C_GetAttributeValue(ec, o, &a, 1), CKR_OBJECT_HANDLE_INVALID);
         CHECK_RV(p11()->C_GetObjectSize(ec, o, &size), CKR_OBJECT_HANDLE_INVALID);
         CHECK_RV(p11()->C_SignInit(ec, &ecdsa, o), CKR_KEY_HANDLE_INVALID);
     }
-    CHECK_RV(p11()->C_GetAttributeValue(ec, ec_priv, &a, 1), CKR_OK);
+    CHECK_RV(p11()->C_GetAttributeValue(ec, ec.priv, &a, 1), CKR_OK);
     CHECK(cls == CKO_PRIVATE_KEY);
-    CHECK_RV(p11()->C_GetObjectSize(ec, ec_priv, &size), CKR_OK);
+    CHECK_RV(p11()->C_GetObjectSize(ec, ec.priv, &size), CKR_OK);
     CHECK(size > 0);
 
     SECTION("a public key or certificate cannot sign: CKR_KEY_FUNCTION_NOT_PERMITTED") {
@@ -416,8 +414,8 @@ TEST_CASE("invalid object handles: CKR_OBJECT_HANDLE_INVALID and CKR_KEY_HANDLE_
         REQUIRE_RV(p11()->C_Finalize(nullptr), CKR_OK);
         REQUIRE_RV(p11()->C_Initialize(nullptr), CKR_OK);
         Session again(slot_of("ec256"));
-        CHECK_RV(p11()->C_GetAttributeValue(again, ec_priv, &a, 1), CKR_OBJECT_HANDLE_INVALID);
-        CHECK(private_key(again, key("ec256")) != ec_priv);
+        CHECK_RV(p11()->C_GetAttributeValue(again, ec.priv, &a, 1), CKR_OBJECT_HANDLE_INVALID);
+        CHECK(private_key(again, key("ec256")) != ec.priv);
     }
 }
 
@@ -454,11 +452,7 @@ TEST_CASE("size queries: C_GetSlotList and C_GetMechanismList", "[args]") {
 
 TEST_CASE("size queries: C_Sign and C_SignFinal keep the operation until a real signature", "[args]") {
     Initialized init;
-    for (const char* name : {"ec256", "rsa2048"}) {
-        const TestKey& k = key(name);
-        INFO(k.name);
-        Session s(slot_of(k.name));
-        const CK_OBJECT_HANDLE priv = private_key(s, k);
+    for_each_private_key({"ec256", "rsa2048"}, [](const TestKey& k, Session& s, CK_OBJECT_HANDLE priv) {
         const CK_ULONG expected = k.rsa ? k.bits / 8 : 2 * ((k.bits + 7) / 8);
         const Bytes data = bytes("size query");
         CK_MECHANISM m{k.rsa ? CKM_SHA256_RSA_PKCS : CKM_ECDSA_SHA256, nullptr, 0};
@@ -503,7 +497,7 @@ TEST_CASE("size queries: C_Sign and C_SignFinal keep the operation until a real 
         CHECK((k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig2)
                      : verify_ecdsa_message(k, "SHA256", data, sig2)));
         CHECK_RV(p11()->C_SignFinal(s, sig2.data(), &n), CKR_OPERATION_NOT_INITIALIZED);
-    }
+    });
 }
 
 TEST_CASE("operation state: C_SignInit twice; C_Sign without C_SignInit; a failing C_Sign ends the operation",
@@ -569,27 +563,25 @@ TEST_CASE("operation state: C_SignInit twice; C_Sign without C_SignInit; a faili
 
 TEST_CASE("mechanism checks at C_SignInit", "[args]") {
     Initialized init;
-    Session ec(slot_of("ec256"));
-    Session rsa(slot_of("rsa2048"));
-    const CK_OBJECT_HANDLE ec_priv = private_key(ec, key("ec256"));
-    const CK_OBJECT_HANDLE rsa_priv = private_key(rsa, key("rsa2048"));
+    const KeySession ec(key("ec256"));
+    const KeySession rsa(key("rsa2048"));
 
     CK_MECHANISM m{CKM_RSA_PKCS, nullptr, 0};
-    CHECK_RV(p11()->C_SignInit(ec, &m, ec_priv), CKR_KEY_TYPE_INCONSISTENT);
+    CHECK_RV(p11()->C_SignInit(ec, &m, ec.priv), CKR_KEY_TYPE_INCONSISTENT);
     m.mechanism = CKM_SHA256_RSA_PKCS_PSS;
-    CHECK_RV(p11()->C_SignInit(ec, &m, ec_priv), CKR_KEY_TYPE_INCONSISTENT);
+    CHECK_RV(p11()->C_SignInit(ec, &m, ec.priv), CKR_KEY_TYPE_INCONSISTENT);
     m.mechanism = CKM_ECDSA_SHA256;
-    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_KEY_TYPE_INCONSISTENT);
+    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_KEY_TYPE_INCONSISTENT);
     for (CK_MECHANISM_TYPE unknown : {CK_MECHANISM_TYPE(CKM_SHA256_HMAC), CK_MECHANISM_TYPE(CKM_RSA_X_509),
                                       CK_MECHANISM_TYPE(CKM_MD5_RSA_PKCS), CK_MECHANISM_TYPE(CKM_VENDOR_DEFINED | 9)}) {
         INFO("mechanism 0x" << std::hex << unknown);
         m.mechanism = unknown;
-        CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_MECHANISM_INVALID);
+        CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_MECHANISM_INVALID);
     }
     // A parameter where the mechanism takes none.
     CK_ULONG junk = 1;
     m = {CKM_ECDSA, &junk, sizeof junk};
-    CHECK_RV(p11()->C_SignInit(ec, &m, ec_priv), CKR_MECHANISM_PARAM_INVALID);
+    CHECK_RV(p11()->C_SignInit(ec, &m, ec.priv), CKR_MECHANISM_PARAM_INVALID);
 
     // PSS: the TPM always uses a salt as long as the digest.
     CK_RSA_PKCS_PSS_PARAMS pss{CKM_SHA256, CKG_MGF1_SHA256, 32};
@@ -597,20 +589,20 @@ TEST_CASE("mechanism checks at C_SignInit", "[args]") {
     for (CK_ULONG salt : {CK_ULONG(0), CK_ULONG(20), CK_ULONG(31), CK_ULONG(33), CK_ULONG(64)}) {
         INFO("sLen " << salt);
         pss.sLen = salt;
-        CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_MECHANISM_PARAM_INVALID);
+        CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_MECHANISM_PARAM_INVALID);
     }
     pss = {CKM_SHA256, CKG_MGF1_SHA384, 32};  // MGF1 hash other than the hash
-    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_MECHANISM_PARAM_INVALID);
+    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_MECHANISM_PARAM_INVALID);
     pss = {CKM_SHA384, CKG_MGF1_SHA384, 48};
     m.mechanism = CKM_SHA256_RSA_PKCS_PSS;  // hashAlg must match the mechanism's hash
-    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_MECHANISM_PARAM_INVALID);
+    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_MECHANISM_PARAM_INVALID);
     m = {CKM_RSA_PKCS_PSS, nullptr, 0};
-    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_MECHANISM_PARAM_INVALID);
+    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_MECHANISM_PARAM_INVALID);
     m = {CKM_RSA_PKCS_PSS, &pss, sizeof pss - 1};
-    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_MECHANISM_PARAM_INVALID);
+    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_MECHANISM_PARAM_INVALID);
     pss = {CKM_SHA256, CKG_MGF1_SHA256, 32};
     m = {CKM_RSA_PKCS_PSS, &pss, sizeof pss};
-    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa_priv), CKR_OK);  // the right one works
+    CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_OK);  // the right one works
     Bytes d(31, 1);  // CKM_RSA_PKCS_PSS takes the digest: its length must match
     Bytes sig(256);
     CK_ULONG n = sig.size();
@@ -618,7 +610,7 @@ TEST_CASE("mechanism checks at C_SignInit", "[args]") {
 
     // CKM_ECDSA signs a digest: empty input is no digest.
     m = {CKM_ECDSA, nullptr, 0};
-    REQUIRE_RV(p11()->C_SignInit(ec, &m, ec_priv), CKR_OK);
+    REQUIRE_RV(p11()->C_SignInit(ec, &m, ec.priv), CKR_OK);
     n = sig.size();
     CHECK(p11()->C_Sign(ec, d.data(), 0, sig.data(), &n) != CKR_OK);
 }
@@ -724,11 +716,7 @@ TEST_CASE("objects: the attributes a client reads equal the .pub; CKA_ID", "[arg
 
 TEST_CASE("C_GetAttributeValue: the per-attribute rules", "[args]") {
     Initialized init;
-    for (const char* name : {"ec256", "rsa2048"}) {
-        const TestKey& k = key(name);
-        INFO(k.name);
-        Session s(slot_of(k.name));
-        const CK_OBJECT_HANDLE priv = private_key(s, k);
+    for_each_private_key({"ec256", "rsa2048"}, [](const TestKey& k, Session& s, CK_OBJECT_HANDLE priv) {
         const CK_ATTRIBUTE_TYPE secret = k.rsa ? CKA_PRIVATE_EXPONENT : CKA_VALUE;
 
         CK_OBJECT_CLASS cls = 0xdead;
@@ -781,7 +769,7 @@ TEST_CASE("C_GetAttributeValue: the per-attribute rules", "[args]") {
         CHECK_RV(p11()->C_GetAttributeValue(s, find_one(s, CKO_PUBLIC_KEY), &one, 1), CKR_ATTRIBUTE_TYPE_INVALID);
         // An empty template is fine.
         CHECK_RV(p11()->C_GetAttributeValue(s, priv, nullptr, 0), CKR_OK);
-    }
+    });
 }
 
 TEST_CASE("C_FindObjects: templates and operation state", "[args]") {
@@ -948,9 +936,7 @@ TEST_CASE("no TPM reachable: listing still works; signing fails cleanly", "[args
     n = sig.size();
     CHECK_RV(p11()->C_Sign(s, d.data(), d.size(), sig.data(), &n), CKR_OPERATION_NOT_INITIALIZED);
     Session p(slot_of("ec384"));
-    const std::string pin = key("ec384").pin;
-    const CK_RV login_rv =
-        p11()->C_Login(p, CKU_USER, reinterpret_cast<CK_UTF8CHAR_PTR>(const_cast<char*>(pin.data())), pin.size());
+    const CK_RV login_rv = login_with(p, key("ec384").pin);
     CHECK(login_rv != CKR_OK);
     CHECK(login_rv != CKR_PIN_INCORRECT);  // the PIN was not judged
     // The mechanism list asks the TPM which hashes it has (one

@@ -343,16 +343,34 @@ CK_OBJECT_HANDLE find_one(CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls) {
     return found[0];
 }
 
-void login(CK_SESSION_HANDLE s, const TestKey& k) {
-    REQUIRE_RV(p11()->C_Login(s, CKU_USER, reinterpret_cast<CK_UTF8CHAR_PTR>(const_cast<char*>(k.pin.data())),
-                              k.pin.size()),
-               CKR_OK);
+CK_RV login_with(CK_SESSION_HANDLE s, const std::string& pin, CK_USER_TYPE user) {
+    return p11()->C_Login(s, user, reinterpret_cast<CK_UTF8CHAR_PTR>(const_cast<char*>(pin.data())), pin.size());
 }
+
+void login(CK_SESSION_HANDLE s, const TestKey& k) { REQUIRE_RV(login_with(s, k.pin), CKR_OK); }
 
 CK_OBJECT_HANDLE private_key(CK_SESSION_HANDLE s, const TestKey& k) {
     if (!k.pin.empty())
         login(s, k);
     return find_one(s, CKO_PRIVATE_KEY);
+}
+
+KeySession::KeySession(const TestKey& k) : Session(slot_of(k.name)), priv(private_key(handle(), k)) {}
+
+CK_FLAGS token_flags(CK_SLOT_ID slot) {
+    CK_TOKEN_INFO info;
+    REQUIRE_RV(p11()->C_GetTokenInfo(slot, &info), CKR_OK);
+    return info.flags;
+}
+
+void for_each_private_key(std::initializer_list<const char*> names,
+                          const std::function<void(const TestKey&, Session&, CK_OBJECT_HANDLE)>& body) {
+    for (const char* name : names) {
+        const TestKey& k = key(name);
+        INFO(k.name);
+        KeySession s(k);
+        body(k, s, s.priv);
+    }
 }
 
 Bytes attribute(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE o, CK_ATTRIBUTE_TYPE type) {

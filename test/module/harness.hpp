@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,7 +121,24 @@ std::vector<CK_OBJECT_HANDLE> find(CK_SESSION_HANDLE s, std::vector<CK_ATTRIBUTE
 CK_OBJECT_HANDLE find_one(CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls);
 // The private key, after logging in when the key has a PIN.
 CK_OBJECT_HANDLE private_key(CK_SESSION_HANDLE s, const TestKey& k);
+// C_Login with `pin`, its CK_RV; login() REQUIREs CKR_OK with the key's PIN.
+CK_RV login_with(CK_SESSION_HANDLE s, const std::string& pin, CK_USER_TYPE user = CKU_USER);
 void login(CK_SESSION_HANDLE s, const TestKey& k);
+// CK_TOKEN_INFO.flags (C_GetTokenInfo must succeed).
+CK_FLAGS token_flags(CK_SLOT_ID slot);
+
+// A session on the slot of key `k`, and in `priv` that key's private key
+// (after C_Login when it has a PIN).
+class KeySession : public Session {
+public:
+    explicit KeySession(const TestKey& k);
+    const CK_OBJECT_HANDLE priv;
+};
+
+// For each key named: INFO its name, a KeySession, and `body` run with the
+// key, the session and the private key.
+void for_each_private_key(std::initializer_list<const char*> names,
+                          const std::function<void(const TestKey&, Session&, CK_OBJECT_HANDLE)>& body);
 
 // The value of one attribute (size query first); REQUIREs CKR_OK.
 Bytes attribute(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE o, CK_ATTRIBUTE_TYPE type);

@@ -10,10 +10,6 @@ using namespace mt;
 
 namespace {
 
-CK_RV login_with(CK_SESSION_HANDLE s, const std::string& pin, CK_USER_TYPE user = CKU_USER) {
-    return p11()->C_Login(s, user, reinterpret_cast<CK_UTF8CHAR_PTR>(const_cast<char*>(pin.data())), pin.size());
-}
-
 CK_STATE state_of(CK_SESSION_HANDLE s) {
     CK_SESSION_INFO info;
     REQUIRE_RV(p11()->C_GetSessionInfo(s, &info), CKR_OK);
@@ -45,17 +41,23 @@ Bytes sign_ok(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE priv, const TestKey& k, cons
     return sig;
 }
 
-}  // namespace
-
-TEST_CASE("a PIN token: private key hidden until C_Login; wrong PIN refused by the TPM", "[login]") {
-    for (const char* name : {"ec384", "rsa3072"}) {
+// For each key named, with the module initialized for it alone: INFO its
+// name and `body(key, its slot)`.
+void for_each_token(std::initializer_list<const char*> names,
+                    const std::function<void(const TestKey&, CK_SLOT_ID)>& body) {
+    for (const char* name : names) {
         const TestKey& k = key(name);
         INFO(k.name);
         Initialized init;
-        const CK_SLOT_ID slot = slot_of(k.name);
-        CK_TOKEN_INFO ti;
-        REQUIRE_RV(p11()->C_GetTokenInfo(slot, &ti), CKR_OK);
-        CHECK((ti.flags & CKF_LOGIN_REQUIRED));
+        body(k, slot_of(k.name));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a PIN token: private key hidden until C_Login; wrong PIN refused by the TPM", "[login]") {
+    for_each_token({"ec384", "rsa3072"}, [](const TestKey& k, CK_SLOT_ID slot) {
+        CHECK((token_flags(slot) & CKF_LOGIN_REQUIRED));
         Session s(slot);
         Session rw(slot, CKF_RW_SESSION);
 
@@ -87,7 +89,7 @@ TEST_CASE("a PIN token: private key hidden until C_Login; wrong PIN refused by t
         CHECK(private_keys_visible(s) == 0);
         CHECK(private_keys_visible(rw) == 0);
         CHECK_RV(p11()->C_Logout(s), CKR_USER_NOT_LOGGED_IN);
-    }
+    });
 }
 
 TEST_CASE("a PIN token: signing needs the login", "[login]") {
@@ -125,12 +127,10 @@ TEST_CASE("a PIN token: signing needs the login", "[login]") {
 }
 
 TEST_CASE("C_Logout with a signing operation active: no signature and no dictionary-attack strike", "[login]") {
-    const TestKey& k = key("ec384");
     Initialized init;
-    Session s(slot_of(k.name));
-    const CK_OBJECT_HANDLE priv = private_key(s, k);
+    KeySession s(key("ec384"));
     CK_MECHANISM m{CKM_ECDSA, nullptr, 0};
-    REQUIRE_RV(p11()->C_SignInit(s, &m, priv), CKR_OK);
+    REQUIRE_RV(p11()->C_SignInit(s, &m, s.priv), CKR_OK);
     REQUIRE_RV(p11()->C_Logout(s), CKR_OK);
     const unsigned long failures = lockout_counter();
     Bytes d = digest("SHA384", bytes("after logout"));
@@ -168,11 +168,7 @@ TEST_CASE("CKF_USER_PIN_COUNT_LOW: a wrong PIN since the last successful login, 
     const TestKey& k = key("ec384");
     Initialized init;
     const CK_SLOT_ID slot = slot_of(k.name);
-    const auto low = [](CK_SLOT_ID id) {
-        CK_TOKEN_INFO info;
-        REQUIRE_RV(p11()->C_GetTokenInfo(id, &info), CKR_OK);
-        return (info.flags & CKF_USER_PIN_COUNT_LOW) != 0;
-    };
+    const auto low = [](CK_SLOT_ID id) { return (token_flags(id) & CKF_USER_PIN_COUNT_LOW) != 0; };
     Session s(slot);
     CHECK_FALSE(low(slot));
     CHECK_RV(login_with(s, "wrong"), CKR_PIN_INCORRECT);
@@ -200,14 +196,8 @@ TEST_CASE("a security officer login: the spec's answers for a token without one"
 }
 
 TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "[login]") {
-    for (const char* name : {"ec256", "rsa2048"}) {
-        const TestKey& k = key(name);
-        INFO(k.name);
-        Initialized init;
-        const CK_SLOT_ID slot = slot_of(k.name);
-        CK_TOKEN_INFO ti;
-        REQUIRE_RV(p11()->C_GetTokenInfo(slot, &ti), CKR_OK);
-        CHECK_FALSE((ti.flags & CKF_LOGIN_REQUIRED));
+    for_each_token({"ec256", "rsa2048"}, [](const TestKey& k, CK_SLOT_ID slot) {
+        CHECK_FALSE((token_flags(slot) & CKF_LOGIN_REQUIRED));
         Session s(slot);
         CHECK(private_keys_visible(s) == 1);
         const CK_OBJECT_HANDLE priv = find_one(s, CKO_PRIVATE_KEY);
@@ -228,7 +218,7 @@ TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "
         CHECK((rv == CKR_OK || rv == CKR_PIN_INCORRECT));
         CHECK(lockout_counter() == failures);
         sign_ok(s, priv, k, bytes("still signs"));
-    }
+    });
 }
 
 TEST_CASE("C_Login arguments", "[login]") {

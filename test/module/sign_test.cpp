@@ -47,11 +47,7 @@ Bytes tampered(Bytes b) {
 
 TEST_CASE("RSA: every mechanism, verified by OpenSSL", "[rsa][sign]") {
     Initialized init;
-    for (const char* name : {"rsa2048", "rsa3072"}) {
-        const TestKey& k = key(name);
-        INFO(k.name);
-        Session s(slot_of(k.name));
-        const CK_OBJECT_HANDLE priv = private_key(s, k);
+    for_each_private_key({"rsa2048", "rsa3072"}, [](const TestKey& k, Session& s, CK_OBJECT_HANDLE priv) {
         const std::size_t sig_len = k.bits / 8;
         const Bytes data = message();
 
@@ -106,16 +102,12 @@ TEST_CASE("RSA: every mechanism, verified by OpenSSL", "[rsa][sign]") {
         CK_ULONG n = sig.size();
         REQUIRE_RV(p11()->C_Sign(s, &dummy, 0, sig.data(), &n), CKR_OK);
         CHECK(verify_rsa_message(k, "SHA256", false, empty, sig));
-    }
+    });
 }
 
 TEST_CASE("ECDSA: every mechanism, verified by OpenSSL", "[ecdsa][sign]") {
     Initialized init;
-    for (const char* name : {"ec256", "ec384"}) {
-        const TestKey& k = key(name);
-        INFO(k.name);
-        Session s(slot_of(k.name));
-        const CK_OBJECT_HANDLE priv = private_key(s, k);
+    for_each_private_key({"ec256", "ec384"}, [](const TestKey& k, Session& s, CK_OBJECT_HANDLE priv) {
         const std::size_t sig_len = 2 * (k.bits / 8);
         const Bytes data = message();
 
@@ -141,7 +133,7 @@ TEST_CASE("ECDSA: every mechanism, verified by OpenSSL", "[ecdsa][sign]") {
         Bytes zeros = digest("SHA256", data);
         zeros[0] = zeros[1] = 0;
         CHECK(verify_ecdsa_digest(k, zeros, sign(s, priv, {CKM_ECDSA, nullptr, 0}, zeros)));
-    }
+    });
 }
 
 TEST_CASE("ECDSA: r and s keep their fixed width (many signatures)", "[ecdsa][sign]") {

@@ -14,16 +14,6 @@ using namespace st;
 
 namespace {
 
-CK_RV login_with(CK_SESSION_HANDLE s, const std::string& pin) {
-    return p11()->C_Login(s, CKU_USER, reinterpret_cast<CK_UTF8CHAR_PTR>(const_cast<char*>(pin.data())), pin.size());
-}
-
-CK_FLAGS token_flags(CK_SLOT_ID slot) {
-    CK_TOKEN_INFO info;
-    REQUIRE_RV(p11()->C_GetTokenInfo(slot, &info), CKR_OK);
-    return info.flags;
-}
-
 // The three flags PKCS#11 2.40 (3.2, CK_TOKEN_INFO) has for a user PIN
 // that is about to run out of tries, as "LOW FINAL LOCKED" (- when unset).
 std::string pin_flags(CK_SLOT_ID slot) {
