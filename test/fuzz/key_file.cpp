@@ -19,10 +19,10 @@
 // again gives the same text (the writer's output is a fixed point).
 #include "fuzz.hpp"
 
+#include "../unit/der_builder.hpp"
 #include "error.hpp"
 #include "key_file.hpp"
 
-#include <openssl/evp.h>
 #include <tss2/tss2_mu.h>
 
 #include <algorithm>
@@ -31,46 +31,24 @@
 
 namespace {
 
+// Mode 0: the DER in its PEM armour.
 std::string pem_of(std::span<const std::uint8_t> der) {
-    std::string b64(4 * ((der.size() + 2) / 3) + 1, '\0');
-    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()), der.data(),
-                                  static_cast<int>(der.size()));
-    b64.resize(static_cast<std::size_t>(n));
-    std::string out = "-----BEGIN TSS2 PRIVATE KEY-----\n";
-    for (std::size_t i = 0; i < b64.size(); i += 64)
-        out += b64.substr(i, 64) + "\n";
-    return out + "-----END TSS2 PRIVATE KEY-----\n";
-}
-
-void append_length(std::vector<std::uint8_t>& out, std::size_t n) {
-    if (n < 0x80) {
-        out.push_back(static_cast<std::uint8_t>(n));
-    } else if (n < 0x100) {
-        out.push_back(0x81);
-        out.push_back(static_cast<std::uint8_t>(n));
-    } else {
-        out.push_back(0x82);
-        out.push_back(static_cast<std::uint8_t>(n >> 8));
-        out.push_back(static_cast<std::uint8_t>(n));
-    }
+    return test::pem("TSS2 PRIVATE KEY", test::Der(der.begin(), der.end()));
 }
 
 // Mode 2: the elements, as a DER SEQUENCE.
-std::vector<std::uint8_t> der_of_elements(std::span<const std::uint8_t> in) {
-    std::vector<std::uint8_t> body;
+test::Der der_of_elements(std::span<const std::uint8_t> in) {
+    test::Der body;
     std::size_t i = 0;
     while (i + 3 <= in.size()) {
         const std::uint8_t tag = in[i];
         const std::size_t n = std::min<std::size_t>((std::size_t{in[i + 1]} << 8) | in[i + 2], in.size() - i - 3);
-        body.push_back(tag);
-        append_length(body, n);
-        body.insert(body.end(), in.begin() + static_cast<long>(i + 3), in.begin() + static_cast<long>(i + 3 + n));
+        const auto content = in.subspan(i + 3, n);
+        const test::Der element = test::tlv(tag, test::Der(content.begin(), content.end()));
+        body.insert(body.end(), element.begin(), element.end());
         i += 3 + n;
     }
-    std::vector<std::uint8_t> out{0x30};
-    append_length(out, body.size());
-    out.insert(out.end(), body.begin(), body.end());
-    return out;
+    return test::tlv(0x30, body);
 }
 
 std::span<const std::uint8_t> bytes_of(const std::string& s) {

@@ -142,6 +142,18 @@ Bytes load_and_sign(Tpm& tpm, const TpmObject& parent, const KeyFile& key, const
     return sign_digest(tpm, object, auth, s.scheme, s.hash, digest_of(s.hash, message), pub.ec_field_size());
 }
 
+// `key` with the private part change_auth gives it: loaded and
+// authorized with `pin`, changed to `new_pin`.
+KeyFile with_pin_changed(Tpm& tpm, const TpmObject& parent, const KeyFile& key, const Secret& pin,
+                         const Secret& new_pin) {
+    KeyFile changed = key;
+    const Authorization auth = Authorization::for_secret(tpm, parent, true);
+    const TpmObject object = load_key(tpm, parent, auth, key.blobs);
+    const AuthValue auth_value(tpm, object, pin);
+    changed.blobs.priv = change_auth(tpm, object, parent, auth, new_pin);
+    return changed;
+}
+
 // The rc of the TpmError that `f` throws (fails the test if it throws none).
 template <class F>
 TSS2_RC tpm_error_of(F&& f) {
@@ -237,33 +249,18 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     }
 
     SECTION("change_auth to the same PIN succeeds, and the new blob works with it") {
-        KeyFile same = key;
-        {
-            const Authorization auth = Authorization::for_secret(tpm, parent, true);
-            const TpmObject object = load_key(tpm, parent, auth, key.blobs);
-            const AuthValue auth_value(tpm, object, Secret("1234"));
-            same.blobs.priv = change_auth(tpm, object, parent, auth, Secret("1234"));
-        }
+        const KeyFile same = with_pin_changed(tpm, parent, key, Secret("1234"), Secret("1234"));
         CHECK(openssl_verifies(pub, ecdsa.scheme, ecdsa.hash, message,
                                load_and_sign(tpm, parent, same, Secret("1234"), ecdsa, message)));
     }
 
     SECTION("change_auth with a wrong current PIN is TPM_RC_AUTH_FAIL") {
-        const Authorization auth = Authorization::for_secret(tpm, parent, true);
-        const TpmObject object = load_key(tpm, parent, auth, key.blobs);
-        const AuthValue auth_value(tpm, object, Secret("0000"));
-        CHECK(rc_is(tpm_error_of([&] { change_auth(tpm, object, parent, auth, Secret("1234")); }),
+        CHECK(rc_is(tpm_error_of([&] { with_pin_changed(tpm, parent, key, Secret("0000"), Secret("1234")); }),
                     TPM2_RC_AUTH_FAIL));
     }
 
     SECTION("change_auth to a new PIN: the new blob wants the new PIN, the old blob the old one") {
-        KeyFile changed = key;
-        {
-            const Authorization auth = Authorization::for_secret(tpm, parent, true);
-            const TpmObject object = load_key(tpm, parent, auth, key.blobs);
-            const AuthValue auth_value(tpm, object, Secret("1234"));
-            changed.blobs.priv = change_auth(tpm, object, parent, auth, Secret("new PIN 5678"));
-        }
+        const KeyFile changed = with_pin_changed(tpm, parent, key, Secret("1234"), Secret("new PIN 5678"));
         CHECK(openssl_verifies(pub, ecdsa.scheme, ecdsa.hash, message,
                                load_and_sign(tpm, parent, changed, Secret("new PIN 5678"), ecdsa, message)));
         CHECK(rc_is(tpm_error_of([&] { load_and_sign(tpm, parent, changed, Secret("1234"), ecdsa, message); }),
