@@ -21,6 +21,9 @@
 #   agent_install_module, agent_start, agent_stop, agent_fingerprints
 #                           a private ssh-agent and the module where it
 #                           accepts it
+#   agent_add_keys N        ssh-add -s the module: the agent then holds N keys
+#   agent_sign PUB FILE / expect_signature PUB SIG DATA
+#                           ssh-keygen -Y sign through the agent / -Y verify
 #
 # TPMKEY_OPENSSH_BIN (optional): an absolute directory with another
 # OpenSSH's ssh, sshd, ssh-agent, ssh-add and ssh-keygen (e.g. the prefix/bin
@@ -347,4 +350,31 @@ agent_start() {
 # agent_fingerprints: the SHA256 fingerprints the agent holds, one a line.
 agent_fingerprints() {
     ssh-add -l -E sha256 2>/dev/null | awk '$2 ~ /^SHA256:/ { print $2 }' | sort || true
+}
+
+# agent_add_keys N: ssh-add -s AGENT_MODULE (a PIN from askpass_pin before);
+# it must succeed and leave the agent holding N keys.
+agent_add_keys() {
+    ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
+    [ "$(agent_fingerprints | wc -l)" = "$1" ] || { ssh-add -l >&2 || true; fail "the agent does not hold the $1 keys"; }
+}
+
+# agent_sign PUB FILE: ssh-keygen -Y sign (namespace "file") of FILE with the
+# key of PUB, which the agent holds; the signature goes to FILE.sig.
+agent_sign() {
+    ssh-keygen -q -Y sign -f "$1" -n file "$2" 2>"$TEST_DIR/sign.err" || {
+        show "$TEST_DIR/sign.err" "$AGENT_LOG"
+        echo "TPM holds: $(tpm_leftovers | tr '\n' ' ')" >&2
+        fail "$(basename "$1" .pub): ssh-keygen -Y sign through the agent failed"
+    }
+}
+
+# expect_signature PUB SIG DATA: ssh-keygen -Y verify accepts SIG as the key
+# of PUB's signature of the file DATA. Leaves $TEST_DIR/allowed_signers
+# (signer@tpmkey.test: that key) for more checks.
+expect_signature() {
+    echo "signer@tpmkey.test $(pub_blob "$1")" >"$TEST_DIR/allowed_signers"
+    ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test -n file -s "$2" <"$3" \
+        >"$TEST_DIR/verify.out" 2>&1 ||
+        { show "$TEST_DIR/verify.out"; fail "$(basename "$1" .pub): ssh-keygen -Y verify rejects the signature"; }
 }

@@ -14,7 +14,6 @@
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_SWTPM_DIR:?run this under swtpm-fixtures/with-swtpm}"
-TEST_NAME="interposer"
 # shellcheck source=../lib/common.sh
 . "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 

@@ -10,7 +10,6 @@
 # Runs under `with-swtpm --srk` (the genuine SRK at 0x81000001 first).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
-TEST_NAME="parent-checks"
 # shellcheck source=../lib/common.sh
 . "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
 

@@ -21,22 +21,14 @@ keygen "$keys/k3-rsa2048.tpm" rsa 2048
 export TPMKEY_KEYS=$keys
 agent_start
 askpass_pin ""
-ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
-[ "$(agent_fingerprints | wc -l)" = 3 ] || { ssh-add -l >&2 || true; fail "the agent does not hold the three keys"; }
+agent_add_keys 3
 ok "ssh-add -s: three keys"
 
 echo "tpmkey e2e $$ $RANDOM" >"$TEST_DIR/data"
 for key in "${names[@]}"; do
     cp "$TEST_DIR/data" "$TEST_DIR/data-$key"
-    ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$TEST_DIR/data-$key" 2>"$TEST_DIR/sign.err" || {
-        show "$TEST_DIR/sign.err" "$AGENT_LOG"
-        echo "TPM holds: $(tpm_leftovers | tr '\n' ' ')" >&2
-        fail "$key: signing through the agent failed"
-    }
-    echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$TEST_DIR/allowed_signers"
-    ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test -n file \
-        -s "$TEST_DIR/data-$key.sig" <"$TEST_DIR/data" >"$TEST_DIR/verify.out" 2>&1 ||
-        { show "$TEST_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
+    agent_sign "$keys/$key.pub" "$TEST_DIR/data-$key"
+    expect_signature "$keys/$key.pub" "$TEST_DIR/data-$key.sig" "$TEST_DIR/data"
     ok "$key: signed through the agent, verified"
 done
 

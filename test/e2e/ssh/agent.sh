@@ -55,7 +55,7 @@ ok "ssh-add -s with a wrong PIN adds only the PIN-less key; ssh-add -e empties t
 
 # 3. The right PIN: both keys.
 askpass_pin "$pin"
-ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
+agent_add_keys 2
 expect_prompts "Enter passphrase for PKCS#11: "
 if [ "$(agent_fingerprints)" != "$(printf '%s\n' "$fp_ec" "$fp_rsa" | sort)" ]; then
     ssh-add -l >&2 || true
@@ -80,12 +80,8 @@ done
 echo "tpmkey e2e $$ $RANDOM" >"$TEST_DIR/data"
 for key in ec-pin rsa; do
     cp "$TEST_DIR/data" "$TEST_DIR/data-$key"
-    ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$TEST_DIR/data-$key" 2>"$TEST_DIR/sign.err" ||
-        { show "$TEST_DIR/sign.err" "$AGENT_LOG"; fail "$key: ssh-keygen -Y sign through the agent failed"; }
-    echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$TEST_DIR/allowed_signers"
-    ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test -n file \
-        -s "$TEST_DIR/data-$key.sig" <"$TEST_DIR/data" >"$TEST_DIR/verify.out" 2>&1 ||
-        { show "$TEST_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
+    agent_sign "$keys/$key.pub" "$TEST_DIR/data-$key"
+    expect_signature "$keys/$key.pub" "$TEST_DIR/data-$key.sig" "$TEST_DIR/data"
     if echo tampered | ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test \
         -n file -s "$TEST_DIR/data-$key.sig" >/dev/null 2>&1; then
         fail "$key: ssh-keygen -Y verify accepts the signature for other data"

@@ -137,8 +137,7 @@ export TPMKEY_KEYS=$keys
 pcap_start agent
 agent_start
 askpass_pin "$pin"
-ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "ssh-add -s failed"; }
-[ "$(agent_fingerprints | wc -l)" = 4 ] || { ssh-add -l >&2 || true; fail "the agent does not hold the four keys"; }
+agent_add_keys 4
 echo "info: ssh-add -s (4 keys, 2 with a PIN): $(pcap_count agent) TPM commands: $(pcap_commands agent)"
 
 echo "tpmkey budget $$ $RANDOM" >"$TEST_DIR/data"
@@ -149,8 +148,7 @@ for t in "${types[@]}"; do
         for i in $(seq "$signatures"); do
             before=$(pcap_count agent)
             cp "$TEST_DIR/data" "$TEST_DIR/data-$key-$i"
-            ssh-keygen -q -Y sign -f "$keys/$key.pub" -n file "$TEST_DIR/data-$key-$i" 2>"$TEST_DIR/sign.err" ||
-                { show "$TEST_DIR/sign.err" "$AGENT_LOG"; fail "$key: ssh-keygen -Y sign through the agent failed"; }
+            agent_sign "$keys/$key.pub" "$TEST_DIR/data-$key-$i"
             n=$(($(pcap_count agent) - before))
             if [ "$i" = 1 ]; then
                 echo "info: $key: first signature through the agent: $n TPM commands"
@@ -159,10 +157,7 @@ for t in "${types[@]}"; do
                 fail "$key: signature $i through the agent: $n TPM commands, budget exactly $budget_further_signature"
             fi
         done
-        echo "signer@tpmkey.test $(pub_blob "$keys/$key.pub")" >"$TEST_DIR/allowed_signers"
-        ssh-keygen -Y verify -f "$TEST_DIR/allowed_signers" -I signer@tpmkey.test -n file \
-            -s "$TEST_DIR/data-$key-$signatures.sig" <"$TEST_DIR/data" >"$TEST_DIR/verify.out" 2>&1 ||
-            { show "$TEST_DIR/verify.out"; fail "$key: ssh-keygen -Y verify rejects the signature"; }
+        expect_signature "$keys/$key.pub" "$TEST_DIR/data-$key-$signatures.sig" "$TEST_DIR/data"
         ok "$key: signatures 2..$signatures through ssh-agent: $budget_further_signature TPM command each (TPM2_Sign)"
     done
 done

@@ -8,22 +8,22 @@ export TPMKEY_TCTI
 K=$TEST_DIR/k.tpm
 : >"$K"
 
-usage_error() {   # usage_error USAGE-START ARGS...
-    local want=$1
-    shift
-    run "$TPMKEY_TOOL" "$@"
-    expect_rc 2 "tpmkey $*"
-    expect_err "usage: $want" "tpmkey $*"
-    [ ! -s "$OUT" ] || fail "tpmkey $*: a usage error prints nothing on stdout"
+# usage_error USAGE-START ARGS...: tpmkey ARGS exits 2, "usage: USAGE-START..."
+# on stderr and nothing on stdout.
+usage_error() {
+    run "$TPMKEY_TOOL" "${@:2}"
+    expect_rc 2 "tpmkey ${*:2}"
+    expect_err "usage: $1" "tpmkey ${*:2}"
+    [ ! -s "$OUT" ] || fail "tpmkey ${*:2}: a usage error prints nothing on stdout"
 }
 
-help_ok() {   # help_ok USAGE-START ARGS...
-    local want=$1
-    shift
-    run "$TPMKEY_TOOL" "$@"
-    expect_rc 0 "tpmkey $*"
-    expect_out "usage: $want" "tpmkey $*"
-    [ "$(grep -c . "$OUT")" -ge 3 ] || fail "tpmkey $*: --help should explain, not just repeat the usage"
+# help_ok USAGE-START ARGS...: tpmkey ARGS exits 0 with "usage: USAGE-START..."
+# and more lines on stdout.
+help_ok() {
+    run "$TPMKEY_TOOL" "${@:2}"
+    expect_rc 0 "tpmkey ${*:2}"
+    expect_out "usage: $1" "tpmkey ${*:2}"
+    [ "$(grep -c . "$OUT")" -ge 3 ] || fail "tpmkey ${*:2}: --help should explain, not just repeat the usage"
 }
 
 usage_error "tpmkey COMMAND"
