@@ -7,6 +7,7 @@
 #include <tss2/tss2_mu.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace tpmkey {
 
