@@ -204,16 +204,21 @@ Options parse_options(int argc, char** argv) {
     return o;
 }
 
-// The signer of --policy-signer FILE, made there if missing.
-EvpPkey policy_signer_for_keygen(const std::filesystem::path& path, bool quiet) {
+// The signer of --policy-signer FILE; a new one (written with the key, so
+// that a failed run leaves no file) when FILE does not exist.
+struct KeygenSigner {
+    EvpPkey key;
+    bool is_new = false;
+};
+KeygenSigner policy_signer_for_keygen(const std::filesystem::path& path) {
     std::error_code ec;
     if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
-        return read_policy_signer(path);
-    EvpPkey signer = create_policy_signer(path);
-    if (!quiet)
-        std::cout << "Made a policy signer in " << path.string() << ": keep it (and a backup) to re-sign "
-                  << "the key's PCR policy after firmware updates.\n";
-    return signer;
+        return {read_policy_signer(path), false};
+    // Find out now, not after the TPM made the key.
+    const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+    if (std::filesystem::exists(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw Error(path.string() + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
+    return {generate_policy_signer(), true};
 }
 
 // The key's policy, in the order openssl_tpm2_engine writes it:
@@ -358,11 +363,11 @@ int run(int argc, char** argv, std::string& tcti) {
     // A PCR-bound key: the PCRs' values now, and the signer, before the PIN
     // prompt (either may fail).
     std::optional<PolicyCommand> pcr_policy;
-    EvpPkey signer;
+    KeygenSigner signer;
     if (o.pcrs) {
         pcr_policy = policy_pcr(*o.pcrs, pcr_digest_now(tpm, *o.pcrs));
         if (o.policy_signer)
-            signer = policy_signer_for_keygen(*o.policy_signer, o.quiet);
+            signer = policy_signer_for_keygen(*o.policy_signer);
     }
     if (o.pin_file.empty() && !o.no_pin)
         pin = ask_pin();
@@ -379,7 +384,7 @@ int run(int argc, char** argv, std::string& tcti) {
     key.parent = parent_handle;
     Bytes auth_policy;
     if (pcr_policy) {
-        add_pcr_policy(key, *pcr_policy, signer.get(), !pin.empty());
+        add_pcr_policy(key, *pcr_policy, signer.key.get(), !pin.empty());
         auth_policy = policy_digest(key.policy);
     }
     key.blobs = create_key(tpm, parent, o.spec, pin, auth_policy);
@@ -398,6 +403,13 @@ int run(int argc, char** argv, std::string& tcti) {
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
         sigaddset(&block, sig);
     sigprocmask(SIG_BLOCK, &block, &old);
+    // A new signer first: a key whose signer was lost could never be re-signed.
+    if (signer.is_new) {
+        write_policy_signer(*o.policy_signer, signer.key.get());
+        if (!o.quiet)
+            std::cout << "Made a policy signer in " << o.policy_signer->string() << ": keep it (and a backup) to "
+                      << "re-sign the key's PCR policy after firmware updates.\n";
+    }
     write_file_atomically(key_path, format_key_file(key), 0600, replace ? Replace::yes : Replace::no);
     try {
         write_file_atomically(pub_path, pub_line, 0644, replace_pub ? Replace::yes : Replace::no);
@@ -426,7 +438,7 @@ int run(int argc, char** argv, std::string& tcti) {
                   << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
         if (o.pcrs)
             std::cout << "It signs only while " << pcr_selection_text(*o.pcrs) << " hold the values they have now"
-                      << (signer ? ", or values you sign with 'tpmkey policy sign'" : "") << ".\n";
+                      << (signer.key ? ", or values you sign with 'tpmkey policy sign'" : "") << ".\n";
     }
     return 0;
 }

@@ -40,12 +40,16 @@ EvpPkey read_policy_signer(const std::filesystem::path& path) {
     return key;
 }
 
-EvpPkey create_policy_signer(const std::filesystem::path& path) {
+EvpPkey generate_policy_signer() {
     EvpPkey key(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
     if (!key)
         throw Error("OpenSSL cannot make a P-256 key");
+    return key;
+}
+
+void write_policy_signer(const std::filesystem::path& path, EVP_PKEY* signer) {
     const Bio bio(BIO_new(BIO_s_mem()));
-    if (!bio || PEM_write_bio_PrivateKey(bio.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1)
+    if (!bio || PEM_write_bio_PrivateKey(bio.get(), signer, nullptr, nullptr, 0, nullptr, nullptr) != 1)
         throw Error("cannot encode the policy signer as PEM");
     char* text = nullptr;
     const long size = BIO_get_mem_data(bio.get(), &text);
@@ -53,7 +57,6 @@ EvpPkey create_policy_signer(const std::filesystem::path& path) {
     if (std::filesystem::create_directories(path.parent_path(), ec))
         ::chmod(path.parent_path().c_str(), 0700);
     write_file_atomically(path, std::string(text, static_cast<std::size_t>(size)), 0600, Replace::no);
-    return key;
 }
 
 }  // namespace tpmkey

@@ -17,7 +17,9 @@ std::filesystem::path default_policy_signer_path();
 // and replace, PEM, ECC P-256/P-384 or RSA. Throws Error.
 EvpPkey read_policy_signer(const std::filesystem::path& path);
 
-// Makes a new ECC P-256 signer at `path` (0600, not overwriting a file).
-EvpPkey create_policy_signer(const std::filesystem::path& path);
+// A new ECC P-256 signer, in memory.
+EvpPkey generate_policy_signer();
+// Writes `signer` to `path` (0600; a file there is not overwritten).
+void write_policy_signer(const std::filesystem::path& path, EVP_PKEY* signer);
 
 }  // namespace tpmkey

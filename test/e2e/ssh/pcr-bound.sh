@@ -29,6 +29,12 @@ keygen "$keys/pcr-signed.tpm" ecdsa 256 "$pin" --pcr 7 --policy-signer "$signer"
 [ -s "$signer" ] || fail "keygen --policy-signer did not make $signer"
 [ "$(stat -c %a "$signer")" = 600 ] || fail "the policy signer is not 0600"
 ok "three PCR-bound keys made, the policy signer made (0600)"
+# A signer that cannot be written: keygen fails and writes no key either
+# (a key whose signer is lost could never be re-signed).
+run "$TPMKEY_KEYGEN" -q -N '' --pcr 7 --policy-signer /proc/tpmkey-nowhere/signer.pem -f "$TEST_DIR/lost.tpm"
+expect_rc 1 "keygen with an unwritable policy signer"
+[ ! -e "$TEST_DIR/lost.tpm" ] && [ ! -e "$TEST_DIR/lost.pub" ] || fail "keygen wrote a key whose signer it could not write"
+ok "an unwritable policy signer: keygen exits 1 and writes no key"
 
 # ---- 2. the policy digest, reproduced by tpm2-tools -------------------------
 must "$TPMKEY_TOOL" info "$keys/pcr-pin.tpm"
