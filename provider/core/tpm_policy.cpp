@@ -307,11 +307,7 @@ std::string policy_command_text(TPM2_CC code) {
 
 PolicyCommand policy_auth_value() { return {TPM2_CC_PolicyAuthValue, {}}; }
 
-PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uint8_t> pcr_digest) {
-    if (selection.pcrs.empty())
-        throw Error("a PCR policy needs at least one PCR");
-    if (pcr_digest.size() != sha256_size)
-        throw Error("the PCR digest of a policy must be a SHA-256 digest");
+TPML_PCR_SELECTION pcr_selection_list(const PcrSelection& selection) {
     TPML_PCR_SELECTION list{};
     list.count = 1;
     list.pcrSelections[0].hash = selection.bank;
@@ -321,8 +317,16 @@ PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uin
             throw Error("PCR " + std::to_string(pcr) + " does not exist (0 to 23)");
         list.pcrSelections[0].pcrSelect[pcr / 8] |= static_cast<BYTE>(1u << (pcr % 8));
     }
+    return list;
+}
+
+PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uint8_t> pcr_digest) {
+    if (selection.pcrs.empty())
+        throw Error("a PCR policy needs at least one PCR");
+    if (pcr_digest.size() != sha256_size)
+        throw Error("the PCR digest of a policy must be a SHA-256 digest");
     PolicyCommand command{TPM2_CC_PolicyPCR, {}};
-    put(command.body, list, Tss2_MU_TPML_PCR_SELECTION_Marshal);
+    put(command.body, pcr_selection_list(selection), Tss2_MU_TPML_PCR_SELECTION_Marshal);
     command.body.insert(command.body.end(), pcr_digest.begin(), pcr_digest.end());
     return command;
 }

@@ -54,6 +54,10 @@ std::string pcr_selection_text(const PcrSelection& selection);
 // code that is not a policy command.
 std::string policy_command_text(TPM2_CC code);
 
+// The TPM's form of a selection (one bank, a 3-byte select, as the engine
+// writes it); throws Error for a PCR past 23.
+TPML_PCR_SELECTION pcr_selection_list(const PcrSelection& selection);
+
 PolicyCommand policy_auth_value();
 // `pcr_digest`: the name hash of the selected PCRs' values, concatenated
 // in ascending order.

@@ -13,16 +13,6 @@ namespace tpmkey {
 
 namespace {
 
-TPML_PCR_SELECTION tpml_of(const PcrSelection& selection) {
-    TPML_PCR_SELECTION tpml{};
-    tpml.count = 1;
-    tpml.pcrSelections[0].hash = selection.bank;
-    tpml.pcrSelections[0].sizeofSelect = 3;
-    for (unsigned pcr : selection.pcrs)
-        tpml.pcrSelections[0].pcrSelect[pcr / 8] |= static_cast<BYTE>(1u << (pcr % 8));
-    return tpml;
-}
-
 Bytes sha256(std::span<const std::uint8_t> data) {
     Bytes out(32);
     unsigned int n = 0;
@@ -108,7 +98,7 @@ void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands) {
 std::vector<Bytes> read_pcrs(Tpm& tpm, const PcrSelection& selection) {
     std::vector<Bytes> values;
     // The TPM answers at most 8 digests per TPM2_PCR_Read: ask again for the rest.
-    TPML_PCR_SELECTION wanted = tpml_of(selection);
+    TPML_PCR_SELECTION wanted = pcr_selection_list(selection);
     while (values.size() < selection.pcrs.size()) {
         EsysPtr<TPML_PCR_SELECTION> got;
         EsysPtr<TPML_DIGEST> digests;
