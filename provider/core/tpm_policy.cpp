@@ -331,13 +331,15 @@ PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uin
     return command;
 }
 
-PcrSelection pcr_selection_of(const PolicyCommand& pcr) {
+PcrParts pcr_parts_of(const PolicyCommand& pcr) {
     BodyReader reader(pcr, TPM2_CC_PolicyPCR);
-    const auto list = reader.take(Tss2_MU_TPML_PCR_SELECTION_Unmarshal, "PCR selection");
+    PcrParts parts;
+    parts.list = reader.take(Tss2_MU_TPML_PCR_SELECTION_Unmarshal, "PCR selection");
+    const TPML_PCR_SELECTION& list = parts.list;
     if (list.count != 1)
         reader.fail("it selects PCRs of " + std::to_string(list.count) + " banks, not of one");
     const TPMS_PCR_SELECTION& bank = list.pcrSelections[0];
-    PcrSelection selection;
+    PcrSelection& selection = parts.selection;
     selection.bank = bank.hash;
     for (unsigned i = 0; i < 8u * bank.sizeofSelect; ++i) {
         if (!(bank.pcrSelect[i / 8] & (1u << (i % 8))))
@@ -351,7 +353,26 @@ PcrSelection pcr_selection_of(const PolicyCommand& pcr) {
     const std::size_t digest_size = reader.remaining();
     if (digest_size != sha256_size)
         reader.fail("its PCR digest is " + std::to_string(digest_size) + " bytes long, not 32 (SHA-256)");
-    return selection;
+    parts.digest.size = static_cast<UINT16>(digest_size);
+    std::copy(pcr.body.end() - static_cast<std::ptrdiff_t>(digest_size), pcr.body.end(), parts.digest.buffer);
+    return parts;
+}
+
+PcrSelection pcr_selection_of(const PolicyCommand& pcr) { return pcr_parts_of(pcr).selection; }
+
+Bytes pcr_digest(const std::vector<Bytes>& values) {
+    const EvpMdCtx ctx(EVP_MD_CTX_new());
+    bool ok = ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    for (const Bytes& value : values)
+        ok = ok && EVP_DigestUpdate(ctx.get(), value.data(), value.size());
+    Bytes out(sha256_size);
+    if (!(ok && EVP_DigestFinal_ex(ctx.get(), out.data(), nullptr)))
+        throw Error("cannot compute a PCR digest (OpenSSL)");
+    return out;
+}
+
+Bytes authorization_digest(std::span<const std::uint8_t> approved, const TPM2B_DIGEST& policy_ref) {
+    return hash(EVP_sha256(), {approved, std::span(policy_ref.buffer, policy_ref.size)});
 }
 
 PolicyCommand policy_authorize(const AuthorizeParts& parts) {
@@ -410,7 +431,7 @@ Bytes tpm_name(const TPMT_PUBLIC& area) {
 SignedPolicy sign_policy(std::vector<PolicyCommand> commands, EVP_PKEY* signer, const TPM2B_DIGEST& policy_ref,
                          const std::string& name) {
     const Bytes approved = policy_digest(commands);
-    const Bytes to_sign = hash(EVP_sha256(), {approved, std::span(policy_ref.buffer, policy_ref.size)});
+    const Bytes to_sign = authorization_digest(approved, policy_ref);
     AuthorizeParts parts;
     parts.signer = signer_public(signer);
     parts.policy_ref = policy_ref;

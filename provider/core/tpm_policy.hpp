@@ -62,9 +62,24 @@ PolicyCommand policy_auth_value();
 // `pcr_digest`: the name hash of the selected PCRs' values, concatenated
 // in ascending order.
 PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uint8_t> pcr_digest);
-// The PCR selection of a PolicyPCR command; throws Error if it is malformed,
-// selects more than one bank, or its pcrDigest is not 32 bytes (SHA-256).
-PcrSelection pcr_selection_of(const PolicyCommand& pcr);
+// The parts of a PolicyPCR command; throws Error if it is malformed, selects
+// more than one bank, or its pcrDigest is not 32 bytes (SHA-256). `list` is
+// the selection as stored (the TPM hashes it as it is sent), `digest` the
+// PCR digest the policy was made for.
+struct PcrParts {
+    PcrSelection selection;
+    TPML_PCR_SELECTION list{};
+    TPM2B_DIGEST digest{};
+};
+PcrParts pcr_parts_of(const PolicyCommand& pcr);
+PcrSelection pcr_selection_of(const PolicyCommand& pcr);  // pcr_parts_of(pcr).selection
+
+// A PolicyPCR's pcrDigest: SHA-256 over the PCR values, in ascending order.
+Bytes pcr_digest(const std::vector<Bytes>& values);
+
+// What a signed policy's signature covers (TPM 2.0 Part 3, PolicyAuthorize):
+// aHash = SHA-256(approved policy digest || policyRef).
+Bytes authorization_digest(std::span<const std::uint8_t> approved, const TPM2B_DIGEST& policy_ref);
 
 // The parts of a PolicyAuthorize command; throws Error if malformed.
 struct AuthorizeParts {

@@ -3,23 +3,12 @@
 #include "error.hpp"
 #include "owned.hpp"
 
-#include <openssl/evp.h>
-#include <tss2/tss2_mu.h>
-
 #include <algorithm>
 #include <optional>
 
 namespace tpmkey {
 
 namespace {
-
-Bytes sha256(std::span<const std::uint8_t> data) {
-    Bytes out(32);
-    unsigned int n = 0;
-    if (EVP_Digest(data.data(), data.size(), out.data(), &n, EVP_sha256(), nullptr) != 1)
-        throw Error("OpenSSL cannot hash with SHA-256");
-    return out;
-}
 
 template <class T>
 T tpm2b_of(std::span<const std::uint8_t> bytes) {
@@ -32,15 +21,11 @@ T tpm2b_of(std::span<const std::uint8_t> bytes) {
 }
 
 void run_pcr(Tpm& tpm, ESYS_TR session, const PolicyCommand& command) {
-    const PcrSelection selection = pcr_selection_of(command);
-    TPML_PCR_SELECTION pcrs{};
-    size_t offset = 0;
-    check_rc(Tss2_MU_TPML_PCR_SELECTION_Unmarshal(command.body.data(), command.body.size(), &offset, &pcrs),
-             "reading a PolicyPCR");
-    const TPM2B_DIGEST digest = tpm2b_of<TPM2B_DIGEST>(std::span(command.body).subspan(offset));
-    const TSS2_RC rc = Esys_PolicyPCR(tpm.esys(), session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest, &pcrs);
+    const PcrParts pcr = pcr_parts_of(command);
+    const TSS2_RC rc =
+        Esys_PolicyPCR(tpm.esys(), session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &pcr.digest, &pcr.list);
     if (rc != TSS2_RC_SUCCESS)
-        throw TpmError(TpmStep::policy_pcr, rc, pcr_selection_text(selection));
+        throw TpmError(TpmStep::policy_pcr, rc, pcr_selection_text(pcr.selection));
 }
 
 // PolicyAuthorize after `approved_by` (the commands before it in the same
@@ -51,9 +36,7 @@ void run_authorize(Tpm& tpm, ESYS_TR session, const PolicyCommand& command,
                    std::span<const PolicyCommand> approved_by) {
     const AuthorizeParts parts = authorize_parts_of(command);
     const Bytes approved = policy_digest(approved_by);
-    Bytes to_sign = approved;
-    to_sign.insert(to_sign.end(), parts.policy_ref.buffer, parts.policy_ref.buffer + parts.policy_ref.size);
-    const TPM2B_DIGEST a_hash = tpm2b_of<TPM2B_DIGEST>(sha256(to_sign));
+    const TPM2B_DIGEST a_hash = tpm2b_of<TPM2B_DIGEST>(authorization_digest(approved, parts.policy_ref));
     const TPM2B_DIGEST approved_digest = tpm2b_of<TPM2B_DIGEST>(approved);
 
     ESYS_TR handle = ESYS_TR_NONE;
@@ -116,12 +99,7 @@ std::vector<Bytes> read_pcrs(Tpm& tpm, const PcrSelection& selection) {
     return values;
 }
 
-Bytes pcr_digest_now(Tpm& tpm, const PcrSelection& selection) {
-    Bytes all;
-    for (const Bytes& value : read_pcrs(tpm, selection))
-        all.insert(all.end(), value.begin(), value.end());
-    return sha256(all);
-}
+Bytes pcr_digest_now(Tpm& tpm, const PcrSelection& selection) { return pcr_digest(read_pcrs(tpm, selection)); }
 
 Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key) {
     const std::span<const PolicyCommand> policy(key.policy);

@@ -25,8 +25,9 @@ const PolicyCommand* pcr_command(std::span<const PolicyCommand> commands) {
 
 // Whether the PCRs of a PolicyPCR hold the values it was made for.
 bool pcrs_match(Tpm& tpm, const PolicyCommand& pcr) {
-    const Bytes now = pcr_digest_now(tpm, pcr_selection_of(pcr));
-    return pcr.body.size() >= now.size() && std::equal(now.begin(), now.end(), pcr.body.end() - 32);
+    const PcrParts parts = pcr_parts_of(pcr);
+    const Bytes now = pcr_digest_now(tpm, parts.selection);
+    return std::equal(now.begin(), now.end(), parts.digest.buffer, parts.digest.buffer + parts.digest.size);
 }
 
 bool signed_key(const KeyFile& key) {
