@@ -16,7 +16,7 @@ Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout) {
             continue;
         }
         try {
-            auto token = std::make_unique<Token>(tokens_.size(), found.path, std::move(found.key->file));
+            auto token = std::make_unique<Token>(tokens_.size(), found.path, std::move(*found.key));
             log_debug("slot " + std::to_string(tokens_.size()) + ": " + found.path.string());
             tokens_.push_back(std::move(token));
         } catch (const Error& e) {

@@ -58,8 +58,8 @@ std::optional<Bytes> read_certificate_next_to(const std::filesystem::path& key_p
 
 CK_ULONG new_handle() noexcept { return ++handle_counter; }
 
-Token::Token(CK_SLOT_ID slot, std::filesystem::path path, KeyFile key)
-    : slot_(slot), path_(std::move(path)), key_(std::move(key)), pub_(key_.blobs.pub.publicArea),
+Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key)
+    : slot_(slot), path_(std::move(path)), key_(std::move(key.file)), pub_(std::move(key.public_key)),
       label_(path_.stem().string()), id_(key_id_of(pub_)) {
     const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
                          mechanisms_for(pub_, all_hashes)};
@@ -168,14 +168,13 @@ Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     require(may_sign(), CKR_USER_NOT_LOGGED_IN);  // e.g. C_Logout during an operation
     Loaded& loaded = load(tpm);
     const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
-    if (key_.has_policy()) {
-        // A fresh policy session per signature: its use consumes the policy.
-        const Authorization policy = satisfy_policy(tpm.tpm(), tpm.parent(key_.parent), key_);
-        return sign_digest(tpm.tpm(), loaded.key, policy, request.scheme, request.hash, request.digest,
-                           pub_.ec_field_size());
-    }
-    return sign_digest(tpm.tpm(), loaded.key, loaded.auth, request.scheme, request.hash, request.digest,
-                       pub_.ec_field_size());
+    // A key with a policy signs in a fresh policy session: its use
+    // consumes the policy.
+    std::optional<Authorization> policy;
+    if (key_.has_policy())
+        policy = satisfy_policy(tpm.tpm(), tpm.parent(key_.parent), key_);
+    return sign_digest(tpm.tpm(), loaded.key, policy ? *policy : loaded.auth, request.scheme, request.hash,
+                       request.digest, pub_.ec_field_size());
 }
 
 }  // namespace tpmkey::pkcs11

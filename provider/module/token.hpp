@@ -2,6 +2,7 @@
 // its objects, its login state, and the key loaded in the TPM while in use.
 #pragma once
 
+#include "key_discovery.hpp"
 #include "key_file.hpp"
 #include "mechanisms.hpp"
 #include "objects.hpp"
@@ -25,7 +26,7 @@ class Token {
 public:
     // Reads nothing: the key file is already parsed. A certificate next to
     // the key (NAME.crt, NAME-cert.pem; PEM or DER) is read if present.
-    Token(CK_SLOT_ID slot, std::filesystem::path path, KeyFile key);
+    Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key);
     Token(const Token&) = delete;
     Token& operator=(const Token&) = delete;
     ~Token() = default;
