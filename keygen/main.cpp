@@ -204,6 +204,17 @@ Options parse_options(int argc, char** argv) {
     return o;
 }
 
+// Throws unless `file` can be made in its directory (which need not exist
+// yet when `dir_may_be_made`): checked before the TPM spends time on a key.
+void check_writable(const std::filesystem::path& file, bool dir_may_be_made = false) {
+    const std::filesystem::path dir = file.parent_path().empty() ? "." : file.parent_path();
+    std::error_code ec;
+    if (dir_may_be_made && !std::filesystem::exists(dir, ec))
+        return;
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw Error(file.string() + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
+}
+
 // The signer of --policy-signer FILE; a new one (written with the key, so
 // that a failed run leaves no file) when FILE does not exist.
 struct KeygenSigner {
@@ -214,10 +225,7 @@ KeygenSigner policy_signer_for_keygen(const std::filesystem::path& path) {
     std::error_code ec;
     if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
         return {read_policy_signer(path), false};
-    // Find out now, not after the TPM made the key.
-    const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-    if (std::filesystem::exists(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw Error(path.string() + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
+    check_writable(path, true);  // write_policy_signer makes a missing directory
     return {generate_policy_signer(), true};
 }
 
@@ -328,10 +336,7 @@ int run(int argc, char** argv, std::string& tcti) {
         if (!confirm_on_terminal(what + ". Overwrite?"))
             throw Error(what + "; not overwritten (remove it or choose another -f)");
     }
-    // Find out now, not after the TPM spent a minute on an RSA key.
-    const std::filesystem::path dir = key_path.parent_path().empty() ? "." : key_path.parent_path();
-    if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw Error(key_path.string() + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
+    check_writable(key_path);
 
     Secret pin;
     if (!o.pin_file.empty()) {
