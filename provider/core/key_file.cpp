@@ -413,7 +413,7 @@ void check_runnable(const KeyFile& key) {
             throw Error("the key's policy uses TPM2_PolicyAuthorize (0x16a) after its first command, which tpmkey does not run");
         check_runnable(command);
     }
-    if (key.policy.front().code != TPM2_CC_PolicyAuthorize)
+    if (!key.has_signed_policies())
         return;
     if (key.signed_policies.empty())
         throw Error("the key needs a signed policy (its policy starts with TPM2_PolicyAuthorize), and its file has none");

@@ -50,6 +50,11 @@ struct KeyFile {
 
     bool needs_pin() const noexcept { return empty_auth != true; }
     bool has_policy() const noexcept { return !policy.empty(); }
+    // The policy starts with PolicyAuthorize: the PCR policies are the
+    // signed ones in `signed_policies`.
+    bool has_signed_policies() const noexcept {
+        return has_policy() && policy.front().code == TPM2_CC_PolicyAuthorize;
+    }
 };
 
 // Parses PEM text. `name` (the file's path) prefixes every error message.

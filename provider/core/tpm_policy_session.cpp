@@ -103,7 +103,7 @@ Bytes pcr_digest_now(Tpm& tpm, const PcrSelection& selection) { return pcr_diges
 
 Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key) {
     const std::span<const PolicyCommand> policy(key.policy);
-    if (policy.empty() || policy.front().code != TPM2_CC_PolicyAuthorize) {
+    if (!key.has_signed_policies()) {
         Authorization auth = Authorization::policy_session(tpm, salt_key);
         run(tpm, auth.session(), policy);
         return auth;

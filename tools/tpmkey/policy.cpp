@@ -14,7 +14,6 @@ namespace tpmkey::cli {
 
 namespace {
 
-
 // The PolicyPCR of a list of commands, if it has one.
 const PolicyCommand* pcr_command(std::span<const PolicyCommand> commands) {
     for (const PolicyCommand& c : commands)
@@ -30,16 +29,12 @@ bool pcrs_match(Tpm& tpm, const PolicyCommand& pcr) {
     return std::equal(now.begin(), now.end(), parts.digest.buffer, parts.digest.buffer + parts.digest.size);
 }
 
-bool signed_key(const KeyFile& key) {
-    return !key.policy.empty() && key.policy.front().code == TPM2_CC_PolicyAuthorize;
-}
-
 }  // namespace
 
 std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key) {
     // The PolicyPCRs to check: the key's own, or each of its signed policies'.
     std::vector<const PolicyCommand*> pcrs;
-    if (signed_key(key))
+    if (key.has_signed_policies())
         for (const SignedPolicy& s : key.signed_policies)
             pcrs.push_back(pcr_command(s.commands));
     else
@@ -65,7 +60,7 @@ void print_policy(const KeyFile& key, Tpm* tpm) {
     const auto pcrs_text = [](const PolicyCommand* pcr) {
         return pcr ? pcr_selection_text(pcr_selection_of(*pcr)) : std::string("no PCRs");
     };
-    if (signed_key(key)) {
+    if (key.has_signed_policies()) {
         const AuthorizeParts signer = authorize_parts_of(key.policy.front());
         std::cout << "policy:      signed policies (" << key.signed_policies.size() << ")"
                   << (pin ? " and the PIN" : "") << "; signer "
@@ -92,7 +87,7 @@ void print_policy(const KeyFile& key, Tpm* tpm) {
         std::cout << "PCRs now:    match: the key signs in this boot state\n";
     else
         std::cout << "PCRs now:    changed since the key was made: the key does not sign in this boot state"
-                  << (signed_key(key) ? " ('tpmkey policy sign' approves it, on a boot you trust)" : "") << "\n";
+                  << (key.has_signed_policies() ? " ('tpmkey policy sign' approves it, on a boot you trust)" : "") << "\n";
 }
 
 namespace {
@@ -104,7 +99,7 @@ int cmd_policy(const Parsed& p) {
         throw UsageError("tpmkey policy: unknown subcommand '" + p.positional[0] + "'", policy_usage);
     const std::filesystem::path path = rewritten_key_file(p.positional[1]);
     KeyFile key = read_key_file(path);
-    if (!signed_key(key) || key.signed_policies.empty())
+    if (!key.has_signed_policies() || key.signed_policies.empty())
         throw Error(path.string() + ": not a key with a signed policy (made with tpmkey-keygen --pcr ... "
                                     "--policy-signer); a key bound to PCRs directly cannot follow a change");
     const PolicyCommand* newest_pcr = pcr_command(key.signed_policies.front().commands);
