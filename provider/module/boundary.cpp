@@ -47,8 +47,8 @@ std::string dictionary_attack_text(Module& m) noexcept {
 }  // namespace
 
 LockedState::LockedState() noexcept {
-    // The first C_Initialize registers the fork handlers; before that no
-    // state exists that a child could inherit.
+    // The first call into the module registers the fork handlers (once a
+    // process loaded the module; dlclose drops them).
     (void)pthread_once(&atfork_once, register_fork_handlers);
     pthread_mutex_lock(&module_lock);
     // A forked child shares nothing with its parent's state: that memory is
@@ -80,20 +80,25 @@ CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
         // Also when the TPM went away under a running process.
         const Diagnosis d = diagnose(e, m.tpm().tcti());
         CK_RV rv = CKR_DEVICE_ERROR;
-        if (d.kind == TpmProblem::wrong_pin) {
+        std::string line = diagnosis_line(d);
+        switch (d.kind) {
+        case TpmProblem::wrong_pin:
             rv = CKR_PIN_INCORRECT;
-            log_error(d.problem + " (" + dictionary_attack_text(m) + "; too many and the TPM locks out)");
-        } else if (d.kind == TpmProblem::locked_out) {
+            line = d.problem + " (" + dictionary_attack_text(m) + "; too many and the TPM locks out)";
+            break;
+        case TpmProblem::locked_out:
             rv = CKR_PIN_LOCKED;
-            log_error(d.problem + " (" + dictionary_attack_text(m) + ")");
-        } else if (d.kind == TpmProblem::pcr_changed) {
+            line = d.problem + " (" + dictionary_attack_text(m) + ")";
+            break;
+        case TpmProblem::pcr_changed:
             // Not the PIN, not the device: the TPM refuses this key in this
             // boot state.
             rv = CKR_FUNCTION_REJECTED;
-            log_error(diagnosis_line(d));
-        } else {
-            log_error(diagnosis_line(d));
+            break;
+        default:
+            break;
         }
+        log_error(line);
         if (rv == CKR_DEVICE_ERROR)
             m.drop_tpm();
         else
