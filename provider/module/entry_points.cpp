@@ -202,7 +202,7 @@ CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
         info->ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
         info->ulRwSessionCount = m.session_count(slot, true);
         info->ulMaxPinLen = 32;  // a TPM auth value is at most one SHA-256 digest
-        info->ulMinPinLen = 0;
+        info->ulMinPinLen = t.needs_pin() ? 1 : 0;  // no key that needs a login has an empty PIN
         info->ulTotalPublicMemory = CK_UNAVAILABLE_INFORMATION;
         info->ulFreePublicMemory = CK_UNAVAILABLE_INFORMATION;
         info->ulTotalPrivateMemory = CK_UNAVAILABLE_INFORMATION;
@@ -312,8 +312,7 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_UL
         }
         require(user == CKU_CONTEXT_SPECIFIC || !t.logged_in(), CKR_USER_ALREADY_LOGGED_IN);
         require(pin_len <= 32, CKR_PIN_LEN_RANGE);
-        Secret secret(std::span<const std::uint8_t>(pin, pin_len));
-        m.with_room_in_tpm(t, [&] { t.login(m.tpm(), secret.clone()); });
+        m.login(t, Secret(std::span<const std::uint8_t>(pin, pin_len)));
         log_debug(t.label() + ": logged in");
     });
 }

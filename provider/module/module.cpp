@@ -71,6 +71,31 @@ void Module::logout(CK_SLOT_ID slot) {
     t.logout();
 }
 
+void Module::login(Token& t, Secret pin) {
+    const std::optional<PinBurst::Verdict> earlier =
+        t.needs_pin() ? pin_burst_.verdict_for_another(t.slot(), pin) : std::nullopt;
+    if (earlier) {
+        const std::string other = token(earlier->slot).label();
+        log_error(t.label() + ": not logged in: the PIN given for it was " +
+                  (earlier->accepted ? "accepted for '" + other + "' a moment ago, so it is that key's PIN"
+                                     : "refused for '" + other + "' a moment ago") +
+                  "; tpmkey sends one PIN to the TPM for one key only, so that a PIN passed on to every key "
+                  "(ssh-add -s) never counts against the TPM's dictionary-attack counter more than once "
+                  "(docs/ssh-agent-and-more.md says how to add this key)");
+        throw Pkcs11Error(CKR_PIN_INCORRECT);
+    }
+    const Secret tried = pin.clone();
+    try {
+        with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
+    } catch (const TpmError& e) {
+        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
+            pin_burst_.record(t.slot(), tried, false);
+        throw;
+    }
+    if (t.needs_pin())
+        pin_burst_.record(t.slot(), tried, true);
+}
+
 CK_ULONG Module::session_count(CK_SLOT_ID slot, bool read_write_only) const {
     CK_ULONG n = 0;
     for (const auto& [handle, s] : sessions_)

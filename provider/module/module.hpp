@@ -6,6 +6,7 @@
 #include "error.hpp"
 #include "mechanisms.hpp"
 #include "objects.hpp"
+#include "pin_burst.hpp"
 #include "token.hpp"
 #include "tpm_connection.hpp"
 
@@ -47,6 +48,12 @@ public:
     // Logs the token out and ends its sessions' signing operations, whose
     // key needs the login.
     void logout(CK_SLOT_ID slot);
+    // C_Login as CKU_USER: the token checks the PIN with the TPM, unless
+    // the TPM judged the same PIN for another token moments ago (PinBurst):
+    // then it is refused without a TPM command, so that one PIN passed on
+    // to every token never counts more than once, and the right PIN of
+    // one key never counts against the others.
+    void login(Token& token, Secret pin);
 
     TpmConnection& tpm() noexcept { return tpm_; }
     // The hash algorithms the TPM implements; asked once, when first needed.
@@ -83,6 +90,7 @@ private:
     std::vector<std::unique_ptr<Token>> tokens_;
     std::map<CK_SESSION_HANDLE, Session> sessions_;
     std::optional<std::vector<TPM2_ALG_ID>> tpm_hashes_;
+    PinBurst pin_burst_;
 };
 
 }  // namespace tpmkey::pkcs11

@@ -124,6 +124,13 @@ void Token::login(TpmConnection& tpm, Secret pin) {
         logged_in_ = true;
         return;
     }
+    // A key that needs a login has a PIN: an empty one (Enter at a prompt,
+    // OpenSSH's regress tests) is wrong without asking the TPM, where it
+    // would count as a failed try.
+    if (pin.empty()) {
+        log_error(label_ + ": no PIN given (the key has a PIN; nothing was sent to the TPM)");
+        throw Pkcs11Error(CKR_PIN_LEN_RANGE);
+    }
     // A key loaded without a session (no PIN so far) must be reloaded with one.
     if (loaded_ && !loaded_->auth.encrypted())
         loaded_.reset();

@@ -3,8 +3,10 @@
 // flush what was loaded (counted in the swtpm with tpm2_getcap).
 #include "harness.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 using namespace mt;
 
@@ -68,7 +70,6 @@ TEST_CASE("a PIN token: private key hidden until C_Login; wrong PIN refused by t
         // The TPM judges the PIN (TPM2_RC_AUTH_FAIL), and counts the failure.
         const unsigned long failures = lockout_counter();
         CHECK_RV(login_with(s, k.pin + "x"), CKR_PIN_INCORRECT);
-        CHECK_RV(login_with(s, ""), CKR_PIN_INCORRECT);
         CHECK(lockout_counter() >= failures + 1);
         CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
         CHECK(private_keys_visible(s) == 0);
@@ -164,6 +165,67 @@ TEST_CASE("a failed context-specific login leaves the user logged in with the PI
     CHECK(lockout_counter() == failures + 1);
 }
 
+TEST_CASE("an empty PIN for a key with a PIN: CKR_PIN_LEN_RANGE, no TPM command, nothing counted", "[login]") {
+    for_each_token({"ec384", "rsa3072"}, [](const TestKey& k, CK_SLOT_ID slot) {
+        CK_TOKEN_INFO info;
+        REQUIRE_RV(p11()->C_GetTokenInfo(slot, &info), CKR_OK);
+        CHECK(info.ulMinPinLen == 1);
+        Session s(slot);
+        const unsigned long failures = lockout_counter();
+        CHECK_RV(login_with(s, ""), CKR_PIN_LEN_RANGE);
+        CHECK_RV(login_with(s, ""), CKR_PIN_LEN_RANGE);
+        CHECK(lockout_counter() == failures);
+        CHECK_FALSE((token_flags(slot) & CKF_USER_PIN_COUNT_LOW));
+        CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
+        login(s, k);
+    });
+}
+
+// ssh-add -s: one PIN, C_Login on every token that needs one, one after
+// another (docs/design.md, "One PIN, one TPM check").
+TEST_CASE("one PIN passed on to every token: the TPM judges it once", "[login]") {
+    const TestKey& ec = key("ec384");
+    const TestKey& rsa = key("rsa3072");
+    SECTION("the right PIN of the first key: that key logs in, the other is refused, nothing counted") {
+        Initialized init;
+        Session first(slot_of(ec.name));
+        Session second(slot_of(rsa.name));
+        const unsigned long failures = lockout_counter();
+        REQUIRE_RV(login_with(first, ec.pin), CKR_OK);
+        CHECK_RV(login_with(second, ec.pin), CKR_PIN_INCORRECT);
+        CHECK(lockout_counter() == failures);
+        CHECK(state_of(second) == CKS_RO_PUBLIC_SESSION);
+        CHECK_FALSE((token_flags(slot_of(rsa.name)) & CKF_USER_PIN_COUNT_LOW));
+        // Its own PIN still works, and the first key still signs.
+        login(second, rsa);
+        sign_ok(first, find_one(first, CKO_PRIVATE_KEY), ec, bytes("first"));
+        sign_ok(second, find_one(second, CKO_PRIVATE_KEY), rsa, bytes("second"));
+        CHECK(lockout_counter() == failures);
+    }
+    SECTION("a wrong PIN passed on: one count however many tokens get it") {
+        Initialized init;
+        Session first(slot_of(ec.name));
+        Session second(slot_of(rsa.name));
+        const unsigned long failures = lockout_counter();
+        CHECK_RV(login_with(first, "typed wrong"), CKR_PIN_INCORRECT);
+        CHECK_RV(login_with(second, "typed wrong"), CKR_PIN_INCORRECT);
+        CHECK_RV(login_with(first, "typed wrong"), CKR_PIN_INCORRECT);  // the same token asks the TPM again
+        CHECK(lockout_counter() == failures + 2);
+        CHECK_RV(login_with(second, "typed wrong"), CKR_PIN_INCORRECT);
+        CHECK(lockout_counter() == failures + 2);
+    }
+    SECTION("after the burst, a PIN typed again for another token goes to the TPM") {
+        Initialized init;
+        Session first(slot_of(ec.name));
+        Session second(slot_of(rsa.name));
+        REQUIRE_RV(login_with(first, ec.pin), CKR_OK);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+        const unsigned long failures = lockout_counter();
+        CHECK_RV(login_with(second, ec.pin), CKR_PIN_INCORRECT);
+        CHECK(lockout_counter() == failures + 1);
+    }
+}
+
 TEST_CASE("CKF_USER_PIN_COUNT_LOW: a wrong PIN since the last successful login, on that token only", "[login]") {
     const TestKey& k = key("ec384");
     Initialized init;
@@ -206,8 +268,11 @@ TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "
         CHECK(state_of(s) == CKS_RO_PUBLIC_SESSION);
 
         // A login with the empty PIN is harmless and changes nothing visible.
+        // PKCS#11 3.0, 5.6: a token that needs no login may still be logged
+        // in to, and a second login is CKR_USER_ALREADY_LOGGED_IN.
         CHECK_RV(login_with(s, ""), CKR_OK);
         CHECK(state_of(s) == CKS_RO_USER_FUNCTIONS);
+        CHECK_RV(login_with(s, ""), CKR_USER_ALREADY_LOGGED_IN);
         sign_ok(s, priv, k, bytes("logged in without a PIN"));
         CHECK_RV(p11()->C_Logout(s), CKR_OK);
         // Some PIN on a key without one: accepted or refused, but never

@@ -1,0 +1,51 @@
+#include "pin_burst.hpp"
+
+#include "error.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+namespace tpmkey::pkcs11 {
+
+PinBurst::PinBurst() {
+    if (RAND_bytes(key_.data(), static_cast<int>(key_.size())) != 1)
+        throw Pkcs11Error(CKR_FUNCTION_FAILED);
+}
+
+PinBurst::~PinBurst() {
+    OPENSSL_cleanse(key_.data(), key_.size());
+    if (last_)
+        OPENSSL_cleanse(last_->digest.data(), last_->digest.size());
+}
+
+PinBurst::Digest PinBurst::digest(const Secret& pin) const {
+    Digest out{};
+    std::size_t n = 0;
+    // EVP_Q_mac wants a non-null data pointer even for no data.
+    static constexpr std::uint8_t nothing = 0;
+    if (!EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key_.data(), key_.size(),
+                   pin.empty() ? &nothing : pin.data(), pin.size(), out.data(), out.size(), &n) ||
+        n != out.size())
+        throw Pkcs11Error(CKR_FUNCTION_FAILED);
+    return out;
+}
+
+std::optional<PinBurst::Verdict> PinBurst::verdict_for_another(CK_SLOT_ID slot, const Secret& pin) {
+    if (!last_ || last_->verdict.slot == slot)
+        return std::nullopt;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_->at > window)
+        return std::nullopt;
+    const Digest d = digest(pin);
+    if (CRYPTO_memcmp(d.data(), last_->digest.data(), d.size()) != 0)
+        return std::nullopt;
+    last_->at = now;
+    return last_->verdict;
+}
+
+void PinBurst::record(CK_SLOT_ID slot, const Secret& pin, bool accepted) {
+    last_ = Last{digest(pin), Verdict{slot, accepted}, std::chrono::steady_clock::now()};
+}
+
+}  // namespace tpmkey::pkcs11
