@@ -165,7 +165,8 @@ TEST_CASE("a failed context-specific login leaves the user logged in with the PI
     CHECK(lockout_counter() == failures + 1);
 }
 
-TEST_CASE("an empty PIN for a key with a PIN: CKR_PIN_LEN_RANGE, no TPM command, nothing counted", "[login]") {
+// [counted]: a swtpm that forgives no wrong PIN during the test, so counts are exact.
+TEST_CASE("an empty PIN for a key with a PIN: CKR_PIN_LEN_RANGE, no TPM command, nothing counted", "[counted]") {
     for_each_token({"ec384", "rsa3072"}, [](const TestKey& k, CK_SLOT_ID slot) {
         CK_TOKEN_INFO info;
         REQUIRE_RV(p11()->C_GetTokenInfo(slot, &info), CKR_OK);
@@ -183,7 +184,7 @@ TEST_CASE("an empty PIN for a key with a PIN: CKR_PIN_LEN_RANGE, no TPM command,
 
 // ssh-add -s: one PIN, C_Login on every token that needs one, one after
 // another (docs/design.md, "One PIN, one TPM check").
-TEST_CASE("one PIN passed on to every token: the TPM judges it once", "[login]") {
+TEST_CASE("one PIN passed on to every token: the TPM judges it once", "[counted]") {
     const TestKey& ec = key("ec384");
     const TestKey& rsa = key("rsa3072");
     SECTION("the right PIN of the first key: that key logs in, the other is refused, nothing counted") {
