@@ -10,6 +10,9 @@
 
 using namespace mt;
 
+// Tests tagged [counted] compare the TPM's wrong-PIN count exactly: they run
+// on a swtpm that forgives none during the test (test/module/CMakeLists.txt).
+
 namespace {
 
 CK_STATE state_of(CK_SESSION_HANDLE s) {
@@ -127,7 +130,7 @@ TEST_CASE("a PIN token: signing needs the login", "[login]") {
     sign_ok(s, again, k, bytes("after a new login"));
 }
 
-TEST_CASE("C_Logout with a signing operation active: no signature and no dictionary-attack strike", "[login]") {
+TEST_CASE("C_Logout with a signing operation active: no signature and no dictionary-attack strike", "[counted]") {
     Initialized init;
     KeySession s(key("ec384"));
     CK_MECHANISM m{CKM_ECDSA, nullptr, 0};
@@ -145,7 +148,7 @@ TEST_CASE("C_Logout with a signing operation active: no signature and no diction
     CHECK(lockout_counter() == failures);
 }
 
-TEST_CASE("a failed context-specific login leaves the user logged in with the PIN that worked", "[login]") {
+TEST_CASE("a failed context-specific login leaves the user logged in with the PIN that worked", "[counted]") {
     const TestKey& k = key("ec384");
     Initialized init;
     Session s(slot_of(k.name));
@@ -165,7 +168,6 @@ TEST_CASE("a failed context-specific login leaves the user logged in with the PI
     CHECK(lockout_counter() == failures + 1);
 }
 
-// [counted]: a swtpm that forgives no wrong PIN during the test, so counts are exact.
 TEST_CASE("an empty PIN for a key with a PIN: CKR_PIN_LEN_RANGE, no TPM command, nothing counted", "[counted]") {
     for_each_token({"ec384", "rsa3072"}, [](const TestKey& k, CK_SLOT_ID slot) {
         CK_TOKEN_INFO info;
@@ -258,7 +260,7 @@ TEST_CASE("a security officer login: the spec's answers for a token without one"
     CHECK_RV(login_with(s, "x", CKU_SO + 7), CKR_USER_TYPE_INVALID);
 }
 
-TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "[login]") {
+TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "[counted]") {
     for_each_token({"ec256", "rsa2048"}, [](const TestKey& k, CK_SLOT_ID slot) {
         CHECK_FALSE((token_flags(slot) & CKF_LOGIN_REQUIRED));
         Session s(slot);
@@ -287,7 +289,7 @@ TEST_CASE("a token without a PIN: no CKF_LOGIN_REQUIRED; signs without login", "
     });
 }
 
-TEST_CASE("C_Login arguments", "[login]") {
+TEST_CASE("C_Login arguments", "[counted]") {
     const TestKey& k = key("ec384");
     Initialized init;
     Session s(slot_of(k.name));
