@@ -1,9 +1,14 @@
 // Logging for the module and the tools. Errors go to stderr by default
 // (one line a person can act on); TPMKEY_LOG=debug adds detail,
-// TPMKEY_LOG=off silences it, TPMKEY_LOG_FILE sends it to a file.
+// TPMKEY_LOG=off silences it, TPMKEY_LOG_FILE sends it to a file. Where
+// stderr is /dev/null (ssh-agent in the background and its PKCS#11
+// helper), the module's lines go to the state log instead, which
+// `tpmkey doctor` shows.
+// Lines written to a file start with the local time.
 // Never pass a PIN, an auth value or signed data to these functions.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace tpmkey {
@@ -11,7 +16,14 @@ namespace tpmkey {
 enum class LogLevel { off = 0, error = 1, info = 2, debug = 3 };
 
 // Reads TPMKEY_LOG and TPMKEY_LOG_FILE; called by C_Initialize and the CLIs.
-void configure_logging();
+// Only the module keeps lines that would go to a lost stderr (a CLI whose
+// stderr was sent to /dev/null was asked to be quiet).
+enum class LostStderr { drop, to_state_log };
+void configure_logging(LostStderr lost = LostStderr::drop);
+
+// $XDG_STATE_HOME/tpmkey/log, else ~/.local/state/tpmkey/log; empty
+// without a home directory.
+std::filesystem::path state_log_path();
 
 LogLevel log_level() noexcept;
 void log(LogLevel level, const std::string& message) noexcept;

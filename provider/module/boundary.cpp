@@ -65,7 +65,7 @@ Module* LockedState::module() const noexcept { return the_module; }
 
 void LockedState::initialize() {
     require(the_module == nullptr, CKR_CRYPTOKI_ALREADY_INITIALIZED);
-    configure_logging();
+    configure_logging(LostStderr::to_state_log);
     the_module = new Module(load_config());
     module_pid = ::getpid();
 }

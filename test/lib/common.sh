@@ -28,6 +28,7 @@
 #   pub_blob FILE|-, fingerprint FILE, fingerprint_line FILE
 #                           a public key's "TYPE BASE64", SHA256:..., "BITS SHA256:... (TYPE)"
 #   closed_tcti             a TCTI where no TPM answers
+#   lockout_counter         the TPM's count of wrong authorizations (TPM2_PT_LOCKOUT_COUNTER)
 #   tpm_leftovers, expect_clean_tpm WHEN, flush_leftovers
 #                           transient objects and sessions in the TPM (the swtpm
 #                           itself, past a resource manager)
@@ -232,6 +233,14 @@ closed_tcti() {
 }
 
 # ---------------------------------------------------------------- TPM
+
+# lockout_counter: the TPM's dictionary-attack counter, a decimal number.
+lockout_counter() {
+    local n
+    n=$(tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" properties-variable | awk '$1 == "TPM2_PT_LOCKOUT_COUNTER:" { print $2 }')
+    [ -n "$n" ] || fail "tpm2_getcap: no TPM2_PT_LOCKOUT_COUNTER"
+    echo $((n))
+}
 
 # tpm_leftovers: transient objects and loaded sessions in the TPM, one line
 # each ("transient 0x80000000"); empty if none. Asked of the swtpm itself:

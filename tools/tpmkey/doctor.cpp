@@ -4,8 +4,10 @@
 #include "cli.hpp"
 #include "config.hpp"
 #include "diagnosis.hpp"
+#include "file_read.hpp"
 #include "key_discovery.hpp"
 #include "known_parents.hpp"
+#include "log.hpp"
 #include "ssh_config.hpp"
 #include "tpm.hpp"
 #include "tpm_keys.hpp"
@@ -54,6 +56,11 @@ public:
     void fail(const std::string& what, const std::string& problem, const std::string& solution) {
         ++problems_;
         report("[problem] ", what, problem, solution);
+    }
+    void info(const std::string& what, const std::vector<std::string>& lines) {
+        std::cout << "[info]    " << what << "\n";
+        for (const std::string& line : lines)
+            std::cout << "          " << line << "\n";
     }
     int problems() const noexcept { return problems_; }
 
@@ -398,12 +405,37 @@ void check_ssh(Doctor& d) {
         d.ok(first_line);
 }
 
+// What the module said where nobody saw its stderr (ssh-agent in the
+// background: why `ssh-add -s` added fewer keys, a wrong PIN, a lockout).
+void show_module_log(Doctor& d) {
+    constexpr std::size_t max_lines = 5;
+    const std::filesystem::path path = state_log_path();
+    std::vector<std::string> warnings;
+    const std::string text = path.empty() ? "" : read_optional_text_file(path, 256 * 1024, warnings);
+    std::vector<std::string> lines;
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t eol = std::min(text.find('\n', at), text.size());
+        std::string line = text.substr(at, eol - at);
+        for (char& c : line)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+                c = '?';
+        if (!line.empty())
+            lines.push_back(std::move(line));
+        at = eol + 1;
+    }
+    if (lines.size() > max_lines)
+        lines.erase(lines.begin(), lines.end() - max_lines);
+    if (!lines.empty())
+        d.info("the module's last messages where nobody saw them (ssh-agent; " + path.string() + "):", lines);
+}
+
 int cmd_doctor(const Parsed&) {
     Doctor d;
     const Config config = load_config();
     const std::unique_ptr<Tpm> tpm = check_tpm(d, config);
     check_keys(d, config, tpm.get());
     check_ssh(d);
+    show_module_log(d);
     std::cout << (d.problems() == 0 ? "All is well.\n" : std::to_string(d.problems()) + " problem(s) found.\n");
     return d.problems() == 0 ? 0 : 1;
 }

@@ -1,0 +1,96 @@
+#!/bin/bash
+# ssh-add -s with several keys that have different PINs (docs/design.md,
+# "One PIN, one TPM check"): ssh-add asks one PIN and the agent's helper
+# tries it on every token that needs one. On a TPM that locks out after 3
+# wrong PINs and forgives none during the test (with-swtpm --da 3:1000:1000):
+#   - the right PIN of the first key, twice: that key and the key without a
+#     PIN are added, and the TPM counts nothing;
+#   - a wrong PIN: only the key without a PIN, and the TPM counts one;
+#   - the agent in the background (stderr on /dev/null): what the module
+#     said is in the state log, and `tpmkey doctor` shows it;
+#   - another key for the agent: chosen with TPMKEY_KEYS in its environment.
+# Needs root (ssh-agent's allow-list); exits 77 otherwise.
+set -euo pipefail
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
+
+agent_install_module
+keys=$TEST_DIR/keys
+# Slot order is the sorted file names: id_tpm is the first key with a PIN.
+keygen "$keys/id_tpm.tpm" ecdsa 256 'PIN of id_tpm'
+keygen "$keys/nopin.tpm" ecdsa 256
+keygen "$keys/pcr.tpm" ecdsa 256 'PIN of pcr' --pcr 7
+keygen "$keys/work.tpm" rsa 2048 'PIN of work'
+keygen "$keys/zeta.tpm" ecdsa 384 'PIN of zeta'
+fp() { fingerprint "$keys/$1.pub"; }
+export TPMKEY_KEYS=$keys
+state_log=$HOME/.local/state/tpmkey/log
+
+# A daemonised ssh-agent, as users run it: its stderr (and its PKCS#11
+# helper's) is /dev/null.
+background_agent() {
+    local out
+    rm -f "$AGENT_SOCK"
+    out=$(ssh-agent -s -a "$AGENT_SOCK") || fail "ssh-agent did not start"
+    AGENT_PID=$(sed -n 's/^SSH_AGENT_PID=\([0-9]*\);.*/\1/p' <<<"$out")
+    [ -n "$AGENT_PID" ] || fail "ssh-agent printed no pid: $out"
+    on_exit agent_stop
+    export SSH_AUTH_SOCK=$AGENT_SOCK
+}
+
+# add_with PIN WHAT KEY...: ssh-add -s with PIN; the agent then holds exactly KEYs.
+add_with() {
+    local pin=$1 what=$2 want
+    shift 2
+    askpass_pin "$pin"
+    ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || true
+    expect_prompts "Enter passphrase for PKCS#11: "
+    want=$(for k in "$@"; do fp "$k"; done | sort)
+    if [ "$(agent_fingerprints)" != "$want" ]; then
+        show "$TEST_DIR/add.out" "$state_log"
+        fail "$what: the agent should hold exactly: $*; it holds: $(ssh-add -l 2>&1 | tr '\n' ' ')"
+    fi
+}
+
+background_agent
+expect_eq "$(lockout_counter)" 0 "the TPM's lockout counter before"
+
+# 1. The right PIN of id_tpm, twice.
+for round in 1 2; do
+    add_with 'PIN of id_tpm' "right PIN, round $round" id_tpm nopin
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after the right PIN (round $round)"
+    echo "data $round" >"$TEST_DIR/data"
+    rm -f "$TEST_DIR/data.sig"
+    agent_sign "$keys/id_tpm.pub" "$TEST_DIR/data"
+    expect_signature "$keys/id_tpm.pub" "$TEST_DIR/data.sig" "$TEST_DIR/data"
+    ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+    ok "right PIN of id_tpm (round $round): id_tpm and nopin added, id_tpm signs, the TPM counted nothing"
+done
+for k in pcr work zeta; do
+    grep -q "tpmkey: $k: not logged in: the PIN given for it was accepted for 'id_tpm'" "$state_log" ||
+        { show "$state_log"; fail "the state log does not say why $k was not added"; }
+done
+ok "the state log says which keys were not added and why"
+
+# 2. A wrong PIN: one count, however many keys.
+add_with 'not a PIN of any key' "wrong PIN" nopin
+expect_eq "$(lockout_counter)" 1 "the lockout counter after one wrong PIN"
+grep -q "tpmkey: wrong PIN for 'id_tpm' (1 of 3 " "$state_log" ||
+    { show "$state_log"; fail "the state log does not name the wrong PIN"; }
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+ok "wrong PIN: only nopin added, the TPM counted one"
+
+# 3. doctor shows what the module said in the background.
+run "$TPMKEY_TOOL" doctor
+expect_out "the module's last messages where nobody saw them" "doctor"
+expect_out "tpmkey: wrong PIN for 'id_tpm' (1 of 3 " "doctor"
+ok "tpmkey doctor shows the module's last messages from the agent"
+
+# 4. Another key for the agent: TPMKEY_KEYS in the agent's environment.
+agent_stop
+TPMKEY_KEYS=$keys/work.tpm:$keys/nopin.tpm background_agent
+add_with 'PIN of work' "TPMKEY_KEYS=work" work nopin
+expect_eq "$(lockout_counter)" 1 "the lockout counter after adding work with its PIN"
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+ok "an agent started with TPMKEY_KEYS naming work adds work with its PIN; nothing counted"
+expect_clean_tpm "after ssh-add -e"
