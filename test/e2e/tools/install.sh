@@ -34,18 +34,20 @@ grep -qx "module: $MODULE" "$D$p11_file" || fail "$p11_file does not name $MODUL
 cat >"$TEST_DIR/expected" <<LIST
 $TPMKEY_BINDIR/tpmkey
 $TPMKEY_BINDIR/tpmkey-keygen
+$TPMKEY_BINDIR/tpmkey-swtpm
 $MODULE
 $TPMKEY_MANDIR/man1/tpmkey.1
 $TPMKEY_MANDIR/man1/tpmkey-keygen.1
+$TPMKEY_MANDIR/man1/tpmkey-swtpm.1
 $TPMKEY_MANDIR/man8/tpmkey-pkcs11.8
 $p11_file
 LIST
 (cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$TEST_DIR/installed"
 sort "$TEST_DIR/expected" | diff - "$TEST_DIR/installed" >&2 || fail "installed files differ from the expected list (- expected, + installed)"
-for f in tpmkey tpmkey-keygen; do
+for f in tpmkey tpmkey-keygen tpmkey-swtpm; do
     [ -x "$D$TPMKEY_BINDIR/$f" ] || fail "$f is not executable"
 done
-for page in man1/tpmkey.1 man1/tpmkey-keygen.1 man8/tpmkey-pkcs11.8; do
+for page in man1/tpmkey.1 man1/tpmkey-keygen.1 man1/tpmkey-swtpm.1 man8/tpmkey-pkcs11.8; do
     MANWIDTH=80 man -l "$D$TPMKEY_MANDIR/$page" 2>/dev/null | grep -q '^NAME' || fail "man -l $page (installed)"
 done
 case $MODULE in

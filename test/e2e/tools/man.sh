@@ -22,7 +22,7 @@ in_page() {
     grep -qF -- "$2" "$TEST_DIR/$1.txt" || fail "$1 does not mention '$2'"
 }
 
-for page in tpmkey.1 tpmkey-keygen.1 tpmkey-pkcs11.8; do
+for page in tpmkey.1 tpmkey-keygen.1 tpmkey-swtpm.1 tpmkey-pkcs11.8; do
     render "$page"
     name=${page%.*}
     section=${page##*.}
@@ -32,7 +32,7 @@ for page in tpmkey.1 tpmkey-keygen.1 tpmkey-pkcs11.8; do
         grep -qx "$s" "$TEST_DIR/$page.txt" || fail "$page: no $s section"
     done
 done
-ok "all three pages render with man -l, without warnings, with NAME, SYNOPSIS, DESCRIPTION, SEE ALSO"
+ok "all four pages render with man -l, without warnings, with NAME, SYNOPSIS, DESCRIPTION, SEE ALSO"
 
 # tpmkey-keygen(1): every option its --help lists.
 "$TPMKEY_KEYGEN" --help | grep -oE '^ +(-[a-zA-Z]|--[a-z-]+)' | tr -d ' ' | sort -u >"$TEST_DIR/keygen.opts"
