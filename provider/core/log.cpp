@@ -1,6 +1,7 @@
 #include "log.hpp"
 
 #include "owned.hpp"
+#include "printable.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -79,7 +80,7 @@ void log(LogLevel level, const std::string& message) noexcept {
         std::string line = "tpmkey: ";
         if (level == LogLevel::debug)
             line += "[" + std::to_string(::getpid()) + "] ";
-        line += message;
+        line += printable(message);  // names in it come from the file system
         line += '\n';
         (void)!::write(log_fd.load(), line.data(), line.size());
     } catch (...) {
