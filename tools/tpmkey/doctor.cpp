@@ -6,6 +6,7 @@
 #include "diagnosis.hpp"
 #include "key_discovery.hpp"
 #include "known_parents.hpp"
+#include "printable.hpp"
 #include "ssh_config.hpp"
 #include "tpm.hpp"
 #include "tpm_keys.hpp"
@@ -47,7 +48,8 @@ constexpr CommandSpec doctor_spec{
 
 class Doctor {
 public:
-    void ok(const std::string& what) { std::cout << "[ok]      " << what << "\n"; }
+    // Every part is printable(): names in them come from the file system.
+    void ok(const std::string& what) { std::cout << "[ok]      " << printable(what) << "\n"; }
     void warn(const std::string& what, const std::string& problem, const std::string& solution) {
         report("[warning] ", what, problem, solution);
     }
@@ -60,9 +62,9 @@ public:
 private:
     static void report(const char* tag, const std::string& what, const std::string& problem,
                        const std::string& solution) {
-        std::cout << tag << what << "\n"
-                  << "          Likely problem:    " << problem << "\n"
-                  << "          Possible solution: " << solution << "\n";
+        std::cout << tag << printable(what) << "\n"
+                  << "          Likely problem:    " << printable(problem) << "\n"
+                  << "          Possible solution: " << printable(solution) << "\n";
     }
     int problems_ = 0;
 };
@@ -342,8 +344,16 @@ bool in_agent_allow_list(const std::string& path) {
 
 void check_ssh(Doctor& d) {
     const std::filesystem::path file = ssh_config_path();
-    const std::vector<ConfigLine> lines = config_lines(read_text(file), "pkcs11provider");
     const std::string cfg = "~/.ssh/config";
+    std::vector<ConfigLine> lines;
+    try {
+        lines = config_lines(read_ssh_config(file), "pkcs11provider");
+    } catch (const Error& e) {
+        d.fail(cfg + " cannot be read", e.what(),
+               "make " + file.string() + " a regular file (ssh reads nothing else), of at most " +
+                   std::to_string(max_ssh_config_size / 1024) + " KiB");
+        return;
+    }
     std::string module;
     const auto first_global =
         std::find_if(lines.begin(), lines.end(), [](const ConfigLine& l) { return l.all_hosts; });
