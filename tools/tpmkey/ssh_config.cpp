@@ -105,7 +105,9 @@ constexpr CommandSpec ssh_config_spec{
     "  --apply   also add them to ~/.ssh/config, after showing them: at the top\n"
     "            of the file (ssh uses the first PKCS11Provider it reads, and\n"
     "            lines below a 'Host' line apply to that host only). The rest\n"
-    "            of the file is kept; run twice, it adds them once.\n",
+    "            of the file is kept; run twice, it adds them once. A\n"
+    "            ~/.ssh/config that is a link is written through only when\n"
+    "            it leads to a file within ~/.ssh.\n",
     {nullptr}, {"--apply", nullptr}, 0};
 
 int cmd_ssh_config(const Parsed& p) {
