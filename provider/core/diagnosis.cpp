@@ -24,9 +24,26 @@ Diagnosis unreachable(const TpmError& e, const std::string& tcti) {
             "group and log in again), or set TPMKEY_TCTI"};
 }
 
+// tpm2-tss found the answer unreadable: its header's size beyond any
+// buffer (sys: "Context not large enough"), or its parts not fitting it.
+bool is_malformed_answer(const TpmError& e) {
+    const TSS2_RC layer = e.rc() & TSS2_RC_LAYER_MASK;
+    const TSS2_RC base = e.rc() & ~TSS2_RC_LAYER_MASK;
+    if (layer == TSS2_TPM_RC_LAYER || layer == TSS2_RESMGR_TPM_RC_LAYER)
+        return false;  // the TPM's own codes
+    return base == TSS2_BASE_RC_MALFORMED_RESPONSE || base == TSS2_BASE_RC_INSUFFICIENT_CONTEXT ||
+           base == TSS2_BASE_RC_INSUFFICIENT_RESPONSE;
+}
+
 }  // namespace
 
 Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
+    if (is_malformed_answer(e))
+        return {TpmProblem::malformed_answer,
+                "the TPM's answer was malformed (" + std::string(Tss2_RC_Decode(e.rc())) +
+                    "): the TPM is faulty, or something between it and us changed the answer",
+                "restart the TPM (or the machine); if it happens again, check what stands between: TCTI '" +
+                    (tcti.empty() ? std::string("the tpm2-tss default") : tcti) + "'"};
     if (e.tpm_unreachable() || e.step() == TpmStep::connect)
         return unreachable(e, tcti);
     if (e.is(TPM2_RC_LOCKOUT))
@@ -34,9 +51,21 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
                 "the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses its keys until "
                 "enough are forgiven",
                 "wait; 'tpmkey doctor' says how long"};
-    if (e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))
-        return {TpmProblem::no_room, "the TPM has no room for another object: other programs left theirs loaded",
-                "use /dev/tpmrm0 (TPMKEY_TCTI=device:/dev/tpmrm0), or flush them: tpm2_flushcontext -t"};
+    // Without a resource manager what a process leaves loaded stays (one
+    // that was killed mid-call, ours too). We do not flush others' objects
+    // ourselves: one may belong to a program at work, which would then fail,
+    // or find our key under the handle its own had.
+    if (e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY)) {
+        const bool objects = e.is(TPM2_RC_OBJECT_MEMORY);
+        return {TpmProblem::no_room,
+                std::string("the TPM has no room for another ") + (objects ? "object" : "session") +
+                    ": other programs, or one that was killed while using the TPM, left theirs loaded, and "
+                    "nothing between us and the TPM (no resource manager) flushes them",
+                std::string("when no other program is using the TPM, flush them: ") +
+                    (tcti.empty() ? "" : "TPM2TOOLS_TCTI='" + tcti + "' ") + "tpm2_flushcontext " +
+                    (objects ? "-t" : "-l") +
+                    "; for good, use a resource manager (TPMKEY_TCTI=device:/dev/tpmrm0, or tpm2-abrmd)"};
+    }
     if (e.step() == TpmStep::parent && e.is(TPM2_RC_HANDLE))
         return {TpmProblem::parent_missing,
                 "its parent key " + handle_text(e.handle()) +

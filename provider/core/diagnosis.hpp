@@ -20,6 +20,7 @@ enum class TpmProblem {
     foreign_key,     // the key was wrapped by another TPM (or the file was altered)
     pcr_changed,     // the PCRs a key is bound to hold other values than when it was made
     untrusted_parent,  // the storage key fails its checks or its pin (not a TPM error: no PIN sent)
+    malformed_answer,  // the TPM's answer does not parse (a size no answer can have, parts that do not fit)
     other,
 };
 

@@ -2,6 +2,7 @@
 
 #include "config.hpp"
 #include "owned.hpp"
+#include "printable.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -151,7 +152,7 @@ void log(LogLevel level, const std::string& message) noexcept {
         line += "tpmkey: ";
         if (level == LogLevel::debug)
             line += "[" + std::to_string(::getpid()) + "] ";
-        line += message;
+        line += printable(message);  // names in it come from the file system
         line += '\n';
         (void)!::write(log_fd.load(), line.data(), line.size());
     } catch (...) {

@@ -6,10 +6,14 @@
 #include <tss2/tss2_tpm2_types.h>
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <filesystem>
 #include <set>
 
@@ -50,6 +54,50 @@ std::set<int> open_sockets() noexcept try {
     return sockets;
 } catch (...) {
     return {};
+}
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// What poll() is given: the milliseconds until `deadline`, at least 0.
+int ms_until(Deadline deadline) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<std::chrono::milliseconds::rep>(left.count(), 0));
+}
+
+// Waits, at most until `deadline`, for the rest of an answer whose first
+// bytes are readable on `fd`. The inner TCTI reads the rest with blocking
+// reads of its own (tcti-swtpm, tcti-tabrmd: the 10-byte header, then as
+// many bytes as it says), which half an answer, or one sent a byte at a
+// time, would hold without end. On a socket that carries the TPM's answer
+// as it is (swtpm, tpm2-abrmd) the header's size says when it is whole.
+// Anything else is the inner receive's to read and report: a device (its
+// read returns a whole answer), another framing, an answer cut short by a
+// closed connection, a size no answer can have (diagnosis.cpp names it).
+bool rest_of_answer_within(int fd, Deadline deadline) {
+    std::array<std::uint8_t, TPM2_MAX_RESPONSE_SIZE> head{};
+    for (;;) {
+        const ssize_t n = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || n == 0)
+            return true;
+        if (n >= 6) {
+            if (head[0] != 0x80 || (head[1] != 0x01 && head[1] != 0x02))  // TPM_ST_NO_SESSIONS, TPM_ST_SESSIONS
+                return true;
+            const std::uint32_t size = std::uint32_t(head[2]) << 24 | std::uint32_t(head[3]) << 16 |
+                                       std::uint32_t(head[4]) << 8 | head[5];
+            if (size < 10 || size > head.size() || static_cast<std::uint32_t>(n) >= size)
+                return true;
+        }
+        const int left = ms_until(deadline);
+        if (left == 0)
+            return false;
+        // poll() cannot wait for more than is there already: look again
+        // shortly, or as soon as the other end closes.
+        pollfd closed{.fd = fd, .events = POLLRDHUP, .revents = 0};
+        if (::poll(&closed, 1, std::min(left, 10)) > 0)
+            return true;
+    }
 }
 
 }  // namespace
@@ -101,7 +149,7 @@ TSS2_RC TimeoutTcti::transmit(TSS2_TCTI_CONTEXT* context, size_t size, const uin
     return rc;
 }
 
-// Waits until the answer can be read, at most the bound. The TCTIs of
+// Waits until the whole answer can be read, at most the bound. The TCTIs of
 // tpm2-tss 3.2.1 differ: tcti-device (poll on the fd) and tcti-mssim
 // (socket_poll) honour the receive timeout and offer poll handles, as does
 // tpm2-abrmd's tcti-tabrmd; tcti-swtpm ignores the timeout ("Asynchronous
@@ -118,19 +166,23 @@ bool TimeoutTcti::wait_for_answer() const {
     }
     for (size_t i = 0; i < count; ++i)
         fds[i].events = POLLIN;
-    const auto deadline = std::chrono::steady_clock::now() + bound_;
+    const Deadline deadline = std::chrono::steady_clock::now() + bound_;
     for (;;) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0)
+        const int left = ms_until(deadline);
+        if (left == 0)
             return false;
-        const int n = ::poll(fds.data(), count, static_cast<int>(left.count()));
+        const int n = ::poll(fds.data(), count, left);
         if (n > 0)
-            return true;
+            break;
         if (n == 0)
             return false;
         if (errno != EINTR)
             return true;  // let the inner receive report the failure
     }
+    for (size_t i = 0; i < count; ++i)
+        if (fds[i].revents & POLLIN)
+            return rest_of_answer_within(fds[i].fd, deadline);
+    return true;
 }
 
 TSS2_RC TimeoutTcti::timed_out() {

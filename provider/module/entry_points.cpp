@@ -7,6 +7,7 @@
 #include "boundary.hpp"
 #include "module.hpp"
 #include "pkcs11.hpp"
+#include "printable.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -176,7 +177,7 @@ CK_RV C_GetSlotInfo(CK_SLOT_ID slot, CK_SLOT_INFO_PTR info) {
         require(info != nullptr, CKR_ARGUMENTS_BAD);
         const Token& t = m.token(slot);
         std::memset(info, 0, sizeof *info);
-        pad_copy(info->slotDescription, "TPM key " + t.path().string());
+        pad_copy(info->slotDescription, "TPM key " + printable(t.path().string()));
         pad_copy(info->manufacturerID, "tpmkey");
         info->flags = CKF_TOKEN_PRESENT;
         info->hardwareVersion = {2, 0};  // TPM 2.0

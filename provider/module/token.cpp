@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "owned.hpp"
+#include "printable.hpp"
 #include "file_read.hpp"
 #include "log.hpp"
 #include "tpm_policy_session.hpp"
@@ -60,7 +61,7 @@ CK_ULONG new_handle() noexcept { return ++handle_counter; }
 
 Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key)
     : slot_(slot), path_(std::move(path)), key_(std::move(key.file)), pub_(std::move(key.public_key)),
-      label_(path_.stem().string()), id_(key_id_of(pub_)) {
+      label_(printable(path_.stem().string())), id_(key_id_of(pub_)) {
     const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
                          mechanisms_for(pub_, all_hashes)};
     objects_.push_back(make_public_key_object(new_handle(), facts));

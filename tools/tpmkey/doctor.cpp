@@ -8,6 +8,7 @@
 #include "key_discovery.hpp"
 #include "known_parents.hpp"
 #include "log.hpp"
+#include "printable.hpp"
 #include "ssh_config.hpp"
 #include "tpm.hpp"
 #include "tpm_keys.hpp"
@@ -49,7 +50,8 @@ constexpr CommandSpec doctor_spec{
 
 class Doctor {
 public:
-    void ok(const std::string& what) { std::cout << "[ok]      " << what << "\n"; }
+    // Every part is printable(): names in them come from the file system.
+    void ok(const std::string& what) { std::cout << "[ok]      " << printable(what) << "\n"; }
     void warn(const std::string& what, const std::string& problem, const std::string& solution) {
         report("[warning] ", what, problem, solution);
     }
@@ -57,8 +59,9 @@ public:
         ++problems_;
         report("[problem] ", what, problem, solution);
     }
+    // `lines` must be printable() already.
     void info(const std::string& what, const std::vector<std::string>& lines) {
-        std::cout << "[info]    " << what << "\n";
+        std::cout << "[info]    " << printable(what) << "\n";
         for (const std::string& line : lines)
             std::cout << "          " << line << "\n";
     }
@@ -67,9 +70,9 @@ public:
 private:
     static void report(const char* tag, const std::string& what, const std::string& problem,
                        const std::string& solution) {
-        std::cout << tag << what << "\n"
-                  << "          Likely problem:    " << problem << "\n"
-                  << "          Possible solution: " << solution << "\n";
+        std::cout << tag << printable(what) << "\n"
+                  << "          Likely problem:    " << printable(problem) << "\n"
+                  << "          Possible solution: " << printable(solution) << "\n";
     }
     int problems_ = 0;
 };
@@ -349,8 +352,16 @@ bool in_agent_allow_list(const std::string& path) {
 
 void check_ssh(Doctor& d) {
     const std::filesystem::path file = ssh_config_path();
-    const std::vector<ConfigLine> lines = config_lines(read_text(file), "pkcs11provider");
     const std::string cfg = "~/.ssh/config";
+    std::vector<ConfigLine> lines;
+    try {
+        lines = config_lines(read_ssh_config(file), "pkcs11provider");
+    } catch (const Error& e) {
+        d.fail(cfg + " cannot be read", e.what(),
+               "make " + file.string() + " a regular file (ssh reads nothing else), of at most " +
+                   std::to_string(max_ssh_config_size / 1024) + " KiB");
+        return;
+    }
     std::string module;
     const auto first_global =
         std::find_if(lines.begin(), lines.end(), [](const ConfigLine& l) { return l.all_hosts; });
@@ -415,12 +426,8 @@ void show_module_log(Doctor& d) {
     std::vector<std::string> lines;
     for (std::size_t at = 0; at < text.size();) {
         const std::size_t eol = std::min(text.find('\n', at), text.size());
-        std::string line = text.substr(at, eol - at);
-        for (char& c : line)
-            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-                c = '?';
-        if (!line.empty())
-            lines.push_back(std::move(line));
+        if (eol > at)
+            lines.push_back(printable(std::string_view(text).substr(at, eol - at)));
         at = eol + 1;
     }
     if (lines.size() > max_lines)

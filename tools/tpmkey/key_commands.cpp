@@ -7,6 +7,7 @@
 #include "key_discovery.hpp"
 #include "key_file.hpp"
 #include "known_parents.hpp"
+#include "printable.hpp"
 #include "prompt.hpp"
 #include "tpm.hpp"
 #include "tpm_keys.hpp"
@@ -51,13 +52,13 @@ int cmd_list(const Parsed&) {
     unsigned long slot = 0;
     for (const FoundKeyFile& found : find_keys(config)) {
         if (!found.key) {
-            std::cout << "skipped " << found.skip_message() << "\n";
+            std::cout << "skipped " << printable(found.skip_message()) << "\n";
             continue;
         }
         const KeyFile& key = found.key->file;
         const PublicKey& pub = found.key->public_key;
-        std::cout << "slot " << slot++ << "  " << found.path.string() << "\n"
-                  << "        " << ssh_keygen_l_line(pub, found.path.stem().string()) << "\n"
+        std::cout << "slot " << slot++ << "  " << printable(found.path.string()) << "\n"
+                  << "        " << ssh_keygen_l_line(pub, printable(found.path.stem().string())) << "\n"
                   << "        " << key_type_text(pub) << ", " << (key.needs_pin() ? "PIN" : "no PIN")
                   << ", parent " << handle_text(key.parent) << "\n";
     }
@@ -85,7 +86,7 @@ int cmd_pubkey(const Parsed& p) {
     const std::filesystem::path path = p.positional[0];
     const KeyFile key = read_key_file(path);
     const std::string comment =
-        p.has_value("-C") ? p.value("-C") : (key.description.empty() ? path.stem().string() : key.description);
+        p.has_value("-C") ? p.value("-C") : printable(key.description.empty() ? path.stem().string() : key.description);
     std::cout << PublicKey(key.blobs.pub.publicArea).ssh_line(comment) << "\n";
     return 0;
 }
@@ -105,7 +106,7 @@ int cmd_info(const Parsed& p) {
     const KeyFile key = read_key_file(path);
     const TPMT_PUBLIC& area = key.blobs.pub.publicArea;
     const PublicKey pub(area);
-    std::cout << "file:        " << path.string() << "\n"
+    std::cout << "file:        " << printable(path.string()) << "\n"
               << "type:        " << key_type_text(pub) << "\n"
               << "fingerprint: " << pub.ssh_fingerprint() << "\n"
               << "attributes:  " << attributes_text(area.objectAttributes) << "\n"
@@ -115,7 +116,7 @@ int cmd_info(const Parsed& p) {
                                                 : " (persistent storage key)")
               << "\n";
     if (!key.description.empty())
-        std::cout << "description: " << key.description << "\n";
+        std::cout << "description: " << printable(key.description) << "\n";
     std::optional<Diagnosis> problem;
     const Config config = load_config();
     std::unique_ptr<Tpm> tpm;

@@ -8,6 +8,7 @@
 #include "config.hpp"
 #include "diagnosis.hpp"
 #include "log.hpp"
+#include "printable.hpp"
 
 #include <exception>
 #include <iostream>
@@ -126,7 +127,7 @@ int main(int argc, char** argv) {
         std::cerr << "tpmkey: " << diagnosis_line(diagnose(e, tcti)) << "\n";
         return 1;
     } catch (const std::exception& e) {
-        std::cerr << "tpmkey: " << e.what() << "\n";
+        std::cerr << "tpmkey: " << printable(e.what()) << "\n";  // file names in it
         return 1;
     }
 }

@@ -3,7 +3,9 @@
 #include "atomic_file.hpp"
 #include "cli.hpp"
 #include "config.hpp"
+#include "file_read.hpp"
 #include "key_discovery.hpp"
+#include "printable.hpp"
 #include "tpm.hpp"
 #include "tpm_queries.hpp"
 
@@ -13,8 +15,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace tpmkey::cli {
@@ -33,11 +35,9 @@ ModuleLocation find_module() {
 
 std::filesystem::path ssh_config_path() { return home_directory() / ".ssh" / "config"; }
 
-std::string read_text(const std::filesystem::path& p) {
-    std::ifstream in(p);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+std::string read_ssh_config(const std::filesystem::path& p) {
+    const std::optional<FileRead> file = read_regular_file_if_present(p, max_ssh_config_size);
+    return file ? std::string(file->data.begin(), file->data.end()) : std::string();
 }
 
 std::vector<ConfigLine> config_lines(const std::string& text, const std::string& wanted) {
@@ -105,7 +105,9 @@ constexpr CommandSpec ssh_config_spec{
     "  --apply   also add them to ~/.ssh/config, after showing them: at the top\n"
     "            of the file (ssh uses the first PKCS11Provider it reads, and\n"
     "            lines below a 'Host' line apply to that host only). The rest\n"
-    "            of the file is kept; run twice, it adds them once.\n",
+    "            of the file is kept; run twice, it adds them once. A\n"
+    "            ~/.ssh/config that is a link is written through only when\n"
+    "            it leads to a file within ~/.ssh.\n",
     {nullptr}, {"--apply", nullptr}, 0};
 
 int cmd_ssh_config(const Parsed& p) {
@@ -125,11 +127,23 @@ int cmd_ssh_config(const Parsed& p) {
     std::filesystem::path file = dir / "config";
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(dir.string() + ": cannot create: " + std::strerror(errno));
-    // A ~/.ssh/config that is a link (dotfile managers) stays a link.
+    // A ~/.ssh/config that is a link stays a link, but only a link within
+    // ~/.ssh is written through: one to elsewhere (planted, or a mistake)
+    // would have us rewrite any file of the user's, ~/.bashrc as well.
     std::error_code ec;
-    if (std::filesystem::is_symlink(file, ec))
-        file = std::filesystem::canonical(file);
-    const std::string text = read_text(file);
+    if (std::filesystem::is_symlink(file, ec)) {
+        const std::filesystem::path target = std::filesystem::weakly_canonical(file, ec);
+        const std::filesystem::path real_dir = std::filesystem::canonical(dir);
+        const bool within = !ec && std::mismatch(real_dir.begin(), real_dir.end(), target.begin(), target.end())
+                                           .first == real_dir.end();
+        if (!within)
+            throw Error(file.string() + " is a symbolic link to " + (ec ? std::string("nowhere") : target.string()) +
+                        ", outside " + real_dir.string() +
+                        ": not written through. Add the lines 'tpmkey ssh-config' prints at the top of the file "
+                        "yourself, or make " + file.string() + " a file or a link within " + real_dir.string());
+        file = target;
+    }
+    const std::string text = read_ssh_config(file);
     const std::vector<ConfigLine> existing = config_lines(text, "pkcs11provider");
     const auto first_global =
         std::find_if(existing.begin(), existing.end(), [](const ConfigLine& l) { return l.all_hosts; });
@@ -139,11 +153,11 @@ int cmd_ssh_config(const Parsed& p) {
                                algorithms.front().value.find("-rsa-sha2-512") == 0;
     const std::string lines = (have_provider ? "" : provider_lines) + (have_rsa_line ? "" : rsa_lines);
     if (lines.empty()) {
-        std::cout << file.string() << " already has, on line " << first_global->line_no << ":\n"
+        std::cout << printable(file.string()) << " already has, on line " << first_global->line_no << ":\n"
                   << "PKCS11Provider " << first_global->value << "\nNothing changed.\n";
         return 0;
     }
-    std::cout << "Adding these lines to the top of " << file.string() << ":\n" << lines;
+    std::cout << "Adding these lines to the top of " << printable(file.string()) << ":\n" << lines;
     struct stat st {};
     const mode_t mode = ::stat(file.c_str(), &st) == 0 ? (st.st_mode & 0777) : 0600;
     write_file_atomically(file, lines + (text.empty() ? "" : "\n" + text), mode, Replace::yes);

@@ -20,8 +20,13 @@ ModuleLocation find_module();
 
 std::filesystem::path ssh_config_path();
 
-// The text of a file; "" when it cannot be read.
-std::string read_text(const std::filesystem::path& p);
+// ~/.ssh/config is read as every other file (file_read.hpp): a regular file
+// (a link to one is followed, as ssh does) of at most this size.
+inline constexpr std::size_t max_ssh_config_size = 1024 * 1024;
+
+// The text of the ssh config `p`; "" when it does not exist. Throws Error
+// (naming `p`) for a FIFO, a device, a directory, or one too large.
+std::string read_ssh_config(const std::filesystem::path& p);
 
 struct ConfigLine {
     int line_no;

@@ -73,13 +73,30 @@ expect_out "Note: ssh now uses this module instead of /usr/lib/x86_64-linux-gnu/
 [ "$(ssh_provider anyhost)" = "$MODULE" ] || fail "another module: ssh -G"
 ok "--apply over another module's line: ours first, with a note"
 
-# A ~/.ssh/config that is a symlink (dotfiles) stays one.
-mkdir "$TEST_DIR/dotfiles"
-printf 'Host x\n    User y\n' >"$TEST_DIR/dotfiles/ssh_config"
+# A ~/.ssh/config that is a symlink within ~/.ssh stays one.
+mkdir "$S/dotfiles"
+printf 'Host x\n    User y\n' >"$S/dotfiles/ssh_config"
 rm "$C"
-ln -s "$TEST_DIR/dotfiles/ssh_config" "$C"
+ln -s dotfiles/ssh_config "$C"
 run "$TPMKEY_TOOL" ssh-config --apply
 expect_rc 0 "apply, symlink"
 [ -L "$C" ] || fail "symlink: ~/.ssh/config is no longer a link"
-grep -qxF "$LINE" "$TEST_DIR/dotfiles/ssh_config" || fail "symlink: the target did not get the line"
-ok "--apply through a symlinked config keeps the link"
+grep -qxF "$LINE" "$S/dotfiles/ssh_config" || fail "symlink: the target did not get the line"
+ok "--apply through a config linked within ~/.ssh keeps the link"
+
+# A link out of ~/.ssh (here to ~/.bashrc; also ~/.ssh-evil, whose name
+# only begins like ~/.ssh) is not written through, and says where it leads.
+printf 'export PS1=x\n' >"$HOME/.bashrc"
+mkdir "$HOME/.ssh-evil"
+printf 'Host x\n' >"$HOME/.ssh-evil/config"
+for target in "$HOME/.bashrc" "$HOME/.ssh-evil/config"; do
+    cp "$target" "$TEST_DIR/target.before"
+    rm "$C"
+    ln -s "$target" "$C"
+    run "$TPMKEY_TOOL" ssh-config --apply
+    expect_rc 1 "apply, link to $target"
+    expect_err "$C is a symbolic link to $target, outside $S: not written through" "apply, link to $target"
+    cmp -s "$target" "$TEST_DIR/target.before" || fail "apply through a link: $target was changed"
+    [ "$(readlink "$C")" = "$target" ] || fail "apply through a link: the link was changed"
+done
+ok "--apply through a link to ~/.bashrc or ~/.ssh-evil/config: refused, naming the target, nothing written"
