@@ -54,12 +54,12 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
                 "this key belongs to a different TPM (or this TPM was cleared since, or the file was altered: the "
                 "TPM's integrity check failed)",
                 "make a new key on this machine: tpmkey-keygen"};
-    if (e.step() == TpmStep::policy_pcr && (e.is(TPM2_RC_VALUE) || e.is(TPM2_RC_PCR_CHANGED)))
+    if ((e.step() == TpmStep::policy_pcr || e.step() == TpmStep::signed_policy_pcr) &&
+        (e.is(TPM2_RC_VALUE) || e.is(TPM2_RC_PCR_CHANGED)))
         return {TpmProblem::pcr_changed,
                 e.what() + std::string(" changed since this key was made: the machine booted differently (other "
                                        "firmware, boot loader or Secure Boot state)"),
-                "see 'tpmkey info KEY'; a key with a signed policy signs again after 'tpmkey policy sign KEY' "
-                "on a machine you trust (docs/pcr-bound-keys.md)"};
+                pcr_changed_solution(e.step() == TpmStep::signed_policy_pcr, e.key_file())};
     if (e.step() == TpmStep::use_key && is_auth_failure(e))
         return {TpmProblem::wrong_pin, e.key().empty() ? "wrong PIN" : "wrong PIN for '" + e.key() + "'",
                 "the TPM counts wrong PINs and locks out after too many"};
@@ -70,6 +70,16 @@ Diagnosis diagnose_untrusted_parent(const Error& e) {
     return {TpmProblem::untrusted_parent, e.what(),
             "type no PIN for this key until you know why: if you replaced the TPM's storage key yourself, remove "
             "its line from " + KnownParents::file_path().string() + "; see docs/security.md"};
+}
+
+std::string pcr_changed_solution(bool signed_policies, const std::string& key_file) {
+    const std::string file = key_file.empty() ? "KEY" : key_file;
+    if (signed_policies)
+        return "if you trust this boot (e.g. after a firmware update), approve it: tpmkey policy sign " + file +
+               " (docs/pcr-bound-keys.md)";
+    return "boot as when the key was made (the same firmware, boot loader and Secure Boot state), or make a new "
+           "key: a key bound to PCRs directly cannot follow a change ('tpmkey info " + file +
+           "' shows its PCRs; docs/pcr-bound-keys.md)";
 }
 
 std::string diagnosis_line(const Diagnosis& d) { return d.problem + " (" + d.solution + ")"; }

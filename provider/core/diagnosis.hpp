@@ -38,6 +38,11 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti);
 // A parent that check_storage_key() or the pins (known_parents.hpp) refused.
 Diagnosis diagnose_untrusted_parent(const Error& e);
 
+// What to do about a key (`key_file`) that its PCRs refuse: one with signed
+// policies signs again after `tpmkey policy sign`; one bound to the PCRs
+// directly only in the boot state it was made in.
+std::string pcr_changed_solution(bool signed_policies, const std::string& key_file);
+
 // The problem and the solution as one line, for logs and error messages.
 std::string diagnosis_line(const Diagnosis& d);
 

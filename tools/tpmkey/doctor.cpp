@@ -311,8 +311,7 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
                 d.fail(name + ": bound to PCRs that changed since the key was made: it does not sign in this boot "
                               "state",
                        "the machine booted differently (other firmware, boot loader or Secure Boot state)",
-                       "'tpmkey info " + name + "' shows the policy; after an update you trust: 'tpmkey policy sign " +
-                           name + "' (keys with a signed policy), else a new key (docs/pcr-bound-keys.md)");
+                       pcr_changed_solution(key.has_signed_policies(), name));
         } catch (const Error& e) {
             d.warn(name + ": cannot read the PCRs it is bound to", e.what(), "see 'tpmkey info " + name + "'");
         }

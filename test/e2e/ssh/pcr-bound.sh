@@ -78,6 +78,14 @@ for key in pcr pcr-pin pcr-signed; do
     login_with "$key" "$p" fails
     grep -q "^tpmkey: PCR 7 (sha256) changed since this key was made" "$SSH_ERR" ||
         { show "$SSH_ERR"; fail "$key: ssh's output does not say that PCR 7 changed"; }
+    # What to do depends on the key: a signed policy is signed again, a
+    # key bound directly signs only in its old boot state.
+    case $key in
+    pcr-signed) advice="tpmkey policy sign $keys/$key.tpm (docs/pcr-bound-keys.md)" ;;
+    *) advice="boot as when the key was made (the same firmware, boot loader and Secure Boot state), or make a new key: a key bound to PCRs directly cannot follow a change ('tpmkey info $keys/$key.tpm' shows its PCRs" ;;
+    esac
+    grep -qF "$advice" "$SSH_ERR" || { show "$SSH_ERR"; fail "$key: ssh's output lacks the advice: $advice"; }
+    ! grep -q "policy sign KEY" "$SSH_ERR" || fail "$key: the advice names KEY, not the file"
 done
 ok "after tpm2_pcrextend 7 each key is refused, and ssh shows 'PCR 7 (sha256) changed since this key was made'"
 
@@ -106,7 +114,9 @@ expect_out "PCR 7 (sha256)" "tpmkey info: the policy"
 expect_out "changed since the key was made" "tpmkey info: PCRs now"
 TPMKEY_KEYS=$keys/pcr-pin.tpm run "$TPMKEY_TOOL" doctor
 expect_out "pcr-pin.tpm: bound to PCRs that changed since the key was made" "tpmkey doctor"
-ok "tpmkey info and doctor say that the key's PCRs changed"
+expect_out "or make a new key" "tpmkey doctor"
+expect_no_out "policy sign" "tpmkey doctor: a key bound directly"
+ok "tpmkey info and doctor say that the key's PCRs changed, and doctor what to do for this kind of key"
 
 # ---- 4. the signed key signs again after tpmkey policy sign -------------------
 pub_before=$(pub_blob "$keys/pcr-signed.pub")
