@@ -96,8 +96,9 @@ constexpr CommandSpec info_spec{
     "info", "tpmkey info KEY",
     "Shows what the key file KEY says (type, fingerprint, the TPM object's\n"
     "attributes, PIN, parent, policy) and asks this TPM to load the key.\n"
-    "Exit status 0 when it loads, 1 when it does not (the last line says why:\n"
-    "e.g. the key belongs to a different TPM).\n",
+    "Exit status 0 when it loads and can sign here, 1 when it cannot (the last\n"
+    "line says why: e.g. the key belongs to a different TPM, or the PCRs it is\n"
+    "bound to changed).\n",
     {nullptr}, {nullptr}, 1};
 
 int cmd_info(const Parsed& p) {
@@ -124,7 +125,7 @@ int cmd_info(const Parsed& p) {
     } catch (const TpmError& e) {
         problem = diagnose(e, config.tcti);
     }
-    print_policy(key, tpm.get());
+    const std::optional<bool> pcrs_match = print_policy(key, tpm.get());
     try {
         if (tpm)
             problem = why_key_does_not_load(*tpm, key, KnownParents::load());
@@ -137,6 +138,12 @@ int cmd_info(const Parsed& p) {
         return 1;
     }
     std::cout << "loads:       yes, on this TPM\n";
+    // A key that loads may still be refused by its PCR policy.
+    if (pcrs_match == false) {
+        std::cout << "signs:       no: the PCRs it is bound to changed since it was made\n"
+                  << "             (" << pcr_changed_solution(key.has_signed_policies(), path.string()) << ")\n";
+        return 1;
+    }
     return 0;
 }
 

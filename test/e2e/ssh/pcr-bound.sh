@@ -112,11 +112,18 @@ ok "pkcs11-tool: CKR_FUNCTION_REJECTED for the PCR change (DA counter unchanged)
 run "$TPMKEY_TOOL" info "$keys/pcr-pin.tpm"
 expect_out "PCR 7 (sha256)" "tpmkey info: the policy"
 expect_out "changed since the key was made" "tpmkey info: PCRs now"
+# It loads, but cannot sign here: exit 1, and the last lines say so.
+expect_rc 1 "tpmkey info: a key its PCRs refuse"
+expect_out "signs:       no: the PCRs it is bound to changed since it was made" "tpmkey info"
+expect_out "or make a new key" "tpmkey info"
+run "$TPMKEY_TOOL" info "$keys/pcr-signed.tpm"
+expect_rc 1 "tpmkey info: a signed key its PCRs refuse"
+expect_out "tpmkey policy sign $keys/pcr-signed.tpm" "tpmkey info: the signed key"
 TPMKEY_KEYS=$keys/pcr-pin.tpm run "$TPMKEY_TOOL" doctor
 expect_out "pcr-pin.tpm: bound to PCRs that changed since the key was made" "tpmkey doctor"
 expect_out "or make a new key" "tpmkey doctor"
 expect_no_out "policy sign" "tpmkey doctor: a key bound directly"
-ok "tpmkey info and doctor say that the key's PCRs changed, and doctor what to do for this kind of key"
+ok "tpmkey info (exit 1) and doctor say that the key's PCRs changed, and what to do for each kind of key"
 
 # ---- 4. the signed key signs again after tpmkey policy sign -------------------
 pub_before=$(pub_blob "$keys/pcr-signed.pub")
