@@ -154,7 +154,8 @@ constexpr CommandSpec passwd_spec{
     "Sets, changes or removes the PIN of KEY. The TPM wraps the key again with\n"
     "the new PIN (TPM2_ObjectChangeAuth; both PINs travel only inside an\n"
     "encrypted session) and KEY is replaced in one step. With a wrong current\n"
-    "PIN nothing is written. An empty new PIN removes the PIN.\n"
+    "PIN nothing is written: it is checked before the new PIN is asked for.\n"
+    "An empty new PIN removes the PIN.\n"
     "\n"
     "Asks for the PINs on the terminal unless given in files:\n"
     "  --old-pin-file FILE   the current PIN: the first line of FILE\n"
@@ -214,30 +215,39 @@ int cmd_passwd(const Parsed& p) {
                   << KnownParents::file_path().string() << ".\n";
     if (!p.has_value("--old-pin-file") && key.needs_pin())
         old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
-    if (!p.has_value("--new-pin-file"))
-        new_pin = ask_new_pin();
-    if (old_pin.empty() && new_pin.empty() && !key.needs_pin()) {
-        std::cout << path.string() << " has no PIN; nothing changed.\n";
-        return 0;
-    }
 
     // Both PINs cross the bus only inside the salted, encrypted session.
-    const Authorization auth = Authorization::for_secret(tpm, parent, !old_pin.empty() || !new_pin.empty());
+    const bool ask_new_pin_here = !p.has_value("--new-pin-file");
+    const Authorization auth =
+        Authorization::for_secret(tpm, parent, !old_pin.empty() || !new_pin.empty() || ask_new_pin_here);
     TpmObject loaded;
     try {
         loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
     }
-    {
-        const AuthValue current(tpm, loaded, old_pin);
+    const AuthValue current(tpm, loaded, old_pin);
+    // The key wrapped again with `pin` (TPM2_ObjectChangeAuth, authorised
+    // with the current PIN).
+    const auto wrapped_with = [&](const Secret& pin) {
         try {
-            key.blobs.priv = change_auth(tpm, loaded, parent, auth, new_pin);
+            return change_auth(tpm, loaded, parent, auth, pin);
         } catch (const TpmError& e) {
             const Diagnosis d = diagnose(e, tpm.tcti());
             throw Error(d.problem + "; " + path.string() + " is unchanged (" + d.solution + ")");
         }
+    };
+    // The current PIN is checked before a new one is asked for, as C_Login
+    // checks a PIN: the key wrapped again with the same PIN, dropped.
+    if (ask_new_pin_here && key.needs_pin())
+        (void)wrapped_with(old_pin);
+    if (ask_new_pin_here)
+        new_pin = ask_new_pin();
+    if (old_pin.empty() && new_pin.empty() && !key.needs_pin()) {
+        std::cout << path.string() << " has no PIN; nothing changed.\n";
+        return 0;
     }
+    key.blobs.priv = wrapped_with(new_pin);
     // Every other field (the description, a policy, fields of later
     // versions of the format) is written back as it was read.
     key.empty_auth = new_pin.empty();
