@@ -3,9 +3,12 @@
 #include "der_builder.hpp"
 #include "error.hpp"
 #include "key_file.hpp"
+#include "owned.hpp"
+#include "policy_signer.hpp"
 #include "public_key.hpp"
 
 #include <catch2/catch.hpp>
+#include <openssl/pem.h>
 #include <tss2/tss2_mu.h>
 
 #include <sys/stat.h>
@@ -262,6 +265,42 @@ TEST_CASE("read_key_file refuses what is not a regular key file") {
     CHECK_THROWS_WITH(read_key_file(open_key), Catch::Contains("writable by others"));
     REQUIRE(::chmod(open_key.c_str(), 0644) == 0);
     CHECK_NOTHROW(read_key_file(open_key));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("read_policy_signer says what a file is before asking for chmod 600") {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tpmkey-signer-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const EvpPkey signer = generate_policy_signer();
+    write_policy_signer(dir / "signer.pem", signer.get());
+    CHECK_NOTHROW(read_policy_signer(dir / "signer.pem"));
+    // Public keys, as readable by others as a .pub is: what they are, not "chmod 600".
+    const std::filesystem::path ssh_pub = dir / "id_tpm.pub";
+    std::filesystem::copy_file(data("tpm2-openssl-ecdsa256.pub"), ssh_pub);
+    Bio bio(BIO_new(BIO_s_mem()));
+    REQUIRE(PEM_write_bio_PUBKEY(bio.get(), signer.get()) == 1);
+    char* text = nullptr;
+    const long size = BIO_get_mem_data(bio.get(), &text);
+    std::ofstream(dir / "signer.pub.pem") << std::string(text, static_cast<size_t>(size));
+    std::ofstream(dir / "notes.txt") << "hello\n";
+    for (const char* name : {"id_tpm.pub", "signer.pub.pem", "notes.txt"}) {
+        INFO(name);
+        REQUIRE(::chmod((dir / name).c_str(), 0644) == 0);
+        const auto message = [&] {
+            try {
+                (void)read_policy_signer(dir / name);
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+            return std::string("no error");
+        }();
+        CHECK_THAT(message, !Catch::Contains("chmod"));
+        CHECK_THAT(message, Catch::Contains(std::string(name) == "notes.txt" ? "not a PEM private key"
+                                                                              : "a public key, not the policy signer"));
+    }
+    // The signer itself, readable by others: chmod 600.
+    REQUIRE(::chmod((dir / "signer.pem").c_str(), 0644) == 0);
+    CHECK_THROWS_WITH(read_policy_signer(dir / "signer.pem"), Catch::Contains("readable by others; chmod 600"));
     std::filesystem::remove_all(dir);
 }
 
