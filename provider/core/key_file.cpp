@@ -19,6 +19,8 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace tpmkey {
@@ -216,8 +218,17 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
     long der_size = 0;
     const int ok = PEM_read_bio(bio.get(), out_ptr(label), out_ptr(header), out_ptr(der), &der_size);
     ERR_clear_error();
-    if (!ok)
-        throw Error(name + ": not a PEM file (no '-----BEGIN " + pem_label + "-----' block)");
+    if (!ok) {
+        // PEM_read_bio() fails alike for a file cut short (no END line, a
+        // partial base64 line) and for one that never was a key file.
+        const std::string_view text(reinterpret_cast<const char*>(pem.data()), pem.size());
+        if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+            throw Error(name + ": the file is empty: it was truncated, or is not a key file");
+        if (text.find(std::string("-----BEGIN ") + pem_label + "-----") != std::string_view::npos)
+            throw Error(name + ": the file is truncated or damaged: its " + pem_label +
+                        " block has no END line, or broken base64");
+        throw Error(name + ": not a key file (no '-----BEGIN " + pem_label + "-----' line)");
+    }
     if (std::strcmp(label.get(), pem_label) != 0)
         throw Error(name + ": holds a '" + label.get() + "', not a " + pem_label);
     if (header && header.get()[0] != '\0')

@@ -189,10 +189,12 @@ TEST_CASE("every malformed key file gets its own clear error naming the file") {
     Der priv_short(p.priv.begin(), p.priv.end() - 5);
     const std::string good = key_pem({test::oid_loadable, parent_owner, pub, priv});
     const Case cases[] = {
-        {"not PEM", "hello\n", "not a PEM file"},
-        {"empty", "", "not a PEM file"},
+        {"not PEM", "hello\n", "not a key file (no '-----BEGIN TSS2 PRIVATE KEY-----' line)"},
+        {"empty", "", "the file is empty: it was truncated, or is not a key file"},
         {"other PEM", test::pem("PRIVATE KEY", test::seq({})), "holds a 'PRIVATE KEY'"},
-        {"garbled base64", "-----BEGIN TSS2 PRIVATE KEY-----\n@@@@\n-----END TSS2 PRIVATE KEY-----\n", "not a PEM file"},
+        {"garbled base64", "-----BEGIN TSS2 PRIVATE KEY-----\n@@@@\n-----END TSS2 PRIVATE KEY-----\n", "truncated or damaged"},
+        {"cut short (no END line)", good.substr(0, good.size() / 2), "the file is truncated or damaged: its TSS2 PRIVATE KEY block has no END line"},
+        {"cut after the BEGIN line", good.substr(0, good.find('\n') + 1), "the file is truncated or damaged"},
         {"not a sequence", test::pem("TSS2 PRIVATE KEY", test::octets({1})), "expected a SEQUENCE"},
         {"trailing data", test::pem("TSS2 PRIVATE KEY", test::cat({test::seq({test::oid_loadable, parent_owner, pub, priv}), Der{0}})), "trailing data"},
         {"wrong type OID", key_pem({test::oid_rsa_encryption, parent_owner, pub, priv}), "unknown key type 1.2.840.113549.1.1.1"},
