@@ -322,8 +322,17 @@ int run(int argc, char** argv, std::string& tcti) {
     const std::filesystem::path key_path =
         o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : key_path_for(o.file);
     const std::filesystem::path pub_path = pub_path_for(key_path);
-    if (o.file.empty() && ::mkdir(key_path.parent_path().c_str(), 0700) != 0 && errno != EEXIST)
-        throw Error(key_path.parent_path().string() + ": cannot create: " + std::strerror(errno));
+    // As ssh-keygen: ~/.ssh is made (0700) when the key goes there and it is
+    // missing (a fresh account, a CI runner); no other directory is.
+    const std::filesystem::path ssh_dir = home_directory() / ".ssh";
+    if (std::filesystem::absolute(key_path).lexically_normal().parent_path() == ssh_dir.lexically_normal()) {
+        if (::mkdir(ssh_dir.c_str(), 0700) == 0) {
+            if (!o.quiet)
+                std::cout << "Created directory '" << ssh_dir.string() << "'.\n";
+        } else if (errno != EEXIST) {
+            throw Error(ssh_dir.string() + ": cannot create: " + std::strerror(errno));
+        }
+    }
 
     // The .pub is protected like the key: either may belong to another key.
     std::error_code ec;
