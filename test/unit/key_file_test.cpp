@@ -176,6 +176,41 @@ TEST_CASE("rewriting a key keeps every optional field it does not change (tpmkey
     CHECK(parse_text(format_key_file(key)).description == "ssh-tpm-agent comment");
 }
 
+TEST_CASE("a description (tpmkey-keygen -C) is written as [4], as ssh-tpm-agent writes it, and read back") {
+    const Parts& p = sample();
+    KeyFile key = read_key_file(data("ecdsa256.tpm"));
+    key.description = "me@laptop";
+    const std::string text = format_key_file(key);
+    CHECK(text == key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)),
+                           test::explicit_tag(4, test::utf8("me@laptop")), parent_owner, test::octets(p.pub),
+                           test::octets(p.priv)}));
+    const KeyFile again = parse_text(text);
+    CHECK(again.description == "me@laptop");
+    CHECK(again.other_fields.empty());
+    CHECK(format_key_file(again) == text);
+    // Between authPolicy [3] and a later field, in tag order.
+    const Der secret = test::explicit_tag(2, test::octets({1})), future = test::explicit_tag(9, test::octets({2}));
+    key.other_fields = {secret, future};
+    CHECK(format_key_file(key) == key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)), secret,
+                                           test::explicit_tag(4, test::utf8("me@laptop")), future, parent_owner,
+                                           test::octets(p.pub), test::octets(p.priv)}));
+    key.other_fields.clear();
+
+    key.description = "caf\xc3\xa9 J\xc3\xbcrgen";  // UTF-8
+    CHECK(parse_text(format_key_file(key)).description == key.description);
+    for (const char* bad : {"tab\there", "esc\x1b[2J", "new\nline", "del\x7f", "latin1 caf\xe9", "c1 \xc2\x9b",
+                            "overlong \xc0\xaf", "surrogate \xed\xa0\x80"}) {
+        INFO(bad);
+        CHECK_FALSE(is_printable_utf8(bad));
+        key.description = bad;
+        CHECK_THROWS_AS(format_key_file(key), Error);
+        // A file that holds one (written by another tool) is refused.
+        const std::string file = key_pem({test::oid_loadable, test::explicit_tag(4, test::utf8(bad)), parent_owner,
+                                          test::octets(p.pub), test::octets(p.priv)});
+        CHECK_THAT(error_of(file), Catch::Contains("the description is not printable UTF-8 text"));
+    }
+}
+
 TEST_CASE("every malformed key file gets its own clear error naming the file") {
     const Parts& p = sample();
     const Der pub = test::octets(p.pub), priv = test::octets(p.priv);

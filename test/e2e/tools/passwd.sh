@@ -132,7 +132,7 @@ open(path, "w").write("-----BEGIN TSS2 PRIVATE KEY-----\n" +
 PY
 }
 F=$HOME/.ssh/fields.tpm
-keygen "$F" ecdsa 256
+"$TPMKEY_KEYGEN" -q -N '' -f "$F" || fail "tpmkey-keygen failed"  # no -C: no description yet
 with_fields "$F"
 run "$TPMKEY_TOOL" info "$F"
 expect_out "description: agent comment" "fields: before passwd"
