@@ -51,7 +51,9 @@ constexpr const char* usage_text =
     "  -b bits            ecdsa: 256 (default), 384 or 521; rsa: 2048 (default) or 3072\n"
     "  -f keyfile         where to write the key (.tpm is added unless it is there);\n"
     "                     the .pub goes next to it\n"
-    "  -C comment         comment of the .pub line (default user@host)\n"
+    "  -C comment         comment of the .pub line (default user@host); also kept\n"
+    "                     in the key file, for 'tpmkey pubkey' (tpm2-openssl\n"
+    "                     cannot read a key file that has one)\n"
     "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"
     "  --pin-file FILE    read the PIN from the first line of FILE\n"
     "  --parent HANDLE    0x40000001 (re-created storage key) or a persistent\n"
@@ -159,7 +161,12 @@ Options parse_options(int argc, char** argv) {
             break;
         }
         case 'f': o.file = arg; break;
-        case 'C': o.comment = arg; break;
+        case 'C':
+            // It goes into the .pub line and the key file's description.
+            if (!is_printable_utf8(arg))
+                throw UsageError("-C: the comment must be printable UTF-8 text (no control characters)");
+            o.comment = arg;
+            break;
         case 'N':
             if (!arg.empty())
                 throw UsageError("-N: a PIN on the command line is visible to every user (ps); "
@@ -322,8 +329,17 @@ int run(int argc, char** argv, std::string& tcti) {
     const std::filesystem::path key_path =
         o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : key_path_for(o.file);
     const std::filesystem::path pub_path = pub_path_for(key_path);
-    if (o.file.empty() && ::mkdir(key_path.parent_path().c_str(), 0700) != 0 && errno != EEXIST)
-        throw Error(key_path.parent_path().string() + ": cannot create: " + std::strerror(errno));
+    // As ssh-keygen: ~/.ssh is made (0700) when the key goes there and it is
+    // missing (a fresh account, a CI runner); no other directory is.
+    const std::filesystem::path ssh_dir = home_directory() / ".ssh";
+    if (std::filesystem::absolute(key_path).lexically_normal().parent_path() == ssh_dir.lexically_normal()) {
+        if (::mkdir(ssh_dir.c_str(), 0700) == 0) {
+            if (!o.quiet)
+                std::cout << "Created directory '" << ssh_dir.string() << "'.\n";
+        } else if (errno != EEXIST) {
+            throw Error(ssh_dir.string() + ": cannot create: " + std::strerror(errno));
+        }
+    }
 
     // The .pub is protected like the key: either may belong to another key.
     std::error_code ec;
@@ -394,6 +410,12 @@ int run(int argc, char** argv, std::string& tcti) {
     }
     key.blobs = create_key(tpm, parent, o.spec, pin, auth_policy);
     key.empty_auth = pin.empty();
+    // A comment given is kept in the file's description, where ssh-tpm-agent
+    // keeps it, so that 'tpmkey pubkey' makes the same .pub again. Only when
+    // given: tpm2-openssl reads no optional field but emptyAuth and refuses
+    // a file with a description.
+    if (o.comment)
+        key.description = *o.comment;
     check_interrupted();
 
     const PublicKey pub(key.blobs.pub.publicArea);

@@ -83,12 +83,12 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
                 "this key belongs to a different TPM (or this TPM was cleared since, or the file was altered: the "
                 "TPM's integrity check failed)",
                 "make a new key on this machine: tpmkey-keygen"};
-    if (e.step() == TpmStep::policy_pcr && (e.is(TPM2_RC_VALUE) || e.is(TPM2_RC_PCR_CHANGED)))
+    if ((e.step() == TpmStep::policy_pcr || e.step() == TpmStep::signed_policy_pcr) &&
+        (e.is(TPM2_RC_VALUE) || e.is(TPM2_RC_PCR_CHANGED)))
         return {TpmProblem::pcr_changed,
                 e.what() + std::string(" changed since this key was made: the machine booted differently (other "
                                        "firmware, boot loader or Secure Boot state)"),
-                "see 'tpmkey info KEY'; a key with a signed policy signs again after 'tpmkey policy sign KEY' "
-                "on a machine you trust (docs/pcr-bound-keys.md)"};
+                pcr_changed_solution(e.step() == TpmStep::signed_policy_pcr, e.key_file())};
     if (e.step() == TpmStep::use_key && is_auth_failure(e))
         return {TpmProblem::wrong_pin, e.key().empty() ? "wrong PIN" : "wrong PIN for '" + e.key() + "'",
                 "the TPM counts wrong PINs and locks out after too many"};
@@ -101,7 +101,38 @@ Diagnosis diagnose_untrusted_parent(const Error& e) {
             "its line from " + KnownParents::file_path().string() + "; see docs/security.md"};
 }
 
+std::string pcr_changed_solution(bool signed_policies, const std::string& key_file) {
+    const std::string file = key_file.empty() ? "KEY" : key_file;
+    if (signed_policies)
+        return "if you trust this boot (e.g. after a firmware update), approve it: tpmkey policy sign " + file +
+               " (docs/pcr-bound-keys.md)";
+    return "boot as when the key was made (the same firmware, boot loader and Secure Boot state), or make a new "
+           "key: a key bound to PCRs directly cannot follow a change ('tpmkey info " + file +
+           "' shows its PCRs; docs/pcr-bound-keys.md)";
+}
+
 std::string diagnosis_line(const Diagnosis& d) { return d.problem + " (" + d.solution + ")"; }
+
+std::string duration_text(std::uint32_t seconds) {
+    if (seconds >= 7200 && seconds % 3600 == 0)
+        return std::to_string(seconds / 3600) + " hours";
+    if (seconds >= 120 && seconds % 60 == 0)
+        return std::to_string(seconds / 60) + " minutes";
+    return std::to_string(seconds) + " s";
+}
+
+std::string dictionary_attack_text(const DictionaryAttackState& da) {
+    const std::string counted =
+        std::to_string(da.failures) + " of " + std::to_string(da.max_failures) + " wrong PINs counted by the TPM";
+    // TPM 2.0 Part 1, 19.8.6: at maxTries the TPM is in lockout until
+    // lockoutInterval has passed (while it is powered) and one failure is
+    // forgiven; it then refuses every key without noDA, ours all.
+    if (da.in_lockout || (da.max_failures > 0 && da.failures >= da.max_failures))
+        return counted + ": it is locked out now and uses no key, with or without PIN, for up to " +
+               duration_text(da.recovery_seconds) + " (while the machine is on)";
+    return counted + "; one is forgiven every " + duration_text(da.recovery_seconds) + "; at " +
+           std::to_string(da.max_failures) + " it locks out";
+}
 
 std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
     if (tcti.starts_with("device")) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include "error.hpp"
+#include "tpm_queries.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace tpmkey {
@@ -37,8 +39,22 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti);
 // A parent that check_storage_key() or the pins (known_parents.hpp) refused.
 Diagnosis diagnose_untrusted_parent(const Error& e);
 
+// What to do about a key (`key_file`) that its PCRs refuse: one with signed
+// policies signs again after `tpmkey policy sign`; one bound to the PCRs
+// directly only in the boot state it was made in.
+std::string pcr_changed_solution(bool signed_policies, const std::string& key_file);
+
 // The problem and the solution as one line, for logs and error messages.
 std::string diagnosis_line(const Diagnosis& d);
+
+// A time as a person reads it: "90 s", "10 minutes", "2 hours".
+std::string duration_text(std::uint32_t seconds);
+
+// The TPM's count of wrong PINs, for the messages about a wrong PIN or the
+// lockout: "1 of 3 wrong PINs counted by the TPM; one is forgiven every 10
+// minutes; at 3 it locks out", or, once the count is full, that the TPM is
+// locked out now and for how long.
+std::string dictionary_attack_text(const DictionaryAttackState& da);
 
 // Why one TCTI did not answer, in a few words (tpmkey doctor lists each
 // one it tried): a missing or forbidden device node, a TCTI library that

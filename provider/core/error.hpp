@@ -25,7 +25,8 @@ enum class TpmStep {
     parent,    // re-creating or reading the parent (storage key)
     load,      // TPM2_Load of a key under its parent
     use_key,   // a command authorised with the key's auth value (sign, change auth)
-    policy_pcr,  // TPM2_PolicyPCR of a key's policy; what() names the PCRs
+    policy_pcr,  // TPM2_PolicyPCR of a key's own policy; what() names the PCRs
+    signed_policy_pcr,  // TPM2_PolicyPCR of one of a key's signed policies; likewise
     other,     // sessions, queries, key creation, marshalling
 };
 
@@ -41,12 +42,14 @@ public:
     TpmStep step() const noexcept { return step_; }
     TSS2_RC rc() const noexcept { return rc_; }
     std::uint32_t handle() const noexcept { return handle_; }
-    // The key it happened to, by name, once a caller that knows it says so
-    // (about()); empty until then.
+    // The key it happened to, by name and by file, once a caller that knows
+    // it says so (about()); empty until then.
     const std::string& key() const noexcept { return key_; }
-    TpmError about(const std::string& key) const {
+    const std::string& key_file() const noexcept { return key_file_; }
+    TpmError about(const std::string& key, const std::string& key_file = {}) const {
         TpmError e = *this;
         e.key_ = key;
+        e.key_file_ = key_file;
         return e;
     }
 
@@ -62,6 +65,7 @@ private:
     TSS2_RC rc_;
     std::uint32_t handle_;
     std::string key_;
+    std::string key_file_;
 };
 
 // The TPM2_RC_* constant behind a response code. tpm2-tss 3.2 (Debian 12)

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace tpmkey {
@@ -203,6 +205,41 @@ void check_public(const TPMT_PUBLIC& area, const DerReader& reader) {
 
 }  // namespace
 
+bool is_printable_utf8(std::string_view text) {
+    for (std::size_t i = 0; i < text.size();) {
+        const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+        const unsigned char lead = byte(i);
+        std::size_t length = 0;
+        char32_t c = 0;
+        if (lead < 0x80) {
+            length = 1, c = lead;
+        } else if (lead >= 0xc2 && lead <= 0xdf) {
+            length = 2, c = lead & 0x1fu;
+        } else if (lead >= 0xe0 && lead <= 0xef) {
+            length = 3, c = lead & 0x0fu;
+        } else if (lead >= 0xf0 && lead <= 0xf4) {
+            length = 4, c = lead & 0x07u;
+        } else {
+            return false;
+        }
+        if (i + length > text.size())
+            return false;
+        for (std::size_t k = 1; k < length; ++k) {
+            if ((byte(i + k) & 0xc0) != 0x80)
+                return false;
+            c = (c << 6) | (byte(i + k) & 0x3fu);
+        }
+        // Overlong forms, surrogates, beyond Unicode; control characters
+        // (C0, DEL, C1) would move a terminal's cursor or end a .pub line.
+        const char32_t shortest[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (c < shortest[length] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff || c < 0x20 ||
+            (c >= 0x7f && c < 0xa0))
+            return false;
+        i += length;
+    }
+    return true;
+}
+
 KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name) {
     if (pem.size() > max_key_file_size)
         throw Error(name + ": too large for a key file (" + std::to_string(pem.size()) + " bytes)");
@@ -216,8 +253,17 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
     long der_size = 0;
     const int ok = PEM_read_bio(bio.get(), out_ptr(label), out_ptr(header), out_ptr(der), &der_size);
     ERR_clear_error();
-    if (!ok)
-        throw Error(name + ": not a PEM file (no '-----BEGIN " + pem_label + "-----' block)");
+    if (!ok) {
+        // PEM_read_bio() fails alike for a file cut short (no END line, a
+        // partial base64 line) and for one that never was a key file.
+        const std::string_view text(reinterpret_cast<const char*>(pem.data()), pem.size());
+        if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+            throw Error(name + ": the file is empty: it was truncated, or is not a key file");
+        if (text.find(std::string("-----BEGIN ") + pem_label + "-----") != std::string_view::npos)
+            throw Error(name + ": the file is truncated or damaged: its " + pem_label +
+                        " block has no END line, or broken base64");
+        throw Error(name + ": not a key file (no '-----BEGIN " + pem_label + "-----' line)");
+    }
     if (std::strcmp(label.get(), pem_label) != 0)
         throw Error(name + ": holds a '" + label.get() + "', not a " + pem_label);
     if (header && header.get()[0] != '\0')
@@ -269,6 +315,9 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
             const Asn1Type text = inner.take(V_ASN1_UTF8STRING, "the description to be a UTF8String");
             const ASN1_STRING* s = text->value.utf8string;
             key.description.assign(reinterpret_cast<const char*>(s->data), static_cast<size_t>(s->length));
+            // It ends up in a .pub line and on the terminal (tpmkey info).
+            if (!is_printable_utf8(key.description))
+                r.fail("the description is not printable UTF-8 text");
             break;
         }
         default:
@@ -277,7 +326,7 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
         }
         if (!inner.at_end())
             r.fail("optional field [" + std::to_string(h.tag) + "] has trailing data");
-        if (h.tag != 0 && h.tag != 1 && h.tag != 3)
+        if (h.tag != 0 && h.tag != 1 && h.tag != 3 && h.tag != 4)
             key.other_fields.push_back(r.raw(h));
         r.skip(h);
     }
@@ -339,7 +388,8 @@ der::Bytes signed_policies_der(const std::vector<SignedPolicy>& policies) {
     return der::sequence(list);
 }
 
-// secret [2] is the only other field that comes before authPolicy [3].
+// secret [2] is the only other field that comes before authPolicy [3] (and
+// description [4]).
 bool before_auth_policy(const std::vector<std::uint8_t>& field) {
     return field.front() == (V_ASN1_CONTEXT_SPECIFIC | V_ASN1_CONSTRUCTED | 2);
 }
@@ -357,6 +407,11 @@ std::string format_key_file(const KeyFile& key) {
             der::append(body, field);
     if (!key.signed_policies.empty())
         der::append(body, explicit_tag(3, signed_policies_der(key.signed_policies)));
+    if (!key.description.empty()) {
+        if (!is_printable_utf8(key.description))
+            throw Error("a key's description must be printable UTF-8 text");
+        der::append(body, explicit_tag(4, der::utf8_string(key.description)));
+    }
     for (const auto& field : key.other_fields)
         if (!before_auth_policy(field))
             der::append(body, field);

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tpmkey {
@@ -42,10 +43,12 @@ struct KeyFile {
     // authPolicy [3]: the signed policies, newest first; used when
     // `policy` starts with TPM2_PolicyAuthorize.
     std::vector<SignedPolicy> signed_policies;
+    // description [4]: the comment of the key's .pub, as ssh-tpm-agent
+    // keeps it (tpmkey-keygen -C); printable UTF-8, empty when absent.
     std::string description;
-    // Every other optional field (secret [2], description [4], rsaParent
-    // [5], tags of later versions of the format), as the DER it was read
-    // as, in file order: rewriting a key (tpmkey passwd) keeps them all.
+    // Every other optional field (secret [2], rsaParent [5], tags of later
+    // versions of the format), as the DER it was read as, in file order:
+    // rewriting a key (tpmkey passwd) keeps them all.
     std::vector<std::vector<std::uint8_t>> other_fields;
 
     bool needs_pin() const noexcept { return empty_auth != true; }
@@ -57,17 +60,22 @@ struct KeyFile {
     }
 };
 
+// Valid UTF-8 without control characters: what a description may hold.
+bool is_printable_utf8(std::string_view text);
+
 // Parses PEM text. `name` (the file's path) prefixes every error message.
 KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name);
 
 // The PEM text of a key file: type, emptyAuth (when known), policy, the
-// other optional fields as they were read (authPolicy among them in tag
-// order), parent, pubkey, privkey. A file read in DER is written back byte
-// for byte (but an empty policy or authPolicy, or an empty signed-policy
-// name, is left out). Keys we make
-// have only the five fields every reader understands, and always say
-// emptyAuth TRUE or FALSE: tpm2-openssl before 1.3 (Debian 12 has 1.1)
-// takes an absent emptyAuth for TRUE and never asks for a PIN.
+// other optional fields as they were read (authPolicy and description
+// among them in tag order), parent, pubkey, privkey. A file read in DER is
+// written back byte for byte (but an empty policy, authPolicy or
+// description, or an empty signed-policy name, is left out). Keys we make
+// have only the five fields every reader understands (a description only
+// when asked for: tpm2-openssl reads no other field and refuses a file with
+// one), and always say emptyAuth TRUE or FALSE: tpm2-openssl before 1.3
+// (Debian 12 has 1.1) takes an absent emptyAuth for TRUE and never asks for
+// a PIN.
 std::string format_key_file(const KeyFile& key);
 
 // Throws Error unless tpmkey runs `policy`: PolicyAuthValue and PolicyPCR

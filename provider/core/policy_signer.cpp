@@ -11,12 +11,25 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace tpmkey {
 
 namespace {
 
 constexpr std::size_t max_signer_file_size = 16 * 1024;
+
+// An OpenSSH public key line (a .pub) or a PEM public key.
+bool is_public_key(const std::vector<std::uint8_t>& data) {
+    const std::string_view text(reinterpret_cast<const char*>(data.data()), data.size());
+    if (text.starts_with("ssh-") || text.starts_with("ecdsa-sha2-") || text.starts_with("sk-"))
+        return true;
+    const Bio bio(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
+    const EvpPkey pub(bio ? PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+    ERR_clear_error();
+    return static_cast<bool>(pub);
+}
 
 }  // namespace
 
@@ -28,15 +41,21 @@ EvpPkey read_policy_signer(const std::filesystem::path& path) {
     const std::string name = path.string();
     const FileRead file = read_regular_file(path, max_signer_file_size);
     check_not_replaceable(path, file);
+    // What the file is comes first: "chmod 600" is no advice for a file
+    // that is not the signer (a .pub given by mistake).
+    const Bio bio(BIO_new_mem_buf(file.data.data(), static_cast<int>(file.data.size())));
+    EvpPkey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+    ERR_clear_error();
+    if (!key) {
+        if (is_public_key(file.data))
+            throw Error(name + ": a public key, not the policy signer: give its private key (PEM), e.g. " +
+                        default_policy_signer_path().string());
+        throw Error(name + ": not a PEM private key");
+    }
     // Whoever reads it can sign a policy that lets the key be used in any
     // boot state (the PIN, if any, is still needed).
     if (file.mode & (S_IRGRP | S_IROTH))
         throw Error(name + ": the policy signer is readable by others; chmod 600 " + name);
-    const Bio bio(BIO_new_mem_buf(file.data.data(), static_cast<int>(file.data.size())));
-    EvpPkey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-    ERR_clear_error();
-    if (!key)
-        throw Error(name + ": not a PEM private key");
     return key;
 }
 

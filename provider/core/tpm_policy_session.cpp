@@ -20,12 +20,12 @@ T tpm2b_of(std::span<const std::uint8_t> bytes) {
     return out;
 }
 
-void run_pcr(Tpm& tpm, ESYS_TR session, const PolicyCommand& command) {
+void run_pcr(Tpm& tpm, ESYS_TR session, const PolicyCommand& command, TpmStep step) {
     const PcrParts pcr = pcr_parts_of(command);
     const TSS2_RC rc =
         Esys_PolicyPCR(tpm.esys(), session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &pcr.digest, &pcr.list);
     if (rc != TSS2_RC_SUCCESS)
-        throw TpmError(TpmStep::policy_pcr, rc, pcr_selection_text(pcr.selection));
+        throw TpmError(step, rc, pcr_selection_text(pcr.selection));
 }
 
 // PolicyAuthorize after `approved_by` (the commands before it in the same
@@ -56,7 +56,9 @@ void run_authorize(Tpm& tpm, ESYS_TR session, const PolicyCommand& command,
 }
 
 // Runs `commands` in order; a PolicyAuthorize covers the ones before it.
-void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands) {
+// `pcr_step`: whose PolicyPCR it is (the key's own, or a signed policy's),
+// for what the user is told to do when it fails (diagnosis.hpp).
+void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands, TpmStep pcr_step) {
     for (std::size_t i = 0; i < commands.size(); ++i) {
         switch (commands[i].code) {
         case TPM2_CC_PolicyAuthValue:
@@ -64,7 +66,7 @@ void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands) {
                      "TPM2_PolicyAuthValue");
             break;
         case TPM2_CC_PolicyPCR:
-            run_pcr(tpm, session, commands[i]);
+            run_pcr(tpm, session, commands[i], pcr_step);
             break;
         case TPM2_CC_PolicyAuthorize:
             run_authorize(tpm, session, commands[i], commands.first(i));
@@ -105,7 +107,7 @@ Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile&
     const std::span<const PolicyCommand> policy(key.policy);
     if (!key.has_signed_policies()) {
         Authorization auth = Authorization::policy_session(tpm, salt_key);
-        run(tpm, auth.session(), policy);
+        run(tpm, auth.session(), policy, TpmStep::policy_pcr);
         return auth;
     }
     // Signed policies, newest first: the first that holds, then the rest of
@@ -120,8 +122,8 @@ Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile&
         }
         try {
             Authorization auth = Authorization::policy_session(tpm, salt_key);
-            run(tpm, auth.session(), signed_policy.commands);
-            run(tpm, auth.session(), policy.subspan(1));
+            run(tpm, auth.session(), signed_policy.commands, TpmStep::signed_policy_pcr);
+            run(tpm, auth.session(), policy.subspan(1), TpmStep::policy_pcr);
             return auth;
         } catch (const TpmError& e) {
             if (e.tpm_unreachable() || e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))

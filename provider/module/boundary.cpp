@@ -32,13 +32,11 @@ void register_fork_handlers() noexcept {
     (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child);
 }
 
-// "2 of 3 wrong PINs counted; one is forgiven every 600 s", for the
-// messages about PINs; empty when the TPM does not say.
+// The TPM's count of wrong PINs (diagnosis.hpp), for the messages about
+// PINs; empty when the TPM does not say.
 std::string dictionary_attack_text(Module& m) noexcept {
     try {
-        const DictionaryAttackState da = dictionary_attack_state(m.tpm().tpm());
-        return std::to_string(da.failures) + " of " + std::to_string(da.max_failures) +
-               " wrong PINs counted by the TPM; one is forgiven every " + std::to_string(da.recovery_seconds) + " s";
+        return tpmkey::dictionary_attack_text(dictionary_attack_state(m.tpm().tpm()));
     } catch (...) {
         return {};
     }
@@ -84,7 +82,7 @@ CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
         switch (d.kind) {
         case TpmProblem::wrong_pin:
             rv = CKR_PIN_INCORRECT;
-            line = d.problem + " (" + dictionary_attack_text(m) + "; too many and the TPM locks out)";
+            line = d.problem + " (" + dictionary_attack_text(m) + ")";
             break;
         case TpmProblem::locked_out:
             rv = CKR_PIN_LOCKED;

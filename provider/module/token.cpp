@@ -179,8 +179,13 @@ Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     // A key with a policy signs in a fresh policy session: its use
     // consumes the policy.
     std::optional<Authorization> policy;
-    if (key_.has_policy())
-        policy = satisfy_policy(tpm.tpm(), tpm.parent(key_.parent), key_);
+    if (key_.has_policy()) {
+        try {
+            policy = satisfy_policy(tpm.tpm(), tpm.parent(key_.parent), key_);
+        } catch (const TpmError& e) {
+            throw e.about(label_, path_.string());  // what to do names the file
+        }
+    }
     return sign_digest(tpm.tpm(), loaded.key, policy ? *policy : loaded.auth, request.scheme, request.hash,
                        request.digest, pub_.ec_field_size());
 }

@@ -56,14 +56,14 @@ std::span<const std::uint8_t> bytes_of(const std::string& s) {
 }
 
 bool same_key(const tpmkey::KeyFile& a, const tpmkey::KeyFile& b) {
-    // The writer keeps type, emptyAuth, the policies, parent, pubkey and privkey.
+    // The writer keeps type, emptyAuth, the policies, the description, parent, pubkey and privkey.
     std::uint8_t ma[sizeof(TPM2B_PUBLIC)], mb[sizeof(TPM2B_PUBLIC)];
     std::size_t na = 0, nb = 0;
     if (Tss2_MU_TPM2B_PUBLIC_Marshal(&a.blobs.pub, ma, sizeof ma, &na) != TSS2_RC_SUCCESS ||
         Tss2_MU_TPM2B_PUBLIC_Marshal(&b.blobs.pub, mb, sizeof mb, &nb) != TSS2_RC_SUCCESS)
         return false;
     return a.empty_auth == b.empty_auth && a.policy == b.policy && a.signed_policies == b.signed_policies &&
-           a.parent == b.parent && na == nb && std::memcmp(ma, mb, na) == 0 &&
+           a.description == b.description && a.parent == b.parent && na == nb && std::memcmp(ma, mb, na) == 0 &&
            a.blobs.priv.size == b.blobs.priv.size &&
            std::memcmp(a.blobs.priv.buffer, b.blobs.priv.buffer, a.blobs.priv.size) == 0;
 }

@@ -44,12 +44,15 @@ if tpm2_getcap handles-persistent | grep -qi '0x81000001'; then has_srk=srk; els
 [ "$has_srk" = "$parent" ] ||
     fail "test set-up: parent=$parent, but 0x81000001 is $([ $has_srk = srk ] || echo "not ")present (with-swtpm --srk makes it)"
 
-comment="tpm-test-$type$bits"
+# No -C: the default comment (user@host, as ssh-keygen), and a key file of
+# the five fields every reader knows (a -C comment is kept in a sixth,
+# which tpm2-openssl refuses: keygen-comment.sh).
+comment="$(id -un)@$(hostname)"
 if [ "$pin" = yes ]; then
     # A pipe, as in the documented --pin-file <(pass show ...).
-    run "$keygen" -t "$type" -b "$bits" -f key.tpm -C "$comment" --pin-file <(printf 1234)
+    run "$keygen" -t "$type" -b "$bits" -f key.tpm --pin-file <(printf 1234)
 else
-    run "$keygen" -t "$type" -b "$bits" -f key.tpm -C "$comment" -N ''
+    run "$keygen" -t "$type" -b "$bits" -f key.tpm -N ''
 fi
 [ $rc -eq 0 ] || fail "tpmkey-keygen failed (exit $rc)"
 

@@ -3,9 +3,12 @@
 #include "der_builder.hpp"
 #include "error.hpp"
 #include "key_file.hpp"
+#include "owned.hpp"
+#include "policy_signer.hpp"
 #include "public_key.hpp"
 
 #include <catch2/catch.hpp>
+#include <openssl/pem.h>
 #include <tss2/tss2_mu.h>
 
 #include <sys/stat.h>
@@ -173,6 +176,41 @@ TEST_CASE("rewriting a key keeps every optional field it does not change (tpmkey
     CHECK(parse_text(format_key_file(key)).description == "ssh-tpm-agent comment");
 }
 
+TEST_CASE("a description (tpmkey-keygen -C) is written as [4], as ssh-tpm-agent writes it, and read back") {
+    const Parts& p = sample();
+    KeyFile key = read_key_file(data("ecdsa256.tpm"));
+    key.description = "me@laptop";
+    const std::string text = format_key_file(key);
+    CHECK(text == key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)),
+                           test::explicit_tag(4, test::utf8("me@laptop")), parent_owner, test::octets(p.pub),
+                           test::octets(p.priv)}));
+    const KeyFile again = parse_text(text);
+    CHECK(again.description == "me@laptop");
+    CHECK(again.other_fields.empty());
+    CHECK(format_key_file(again) == text);
+    // Between authPolicy [3] and a later field, in tag order.
+    const Der secret = test::explicit_tag(2, test::octets({1})), future = test::explicit_tag(9, test::octets({2}));
+    key.other_fields = {secret, future};
+    CHECK(format_key_file(key) == key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)), secret,
+                                           test::explicit_tag(4, test::utf8("me@laptop")), future, parent_owner,
+                                           test::octets(p.pub), test::octets(p.priv)}));
+    key.other_fields.clear();
+
+    key.description = "caf\xc3\xa9 J\xc3\xbcrgen";  // UTF-8
+    CHECK(parse_text(format_key_file(key)).description == key.description);
+    for (const char* bad : {"tab\there", "esc\x1b[2J", "new\nline", "del\x7f", "latin1 caf\xe9", "c1 \xc2\x9b",
+                            "overlong \xc0\xaf", "surrogate \xed\xa0\x80"}) {
+        INFO(bad);
+        CHECK_FALSE(is_printable_utf8(bad));
+        key.description = bad;
+        CHECK_THROWS_AS(format_key_file(key), Error);
+        // A file that holds one (written by another tool) is refused.
+        const std::string file = key_pem({test::oid_loadable, test::explicit_tag(4, test::utf8(bad)), parent_owner,
+                                          test::octets(p.pub), test::octets(p.priv)});
+        CHECK_THAT(error_of(file), Catch::Contains("the description is not printable UTF-8 text"));
+    }
+}
+
 TEST_CASE("every malformed key file gets its own clear error naming the file") {
     const Parts& p = sample();
     const Der pub = test::octets(p.pub), priv = test::octets(p.priv);
@@ -186,10 +224,12 @@ TEST_CASE("every malformed key file gets its own clear error naming the file") {
     Der priv_short(p.priv.begin(), p.priv.end() - 5);
     const std::string good = key_pem({test::oid_loadable, parent_owner, pub, priv});
     const Case cases[] = {
-        {"not PEM", "hello\n", "not a PEM file"},
-        {"empty", "", "not a PEM file"},
+        {"not PEM", "hello\n", "not a key file (no '-----BEGIN TSS2 PRIVATE KEY-----' line)"},
+        {"empty", "", "the file is empty: it was truncated, or is not a key file"},
         {"other PEM", test::pem("PRIVATE KEY", test::seq({})), "holds a 'PRIVATE KEY'"},
-        {"garbled base64", "-----BEGIN TSS2 PRIVATE KEY-----\n@@@@\n-----END TSS2 PRIVATE KEY-----\n", "not a PEM file"},
+        {"garbled base64", "-----BEGIN TSS2 PRIVATE KEY-----\n@@@@\n-----END TSS2 PRIVATE KEY-----\n", "truncated or damaged"},
+        {"cut short (no END line)", good.substr(0, good.size() / 2), "the file is truncated or damaged: its TSS2 PRIVATE KEY block has no END line"},
+        {"cut after the BEGIN line", good.substr(0, good.find('\n') + 1), "the file is truncated or damaged"},
         {"not a sequence", test::pem("TSS2 PRIVATE KEY", test::octets({1})), "expected a SEQUENCE"},
         {"trailing data", test::pem("TSS2 PRIVATE KEY", test::cat({test::seq({test::oid_loadable, parent_owner, pub, priv}), Der{0}})), "trailing data"},
         {"wrong type OID", key_pem({test::oid_rsa_encryption, parent_owner, pub, priv}), "unknown key type 1.2.840.113549.1.1.1"},
@@ -262,6 +302,42 @@ TEST_CASE("read_key_file refuses what is not a regular key file") {
     CHECK_THROWS_WITH(read_key_file(open_key), Catch::Contains("writable by others"));
     REQUIRE(::chmod(open_key.c_str(), 0644) == 0);
     CHECK_NOTHROW(read_key_file(open_key));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("read_policy_signer says what a file is before asking for chmod 600") {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tpmkey-signer-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const EvpPkey signer = generate_policy_signer();
+    write_policy_signer(dir / "signer.pem", signer.get());
+    CHECK_NOTHROW(read_policy_signer(dir / "signer.pem"));
+    // Public keys, as readable by others as a .pub is: what they are, not "chmod 600".
+    const std::filesystem::path ssh_pub = dir / "id_tpm.pub";
+    std::filesystem::copy_file(data("tpm2-openssl-ecdsa256.pub"), ssh_pub);
+    Bio bio(BIO_new(BIO_s_mem()));
+    REQUIRE(PEM_write_bio_PUBKEY(bio.get(), signer.get()) == 1);
+    char* text = nullptr;
+    const long size = BIO_get_mem_data(bio.get(), &text);
+    std::ofstream(dir / "signer.pub.pem") << std::string(text, static_cast<size_t>(size));
+    std::ofstream(dir / "notes.txt") << "hello\n";
+    for (const char* name : {"id_tpm.pub", "signer.pub.pem", "notes.txt"}) {
+        INFO(name);
+        REQUIRE(::chmod((dir / name).c_str(), 0644) == 0);
+        const auto message = [&] {
+            try {
+                (void)read_policy_signer(dir / name);
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+            return std::string("no error");
+        }();
+        CHECK_THAT(message, !Catch::Contains("chmod"));
+        CHECK_THAT(message, Catch::Contains(std::string(name) == "notes.txt" ? "not a PEM private key"
+                                                                              : "a public key, not the policy signer"));
+    }
+    // The signer itself, readable by others: chmod 600.
+    REQUIRE(::chmod((dir / "signer.pem").c_str(), 0644) == 0);
+    CHECK_THROWS_WITH(read_policy_signer(dir / "signer.pem"), Catch::Contains("readable by others; chmod 600"));
     std::filesystem::remove_all(dir);
 }
 

@@ -66,8 +66,9 @@ extern const Command ssh_config_command;                                        
 extern const Command policy_command;                                              // policy.cpp
 
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
-// match now (policy.cpp).
-void print_policy(const KeyFile& key, Tpm* tpm);
+// match now (policy.cpp), which it returns too (nullopt: no PCRs, no TPM,
+// or the PCRs could not be read).
+std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm);
 // For a key bound to PCRs: whether they hold values its policy (or one of
 // its signed policies) allows now; nullopt for a key without PCRs.
 std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key);

@@ -88,14 +88,6 @@ std::string command_output(const std::string& command) {
     return out;
 }
 
-std::string seconds_text(UINT32 s) {
-    if (s >= 7200 && s % 3600 == 0)
-        return std::to_string(s / 3600) + " hours";
-    if (s >= 120 && s % 60 == 0)
-        return std::to_string(s / 60) + " minutes";
-    return std::to_string(s) + " s";
-}
-
 // The TPM device node: there, and may this user open it?
 void check_device(Doctor& d, const std::string& device) {
     struct stat st {};
@@ -230,15 +222,16 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     const UINT32 max_tries = props[TPM2_PT_MAX_AUTH_FAIL];
     const UINT32 interval = props[TPM2_PT_LOCKOUT_INTERVAL];
     const std::string da_numbers = std::to_string(counter) + " of " + std::to_string(max_tries) +
-                                   " wrong PINs counted; one is forgiven every " + seconds_text(interval);
+                                   " wrong PINs counted; one is forgiven every " + duration_text(interval);
     if (permanent & TPMA_PERMANENT_INLOCKOUT)
         // Every object without 'noda' is refused, also one with an empty
         // auth value: tpmkey's keys with and without a PIN alike.
         d.fail("dictionary-attack lockout: the TPM refuses to use keys (" + da_numbers + ")",
                "too many wrong PINs were tried",
-               "wait: within " + seconds_text(interval) +
-                   " the TPM uses keys again (with or without PIN). Or, with the TPM's lockout "
-                   "password: tpm2_dictionarylockout --clear-lockout --auth PASSWORD");
+               "wait: within " + duration_text(interval) + " the TPM uses keys again (with or without PIN). " +
+                   ((permanent & TPMA_PERMANENT_LOCKOUTAUTHSET)
+                        ? "Or, with the TPM's lockout password: tpm2_dictionarylockout --clear-lockout --auth PASSWORD"
+                        : "Or now (the TPM's lockout password is empty): tpm2_dictionarylockout --clear-lockout"));
     else if (max_tries > 0 && counter + 1 >= max_tries && counter > 0)
         d.warn("dictionary-attack protection: " + da_numbers,
                "one more wrong PIN and the TPM locks out", "take care with the next PIN; the count falls with time");
@@ -328,8 +321,7 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
                 d.fail(name + ": bound to PCRs that changed since the key was made: it does not sign in this boot "
                               "state",
                        "the machine booted differently (other firmware, boot loader or Secure Boot state)",
-                       "'tpmkey info " + name + "' shows the policy; after an update you trust: 'tpmkey policy sign " +
-                           name + "' (keys with a signed policy), else a new key (docs/pcr-bound-keys.md)");
+                       pcr_changed_solution(key.has_signed_policies(), name));
         } catch (const Error& e) {
             d.warn(name + ": cannot read the PCRs it is bound to", e.what(), "see 'tpmkey info " + name + "'");
         }

@@ -97,8 +97,9 @@ constexpr CommandSpec info_spec{
     "info", "tpmkey info KEY",
     "Shows what the key file KEY says (type, fingerprint, the TPM object's\n"
     "attributes, PIN, parent, policy) and asks this TPM to load the key.\n"
-    "Exit status 0 when it loads, 1 when it does not (the last line says why:\n"
-    "e.g. the key belongs to a different TPM).\n",
+    "Exit status 0 when it loads and can sign here, 1 when it cannot (the last\n"
+    "line says why: e.g. the key belongs to a different TPM, or the PCRs it is\n"
+    "bound to changed).\n",
     {nullptr}, {nullptr}, 1};
 
 int cmd_info(const Parsed& p) {
@@ -125,7 +126,7 @@ int cmd_info(const Parsed& p) {
     } catch (const TpmError& e) {
         problem = diagnose(e, config.tcti);
     }
-    print_policy(key, tpm.get());
+    const std::optional<bool> pcrs_match = print_policy(key, tpm.get());
     try {
         if (tpm)
             problem = why_key_does_not_load(*tpm, key, KnownParents::load());
@@ -138,6 +139,12 @@ int cmd_info(const Parsed& p) {
         return 1;
     }
     std::cout << "loads:       yes, on this TPM\n";
+    // A key that loads may still be refused by its PCR policy.
+    if (pcrs_match == false) {
+        std::cout << "signs:       no: the PCRs it is bound to changed since it was made\n"
+                  << "             (" << pcr_changed_solution(key.has_signed_policies(), path.string()) << ")\n";
+        return 1;
+    }
     return 0;
 }
 
@@ -148,7 +155,8 @@ constexpr CommandSpec passwd_spec{
     "Sets, changes or removes the PIN of KEY. The TPM wraps the key again with\n"
     "the new PIN (TPM2_ObjectChangeAuth; both PINs travel only inside an\n"
     "encrypted session) and KEY is replaced in one step. With a wrong current\n"
-    "PIN nothing is written. An empty new PIN removes the PIN.\n"
+    "PIN nothing is written: it is checked before the new PIN is asked for.\n"
+    "An empty new PIN removes the PIN.\n"
     "\n"
     "Asks for the PINs on the terminal unless given in files:\n"
     "  --old-pin-file FILE   the current PIN: the first line of FILE\n"
@@ -208,30 +216,39 @@ int cmd_passwd(const Parsed& p) {
                   << KnownParents::file_path().string() << ".\n";
     if (!p.has_value("--old-pin-file") && key.needs_pin())
         old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
-    if (!p.has_value("--new-pin-file"))
-        new_pin = ask_new_pin();
-    if (old_pin.empty() && new_pin.empty() && !key.needs_pin()) {
-        std::cout << path.string() << " has no PIN; nothing changed.\n";
-        return 0;
-    }
 
     // Both PINs cross the bus only inside the salted, encrypted session.
-    const Authorization auth = Authorization::for_secret(tpm, parent, !old_pin.empty() || !new_pin.empty());
+    const bool ask_new_pin_here = !p.has_value("--new-pin-file");
+    const Authorization auth =
+        Authorization::for_secret(tpm, parent, !old_pin.empty() || !new_pin.empty() || ask_new_pin_here);
     TpmObject loaded;
     try {
         loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
     }
-    {
-        const AuthValue current(tpm, loaded, old_pin);
+    const AuthValue current(tpm, loaded, old_pin);
+    // The key wrapped again with `pin` (TPM2_ObjectChangeAuth, authorised
+    // with the current PIN).
+    const auto wrapped_with = [&](const Secret& pin) {
         try {
-            key.blobs.priv = change_auth(tpm, loaded, parent, auth, new_pin);
+            return change_auth(tpm, loaded, parent, auth, pin);
         } catch (const TpmError& e) {
             const Diagnosis d = diagnose(e, tpm.tcti());
             throw Error(d.problem + "; " + path.string() + " is unchanged (" + d.solution + ")");
         }
+    };
+    // The current PIN is checked before a new one is asked for, as C_Login
+    // checks a PIN: the key wrapped again with the same PIN, dropped.
+    if (ask_new_pin_here && key.needs_pin())
+        (void)wrapped_with(old_pin);
+    if (ask_new_pin_here)
+        new_pin = ask_new_pin();
+    if (old_pin.empty() && new_pin.empty() && !key.needs_pin()) {
+        std::cout << path.string() << " has no PIN; nothing changed.\n";
+        return 0;
     }
+    key.blobs.priv = wrapped_with(new_pin);
     // Every other field (the description, a policy, fields of later
     // versions of the format) is written back as it was read.
     key.empty_auth = new_pin.empty();

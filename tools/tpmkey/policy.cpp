@@ -45,15 +45,15 @@ std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key) {
     return std::any_of(pcrs.begin(), pcrs.end(), [&](const PolicyCommand* pcr) { return pcrs_match(tpm, *pcr); });
 }
 
-void print_policy(const KeyFile& key, Tpm* tpm) {
+std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm) {
     const TPMT_PUBLIC& area = key.blobs.pub.publicArea;
     if (!key.has_policy() && area.authPolicy.size == 0) {
         std::cout << "policy:      none\n";
-        return;
+        return std::nullopt;
     }
     if (area.objectAttributes & TPMA_OBJECT_USERWITHAUTH) {
         std::cout << "policy:      yes, optional (the PIN works too; tpmkey uses the PIN)\n";
-        return;
+        return std::nullopt;
     }
     const bool pin = std::any_of(key.policy.begin(), key.policy.end(),
                                  [](const PolicyCommand& c) { return c.code == TPM2_CC_PolicyAuthValue; });
@@ -73,21 +73,22 @@ void print_policy(const KeyFile& key, Tpm* tpm) {
     }
     std::cout << "policy digest: " << hex(std::span(area.authPolicy.buffer, area.authPolicy.size)) << "\n";
     if (!tpm)
-        return;
+        return std::nullopt;
     std::optional<bool> match;
     try {
         match = policy_pcrs_match(*tpm, key);
     } catch (const Error& e) {
         std::cout << "PCRs now:    cannot tell: " << e.what() << "\n";
-        return;
+        return std::nullopt;
     }
     if (!match)
-        return;
+        return std::nullopt;
     if (*match)
         std::cout << "PCRs now:    match: the key signs in this boot state\n";
     else
         std::cout << "PCRs now:    changed since the key was made: the key does not sign in this boot state"
                   << (key.has_signed_policies() ? " ('tpmkey policy sign' approves it, on a boot you trust)" : "") << "\n";
+    return match;
 }
 
 namespace {

@@ -78,6 +78,14 @@ for key in pcr pcr-pin pcr-signed; do
     login_with "$key" "$p" fails
     grep -q "^tpmkey: PCR 7 (sha256) changed since this key was made" "$SSH_ERR" ||
         { show "$SSH_ERR"; fail "$key: ssh's output does not say that PCR 7 changed"; }
+    # What to do depends on the key: a signed policy is signed again, a
+    # key bound directly signs only in its old boot state.
+    case $key in
+    pcr-signed) advice="tpmkey policy sign $keys/$key.tpm (docs/pcr-bound-keys.md)" ;;
+    *) advice="boot as when the key was made (the same firmware, boot loader and Secure Boot state), or make a new key: a key bound to PCRs directly cannot follow a change ('tpmkey info $keys/$key.tpm' shows its PCRs" ;;
+    esac
+    grep -qF "$advice" "$SSH_ERR" || { show "$SSH_ERR"; fail "$key: ssh's output lacks the advice: $advice"; }
+    ! grep -q "policy sign KEY" "$SSH_ERR" || fail "$key: the advice names KEY, not the file"
 done
 ok "after tpm2_pcrextend 7 each key is refused, and ssh shows 'PCR 7 (sha256) changed since this key was made'"
 
@@ -104,9 +112,18 @@ ok "pkcs11-tool: CKR_FUNCTION_REJECTED for the PCR change (DA counter unchanged)
 run "$TPMKEY_TOOL" info "$keys/pcr-pin.tpm"
 expect_out "PCR 7 (sha256)" "tpmkey info: the policy"
 expect_out "changed since the key was made" "tpmkey info: PCRs now"
+# It loads, but cannot sign here: exit 1, and the last lines say so.
+expect_rc 1 "tpmkey info: a key its PCRs refuse"
+expect_out "signs:       no: the PCRs it is bound to changed since it was made" "tpmkey info"
+expect_out "or make a new key" "tpmkey info"
+run "$TPMKEY_TOOL" info "$keys/pcr-signed.tpm"
+expect_rc 1 "tpmkey info: a signed key its PCRs refuse"
+expect_out "tpmkey policy sign $keys/pcr-signed.tpm" "tpmkey info: the signed key"
 TPMKEY_KEYS=$keys/pcr-pin.tpm run "$TPMKEY_TOOL" doctor
 expect_out "pcr-pin.tpm: bound to PCRs that changed since the key was made" "tpmkey doctor"
-ok "tpmkey info and doctor say that the key's PCRs changed"
+expect_out "or make a new key" "tpmkey doctor"
+expect_no_out "policy sign" "tpmkey doctor: a key bound directly"
+ok "tpmkey info (exit 1) and doctor say that the key's PCRs changed, and what to do for each kind of key"
 
 # ---- 4. the signed key signs again after tpmkey policy sign -------------------
 pub_before=$(pub_blob "$keys/pcr-signed.pub")

@@ -27,11 +27,17 @@ expect_out "one more wrong PIN and the TPM locks out" "one wrong PIN"
 
 sign_fails "$K" "wrong" "2nd wrong PIN (module)"
 expect_err "wrong PIN" "2nd wrong PIN (module)"
+# The PIN that fills the count: the TPM is locked out now, and for how long.
+expect_err "(2 of 2 wrong PINs counted by the TPM: it is locked out now and uses no key, with or without PIN, for up to 10 minutes (while the machine is on))" "2nd wrong PIN (module)"
+ok "the wrong PIN that locks the TPM says it is locked out now, and for how long"
 
 run "$TPMKEY_TOOL" doctor
 expect_rc 1 "lockout"
 expect_out "[problem] dictionary-attack lockout: the TPM refuses to use keys (2 of 2 wrong PINs counted; one is forgiven every 10 minutes)" "lockout"
 expect_out "Possible solution: wait: within 10 minutes the TPM uses keys again (with or without PIN)" "lockout"
+# A fresh swtpm's lockout password is empty: no --auth PASSWORD to look for.
+expect_out "Or now (the TPM's lockout password is empty): tpm2_dictionarylockout --clear-lockout" "lockout"
+expect_no_out "--auth PASSWORD" "lockout: no lockout password to give"
 expect_out "1 problem(s) found." "lockout"
 ok "doctor: lockout named with counter, maximum and recovery time; exit 1"
 

@@ -8,7 +8,7 @@
 #   ssh host
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
-: "${TPMKEY_BUILD_DIR:?}" "${TPMKEY_BINDIR:?}" "${TPMKEY_LIBDIR:?}" "${TPMKEY_MANDIR:?}"
+: "${TPMKEY_BUILD_DIR:?}" "${TPMKEY_BINDIR:?}" "${TPMKEY_LIBDIR:?}" "${TPMKEY_MANDIR:?}" "${TPMKEY_DOCDIR:?}"
 
 D=$TEST_DIR/root
 DESTDIR=$D cmake --install "$TPMKEY_BUILD_DIR" >"$TEST_DIR/install.log" 2>&1 ||
@@ -42,6 +42,11 @@ $TPMKEY_MANDIR/man1/tpmkey-swtpm.1
 $TPMKEY_MANDIR/man8/tpmkey-pkcs11.8
 $p11_file
 LIST
+# The user documentation, which tpmkey-pkcs11(8) points at.
+for doc in README.md quick-start.md configuration.md troubleshooting.md ssh-agent-and-more.md pcr-bound-keys.md \
+    migration.md security.md pkcs11.md performance.md performance.svg; do
+    echo "$TPMKEY_DOCDIR/$doc" >>"$TEST_DIR/expected"
+done
 (cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$TEST_DIR/installed"
 sort "$TEST_DIR/expected" | diff - "$TEST_DIR/installed" >&2 || fail "installed files differ from the expected list (- expected, + installed)"
 for f in tpmkey tpmkey-keygen tpmkey-swtpm; do
@@ -50,6 +55,10 @@ done
 for page in man1/tpmkey.1 man1/tpmkey-keygen.1 man1/tpmkey-swtpm.1 man8/tpmkey-pkcs11.8; do
     MANWIDTH=80 man -l "$D$TPMKEY_MANDIR/$page" 2>/dev/null | grep -q '^NAME' || fail "man -l $page (installed)"
 done
+MANWIDTH=200 man -l "$D$TPMKEY_MANDIR/man8/tpmkey-pkcs11.8" 2>/dev/null | grep -qF "$TPMKEY_DOCDIR/troubleshooting.md" ||
+    fail "tpmkey-pkcs11(8) does not point at the installed $TPMKEY_DOCDIR/troubleshooting.md"
+cmp -s "$D$TPMKEY_DOCDIR/troubleshooting.md" "$(dirname "$0")/../../../docs/troubleshooting.md" ||
+    fail "the installed troubleshooting.md is not docs/troubleshooting.md"
 case $MODULE in
 /usr/lib*/* | /usr/local/lib*/*) ;;
 *) fail "the module ($MODULE) is outside ssh-agent's default allow-list" ;;

@@ -45,7 +45,7 @@ ok "slot ids match pkcs11-tool -L, fingerprints match ssh-keygen -l and ssh-keyg
 expect_out "        ECDSA P-256, no PIN, parent 0x81000001" "id_tpm details"
 expect_out "        RSA 2048, PIN, parent 0x81000001" "work details"
 expect_out "        ECDSA P-384, no PIN, parent 0x40000001" "b384 details"
-expect_out "skipped $S/broken.tpm: not a PEM file" "broken file"
+expect_out "skipped $S/broken.tpm: not a key file" "broken file"
 [ "$(grep -c '^slot ' "$OUT")" = 3 ] || fail "expected 3 slots"
 ok "type, size, PIN, parent; the broken file is skipped with its reason"
 

@@ -75,6 +75,23 @@ expect_err "--new-pin-file" "no terminal"
 cmp -s "$K" "$TEST_DIR/before-tty.tpm" || fail "no terminal: the key file changed"
 ok "no terminal: exit 1, says how to give the PIN"
 
+# The current PIN is checked before the new one is asked for: a wrong one
+# from a file, with no terminal for the new PIN, is reported as wrong (not
+# as "no terminal" after asking the new PIN twice).
+K2=$TEST_DIR/early.tpm
+keygen "$K2" ecdsa 256 "first pin"
+cp "$K2" "$TEST_DIR/before-early.tpm"
+run setsid -w "$TPMKEY_TOOL" passwd --old-pin-file "$WRONG" "$K2"
+expect_rc 1 "wrong current PIN, new PIN to be asked"
+expect_err "wrong PIN; $K2 is unchanged" "wrong current PIN, new PIN to be asked"
+! grep -qF -- "--new-pin-file" "$ERR" || fail "wrong current PIN: the new PIN was asked for first"
+cmp -s "$K2" "$TEST_DIR/before-early.tpm" || fail "wrong current PIN: the key file changed"
+# The right one passes the check; then the new PIN is asked for (no terminal here).
+run setsid -w "$TPMKEY_TOOL" passwd --old-pin-file "$PIN1" "$K2"
+expect_rc 1 "right current PIN, new PIN to be asked"
+expect_err "--new-pin-file" "right current PIN, new PIN to be asked"
+ok "a wrong current PIN is refused before the new PIN is asked for"
+
 # A PIN longer than a TPM auth value (32 bytes).
 run "$TPMKEY_TOOL" passwd --new-pin-file "$(pin_file "123456789012345678901234567890123")" "$K"
 expect_rc 1 "long PIN"
@@ -115,7 +132,7 @@ open(path, "w").write("-----BEGIN TSS2 PRIVATE KEY-----\n" +
 PY
 }
 F=$HOME/.ssh/fields.tpm
-keygen "$F" ecdsa 256
+"$TPMKEY_KEYGEN" -q -N '' -f "$F" || fail "tpmkey-keygen failed"  # no -C: no description yet
 with_fields "$F"
 run "$TPMKEY_TOOL" info "$F"
 expect_out "description: agent comment" "fields: before passwd"

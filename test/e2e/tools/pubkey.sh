@@ -41,5 +41,5 @@ expect_err "tpmkey: $TEST_DIR/missing.tpm: cannot open: No such file or director
 echo "garbage" >"$TEST_DIR/bad.tpm"
 run "$TPMKEY_TOOL" pubkey "$TEST_DIR/bad.tpm"
 expect_rc 1 "not a key"
-expect_err "not a PEM file" "not a key"
+expect_err "not a key file" "not a key"
 ok "a file that is not a key: exit 1 with the reason"
