@@ -1,6 +1,7 @@
 #include "diagnosis.hpp"
 
 #include "known_parents.hpp"
+#include "tcti.hpp"
 #include "tpm_keys.hpp"
 
 #include <tss2/tss2_rc.h>
@@ -75,9 +76,9 @@ Diagnosis diagnose_untrusted_parent(const Error& e) {
 std::string diagnosis_line(const Diagnosis& d) { return d.problem + " (" + d.solution + ")"; }
 
 std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
-    if (tcti.starts_with("device")) {
-        const std::size_t colon = tcti.find(':');
-        const std::string path = colon == std::string::npos ? "/dev/tpm0" : tcti.substr(colon + 1);
+    const Tcti parsed(tcti);
+    if (parsed.kind() == Tcti::Kind::device) {
+        const std::string path = parsed.device_path();
         if (::access(path.c_str(), F_OK) != 0)
             return path + " does not exist";
         if (::access(path.c_str(), R_OK | W_OK) != 0)
@@ -86,7 +87,7 @@ std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
     const TSS2_RC base = e.rc() & ~TSS2_RC_LAYER_MASK;
     if (base == TSS2_BASE_RC_NOT_SUPPORTED || base == TSS2_BASE_RC_NOT_IMPLEMENTED)
         return "not installed (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
-    if (tcti.starts_with("swtpm") || tcti.starts_with("mssim"))
+    if (parsed.is_simulator())
         return "no simulator answers there (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
     return e.tpm_unreachable() ? std::string(Tss2_RC_Decode(e.rc())) : std::string(e.what());
 }

@@ -7,6 +7,7 @@
 #include "key_discovery.hpp"
 #include "known_parents.hpp"
 #include "ssh_config.hpp"
+#include "tcti.hpp"
 #include "tpm.hpp"
 #include "tpm_keys.hpp"
 #include "tpm_queries.hpp"
@@ -141,23 +142,14 @@ void check_device(Doctor& d, const std::string& device) {
 
 // The TPM part of the doctor; returns the open connection (or nothing).
 std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
-    // The device node the TCTI uses: /dev/tpmrm0 for the default, else the
-    // one a "device:PATH" TCTI names (tpm2-tss: plain "device" is /dev/tpm0).
-    if (config.tcti.empty())
-        check_device(d, "/dev/tpmrm0");
-    else if (config.tcti == "device")
-        check_device(d, "/dev/tpm0");
-    else if (config.tcti.starts_with("device:"))
-        check_device(d, config.tcti.substr(7));
+    // The device node the TCTI uses, if it uses one.
+    if (const std::string device = Tcti(config.tcti).device_path(); !device.empty())
+        check_device(d, device);
 
-    // Reach it. For the default, try what tpm2-tss tries, in its order
-    // (tctildr: tabrmd, /dev/tpmrm0, /dev/tpm0, swtpm, mssim), so we can say
-    // which one answers.
-    std::vector<std::string> candidates;
-    if (config.tcti.empty())
-        candidates = {"tabrmd", "device:/dev/tpmrm0", "device:/dev/tpm0", "swtpm", "mssim"};
-    else
-        candidates = {config.tcti};
+    // Reach it. For the default, try what tpm2-tss tries, in its order, so
+    // we can say which one answers.
+    const std::vector<std::string> candidates =
+        config.tcti.empty() ? Tcti::default_search_order() : std::vector<std::string>{config.tcti};
     std::unique_ptr<Tpm> tpm;
     std::string tcti, tried;
     std::map<TPM2_PT, UINT32> props;
@@ -185,15 +177,16 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
          (config.tcti.empty() ? " (the tpm2-tss default)" : " (set in " + config.tcti_source + ")"));
 
     // Resource manager.
-    if (tcti.starts_with("tabrmd"))
+    const Tcti reached(tcti);
+    if (reached.kind() == Tcti::Kind::tabrmd)
         d.ok("resource manager: tpm2-abrmd");
-    else if (tcti.find("tpmrm") != std::string::npos)
-        d.ok("resource manager: the kernel's (/dev/tpmrm0)");
-    else if (tcti.starts_with("device"))
+    else if (reached.kind() == Tcti::Kind::device && reached.has_resource_manager())
+        d.ok("resource manager: the kernel's (" + reached.device_path() + ")");
+    else if (reached.kind() == Tcti::Kind::device)
         d.warn("no resource manager (" + tcti + ")",
                "without one, TPM objects of a program that crashes stay loaded, and the TPM has room for only a few",
                "use device:/dev/tpmrm0");
-    else if (tcti.starts_with("swtpm") || tcti.starts_with("mssim"))
+    else if (reached.is_simulator())
         d.ok("resource manager: none (a TPM simulator; every process shares its few object slots)");
     else
         d.ok("resource manager: whatever " + tcti + " provides");
