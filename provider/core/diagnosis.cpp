@@ -68,6 +68,10 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
 }
 
 Diagnosis diagnose_untrusted_parent(const Error& e) {
+    if (dynamic_cast<const UnusablePinFile*>(&e))
+        return {TpmProblem::untrusted_parent, e.what(),
+                "make it a regular file of yours that no one else may write to, in directories no one else may "
+                "write to (chmod 600 " + KnownParents::file_path().string() + "; see docs/configuration.md)"};
     return {TpmProblem::untrusted_parent, e.what(),
             "type no PIN for this key until you know why: if you replaced the TPM's storage key yourself, remove "
             "its line from " + KnownParents::file_path().string() + "; see docs/security.md"};

@@ -267,10 +267,22 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
 
 void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
     const KnownParents known = KnownParents::load();
+    if (known.problem())
+        d.fail("pinned parents: " + *known.problem(),
+               "tpmkey cannot trust the pins, so it uses no storage key and no key loads (nothing secret is sent)",
+               "make it a regular file of yours that no one else may write to, in directories no one else may "
+               "write to (chmod 600 " + KnownParents::file_path().string() + ")");
     for (const std::string& w : known.warnings())
         d.warn("pinned parents: " + w, "a line tpmkey does not understand", "fix or remove that line");
+    if (!config.file_problem.empty())
+        d.fail("configuration: " + config.file_problem + "; ignored",
+               "tpmkey does not use a config file that someone else could have written (its tcti line could send "
+               "your PINs elsewhere), nor one it cannot read",
+               "make it a regular file of yours that no one else may write to, in directories no one else may "
+               "write to (chmod 600 " + config_file_path().string() + ")");
     for (const std::string& w : config.warnings)
-        d.warn("configuration: " + w, "a line tpmkey does not understand", "fix or remove that line");
+        if (w != config.file_problem + "; ignored")
+            d.warn("configuration: " + w, "a line tpmkey does not understand", "fix or remove that line");
     const std::string where = config.searched.empty() ? std::string("any place") : config.searched.front();
     if (config.key_files.empty()) {
         d.fail("no key found in " + where, "no key has been made yet, or it is elsewhere",
@@ -296,14 +308,17 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
             continue;
         }
         bool pinned = false;
-        if (const auto why = why_key_does_not_load(*tpm, key, known, &pinned))
+        std::string parent_name;
+        if (const auto why = why_key_does_not_load(*tpm, key, known, &pinned, &parent_name))
             d.fail(desc + ": does not load", why->problem, why->solution);
         else if (!pinned)
+            // Pinning pins whatever answers now: only after its name was compared.
             d.warn(desc + ": loads on this TPM, but its parent is not pinned",
                    "its storage key is checked by its attributes only, not by name (the key was made by another "
                    "tool or an older tpmkey)",
-                   "on a machine you trust, run 'tpmkey passwd " + name + "' once: it pins the parent in " +
-                       KnownParents::file_path().string());
+                   "its name now is " + parent_name + ": compare it with one from a trusted source (tpm2_readpublic -c " +
+                       handle_text(key.parent) + " on a machine you trust), then run 'tpmkey passwd " + name +
+                       "' once: it pins that name in " + KnownParents::file_path().string());
         else
             d.ok(desc + ": loads on this TPM, under its pinned parent");
         try {
