@@ -20,7 +20,7 @@ Diagnosis unreachable(const TpmError& e, const std::string& tcti) {
         return {TpmProblem::unreachable, "cannot reach the TPM at TCTI '" + tcti + "' (" + reason + ")",
                 "check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0"};
     return {TpmProblem::unreachable,
-            "cannot reach the TPM (tried the tpm2-tss default: tabrmd, /dev/tpmrm0, /dev/tpm0; " + reason + ")",
+            "cannot reach the TPM (tried the tpm2-tss default: /dev/tpmrm0, /dev/tpm0, tpm2-abrmd; " + reason + ")",
             "check that the machine has a TPM 2.0 and that you may use /dev/tpmrm0 (usually: join the 'tss' "
             "group and log in again), or set TPMKEY_TCTI"};
 }

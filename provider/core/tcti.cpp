@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -185,7 +186,12 @@ std::string Tcti::identity() const {
 }
 
 std::vector<std::string> Tcti::default_search_order() {
-    return {"tabrmd", "device:/dev/tpmrm0", "device:/dev/tpm0", "swtpm", "mssim"};
+    const bool system_bus = std::getenv("DBUS_SYSTEM_BUS_ADDRESS") ||
+                            ::access("/run/dbus/system_bus_socket", F_OK) == 0 ||
+                            ::access("/var/run/dbus/system_bus_socket", F_OK) == 0;
+    if (system_bus)
+        return {"device:/dev/tpmrm0", "device:/dev/tpm0", "tabrmd", "swtpm", "mssim"};
+    return {"device:/dev/tpmrm0", "device:/dev/tpm0", "swtpm", "mssim"};
 }
 
 }  // namespace tpmkey
