@@ -8,7 +8,8 @@
 # tpmkey-keygen refuses before any PIN and writes nothing, C_Login answers
 # CKR_DEVICE_ERROR without starting a session (pcap), doctor names the file.
 # A config file writable by others is not used (its tcti line is not
-# followed) and doctor names it.
+# followed) and doctor names it. A TCTI with blanks or control characters
+# is refused (issue 22 item 1).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../lib/common.sh
@@ -78,6 +79,19 @@ chmod 600 "$pins"
 TPMKEY_KEYS=$keys/k.tpm pkcs11-tool --module "$TPMKEY_MODULE" --login --pin 1234 --sign -m ECDSA-SHA256 \
     -i "$TEST_DIR/pin" -o "$TEST_DIR/sig" >/dev/null 2>&1 || fail "the key does not sign with a good pin file"
 ok "with a good pin file the key signs"
+
+# A TCTI with a trailing blank or a control character names no TPM exactly:
+# refused before any PIN, nothing written, no pin filed elsewhere.
+for odd in "$TPMKEY_TCTI " "$TPMKEY_TCTI"$'\t' "$TPMKEY_TCTI"$'\n'; do
+    run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/odd.tpm" -C odd --parent 0x40000001 --pin-file "$TEST_DIR/pin" \
+        --tcti "$odd"
+    expect_rc 1 "keygen with the TCTI '$odd'"
+    expect_err "contains a blank or a control character, so it cannot say which TPM it reaches; refusing it" \
+        "keygen with an odd TCTI"
+    [ ! -e "$keys/odd.tpm" ] || fail "keygen wrote a key through the TCTI '$odd'"
+    cmp -s "$pins" "$TEST_DIR/good-pins" || { show "$pins"; fail "the pins changed"; }
+done
+ok "a TCTI with a trailing blank, tab or newline: keygen refuses, nothing written or pinned"
 
 # A config file others may write to: its tcti line (a closed port) is not followed.
 config=$XDG_CONFIG_HOME/tpmkey/config
