@@ -450,9 +450,12 @@ int run(int argc, char** argv, std::string& tcti) {
     // Trust on first use, as ssh does with a host key: later uses of this
     // parent (the module, tpmkey passwd, the next keygen) must meet this name.
     try {
-        if (pin_parent_on_first_use(tpm, parent_handle, parent, known) && !o.quiet)
-            std::cout << "Pinned the TPM's storage key " << handle_text(parent_handle) << " in "
-                      << KnownParents::file_path().string() << ".\n";
+        const bool pinned_now = pin_parent_on_first_use(tpm, parent_handle, parent, known);
+        if (!o.quiet)
+            std::cout << (pinned_now ? "Pinned the TPM's storage key " : "The TPM's storage key ")
+                      << handle_text(parent_handle) << (pinned_now ? " in " : " matches its pin in ")
+                      << KnownParents::file_path().string() << ": its name is " << loaded_name_hex(tpm, parent)
+                      << " (compare it with one from a trusted source: docs/security.md).\n";
     } catch (const Error& e) {
         // The key is made and written; only the pin is missing.
         std::cerr << "tpmkey-keygen: warning: the storage key was not pinned: " << e.what() << "\n";

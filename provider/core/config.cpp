@@ -129,8 +129,18 @@ Config load_config() {
     Config config;
     const std::filesystem::path file = config_file_path();
     ConfigFile from_file;
-    if (!file.empty())
-        from_file = parse_config(read_optional_text_file(file, max_config_file_size, config.warnings), file.string());
+    try {
+        const std::optional<FileRead> read =
+            file.empty() ? std::nullopt : read_regular_file_if_present(file, max_config_file_size);
+        if (read) {
+            check_not_replaceable(file, *read, "config file", "the settings");
+            from_file = parse_config(std::string_view(reinterpret_cast<const char*>(read->data.data()), read->data.size()),
+                                     file.string());
+        }
+    } catch (const Error& e) {
+        config.file_problem = e.what();
+        config.warnings.push_back(config.file_problem + "; ignored");
+    }
     config.warnings.insert(config.warnings.end(), from_file.warnings.begin(), from_file.warnings.end());
 
     std::set<std::filesystem::path> seen;

@@ -36,12 +36,16 @@ struct Config {
     std::string tcti_source;                       // "TPMKEY_TCTI", the config file, "default"
     std::optional<std::chrono::seconds> tpm_timeout;  // unset: the defaults in tcti_timeout.hpp
     std::vector<std::string> warnings;
+    std::string file_problem;  // why the config file, which exists, is not used (also in warnings)
 };
 
 // TPMKEY_KEYS (':'-separated paths or directories), else the config file's
 // `key` lines, else ~/.ssh/*.tpm; TPMKEY_TCTI, else the config file's
 // `tcti` line, else the default; TPMKEY_TPM_TIMEOUT, else the config
-// file's `timeout` line. Key files are listed, not read.
+// file's `timeout` line. Key files are listed, not read. A config file
+// that others could have written (ssh's StrictModes, file_read.hpp), or
+// that cannot be read, is not used at all: its tcti line could send the
+// PINs elsewhere.
 Config load_config();
 
 // The config file's path ($XDG_CONFIG_HOME or ~/.config), empty if no home.

@@ -1,6 +1,7 @@
 #include "diagnosis.hpp"
 
 #include "known_parents.hpp"
+#include "tcti.hpp"
 #include "tpm_keys.hpp"
 
 #include <tss2/tss2_rc.h>
@@ -19,7 +20,7 @@ Diagnosis unreachable(const TpmError& e, const std::string& tcti) {
         return {TpmProblem::unreachable, "cannot reach the TPM at TCTI '" + tcti + "' (" + reason + ")",
                 "check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0"};
     return {TpmProblem::unreachable,
-            "cannot reach the TPM (tried the tpm2-tss default: tabrmd, /dev/tpmrm0, /dev/tpm0; " + reason + ")",
+            "cannot reach the TPM (tried the tpm2-tss default: /dev/tpmrm0, /dev/tpm0, tpm2-abrmd; " + reason + ")",
             "check that the machine has a TPM 2.0 and that you may use /dev/tpmrm0 (usually: join the 'tss' "
             "group and log in again), or set TPMKEY_TCTI"};
 }
@@ -96,6 +97,10 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
 }
 
 Diagnosis diagnose_untrusted_parent(const Error& e) {
+    if (dynamic_cast<const UnusablePinFile*>(&e))
+        return {TpmProblem::untrusted_parent, e.what(),
+                "make it a regular file of yours that no one else may write to, in directories no one else may "
+                "write to (chmod 600 " + KnownParents::file_path().string() + "; see docs/configuration.md)"};
     return {TpmProblem::untrusted_parent, e.what(),
             "type no PIN for this key until you know why: if you replaced the TPM's storage key yourself, remove "
             "its line from " + KnownParents::file_path().string() + "; see docs/security.md"};
@@ -135,9 +140,9 @@ std::string dictionary_attack_text(const DictionaryAttackState& da) {
 }
 
 std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
-    if (tcti.starts_with("device")) {
-        const std::size_t colon = tcti.find(':');
-        const std::string path = colon == std::string::npos ? "/dev/tpm0" : tcti.substr(colon + 1);
+    const Tcti parsed(tcti);
+    if (parsed.kind() == Tcti::Kind::device) {
+        const std::string path = parsed.device_path();
         if (::access(path.c_str(), F_OK) != 0)
             return path + " does not exist";
         if (::access(path.c_str(), R_OK | W_OK) != 0)
@@ -146,7 +151,7 @@ std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
     const TSS2_RC base = e.rc() & ~TSS2_RC_LAYER_MASK;
     if (base == TSS2_BASE_RC_NOT_SUPPORTED || base == TSS2_BASE_RC_NOT_IMPLEMENTED)
         return "not installed (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
-    if (tcti.starts_with("swtpm") || tcti.starts_with("mssim"))
+    if (parsed.is_simulator())
         return "no simulator answers there (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
     return e.tpm_unreachable() ? std::string(Tss2_RC_Decode(e.rc())) : std::string(e.what());
 }

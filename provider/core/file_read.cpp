@@ -59,14 +59,16 @@ std::optional<FileRead> read(const std::filesystem::path& path, std::size_t max_
 
 }  // namespace
 
-void check_not_replaceable(const std::filesystem::path& path, const FileRead& file) {
+void check_not_replaceable(const std::filesystem::path& path, const FileRead& file, std::string_view kind,
+                           std::string_view contents) {
     const uid_t me = ::getuid();
     const std::string name = path.string();
+    const std::string what(contents);
     if (file.owner != me && file.owner != 0)
         throw ReplaceableFile(name + ": the file belongs to another user (uid " + std::to_string(file.owner) +
-                    "), who could replace the key with theirs; refusing it");
+                    "), who could replace " + what + " with theirs; refusing it");
     if (file.mode & (S_IWGRP | S_IWOTH))
-        throw ReplaceableFile(name + ": the key file is writable by others; refusing it (chmod go-w " + name + ")");
+        throw ReplaceableFile(name + ": the " + std::string(kind) + " is writable by others; refusing it (chmod go-w " + name + ")");
     std::error_code ec;
     std::filesystem::path dir = std::filesystem::canonical(path, ec).parent_path();
     if (ec)
@@ -79,25 +81,14 @@ void check_not_replaceable(const std::filesystem::path& path, const FileRead& fi
             throw Error(name + ": cannot check its directory " + dir.string() + ": " + std::strerror(errno));
         if (st.st_uid != me && st.st_uid != 0)
             throw ReplaceableFile(name + ": its directory " + dir.string() + " belongs to another user (uid " +
-                        std::to_string(st.st_uid) + "), who could replace the key; refusing it");
+                        std::to_string(st.st_uid) + "), who could replace " + what + "; refusing it");
         if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
             throw ReplaceableFile(name + ": its directory " + dir.string() +
-                        " is writable by others, who could replace the key; refusing it (chmod go-w " +
+                        " is writable by others, who could replace " + what + "; refusing it (chmod go-w " +
                         dir.string() + ")");
         if ((under_home && dir == home) || dir == dir.root_path())
             return;
         dir = dir.parent_path();
-    }
-}
-
-std::string read_optional_text_file(const std::filesystem::path& path, std::size_t max_size,
-                                    std::vector<std::string>& warnings) {
-    try {
-        const std::optional<FileRead> file = read_regular_file_if_present(path, max_size);
-        return file ? std::string(file->data.begin(), file->data.end()) : std::string();
-    } catch (const Error& e) {
-        warnings.push_back(std::string(e.what()) + "; ignored");
-        return {};
     }
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -34,18 +35,14 @@ FileRead read_regular_file(const std::filesystem::path& path, std::size_t max_si
 // from its own up to $HOME (or to / for a file outside $HOME) belong to
 // the user or root, and no one else may write to them (a directory
 // writable by all is fine with the sticky bit, as /tmp). Throws Error
-// naming what is wrong and the chmod that fixes it.
+// naming what is wrong and the chmod that fixes it; `kind` and `contents`
+// name the file in it ("pin file", "the pins").
 class ReplaceableFile : public Error {
 public:
     using Error::Error;
 };
-void check_not_replaceable(const std::filesystem::path& path, const FileRead& file);
-
-// A small text file tpmkey can do without (the config file, the pins): its
-// text, or "" when it does not exist or cannot be used, with a warning
-// (the reason, "; ignored") added to `warnings`.
-std::string read_optional_text_file(const std::filesystem::path& path, std::size_t max_size,
-                                    std::vector<std::string>& warnings);
+void check_not_replaceable(const std::filesystem::path& path, const FileRead& file, std::string_view kind = "key file",
+                           std::string_view contents = "the key");
 
 // The same, but nullopt when the file does not exist.
 std::optional<FileRead> read_regular_file_if_present(const std::filesystem::path& path, std::size_t max_size,

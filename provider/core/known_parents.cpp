@@ -8,6 +8,7 @@
 #include "file_read.hpp"
 #include "tpm_keys.hpp"
 #include "log.hpp"
+#include "tcti.hpp"
 
 #include <tss2/tss2_mu.h>
 
@@ -25,12 +26,6 @@ namespace {
 
 constexpr const char* systemd_srk_path = "/run/systemd/tpm2-srk-public-key.tpm2b_public";
 constexpr std::size_t max_pins_file_size = 64 * 1024;
-
-// systemd pins the SRK of the machine's own TPM, which the tpm2-tss default,
-// /dev/tpm* and tpm2-abrmd reach; a simulator or another TCTI is another TPM.
-bool is_system_tpm(const std::string& tpm) {
-    return tpm == "default" || tpm.starts_with("device") || tpm.starts_with("tabrmd");
-}
 
 // systemd's SRK is the TCG template's key (ECC P-256 "H-2", empty unique):
 // the same key that 0x40000001 re-creates when its public area says so.
@@ -62,13 +57,6 @@ std::optional<TPM2B_PUBLIC> read_systemd_srk() {
 
 }  // namespace
 
-std::string tpm_identity(std::string_view tcti) {
-    // tpm2-tss's pcap TCTI records the traffic of the TCTI after its colon.
-    while (tcti.starts_with("pcap:"))
-        tcti.remove_prefix(5);
-    return tcti.empty() ? "default" : std::string(tcti);
-}
-
 std::string name_hex_of(const TPM2B_PUBLIC& pub) {
     // The standard storage keys (and systemd's SRK) are named with SHA-256.
     if (pub.publicArea.nameAlg != TPM2_ALG_SHA256)
@@ -82,11 +70,21 @@ std::filesystem::path KnownParents::file_path() {
 }
 
 KnownParents KnownParents::load() {
-    std::vector<std::string> warnings;
     const std::filesystem::path path = file_path();
-    const std::string text = path.empty() ? std::string() : read_optional_text_file(path, max_pins_file_size, warnings);
-    KnownParents known = parse(text, read_systemd_srk());
-    known.warnings_.insert(known.warnings_.begin(), warnings.begin(), warnings.end());
+    std::optional<FileRead> file;
+    std::optional<std::string> problem;
+    try {
+        if (!path.empty())
+            file = read_regular_file_if_present(path, max_pins_file_size);
+        // Whoever may replace the pins may pin their own storage key.
+        if (file)
+            check_not_replaceable(path, *file, "pin file", "the pins");
+    } catch (const Error& e) {
+        problem = e.what();
+    }
+    KnownParents known = parse(file && !problem ? std::string(file->data.begin(), file->data.end()) : std::string(),
+                               read_systemd_srk());
+    known.problem_ = problem;
     return known;
 }
 
@@ -118,7 +116,12 @@ KnownParents KnownParents::parse(std::string_view text, std::optional<TPM2B_PUBL
                                       ": ignored: expected 'HANDLE NAME TPM'");
             continue;
         }
-        known.pins_.push_back({static_cast<std::uint32_t>(handle), name, tpm});
+        try {
+            // Lines written before the identity was canonical ("device:/dev/tpmrm0") are read as it is now.
+            known.pins_.push_back({static_cast<std::uint32_t>(handle), name, Tcti(tpm).identity()});
+        } catch (const Error& e) {
+            known.warnings_.push_back(file_path().string() + ":" + std::to_string(line_no) + ": ignored: " + e.what());
+        }
     }
     return known;
 }
@@ -127,18 +130,27 @@ std::optional<std::string> KnownParents::expected(const std::string& tpm, std::u
     for (const ParentPin& pin : pins_)
         if (pin.tpm == tpm && pin.handle == handle)
             return pin.name_hex;
-    if (systemd_srk_ && is_system_tpm(tpm) &&
+    // systemd pins the SRK of the machine's own TPM.
+    if (systemd_srk_ && tpm == "default" &&
         (handle == standard_srk || (handle == owner_hierarchy && is_standard_ecc_srk(*systemd_srk_))))
         return name_hex_of(*systemd_srk_);
     return std::nullopt;
 }
 
+std::vector<ParentPin> KnownParents::pinned_elsewhere(const std::string& tpm, std::uint32_t handle) const {
+    std::vector<ParentPin> out;
+    for (const ParentPin& pin : pins_)
+        if (pin.tpm != tpm && pin.handle == handle)
+            out.push_back(pin);
+    return out;
+}
+
 void KnownParents::add(const std::string& tpm, std::uint32_t handle, const std::string& name_hex) {
-    if (tpm.find_first_of(" \t\n") != std::string::npos)
-        return;  // cannot be written as one field; the key works unpinned
+    if (problem_)
+        throw UnusablePinFile(*problem_);
     const std::filesystem::path path = file_path();
     if (path.empty())
-        return;
+        throw Error("no home directory to keep the pins in");
     // An existing file that cannot be read is not replaced: its pins would be lost.
     const std::optional<FileRead> file = read_regular_file_if_present(path, max_pins_file_size);
     std::string text = file ? std::string(file->data.begin(), file->data.end()) : std::string();
@@ -165,20 +177,41 @@ std::string loaded_name_hex(Tpm& tpm, const TpmObject& object) {
 }
 
 TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned) {
+    const std::string file = KnownParents::file_path().string();
+    if (known.problem())
+        throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
+                              "until the file is fixed; nothing secret was sent to the TPM");
+    const std::string id = Tcti(tpm.tcti()).identity();
     TpmObject parent = load_parent(tpm, handle);
-    const std::optional<std::string> expected = known.expected(tpm_identity(tpm.tcti()), handle);
+    const std::string name = loaded_name_hex(tpm, parent);
+    const std::optional<std::string> expected = known.expected(id, handle);
     if (pinned)
         *pinned = expected.has_value();
-    if (expected && loaded_name_hex(tpm, parent) != *expected)
+    if (expected && name != *expected)
         throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
                              " is not the one this key was made under: possible TPM interposer or replaced SRK "
-                             "(its name differs from the one pinned in " + KnownParents::file_path().string() +
-                             "); nothing secret was sent to it");
+                             "(its name is " + name + ", the one pinned for TPM '" + id + "' in " + file + " is " +
+                             *expected + "), or the pin was taken through an interposer when the key was made: "
+                             "keys made then cannot be used; nothing secret was sent to it");
+    // Another spelling of a pinned TPM (or a relay on another port) must
+    // not be a first use: that is the interposer's way around a pin.
+    const std::vector<ParentPin> others = expected ? std::vector<ParentPin>() : known.pinned_elsewhere(id, handle);
+    if (!others.empty()) {
+        std::string pinned_for;
+        for (const ParentPin& pin : others)
+            pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + pin.tpm + "' (name " + pin.name_hex + ")");
+        throw ParentMismatch("the TPM's storage key " + handle_text(handle) + " (name " + name +
+                             ") has no pin for TPM '" + id + "' but is pinned for " + pinned_for + " in " + file +
+                             ": this may be a pinned TPM reached through something in between; nothing secret was "
+                             "sent to it. If '" + id + "' is another TPM indeed, compare " + name +
+                             " with a trusted source, then add the line '" + handle_text(handle) + " " + name + " " +
+                             id + "' to " + file);
+    }
     return parent;
 }
 
 bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const TpmObject& parent, KnownParents& known) {
-    const std::string id = tpm_identity(tpm.tcti());
+    const std::string id = Tcti(tpm.tcti()).identity();
     if (known.expected(id, handle))
         return false;
     known.add(id, handle, loaded_name_hex(tpm, parent));

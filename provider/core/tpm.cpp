@@ -1,6 +1,7 @@
 #include "tpm.hpp"
 
 #include "error.hpp"
+#include "tcti.hpp"
 
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tctildr.h>
@@ -40,7 +41,23 @@ QuietTss2::~QuietTss2() {
 Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout) : tcti_(tcti) {
     const QuietTss2 quiet;
     TSS2_TCTI_CONTEXT* inner = nullptr;
-    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti.empty() ? nullptr : tcti.c_str(), &inner);
+    TSS2_RC rc = TSS2_RC_SUCCESS;
+    if (tcti.empty()) {
+        // The default, tried as Tcti::default_search_order() says; a failure
+        // reports the first one's reason (/dev/tpmrm0's).
+        TSS2_RC first = TSS2_RC_SUCCESS;
+        for (const std::string& candidate : Tcti::default_search_order()) {
+            rc = Tss2_TctiLdr_Initialize(candidate.c_str(), &inner);
+            if (rc == TSS2_RC_SUCCESS)
+                break;
+            if (first == TSS2_RC_SUCCESS)
+                first = rc;
+        }
+        if (rc != TSS2_RC_SUCCESS)
+            rc = first;
+    } else {
+        rc = Tss2_TctiLdr_Initialize(tcti.c_str(), &inner);
+    }
     check_rc(rc, "connecting to the TPM", TpmStep::connect);
     tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, tcti, timeout);
     rc = Esys_Initialize(&esys_, tcti_ctx_->context(), nullptr);

@@ -2,8 +2,6 @@
 
 #include "log.hpp"
 
-#include <unistd.h>
-
 namespace tpmkey {
 
 Tpm& TpmConnection::tpm() {
@@ -33,19 +31,6 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
 void TpmConnection::close() noexcept {
     parents_.clear();
     tpm_.reset();
-}
-
-bool TpmConnection::has_resource_manager(const std::string& tcti) noexcept {
-    const std::string tpm = tpm_identity(tcti);
-    if (tpm.starts_with("tabrmd"))
-        return true;
-    if (tpm.starts_with("device"))
-        return tpm.find("/dev/tpmrm") != std::string::npos;
-    // The tpm2-tss default tries tpm2-abrmd and /dev/tpmrm0 before /dev/tpm0
-    // and the simulators: with /dev/tpmrm0 present, a resource manager answers.
-    if (tpm == "default")
-        return ::access("/dev/tpmrm0", F_OK) == 0;
-    return false;  // simulators and anything we do not know: assume none
 }
 
 }  // namespace tpmkey

@@ -6,6 +6,7 @@
 
 #include "tpm_keys.hpp"
 #include "known_parents.hpp"
+#include "tcti.hpp"
 #include "tpm.hpp"
 
 #include <cstdint>
@@ -45,12 +46,10 @@ public:
 private:
     std::string tcti_;
     std::optional<std::chrono::seconds> timeout_;
-    bool has_resource_manager_ = has_resource_manager(tcti_);
+    bool has_resource_manager_ = Tcti(tcti_).has_resource_manager();
     std::unique_ptr<Tpm> tpm_;
     std::optional<KnownParents> known_parents_;  // read with the first parent
     std::map<std::uint32_t, TpmObject> parents_;    // destroyed before tpm_ (close())
-
-    static bool has_resource_manager(const std::string& tcti) noexcept;
 };
 
 }  // namespace tpmkey

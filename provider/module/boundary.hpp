@@ -6,7 +6,9 @@
 // included): the TPM executes one command at a time anyway.
 #pragma once
 
+#include "diagnosis.hpp"
 #include "error.hpp"
+#include "known_parents.hpp"
 #include "log.hpp"
 #include "module.hpp"
 #include "pkcs11.hpp"
@@ -78,6 +80,14 @@ CK_RV with_module(const char* function, Body&& body) noexcept {
             return CKR_OK;
         } catch (const TpmError& e) {
             throw Pkcs11Error(answer_tpm_failure(m, e));
+        } catch (const UnverifiedParent& e) {
+            // The device is not what it must be (a parent that differs from
+            // its pin, pins that cannot be trusted): CKR_DEVICE_ERROR, which
+            // every function may return, rather than
+            // CKR_TOKEN_NOT_RECOGNIZED, which PKCS#11 allows only from
+            // session and token functions, not from C_Login or C_Sign.
+            log_error(diagnosis_line(diagnose_untrusted_parent(e)));
+            throw Pkcs11Error(CKR_DEVICE_ERROR);
         } catch (const Error& e) {
             log_error(e.what());
             throw Pkcs11Error(CKR_GENERAL_ERROR);

@@ -29,6 +29,7 @@
 #                           a public key's "TYPE BASE64", SHA256:..., "BITS SHA256:... (TYPE)"
 #   closed_tcti             a TCTI where no TPM answers
 #   lockout_counter         the TPM's count of wrong authorizations (TPM2_PT_LOCKOUT_COUNTER)
+#   pin_same_tpm FROM TO    the pins of the TPM at TCTI FROM, also for TO (a relay's own port)
 #   tpm_leftovers, expect_clean_tpm WHEN, flush_leftovers
 #                           transient objects and sessions in the TPM (the swtpm
 #                           itself, past a resource manager)
@@ -230,6 +231,17 @@ fingerprint_line() {
 # Nothing listens on TCP port 1 of 127.0.0.1 (a privileged port no test uses).
 closed_tcti() {
     echo "swtpm:host=127.0.0.1,port=1"
+}
+
+# pin_same_tpm FROM TO: the TPM at TCTI TO is the one at FROM (a relay on a
+# port of its own): copy FROM's pins for TO, as a user who compared the
+# names would add them. Both are swtpm:host=127.0.0.1,port=N spellings.
+pin_same_tpm() {
+    local pins=$XDG_CONFIG_HOME/tpmkey/known_parents from_port=${1##*port=} to_port=${2##*port=}
+    [ -f "$pins" ] || return 0
+    sed -n "s/ swtpm:host=127.0.0.1,port=$from_port\$/ swtpm:host=127.0.0.1,port=$to_port/p" "$pins" >"$pins.same"
+    cat "$pins.same" >>"$pins"
+    rm -f "$pins.same"
 }
 
 # ---------------------------------------------------------------- TPM

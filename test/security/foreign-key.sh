@@ -15,7 +15,9 @@ other=$TEST_DIR/other-tpm
 on_exit "'$FIXTURES/swtpm-stop' '$other' >/dev/null 2>&1"
 other_tcti=$("$FIXTURES/swtpm-start" "$other")
 mkdir -p "$TEST_DIR/foreign" "$TEST_DIR/tampered"
-"$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$TEST_DIR/foreign/foreign.tpm" -C foreign -N '' --tcti "$other_tcti" ||
+# Made by someone else (their own pins): this user never used that TPM.
+XDG_CONFIG_HOME=$TEST_DIR/other-config "$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$TEST_DIR/foreign/foreign.tpm" \
+    -C foreign -N '' --tcti "$other_tcti" ||
     fail "keygen on the second TPM failed"
 "$FIXTURES/swtpm-stop" "$other" >/dev/null
 

@@ -10,6 +10,11 @@
 # pcap of each shows no TPM2_StartAuthSession (whose salt the interposer
 # could decrypt) and no command that carries a PIN (TPM2_Create,
 # TPM2_ObjectChangeAuth). Without the relay the same keys work.
+# The same with the TCTI spelt another way (issue 22: pins were filed under
+# the TCTI's text): "host=localhost" and the pairs swapped reach the same
+# pins; a relay on a port of its own (another TPM for the pins) is refused
+# because the parent is pinned for another TPM only. The module answers
+# CKR_DEVICE_ERROR.
 # Runs under `with-swtpm --srk --relaxed-da`.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
@@ -81,10 +86,21 @@ no_secret_sent() {
     echo "$sent"
 }
 mismatch="is not the one this key was made under: possible TPM interposer or replaced SRK"
+elsewhere="but is pinned for 'swtpm:host=127.0.0.1,port=$swtpm_port'"
 
-# check_refusals PARENT KEY: keygen, C_Login, passwd and doctor through the relay.
+# with_tcti TCTI CMD...: CMD with TPMKEY_TCTI=TCTI (also inside pcap_start).
+with_tcti() {
+    local saved=$PCAP_PLAIN_TCTI
+    PCAP_PLAIN_TCTI=$1 TPMKEY_TCTI=$1
+    shift
+    "$@"
+    PCAP_PLAIN_TCTI=$saved TPMKEY_TCTI=$saved
+}
+
+# check_refusals PARENT KEY [MESSAGE]: keygen, C_Login, passwd and doctor
+# through the relay refuse, saying MESSAGE (default: $mismatch).
 check_refusals() {
-    local parent=$1 key=$2 sent
+    local parent=$1 key=$2 mismatch=${3:-$mismatch} sent
     # tpmkey-keygen
     pcap_start "keygen-$parent"
     if "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/new.tpm" -C new --parent "$parent" --pin-file "$TEST_DIR/pin" \
@@ -105,6 +121,7 @@ check_refusals() {
     fi
     pcap_stop
     grep -qF "$mismatch" "$TEST_DIR/module.log" || { show "$TEST_DIR/module.log" "$TEST_DIR/p11.out"; fail "$parent: the module's log does not say why"; }
+    grep -qF "CKR_DEVICE_ERROR" "$TEST_DIR/p11.out" || { show "$TEST_DIR/p11.out"; fail "$parent: C_Login did not answer CKR_DEVICE_ERROR"; }
     sent=$(no_secret_sent "login-$parent" "$parent: C_Login")
     ok "$parent: C_Login refuses before the PIN is sent ($sent)"
 
@@ -132,7 +149,27 @@ check_refusals() {
 relay_start --substitute-primary
 check_refusals 0x40000001 "$keys/owner.tpm"
 grep -q "CreatePrimary .*substituted" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay substituted nothing: the test proves nothing"; }
+# The same TPM spelt another way finds the same pins.
+for spelling in "swtpm:host=localhost,port=$swtpm_port" "swtpm:port=$swtpm_port,host=127.0.0.1"; do
+    with_tcti "$spelling" check_refusals 0x40000001 "$keys/owner.tpm"
+    ok "  (TPMKEY_TCTI=$spelling)"
+done
 relay_stop
+
+# A substituting relay on a port of its own: to the pins another TPM, on
+# which 0x40000001 is not pinned but is pinned for the genuine one.
+"$FIXTURES/tpm-relay" --to "$swtpm_port" --tcti-file "$TEST_DIR/own.tcti" --log "$TEST_DIR/relay.log" \
+    --substitute-primary >"$TEST_DIR/relay.out" 2>&1 &
+RELAY_PID=$!
+for _ in $(seq 200); do [ -s "$TEST_DIR/own.tcti" ] && break; sleep 0.1; done
+[ -s "$TEST_DIR/own.tcti" ] || { show "$TEST_DIR/relay.out"; fail "tpm-relay did not start"; }
+own_port=$(sed 's/.*port=//' "$TEST_DIR/own.tcti")
+with_tcti "swtpm:port=$own_port,host=localhost" check_refusals 0x40000001 "$keys/owner.tpm" "$elsewhere"
+grep -q "CreatePrimary .*substituted" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay substituted nothing: the test proves nothing"; }
+kill "$RELAY_PID"; wait "$RELAY_PID" 2>/dev/null || true
+RELAY_PID=""
+[ "$(grep -c '^0x' "$pins")" = 2 ] || { show "$pins"; fail "a pin was added for the relay's TPM"; }
+ok "a relay on its own port: refused, nothing pinned for it"
 
 relay_start --redirect-handle 0x81000001=0x81000002
 check_refusals 0x81000001 "$keys/srk.tpm"

@@ -3,10 +3,11 @@
 // to the tpm2-tss default, which would find the machine's real TPM.
 #pragma once
 
+#include "tcti.hpp"
+
 #include <cstdlib>
 #include <optional>
 #include <string>
-#include <string_view>
 
 namespace tpmkey::test {
 
@@ -16,10 +17,7 @@ inline std::optional<std::string> simulator_tcti() {
     const char* value = std::getenv("TPMKEY_TCTI");
     if (!value)
         return std::nullopt;
-    std::string_view tcti = value;
-    if (tcti.starts_with("pcap:"))
-        tcti.remove_prefix(5);
-    if (!tcti.starts_with("swtpm:") && !tcti.starts_with("mssim:"))
+    if (!Tcti(value).is_simulator())
         return std::nullopt;
     return std::string(value);
 }

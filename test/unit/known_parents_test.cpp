@@ -6,6 +6,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 using namespace tpmkey;
@@ -14,15 +20,23 @@ namespace {
 
 const std::string name_a = "000b" + std::string(64, 'a');
 const std::string name_b = "000b" + std::string(64, 'b');
+namespace fs = std::filesystem;
+
+// A private XDG_CONFIG_HOME (under a private HOME) for one test, restored afterwards.
+struct TempConfig {
+    fs::path home = fs::temp_directory_path() / ("tpmkey-pins-" + std::to_string(::getpid()));
+    fs::path pins = home / ".config" / "tpmkey" / "known_parents";
+    TempConfig() {
+        fs::remove_all(home);
+        fs::create_directories(pins.parent_path());
+        ::setenv("HOME", home.c_str(), 1);
+        ::unsetenv("XDG_CONFIG_HOME");
+    }
+    ~TempConfig() { fs::remove_all(home); }
+    void write(const std::string& text) const { std::ofstream(pins) << text; }
+};
 
 }  // namespace
-
-TEST_CASE("tpm_identity: the TCTI, with the default named and pcap: dropped") {
-    CHECK(tpm_identity("") == "default");
-    CHECK(tpm_identity("device:/dev/tpmrm0") == "device:/dev/tpmrm0");
-    CHECK(tpm_identity("pcap:swtpm:host=127.0.0.1,port=2321") == "swtpm:host=127.0.0.1,port=2321");
-    CHECK(tpm_identity("pcap:") == "default");
-}
 
 TEST_CASE("known_parents: a pin is per TPM and per handle; bad lines are skipped with a warning") {
     const KnownParents known = KnownParents::parse("# comment\n"
@@ -36,10 +50,78 @@ TEST_CASE("known_parents: a pin is per TPM and per handle; bad lines are skipped
                                                    std::nullopt);
     CHECK(known.expected("default", owner_hierarchy) == name_a);
     CHECK(known.expected("default", standard_srk) == name_b);
-    CHECK(known.expected("swtpm:port=2321", owner_hierarchy) == name_b);
-    CHECK_FALSE(known.expected("swtpm:port=2321", standard_srk));
+    CHECK(known.expected("swtpm:host=127.0.0.1,port=2321", owner_hierarchy) == name_b);
+    CHECK_FALSE(known.expected("swtpm:host=127.0.0.1,port=2321", standard_srk));
     CHECK_FALSE(known.expected("other", owner_hierarchy));
     CHECK(known.warnings().size() == 4);
+}
+
+TEST_CASE("known_parents: lines written under another spelling of the same TPM are found") {
+    // Files written before pins were filed under Tcti::identity().
+    const KnownParents known = KnownParents::parse("0x40000001 " + name_a + " device:/dev/tpmrm0\n"
+                                                   "0x81000001 " + name_b + " swtpm:port=2321,host=localhost\n",
+                                                   std::nullopt);
+    CHECK(known.expected("default", owner_hierarchy) == name_a);
+    CHECK(known.expected("swtpm:host=127.0.0.1,port=2321", standard_srk) == name_b);
+    CHECK(known.pinned_elsewhere("swtpm:host=127.0.0.1,port=2321", standard_srk).empty());
+    const std::vector<ParentPin> elsewhere = known.pinned_elsewhere("swtpm:host=127.0.0.1,port=9", standard_srk);
+    REQUIRE(elsewhere.size() == 1);
+    CHECK(elsewhere[0].tpm == "swtpm:host=127.0.0.1,port=2321");
+    CHECK(elsewhere[0].name_hex == name_b);
+    CHECK(known.pinned_elsewhere("default", standard_srk).size() == 1);
+    CHECK(known.pinned_elsewhere("default", 0x81000002).empty());
+}
+
+TEST_CASE("known_parents: a pin file that others could write, or that is no file, is a problem, not 'no pins'") {
+    const TempConfig config;
+    SECTION("missing: first use") {
+        CHECK_FALSE(KnownParents::load().problem());
+    }
+    SECTION("a good file") {
+        config.write("0x40000001 " + name_a + " default\n");
+        ::chmod(config.pins.c_str(), 0600);
+        const KnownParents known = KnownParents::load();
+        CHECK_FALSE(known.problem());
+        CHECK(known.expected("default", owner_hierarchy) == name_a);
+    }
+    SECTION("a symlink to /dev/null") {
+        fs::create_symlink("/dev/null", config.pins);
+        CHECK_THAT(KnownParents::load().problem().value_or(""), Catch::Contains("not a regular file"));
+    }
+    SECTION("a directory") {
+        fs::create_directory(config.pins);
+        CHECK_THAT(KnownParents::load().problem().value_or(""), Catch::Contains("not a regular file"));
+    }
+    SECTION("over 64 KiB") {
+        config.write(std::string(64 * 1024 + 1, '#'));
+        CHECK_THAT(KnownParents::load().problem().value_or(""), Catch::Contains("too large"));
+    }
+    SECTION("writable by others") {
+        config.write("0x40000001 " + name_a + " default\n");
+        ::chmod(config.pins.c_str(), 0666);
+        const KnownParents known = KnownParents::load();
+        CHECK_THAT(known.problem().value_or(""),
+                   Catch::Contains("the pin file is writable by others; refusing it (chmod go-w"));
+        CHECK_FALSE(known.expected("default", owner_hierarchy));  // its pins are not used
+    }
+    SECTION("in a directory others may write to") {
+        config.write("");
+        ::chmod(config.pins.parent_path().c_str(), 0777);
+        CHECK_THAT(KnownParents::load().problem().value_or(""),
+                   Catch::Contains("is writable by others, who could replace the pins"));
+    }
+    SECTION("owned by another user") {
+        config.write("");
+        if (::getuid() == 0)
+            REQUIRE(::chown(config.pins.c_str(), 65534, 65534) == 0);
+        if (::getuid() == 0)
+            CHECK_THAT(KnownParents::load().problem().value_or(""), Catch::Contains("belongs to another user"));
+    }
+    SECTION("adding a pin to a file with a problem is refused") {
+        fs::create_symlink("/dev/null", config.pins);
+        KnownParents known = KnownParents::load();
+        CHECK_THROWS_AS(known.add("default", owner_hierarchy, name_a), UnusablePinFile);
+    }
 }
 
 TEST_CASE("systemd's SRK pin applies to the machine's own TPM only, and only where it is that key") {
@@ -50,8 +132,7 @@ TEST_CASE("systemd's SRK pin applies to the machine's own TPM only, and only whe
     const std::string srk_name = name_hex_of(srk);
     const KnownParents known = KnownParents::parse("", srk);
     CHECK(known.expected("default", standard_srk) == srk_name);
-    CHECK(known.expected("device:/dev/tpmrm0", standard_srk) == srk_name);
-    CHECK(known.expected("tabrmd", owner_hierarchy) == srk_name);  // the H-2 template: the same key
+    CHECK(known.expected("default", owner_hierarchy) == srk_name);  // the H-2 template: the same key
     CHECK_FALSE(known.expected("swtpm:port=2321", standard_srk));  // a simulator is another TPM
     // The user's own pin wins.
     const KnownParents both = KnownParents::parse("0x81000001 " + name_a + " default\n", srk);

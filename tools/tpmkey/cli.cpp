@@ -12,9 +12,11 @@ std::filesystem::path rewritten_key_file(const std::string& key) {
 }
 
 std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
-                                               bool* pinned) {
+                                               bool* pinned, std::string* parent_name) {
     try {
         const TpmObject parent = load_verified_parent(tpm, key.parent, known, pinned);
+        if (parent_name)
+            *parent_name = loaded_name_hex(tpm, parent);
         const Authorization auth = Authorization::for_secret(tpm, parent, false);
         const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {

@@ -83,8 +83,9 @@ inline std::string key_type_text(const PublicKey& pub) {
 std::filesystem::path rewritten_key_file(const std::string& key);
 
 // Loads `key` (parent first, verified): nothing when it loads, else why not.
-// `pinned` says whether the parent's name was checked against a pin.
+// `pinned` says whether the parent's name was checked against a pin,
+// `parent_name` is the name of the parent that loaded.
 std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
-                                               bool* pinned = nullptr);
+                                               bool* pinned = nullptr, std::string* parent_name = nullptr);
 
 }  // namespace tpmkey::cli

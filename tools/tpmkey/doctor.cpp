@@ -10,6 +10,7 @@
 #include "log.hpp"
 #include "printable.hpp"
 #include "ssh_config.hpp"
+#include "tcti.hpp"
 #include "tpm.hpp"
 #include "tpm_keys.hpp"
 #include "tpm_queries.hpp"
@@ -143,23 +144,14 @@ void check_device(Doctor& d, const std::string& device) {
 
 // The TPM part of the doctor; returns the open connection (or nothing).
 std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
-    // The device node the TCTI uses: /dev/tpmrm0 for the default, else the
-    // one a "device:PATH" TCTI names (tpm2-tss: plain "device" is /dev/tpm0).
-    if (config.tcti.empty())
-        check_device(d, "/dev/tpmrm0");
-    else if (config.tcti == "device")
-        check_device(d, "/dev/tpm0");
-    else if (config.tcti.starts_with("device:"))
-        check_device(d, config.tcti.substr(7));
+    // The device node the TCTI uses, if it uses one.
+    if (const std::string device = Tcti(config.tcti).device_path(); !device.empty())
+        check_device(d, device);
 
-    // Reach it. For the default, try what tpm2-tss tries, in its order
-    // (tctildr: tabrmd, /dev/tpmrm0, /dev/tpm0, swtpm, mssim), so we can say
-    // which one answers.
-    std::vector<std::string> candidates;
-    if (config.tcti.empty())
-        candidates = {"tabrmd", "device:/dev/tpmrm0", "device:/dev/tpm0", "swtpm", "mssim"};
-    else
-        candidates = {config.tcti};
+    // Reach it. For the default, try what tpm2-tss tries, in its order, so
+    // we can say which one answers.
+    const std::vector<std::string> candidates =
+        config.tcti.empty() ? Tcti::default_search_order() : std::vector<std::string>{config.tcti};
     std::unique_ptr<Tpm> tpm;
     std::string tcti, tried;
     std::map<TPM2_PT, UINT32> props;
@@ -187,15 +179,16 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
          (config.tcti.empty() ? " (the tpm2-tss default)" : " (set in " + config.tcti_source + ")"));
 
     // Resource manager.
-    if (tcti.starts_with("tabrmd"))
+    const Tcti reached(tcti);
+    if (reached.kind() == Tcti::Kind::tabrmd)
         d.ok("resource manager: tpm2-abrmd");
-    else if (tcti.find("tpmrm") != std::string::npos)
-        d.ok("resource manager: the kernel's (/dev/tpmrm0)");
-    else if (tcti.starts_with("device"))
+    else if (reached.kind() == Tcti::Kind::device && reached.has_resource_manager())
+        d.ok("resource manager: the kernel's (" + reached.device_path() + ")");
+    else if (reached.kind() == Tcti::Kind::device)
         d.warn("no resource manager (" + tcti + ")",
                "without one, TPM objects of a program that crashes stay loaded, and the TPM has room for only a few",
                "use device:/dev/tpmrm0");
-    else if (tcti.starts_with("swtpm") || tcti.starts_with("mssim"))
+    else if (reached.is_simulator())
         d.ok("resource manager: none (a TPM simulator; every process shares its few object slots)");
     else
         d.ok("resource manager: whatever " + tcti + " provides");
@@ -277,10 +270,22 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
 
 void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
     const KnownParents known = KnownParents::load();
+    if (known.problem())
+        d.fail("pinned parents: " + *known.problem(),
+               "tpmkey cannot trust the pins, so it uses no storage key and no key loads (nothing secret is sent)",
+               "make it a regular file of yours that no one else may write to, in directories no one else may "
+               "write to (chmod 600 " + KnownParents::file_path().string() + ")");
     for (const std::string& w : known.warnings())
         d.warn("pinned parents: " + w, "a line tpmkey does not understand", "fix or remove that line");
+    if (!config.file_problem.empty())
+        d.fail("configuration: " + config.file_problem + "; ignored",
+               "tpmkey does not use a config file that someone else could have written (its tcti line could send "
+               "your PINs elsewhere), nor one it cannot read",
+               "make it a regular file of yours that no one else may write to, in directories no one else may "
+               "write to (chmod 600 " + config_file_path().string() + ")");
     for (const std::string& w : config.warnings)
-        d.warn("configuration: " + w, "a line tpmkey does not understand", "fix or remove that line");
+        if (w != config.file_problem + "; ignored")
+            d.warn("configuration: " + w, "a line tpmkey does not understand", "fix or remove that line");
     const std::string where = config.searched.empty() ? std::string("any place") : config.searched.front();
     if (config.key_files.empty()) {
         d.fail("no key found in " + where, "no key has been made yet, or it is elsewhere",
@@ -306,14 +311,17 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
             continue;
         }
         bool pinned = false;
-        if (const auto why = why_key_does_not_load(*tpm, key, known, &pinned))
+        std::string parent_name;
+        if (const auto why = why_key_does_not_load(*tpm, key, known, &pinned, &parent_name))
             d.fail(desc + ": does not load", why->problem, why->solution);
         else if (!pinned)
+            // Pinning pins whatever answers now: only after its name was compared.
             d.warn(desc + ": loads on this TPM, but its parent is not pinned",
                    "its storage key is checked by its attributes only, not by name (the key was made by another "
                    "tool or an older tpmkey)",
-                   "on a machine you trust, run 'tpmkey passwd " + name + "' once: it pins the parent in " +
-                       KnownParents::file_path().string());
+                   "its name now is " + parent_name + ": compare it with one from a trusted source (tpm2_readpublic -c " +
+                       handle_text(key.parent) + " on a machine you trust), then run 'tpmkey passwd " + name +
+                       "' once: it pins that name in " + KnownParents::file_path().string());
         else
             d.ok(desc + ": loads on this TPM, under its pinned parent");
         try {

@@ -213,7 +213,8 @@ int cmd_passwd(const Parsed& p) {
     // Trust on first use, as keygen does: from now on this parent must meet this name.
     if (pin_parent_on_first_use(tpm, key.parent, parent, known))
         std::cout << "Pinned the TPM's storage key " << handle_text(key.parent) << " in "
-                  << KnownParents::file_path().string() << ".\n";
+                  << KnownParents::file_path().string() << ": its name is " << loaded_name_hex(tpm, parent)
+                  << " (compare it with one from a trusted source: docs/security.md).\n";
     if (!p.has_value("--old-pin-file") && key.needs_pin())
         old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
 

@@ -39,4 +39,13 @@ if ! ls /dev/tpm* >/dev/null 2>&1; then
     expect_out "            device:/dev/tpmrm0: /dev/tpmrm0 does not exist" "default, no TPM"
     expect_out "no TPM answers where tpm2-tss looks by default" "default, no TPM"
     ok "no TPM device: says so and what was tried"
+    # tpm2-abrmd is not tried without a system D-Bus: no GLib CRITICAL line
+    # from its TCTI (issue 21) on any tool run.
+    if [ ! -e /run/dbus/system_bus_socket ] && [ -z "${DBUS_SYSTEM_BUS_ADDRESS:-}" ]; then
+        ! grep -q "CRITICAL" "$ERR" || { show "$ERR"; fail "doctor: tpm2-tss's tabrmd TCTI printed a CRITICAL line"; }
+        run env -u TPMKEY_TCTI "$TPMKEY_TOOL" info "$(dirname "$0")/../../data/ecdsa256.tpm"
+        ! grep -q "CRITICAL" "$ERR" || { show "$ERR"; fail "info: tpm2-tss's tabrmd TCTI printed a CRITICAL line"; }
+        expect_out "cannot reach the TPM (tried the tpm2-tss default: /dev/tpmrm0, /dev/tpm0, tpm2-abrmd;" "info, no TPM"
+        ok "the default without a system D-Bus: tpm2-abrmd not tried, no CRITICAL line"
+    fi
 fi

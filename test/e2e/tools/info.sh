@@ -41,9 +41,11 @@ OTHER=$TEST_DIR/other-tpm
 other_tcti=$("$TPMKEY_FIXTURES/swtpm-start" "$OTHER") || fail "second swtpm did not start"
 on_exit "'$TPMKEY_FIXTURES/swtpm-stop' '$OTHER'"
 "$TPMKEY_FIXTURES/provision" "$OTHER" --srk >/dev/null || fail "provisioning the second swtpm failed"
-TPMKEY_TCTI=$other_tcti keygen "$TEST_DIR/elsewhere-srk.tpm" ecdsa 256
-TPMKEY_TCTI=$other_tcti keygen "$TEST_DIR/elsewhere-owner.tpm" ecdsa 256 "" --parent 0x40000001
-run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" info "$TEST_DIR/elsewhere-srk.tpm"
+# Made on another machine (its own pins): this user never used that TPM.
+TPMKEY_TCTI=$other_tcti XDG_CONFIG_HOME=$TEST_DIR/other-config keygen "$TEST_DIR/elsewhere-srk.tpm" ecdsa 256
+TPMKEY_TCTI=$other_tcti XDG_CONFIG_HOME=$TEST_DIR/other-config keygen "$TEST_DIR/elsewhere-owner.tpm" ecdsa 256 "" \
+    --parent 0x40000001
+run env TPMKEY_TCTI="$other_tcti" XDG_CONFIG_HOME="$TEST_DIR/other-config" "$TPMKEY_TOOL" info "$TEST_DIR/elsewhere-srk.tpm"
 expect_rc 0 "the key on its own TPM"
 "$TPMKEY_FIXTURES/swtpm-stop" "$OTHER"
 
