@@ -47,7 +47,7 @@ std::span<const std::uint8_t> bytes(CK_BYTE_PTR data, CK_ULONG len) {
 // The end of C_Sign / C_SignFinal: size query, or sign and end the operation.
 void finish_signature(Module& m, Session& s, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
                       bool final_part, std::span<const std::uint8_t> data) {
-    SignOperation& op = *s.sign;
+    SignatureOperation& op = *s.sign;
     const std::size_t size = op.signature_size();
     if (signature == nullptr) {
         *signature_len = size;
@@ -58,7 +58,7 @@ void finish_signature(Module& m, Session& s, CK_BYTE_PTR signature, CK_ULONG_PTR
         throw Pkcs11Error(CKR_BUFFER_TOO_SMALL);  // the operation stays active
     }
     // From here on, success or failure ends the operation.
-    std::optional<SignOperation> ending = std::move(s.sign);
+    std::optional<SignatureOperation> ending = std::move(s.sign);
     s.sign.reset();
     const TpmSignRequest request = final_part ? ending->request_final() : ending->request_for(data);
     Token& token = m.token(s.slot);
@@ -77,19 +77,19 @@ const P11Object& visible_object(Module& m, const Session& s, CK_OBJECT_HANDLE ha
     return *o;
 }
 
-// Runs one step of a signing operation. A failure ends the operation
-// (PKCS#11 2.40, 5.12), except CKR_BUFFER_TOO_SMALL: the caller retries
-// with a larger buffer.
+// Runs one step of a signing or verifying operation. A failure ends the
+// operation (PKCS#11 2.40, 5.12 and 5.13), except CKR_BUFFER_TOO_SMALL: the
+// caller retries with a larger buffer.
 template <class Step>
-void signing_step(Session& s, Step step) {
+void operation_step(std::optional<SignatureOperation>& operation, Step step) {
     try {
         step();
     } catch (const Pkcs11Error& e) {
         if (e.rv() != CKR_BUFFER_TOO_SMALL)
-            s.sign.reset();
+            operation.reset();
         throw;
     } catch (...) {
-        s.sign.reset();
+        operation.reset();
         throw;
     }
 }
@@ -230,7 +230,9 @@ CK_RV C_GetMechanismInfo(CK_SLOT_ID slot, CK_MECHANISM_TYPE type, CK_MECHANISM_I
         require(std::find(offered.begin(), offered.end(), type) != offered.end(), CKR_MECHANISM_INVALID);
         info->ulMinKeySize = t.public_key().bits();
         info->ulMaxKeySize = t.public_key().bits();
-        info->flags = CKF_HW | CKF_SIGN;
+        // The TPM signs; signatures are verified in software (CKF_HW is one
+        // flag for the whole mechanism).
+        info->flags = CKF_HW | CKF_SIGN | CKF_VERIFY;
         if (!t.public_key().is_rsa())
             info->flags |= CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS;
     });
@@ -411,7 +413,7 @@ CK_RV C_Sign(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE_P
     return with_module("C_Sign", [&](Module& m) {
         Session& s = session_of(m, h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
-        signing_step(s, [&] {
+        operation_step(s.sign, [&] {
             require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
             const auto input = bytes(data, data_len);
             // C_Sign cannot finish a multi-part operation (PKCS#11 2.40, 5.11).
@@ -425,7 +427,7 @@ CK_RV C_SignUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len) {
     return with_module("C_SignUpdate", [&](Module& m) {
         Session& s = session_of(m, h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
-        signing_step(s, [&] { s.sign->update(bytes(data, data_len)); });
+        operation_step(s.sign, [&] { s.sign->update(bytes(data, data_len)); });
     });
 }
 
@@ -433,11 +435,64 @@ CK_RV C_SignFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG_PTR signa
     return with_module("C_SignFinal", [&](Module& m) {
         Session& s = session_of(m, h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
-        signing_step(s, [&] {
+        operation_step(s.sign, [&] {
             require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
             require(s.sign->multi_part(), CKR_FUNCTION_NOT_SUPPORTED);
             finish_signature(m, s, signature, signature_len, true, {});
         });
+    });
+}
+
+// ---- Verifying (in software, with the public key: no TPM command) ---------
+
+CK_RV C_VerifyInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HANDLE key) {
+    return with_module("C_VerifyInit", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(mechanism != nullptr, CKR_ARGUMENTS_BAD);
+        require(!s.verify.has_value(), CKR_OPERATION_ACTIVE);
+        Token& t = m.token(s.slot);
+        const P11Object* o = t.object(key);
+        require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_KEY_HANDLE_INVALID);
+        // Only the public key has CKA_VERIFY.
+        require(t.is_public_key_object(key), CKR_KEY_FUNCTION_NOT_PERMITTED);
+        s.verify.emplace(*mechanism, t.public_key());
+    });
+}
+
+CK_RV C_Verify(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE_PTR signature,
+               CK_ULONG signature_len) {
+    return with_module("C_Verify", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(s.verify.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        operation_step(s.verify, [&] {
+            const auto input = bytes(data, data_len);
+            const auto sig = bytes(signature, signature_len);
+            // C_Verify cannot finish a multi-part operation (PKCS#11 2.40, 5.13).
+            require(!s.verify->started_multi_part(), CKR_OPERATION_ACTIVE);
+            s.verify->verify(input, sig);
+        });
+        s.verify.reset();  // "always terminates the active verification operation"
+    });
+}
+
+CK_RV C_VerifyUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len) {
+    return with_module("C_VerifyUpdate", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(s.verify.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        operation_step(s.verify, [&] { s.verify->update(bytes(data, data_len)); });
+    });
+}
+
+CK_RV C_VerifyFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG signature_len) {
+    return with_module("C_VerifyFinal", [&](Module& m) {
+        Session& s = session_of(m, h);
+        require(s.verify.has_value(), CKR_OPERATION_NOT_INITIALIZED);
+        operation_step(s.verify, [&] {
+            const auto sig = bytes(signature, signature_len);
+            require(s.verify->multi_part(), CKR_FUNCTION_NOT_SUPPORTED);
+            s.verify->verify_final(sig);
+        });
+        s.verify.reset();  // "always terminates the active verification operation"
     });
 }
 
@@ -458,10 +513,6 @@ CK_RV C_DigestKey(CK_SESSION_HANDLE, CK_OBJECT_HANDLE) { return not_supported(__
 CK_RV C_DigestFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
 CK_RV C_SignRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
 CK_RV C_SignRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_VerifyInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
-CK_RV C_Verify(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
-CK_RV C_VerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
-CK_RV C_VerifyFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
 CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
 CK_RV C_VerifyRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
 CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }

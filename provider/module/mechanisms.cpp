@@ -3,8 +3,11 @@
 #include "error.hpp"
 #include "owned.hpp"
 
+#include <openssl/bn.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/objects.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
 
 #include <algorithm>
@@ -53,6 +56,19 @@ const HashInfo* hash_info(TPM2_ALG_ID tpm) {
     return nullptr;
 }
 
+// Raw r||s, each `field_size` bytes (TPM2_Sign's and PKCS#11's form), as
+// the DER ECDSA-Sig-Value that OpenSSL verifies.
+Bytes ecdsa_der(std::span<const std::uint8_t> raw, std::size_t field_size) {
+    const int half = static_cast<int>(field_size);
+    const Owned<ECDSA_SIG, ECDSA_SIG_free> sig(ECDSA_SIG_new());
+    Owned<BIGNUM, BN_free> r(BN_bin2bn(raw.data(), half, nullptr));
+    Owned<BIGNUM, BN_free> s(BN_bin2bn(raw.data() + field_size, half, nullptr));
+    if (!sig || !r || !s || ECDSA_SIG_set0(sig.get(), r.get(), s.get()) != 1)
+        throw std::bad_alloc();
+    (void)r.release();  // the ECDSA_SIG owns them now
+    (void)s.release();
+    return to_der(i2d_ECDSA_SIG, sig.get());
+}
 
 }  // namespace
 
@@ -139,7 +155,46 @@ std::size_t tpm_pss_salt_length(std::size_t digest_len, std::size_t modulus_len)
     return std::min(digest_len, modulus_len - digest_len - 2);
 }
 
-SignOperation::SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub)
+bool signature_matches(const PublicKey& pub, const TpmSignRequest& request, std::span<const std::uint8_t> signature) {
+    const HashInfo* h = hash_info(request.hash);
+    if (h == nullptr)
+        throw Error("a signature request without a known hash");
+    const bool ecdsa = request.scheme == TPM2_ALG_ECDSA;
+    const std::size_t size = ecdsa ? 2 * pub.ec_field_size() : (pub.bits() + 7) / 8;
+    if (signature.size() != size)
+        return false;
+    Bytes der;
+    if (ecdsa) {
+        der = ecdsa_der(signature, pub.ec_field_size());
+        signature = der;
+    }
+    const EvpPkey key = pub.to_evp();
+    // From the key's own provider, never from an ENGINE the application made
+    // the default (the openssl CLI's -engine does).
+    const Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free> ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, key.get(), nullptr));
+    const Owned<EVP_MD, EVP_MD_free> md(EVP_MD_fetch(nullptr, h->name, nullptr));
+    bool ready = ctx && md && EVP_PKEY_verify_init(ctx.get()) == 1;
+    // ECDSA takes the digest as it is (no hash set: any length); RSA builds
+    // the DigestInfo (PKCS #1 v1.5) or the PSS encoding from the hash.
+    if (ready && !ecdsa) {
+        const bool pss = request.scheme == TPM2_ALG_RSAPSS;
+        ready = EVP_PKEY_CTX_set_rsa_padding(ctx.get(), pss ? RSA_PKCS1_PSS_PADDING : RSA_PKCS1_PADDING) == 1 &&
+                EVP_PKEY_CTX_set_signature_md(ctx.get(), md.get()) == 1;
+        if (ready && pss) {
+            const auto salt = static_cast<int>(tpm_pss_salt_length(digest_size(request.hash), size));
+            ready = EVP_PKEY_CTX_set_rsa_mgf1_md(ctx.get(), md.get()) == 1 &&
+                    EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx.get(), salt) == 1;
+        }
+    }
+    const bool valid = ready && EVP_PKEY_verify(ctx.get(), signature.data(), signature.size(), request.digest.data(),
+                                                request.digest.size()) == 1;
+    ERR_clear_error();
+    if (!ready)
+        throw Error("OpenSSL cannot verify with " + std::string(h->name));
+    return valid;
+}
+
+SignatureOperation::SignatureOperation(const CK_MECHANISM& mechanism, const PublicKey& pub)
     : mechanism_(find_mechanism(mechanism.mechanism)), pub_(pub) {
     require(mechanism_ != nullptr, CKR_MECHANISM_INVALID);
     require(mechanism_->rsa == pub.is_rsa(), CKR_KEY_TYPE_INCONSISTENT);
@@ -176,14 +231,14 @@ SignOperation::SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub
     }
 }
 
-void SignOperation::update(std::span<const std::uint8_t> data) {
+void SignatureOperation::update(std::span<const std::uint8_t> data) {
     require(multi_part(), CKR_FUNCTION_NOT_SUPPORTED);  // raw mechanisms are single-part only
     if (!data.empty() && EVP_DigestUpdate(hash_.get(), data.data(), data.size()) != 1)
         throw Error("OpenSSL hashing failed");
     updated_ = true;
 }
 
-TpmSignRequest SignOperation::request_for(std::span<const std::uint8_t> data) {
+TpmSignRequest SignatureOperation::request_for(std::span<const std::uint8_t> data) {
     if (multi_part()) {
         update(data);
         return request_final();
@@ -203,7 +258,7 @@ TpmSignRequest SignOperation::request_for(std::span<const std::uint8_t> data) {
     }
 }
 
-TpmSignRequest SignOperation::request_final() {
+TpmSignRequest SignatureOperation::request_final() {
     require(multi_part(), CKR_FUNCTION_NOT_SUPPORTED);
     Bytes digest(EVP_MAX_MD_SIZE);
     unsigned int n = 0;
@@ -213,7 +268,17 @@ TpmSignRequest SignOperation::request_final() {
     return request_for_digest(std::move(digest), mechanism_->hash);
 }
 
-TpmSignRequest SignOperation::request_for_digest(Bytes digest, TPM2_ALG_ID hash) const {
+void SignatureOperation::verify(std::span<const std::uint8_t> data, std::span<const std::uint8_t> signature) {
+    require(signature.size() == signature_size_, CKR_SIGNATURE_LEN_RANGE);
+    require(signature_matches(pub_, request_for(data), signature), CKR_SIGNATURE_INVALID);
+}
+
+void SignatureOperation::verify_final(std::span<const std::uint8_t> signature) {
+    require(signature.size() == signature_size_, CKR_SIGNATURE_LEN_RANGE);
+    require(signature_matches(pub_, request_final(), signature), CKR_SIGNATURE_INVALID);
+}
+
+TpmSignRequest SignatureOperation::request_for_digest(Bytes digest, TPM2_ALG_ID hash) const {
     if (mechanism_->scheme == TPM2_ALG_ECDSA)
         return ecdsa_request(digest, pub_.ec_field_size());
     return TpmSignRequest{mechanism_->scheme, hash, std::move(digest)};

@@ -1,5 +1,6 @@
-// The signature mechanisms, and how each turns the caller's input into the
-// digest and scheme that TPM2_Sign takes.
+// The signature mechanisms, how each turns the caller's input into the
+// digest and scheme that TPM2_Sign takes, and how a signature over that
+// digest is verified in software.
 #pragma once
 
 #include "pkcs11.hpp"
@@ -36,7 +37,7 @@ inline constexpr TPM2_ALG_ID all_hashes[] = {TPM2_ALG_SHA1, TPM2_ALG_SHA256, TPM
 // Size in bytes of a digest, 0 for an unknown algorithm.
 std::size_t digest_size(TPM2_ALG_ID hash) noexcept;
 
-// What to ask the TPM for.
+// What to ask the TPM for; also what a signature is verified against.
 struct TpmSignRequest {
     TPM2_ALG_ID scheme;
     TPM2_ALG_ID hash;
@@ -61,22 +62,36 @@ TpmSignRequest ecdsa_request(std::span<const std::uint8_t> digest, std::size_t f
 // Part 1, B.7, as libtpms implements it), capped by the key size.
 std::size_t tpm_pss_salt_length(std::size_t digest_len, std::size_t modulus_len) noexcept;
 
-// One C_SignInit..C_Sign/C_SignFinal: checks the mechanism and its
-// parameters up front, collects the data, and yields the TPM request.
-class SignOperation {
+// True when `signature` is a signature of `request` by `pub`: PKCS #1 v1.5
+// or PSS (the TPM's salt length) of the modulus size, or ECDSA as raw r||s
+// of twice the field size. OpenSSL checks it with the public key alone:
+// verifying needs no TPM (docs/design.md, "Verification in software").
+bool signature_matches(const PublicKey& pub, const TpmSignRequest& request,
+                       std::span<const std::uint8_t> signature);
+
+// One C_SignInit..C_Sign/C_SignFinal, or C_VerifyInit..C_Verify/
+// C_VerifyFinal: checks the mechanism and its parameters up front, collects
+// the data, and yields the TPM request, or checks a signature against it.
+class SignatureOperation {
 public:
     // Throws Pkcs11Error: CKR_MECHANISM_INVALID, CKR_KEY_TYPE_INCONSISTENT,
     // CKR_MECHANISM_PARAM_INVALID.
-    SignOperation(const CK_MECHANISM& mechanism, const PublicKey& pub);
+    SignatureOperation(const CK_MECHANISM& mechanism, const PublicKey& pub);
 
     std::size_t signature_size() const noexcept { return signature_size_; }
     bool multi_part() const noexcept { return mechanism_->hash != TPM2_ALG_NULL; }
     bool started_multi_part() const noexcept { return updated_; }
-    // C_SignUpdate: only for the hash-and-sign mechanisms.
+    // C_SignUpdate, C_VerifyUpdate: only for the hash-and-sign mechanisms.
     void update(std::span<const std::uint8_t> data);
     // The TPM request for single-part `data`, or for what update() collected.
     TpmSignRequest request_for(std::span<const std::uint8_t> data);
     TpmSignRequest request_final();
+    // C_Verify and C_VerifyFinal: throw Pkcs11Error CKR_SIGNATURE_LEN_RANGE
+    // for a signature of the wrong length (PKCS#11 2.40, 5.13: "invalid
+    // purely on the basis of its length"), CKR_SIGNATURE_INVALID for one
+    // that does not verify, and what request_for() throws for bad data.
+    void verify(std::span<const std::uint8_t> data, std::span<const std::uint8_t> signature);
+    void verify_final(std::span<const std::uint8_t> signature);
 
 private:
     TpmSignRequest request_for_digest(Bytes digest, TPM2_ALG_ID hash) const;

@@ -45,7 +45,7 @@ Session& Module::session(CK_SESSION_HANDLE handle) {
 CK_SESSION_HANDLE Module::open_session(CK_SLOT_ID slot, CK_FLAGS flags) {
     (void)token(slot);
     const CK_SESSION_HANDLE handle = new_handle();
-    sessions_.emplace(handle, Session{slot, flags, std::nullopt, std::nullopt});
+    sessions_.emplace(handle, Session{slot, flags, std::nullopt, std::nullopt, std::nullopt});
     return handle;
 }
 

@@ -24,7 +24,10 @@ struct Session {
     // C_FindObjectsInit .. C_FindObjectsFinal
     std::optional<FindOperation> find;
     // C_SignInit .. C_Sign / C_SignFinal
-    std::optional<SignOperation> sign;
+    std::optional<SignatureOperation> sign;
+    // C_VerifyInit .. C_Verify / C_VerifyFinal: with the public key, in
+    // software; needs no login, so C_Logout leaves it.
+    std::optional<SignatureOperation> verify;
 };
 
 class Module {

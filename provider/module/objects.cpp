@@ -155,8 +155,10 @@ P11Object make_public_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) {
     a.push_back(number(CKA_CLASS, CKO_PUBLIC_KEY));
     a.push_back(flag(CKA_PRIVATE, false));
     add_common_key_attributes(a, key);
-    // The TPM verifies nothing for us, and we offer no C_Verify.
-    for (CK_ATTRIBUTE_TYPE t : {CKA_ENCRYPT, CKA_VERIFY, CKA_VERIFY_RECOVER, CKA_WRAP, CKA_TRUSTED})
+    // C_Verify checks signatures with this key (in software, no TPM); our
+    // keys are for signing only, so nothing is encrypted or wrapped with it.
+    a.push_back(flag(CKA_VERIFY, true));
+    for (CK_ATTRIBUTE_TYPE t : {CKA_ENCRYPT, CKA_VERIFY_RECOVER, CKA_WRAP, CKA_TRUSTED})
         a.push_back(flag(t, false));
     if (!key.pub->is_rsa())
         a.push_back({CKA_EC_POINT, key.pub->ec_point_der()});

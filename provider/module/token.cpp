@@ -64,7 +64,8 @@ Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key)
       label_(printable(path_.stem().string())), id_(key_id_of(pub_)) {
     const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
                          mechanisms_for(pub_, all_hashes)};
-    objects_.push_back(make_public_key_object(new_handle(), facts));
+    public_handle_ = new_handle();
+    objects_.push_back(make_public_key_object(public_handle_, facts));
     private_handle_ = new_handle();
     objects_.push_back(make_private_key_object(private_handle_, facts));
     if (const std::optional<Bytes> cert = read_certificate_next_to(path_)) {

@@ -41,6 +41,7 @@ public:
     const std::vector<P11Object>& objects() const noexcept { return objects_; }
     const P11Object* object(CK_OBJECT_HANDLE handle) const noexcept;
     bool is_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == private_handle_; }
+    bool is_public_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == public_handle_; }
 
     bool logged_in() const noexcept { return logged_in_; }
     // CK_TOKEN_INFO's flags, the PIN flags (PKCS#11 2.40, 3.2) included:
@@ -77,6 +78,7 @@ private:
     std::string label_;
     Bytes id_;
     std::vector<P11Object> objects_;
+    CK_OBJECT_HANDLE public_handle_ = 0;
     CK_OBJECT_HANDLE private_handle_ = 0;
 
     bool logged_in_ = false;

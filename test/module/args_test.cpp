@@ -615,6 +615,132 @@ TEST_CASE("mechanism checks at C_SignInit", "[args]") {
     CHECK(p11()->C_Sign(ec, d.data(), 0, sig.data(), &n) != CKR_OK);
 }
 
+TEST_CASE("C_VerifyInit .. C_VerifyFinal: argument checks in the spec's order; operation state", "[args]") {
+    Initialized init;
+    const KeySession ec(key("ec256"));
+    const KeySession rsa(key("rsa2048"));
+    const CK_OBJECT_HANDLE pub = find_one(ec, CKO_PUBLIC_KEY);
+    CK_MECHANISM raw{CKM_ECDSA, nullptr, 0};
+    CK_MECHANISM sha256{CKM_ECDSA_SHA256, nullptr, 0};
+    const Bytes data = bytes("verify me");
+    const Bytes sig = sign(ec, ec.priv, sha256, data);
+    Bytes d = digest("SHA256", data);
+    Bytes any(64, 1);
+    // The input buffers of C_Verify and C_VerifyFinal.
+    const auto verify = [&](CK_SESSION_HANDLE s, CK_BYTE_PTR in, CK_ULONG in_len, CK_BYTE_PTR signature,
+                            CK_ULONG signature_len) { return p11()->C_Verify(s, in, in_len, signature, signature_len); };
+    const auto verify_final = [&](CK_SESSION_HANDLE s, CK_BYTE_PTR signature, CK_ULONG signature_len) {
+        return p11()->C_VerifyFinal(s, signature, signature_len);
+    };
+
+    // No operation yet.
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+    CHECK_RV(p11()->C_VerifyUpdate(ec, d.data(), d.size()), CKR_OPERATION_NOT_INITIALIZED);
+    CHECK_RV(verify_final(ec, any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+
+    // C_VerifyInit: session, NULL mechanism, operation state, key handle,
+    // the key's purpose, then the mechanism (as C_SignInit).
+    CK_MECHANISM unknown{CKM_SHA256_HMAC, nullptr, 0};
+    CHECK_RV(p11()->C_VerifyInit(bad_session, nullptr, bad_object), CKR_SESSION_HANDLE_INVALID);
+    CHECK_RV(p11()->C_VerifyInit(ec, nullptr, bad_object), CKR_ARGUMENTS_BAD);
+    CHECK_RV(p11()->C_VerifyInit(ec, &unknown, bad_object), CKR_KEY_HANDLE_INVALID);
+    CHECK_RV(p11()->C_VerifyInit(ec, &raw, find_one(rsa, CKO_PUBLIC_KEY)), CKR_KEY_HANDLE_INVALID);  // another token's
+    // PKCS#11 2.40, 5.1: CKR_KEY_FUNCTION_NOT_PERMITTED: the key's
+    // attributes do not allow it (only the public key has CKA_VERIFY).
+    CHECK_RV(p11()->C_VerifyInit(ec, &unknown, ec.priv), CKR_KEY_FUNCTION_NOT_PERMITTED);
+    CHECK_RV(p11()->C_VerifyInit(ec, &raw, find_one(ec, CKO_CERTIFICATE)), CKR_KEY_FUNCTION_NOT_PERMITTED);
+    CHECK_RV(p11()->C_VerifyInit(ec, &unknown, pub), CKR_MECHANISM_INVALID);
+    CK_MECHANISM rsa_mechanism{CKM_SHA256_RSA_PKCS, nullptr, 0};
+    CHECK_RV(p11()->C_VerifyInit(ec, &rsa_mechanism, pub), CKR_KEY_TYPE_INCONSISTENT);
+    CK_ULONG junk = 1;
+    CK_MECHANISM with_junk{CKM_ECDSA, &junk, sizeof junk};
+    CHECK_RV(p11()->C_VerifyInit(ec, &with_junk, pub), CKR_MECHANISM_PARAM_INVALID);
+    CK_RSA_PKCS_PSS_PARAMS pss{CKM_SHA256, CKG_MGF1_SHA256, 20};  // not the TPM's salt length
+    CK_MECHANISM rsa_pss{CKM_SHA256_RSA_PKCS_PSS, &pss, sizeof pss};
+    CHECK_RV(p11()->C_VerifyInit(rsa, &rsa_pss, find_one(rsa, CKO_PUBLIC_KEY)), CKR_MECHANISM_PARAM_INVALID);
+
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OK);
+    CHECK_RV(p11()->C_VerifyInit(ec, nullptr, pub), CKR_ARGUMENTS_BAD);
+    CHECK_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OPERATION_ACTIVE);
+    CHECK_RV(p11()->C_VerifyInit(ec, &raw, bad_object), CKR_OPERATION_ACTIVE);
+    // Signing and verifying are separate operations of a session.
+    CHECK_RV(p11()->C_SignInit(ec, &raw, ec.priv), CKR_OK);
+    CK_ULONG n = any.size();
+    CHECK_RV(p11()->C_Sign(ec, d.data(), d.size(), any.data(), &n), CKR_OK);
+    any.resize(n);
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OK);
+
+    // C_Verify: operation state before the arguments; any answer ends the
+    // operation (PKCS#11 2.40, 5.13: "A call to C_Verify always terminates
+    // the active verification operation").
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OK);
+    CHECK_RV(verify(ec, d.data(), d.size(), nullptr, any.size()), CKR_ARGUMENTS_BAD);
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OK);
+    CHECK_RV(verify(ec, nullptr, d.size(), any.data(), any.size()), CKR_ARGUMENTS_BAD);
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OK);
+    CHECK_RV(verify(ec, d.data(), d.size(), nullptr, 0), CKR_SIGNATURE_LEN_RANGE);
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OK);
+    CHECK_RV(verify(ec, d.data(), 0, any.data(), any.size()), CKR_DATA_LEN_RANGE);  // no digest
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+
+    // The raw mechanisms are single-part: an update or a final ends them.
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OK);
+    CHECK_RV(p11()->C_VerifyUpdate(ec, d.data(), d.size()), CKR_FUNCTION_NOT_SUPPORTED);
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &raw, pub), CKR_OK);
+    CHECK_RV(verify_final(ec, any.data(), any.size()), CKR_FUNCTION_NOT_SUPPORTED);
+    CHECK_RV(verify(ec, d.data(), d.size(), any.data(), any.size()), CKR_OPERATION_NOT_INITIALIZED);
+
+    // Multi-part: C_Verify cannot finish it; NULL with a length ends it;
+    // NULL with length 0 is empty data.
+    Bytes message = data;
+    Bytes signature = sig;
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &sha256, pub), CKR_OK);
+    CHECK_RV(p11()->C_VerifyUpdate(ec, message.data(), message.size()), CKR_OK);
+    CHECK_RV(verify(ec, message.data(), message.size(), signature.data(), signature.size()), CKR_OPERATION_ACTIVE);
+    CHECK_RV(verify_final(ec, signature.data(), signature.size()), CKR_OPERATION_NOT_INITIALIZED);
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &sha256, pub), CKR_OK);
+    CHECK_RV(p11()->C_VerifyUpdate(ec, nullptr, 5), CKR_ARGUMENTS_BAD);
+    CHECK_RV(verify_final(ec, signature.data(), signature.size()), CKR_OPERATION_NOT_INITIALIZED);
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &sha256, pub), CKR_OK);
+    CHECK_RV(p11()->C_VerifyUpdate(ec, message.data(), message.size()), CKR_OK);
+    CHECK_RV(verify_final(ec, nullptr, signature.size()), CKR_ARGUMENTS_BAD);
+    CHECK_RV(verify_final(ec, signature.data(), signature.size()), CKR_OPERATION_NOT_INITIALIZED);
+    REQUIRE_RV(p11()->C_VerifyInit(ec, &sha256, pub), CKR_OK);
+    CHECK_RV(p11()->C_VerifyUpdate(ec, nullptr, 0), CKR_OK);
+    CHECK_RV(p11()->C_VerifyUpdate(ec, message.data(), message.size()), CKR_OK);
+    CHECK_RV(verify_final(ec, signature.data(), signature.size()), CKR_OK);
+    CHECK_RV(verify_final(ec, signature.data(), signature.size()), CKR_OPERATION_NOT_INITIALIZED);
+
+    SECTION("a key with a PIN verifies without C_Login, and C_Logout leaves a verification") {
+        const TestKey& k = key("ec384");
+        Bytes pin_sig;
+        {
+            const KeySession signer(k);  // logs in
+            pin_sig = sign(signer, signer.priv, sha256, data);
+        }  // its last session closed: logged out
+        Session s(slot_of(k.name));
+        const CK_OBJECT_HANDLE pin_pub = find_one(s, CKO_PUBLIC_KEY);
+        REQUIRE_RV(p11()->C_VerifyInit(s, &sha256, pin_pub), CKR_OK);
+        login(s, k);
+        REQUIRE_RV(p11()->C_Logout(s), CKR_OK);
+        CHECK_RV(verify(s, message.data(), message.size(), pin_sig.data(), pin_sig.size()), CKR_OK);
+        CHECK_RV(p11_verify(s, pin_pub, sha256, data, sig), CKR_SIGNATURE_LEN_RANGE);  // a P-256 signature
+        Bytes wrong = pin_sig;
+        wrong[5] ^= 1;
+        CHECK_RV(p11_verify(s, pin_pub, sha256, data, wrong), CKR_SIGNATURE_INVALID);
+        CHECK_RV(p11_verify(s, pin_pub, sha256, data, pin_sig), CKR_OK);
+    }
+    SECTION("C_CloseSession with a verification active is fine") {
+        Session other(slot_of("ec256"));
+        REQUIRE_RV(p11()->C_VerifyInit(other, &raw, pub), CKR_OK);
+        other.close();
+    }
+}
+
 TEST_CASE("C_GetMechanismList and C_GetMechanismInfo per token", "[args]") {
     Initialized init;
     const std::set<CK_MECHANISM_TYPE> rsa_mechs = {
@@ -640,7 +766,8 @@ TEST_CASE("C_GetMechanismList and C_GetMechanismInfo per token", "[args]") {
             CHECK(info.ulMinKeySize == k.bits);
             CHECK(info.ulMaxKeySize == k.bits);
             CHECK((info.flags & CKF_SIGN));
-            CHECK_FALSE((info.flags & (CKF_VERIFY | CKF_ENCRYPT | CKF_DECRYPT | CKF_GENERATE_KEY_PAIR)));
+            CHECK((info.flags & CKF_VERIFY));  // in software (verify_test.cpp)
+            CHECK_FALSE((info.flags & (CKF_ENCRYPT | CKF_DECRYPT | CKF_GENERATE_KEY_PAIR)));
         }
         CK_MECHANISM_INFO info;
         for (CK_MECHANISM_TYPE other : (k.rsa ? ec_mechs : rsa_mechs))
@@ -678,6 +805,8 @@ TEST_CASE("objects: the attributes a client reads equal the .pub; CKA_ID", "[arg
             }
         }
         CHECK_FALSE(bool_attribute(s, pub, CKA_PRIVATE));
+        CHECK(bool_attribute(s, pub, CKA_VERIFY));
+        CHECK_FALSE(bool_attribute(s, pub, CKA_ENCRYPT));
         if (!k.rsa)
             CHECK(attribute(s, pub, CKA_EC_POINT) == ec_point_der(k));
         CHECK(bool_attribute(s, priv, CKA_PRIVATE) == !k.pin.empty());

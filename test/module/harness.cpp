@@ -189,6 +189,7 @@ std::string rv_name(CK_RV rv) {
         NAME(CKR_SESSION_PARALLEL_NOT_SUPPORTED)
         NAME(CKR_SESSION_READ_ONLY)
         NAME(CKR_SIGNATURE_INVALID)
+        NAME(CKR_SIGNATURE_LEN_RANGE)
         NAME(CKR_TEMPLATE_INCOMPLETE)
         NAME(CKR_TOKEN_NOT_PRESENT)
         NAME(CKR_TOKEN_WRITE_PROTECTED)
@@ -439,6 +440,21 @@ Bytes sign_multi(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechani
     REQUIRE(n <= sig.size());
     sig.resize(n);
     return sig;
+}
+
+CK_RV p11_verify(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism, const Bytes& data,
+                 const Bytes& signature) {
+    REQUIRE_RV(p11()->C_VerifyInit(s, &mechanism, key), CKR_OK);
+    return p11()->C_Verify(s, const_cast<CK_BYTE_PTR>(data.data()), data.size(),
+                           const_cast<CK_BYTE_PTR>(signature.data()), signature.size());
+}
+
+CK_RV p11_verify_multi(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism,
+                       const std::vector<Bytes>& chunks, const Bytes& signature) {
+    REQUIRE_RV(p11()->C_VerifyInit(s, &mechanism, key), CKR_OK);
+    for (const Bytes& c : chunks)
+        REQUIRE_RV(p11()->C_VerifyUpdate(s, const_cast<CK_BYTE_PTR>(c.data()), c.size()), CKR_OK);
+    return p11()->C_VerifyFinal(s, const_cast<CK_BYTE_PTR>(signature.data()), signature.size());
 }
 
 // ---- OpenSSL ------------------------------------------------------------------

@@ -155,6 +155,13 @@ Bytes sign(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism, co
 Bytes sign_multi(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism,
                  const std::vector<Bytes>& chunks);
 
+// C_VerifyInit (REQUIREd to succeed) + C_Verify: the CK_RV of C_Verify.
+CK_RV p11_verify(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism, const Bytes& data,
+                 const Bytes& signature);
+// C_VerifyInit + C_VerifyUpdate per chunk (REQUIREd to succeed) + C_VerifyFinal: its CK_RV.
+CK_RV p11_verify_multi(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism,
+                       const std::vector<Bytes>& chunks, const Bytes& signature);
+
 // ---- OpenSSL, the judge -----------------------------------------------------
 
 // Digest of `data` with "SHA1", "SHA256", ...

@@ -155,3 +155,37 @@ TEST_CASE("lazy TPM: a signature sends only the commands it needs", "[lazy]") {
     const int rsa_sign = count_commands("rsa3072 (PIN): C_Login + 1 x C_Sign", [&] { sign_with(rsa, 1); });
     CHECK(rsa_sign == 14);
 }
+
+TEST_CASE("lazy TPM: C_Verify sends no TPM command, with or without PIN", "[lazy]") {
+    // Signatures made first, uncounted; then each token verifies them
+    // single- and multi-part with its public key, without C_Login.
+    struct Signed {
+        const TestKey* key;
+        CK_MECHANISM mechanism;
+        Bytes data, signature;
+    };
+    std::vector<Signed> made;
+    {
+        Initialized init;
+        for (const TestKey& k : keys()) {
+            KeySession s(k);
+            const CK_MECHANISM m{k.rsa ? CKM_SHA256_RSA_PKCS : CKM_ECDSA_SHA256, nullptr, 0};
+            const Bytes data = bytes("verified in software: " + k.name);
+            made.push_back({&k, m, data, sign(s, s.priv, m, data)});
+        }
+    }
+    const int n = count_commands("C_VerifyInit + C_Verify, C_VerifyUpdate + C_VerifyFinal on every token", [&] {
+        Initialized init;
+        for (const Signed& x : made) {
+            INFO(x.key->name);
+            Session s(slot_of(x.key->name));
+            const CK_OBJECT_HANDLE pub = find_one(s, CKO_PUBLIC_KEY);
+            CHECK_RV(p11_verify(s, pub, x.mechanism, x.data, x.signature), CKR_OK);
+            CHECK_RV(p11_verify_multi(s, pub, x.mechanism, {x.data}, x.signature), CKR_OK);
+            Bytes wrong = x.signature;
+            wrong[3] ^= 1;
+            CHECK_RV(p11_verify(s, pub, x.mechanism, x.data, wrong), CKR_SIGNATURE_INVALID);
+        }
+    });
+    CHECK(n == 0);
+}

@@ -1,6 +1,7 @@
 // OpenSSH and PKCS#11 encodings of TPM public keys, judged by ssh-keygen
 // and OpenSSL rather than by our own code.
 #include "public_key.hpp"
+#include "software_key.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/bn.h>
@@ -18,48 +19,6 @@
 using namespace tpmkey;
 
 namespace {
-
-EvpPkey generate(const char* type, const char* param) {
-    EVP_PKEY* pkey = nullptr;
-    if (std::string(type) == "EC")
-        pkey = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", param);
-    else
-        pkey = EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", static_cast<size_t>(std::stoi(param)));
-    REQUIRE(pkey != nullptr);
-    return EvpPkey(pkey);
-}
-
-// The TPMT_PUBLIC a TPM would report for this key.
-TPMT_PUBLIC tpm_public_of(EVP_PKEY* pkey) {
-    TPMT_PUBLIC area{};
-    if (EVP_PKEY_is_a(pkey, "RSA")) {
-        area.type = TPM2_ALG_RSA;
-        BIGNUM* n = nullptr;
-        REQUIRE(EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_RSA_N, &n));
-        area.parameters.rsaDetail.keyBits = static_cast<UINT16>(BN_num_bits(n));
-        area.unique.rsa.size = static_cast<UINT16>(BN_num_bytes(n));
-        BN_bn2bin(n, area.unique.rsa.buffer);
-        BN_free(n);
-        area.parameters.rsaDetail.exponent = 0;  // 65537, the OpenSSL default too
-        return area;
-    }
-    area.type = TPM2_ALG_ECC;
-    char group[64];
-    REQUIRE(EVP_PKEY_get_utf8_string_param(pkey, OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof group, nullptr));
-    const std::string g = group;
-    area.parameters.eccDetail.curveID = g == "prime256v1" ? TPM2_ECC_NIST_P256
-                                        : g == "secp384r1" ? TPM2_ECC_NIST_P384
-                                                           : TPM2_ECC_NIST_P521;
-    unsigned char point[200];
-    size_t len = 0;
-    REQUIRE(EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point, &len));
-    const size_t half = (len - 1) / 2;
-    area.unique.ecc.x.size = static_cast<UINT16>(half);
-    std::copy(point + 1, point + 1 + half, area.unique.ecc.x.buffer);
-    area.unique.ecc.y.size = static_cast<UINT16>(half);
-    std::copy(point + 1 + half, point + len, area.unique.ecc.y.buffer);
-    return area;
-}
 
 std::string run(const std::string& command) {
     std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
@@ -88,8 +47,8 @@ TEST_CASE("OpenSSH lines and fingerprints agree with ssh-keygen") {
         std::filesystem::temp_directory_path() / ("tpmkey-unit-" + std::to_string(::getpid()) + ".pub");
     for (const auto& [type, param] : kinds) {
         INFO(type << " " << param);
-        const EvpPkey original = generate(type, param);
-        const PublicKey pub(tpm_public_of(original.get()));
+        const EvpPkey original = test::generate_key(type, param);
+        const PublicKey pub(test::tpm_public_of(original.get()));
         std::ofstream(pub_file) << pub.ssh_line("tester@unit") << "\n";
 
         // ssh-keygen -l: same fingerprint, size and comment.
@@ -107,8 +66,8 @@ TEST_CASE("OpenSSH lines and fingerprints agree with ssh-keygen") {
 }
 
 TEST_CASE("PKCS#11 encodings of EC keys are DER as the spec wants") {
-    const EvpPkey original = generate("EC", "P-256");
-    const PublicKey pub(tpm_public_of(original.get()));
+    const EvpPkey original = test::generate_key("EC", "P-256");
+    const PublicKey pub(test::tpm_public_of(original.get()));
     // CKA_EC_PARAMS: the namedCurve OID 1.2.840.10045.3.1.7.
     CHECK(pub.ec_params_der() == Bytes{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07});
     // CKA_EC_POINT: OCTET STRING around 04||X||Y.
@@ -121,8 +80,8 @@ TEST_CASE("PKCS#11 encodings of EC keys are DER as the spec wants") {
 }
 
 TEST_CASE("short coordinates are padded and a high modulus bit gets its mpint zero") {
-    const EvpPkey original = generate("EC", "P-256");
-    TPMT_PUBLIC area = tpm_public_of(original.get());
+    const EvpPkey original = test::generate_key("EC", "P-256");
+    TPMT_PUBLIC area = test::tpm_public_of(original.get());
     // A TPM may return a coordinate without its leading zero bytes.
     area.unique.ecc.x.buffer[0] = 0;
     std::copy(area.unique.ecc.x.buffer + 1, area.unique.ecc.x.buffer + 32, area.unique.ecc.x.buffer);

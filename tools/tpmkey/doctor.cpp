@@ -421,17 +421,26 @@ void check_ssh(Doctor& d) {
 void show_module_log(Doctor& d) {
     constexpr std::size_t max_lines = 5;
     const std::filesystem::path path = state_log_path();
-    std::vector<std::string> warnings;
-    const std::string text = path.empty() ? "" : read_optional_text_file(path, 256 * 1024, warnings);
+    std::optional<FileRead> file;
+    try {
+        if (!path.empty())
+            file = read_regular_file_if_present(path, 256 * 1024);
+    } catch (const Error& e) {
+        d.warn("the module's log " + path.string(), e.what(), "remove it; the module makes a new one");
+        return;
+    }
+    if (!file)
+        return;
+    const std::string_view text(reinterpret_cast<const char*>(file->data.data()), file->data.size());
     std::vector<std::string> lines;
     for (std::size_t at = 0; at < text.size();) {
         const std::size_t eol = std::min(text.find('\n', at), text.size());
         if (eol > at)
-            lines.push_back(printable(std::string_view(text).substr(at, eol - at)));
+            lines.push_back(printable(text.substr(at, eol - at)));
         at = eol + 1;
     }
     if (lines.size() > max_lines)
-        lines.erase(lines.begin(), lines.end() - max_lines);
+        lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(max_lines));
     if (!lines.empty())
         d.info("the module's last messages where nobody saw them (ssh-agent; " + path.string() + "):", lines);
 }

@@ -54,6 +54,9 @@ check_objects() { # NAME LOGGED_IN(0|1)
     ids=$(awk '/^ +ID:/ {print $2}' <<<"$out" | sort -u)
     expect_eq "$(wc -l <<<"$ids")" 1 "pkcs11-tool -O $name: one CKA_ID for all objects ($ids)"
     [ ${#ids} = 40 ] || fail "pkcs11-tool -O $name: CKA_ID '$ids' is not 20 bytes"
+    # OpenSC's p11test: "If Sign is set, Verify should be set too".
+    expect_in "$(sed -n '/^Public Key Object/,/^[A-Z]/p' <<<"$out")" '^ +Usage: +verify$' \
+        "pkcs11-tool -O $name: public key usage"
     if [ "$priv_count" = 1 ]; then
         local priv
         priv=$(sed -n '/^Private Key Object/,/^[A-Z]/p' <<<"$out")
@@ -101,7 +104,8 @@ expect_in "$out" "^ +ID: +$id_ec256\$" "pkcs11-tool -O ec256: CKA_ID in a second
 [ "$id_ec256" != "$id_rsa3072" ] || fail "two keys share the CKA_ID $id_ec256"
 ok "CKA_ID stable across processes, different per key"
 
-# -M: every mechanism we sign with, hardware, sign only, key size = the key's.
+# -M: every mechanism we sign with, hardware, sign and verify (in
+# software), key size = the key's.
 ec_mechs="ECDSA ECDSA-SHA1 ECDSA-SHA256 ECDSA-SHA384 ECDSA-SHA512 "
 rsa_mechs="RSA-PKCS SHA1-RSA-PKCS SHA256-RSA-PKCS SHA384-RSA-PKCS SHA512-RSA-PKCS RSA-PKCS-PSS SHA256-RSA-PKCS-PSS SHA384-RSA-PKCS-PSS SHA512-RSA-PKCS-PSS "
 for name in "${all_keys[@]}"; do
@@ -111,16 +115,16 @@ for name in "${all_keys[@]}"; do
     [ "$(key_type "$name")" = rsa ] && expected=$rsa_mechs
     expect_eq "$(cut -d, -f1 <<<"$lines" | tr '\n' ' ')" "$expected" "pkcs11-tool -M $name: mechanisms"
     bits=$(key_bits "$name")
-    flags="hw, sign"
+    flags="hw, sign, verify"
     # EC mechanisms also carry CKF_EC_F_P | CKF_EC_NAMEDCURVE (printed as
     # "EC OID") | CKF_EC_UNCOMPRESS.
-    [ "$(key_type "$name")" = ecdsa ] && flags="hw, sign, EC F_P, EC OID, EC uncompressed"
+    [ "$(key_type "$name")" = ecdsa ] && flags="hw, sign, verify, EC F_P, EC OID, EC uncompressed"
     for mech in $expected; do
         grep -Fxq "$mech, keySize={$bits,$bits}, $flags" <<<"$lines" ||
             fail "pkcs11-tool -M $name: expected '$mech, keySize={$bits,$bits}, $flags'"
     done
 done
-ok "pkcs11-tool -M: 5 ECDSA / 9 RSA mechanisms, hw, sign, key size"
+ok "pkcs11-tool -M: 5 ECDSA / 9 RSA mechanisms, hw, sign, verify, key size"
 
 # A wrong PIN: C_Login says CKR_PIN_INCORRECT; the right one still works after.
 head -c 100 /dev/urandom >"$TEST_DIR/data"
