@@ -2,7 +2,6 @@
 
 #include "error.hpp"
 #include "owned.hpp"
-#include "tpm.hpp"
 
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
@@ -101,7 +100,6 @@ public:
     template <class T>
     T take(TSS2_RC (*fn)(const uint8_t*, size_t, size_t*, T*), const char* part) {
         T out{};
-        const QuietTss2 quiet;  // tss2-mu logs a WARNING for what we report ourselves
         if (fn(body_.data(), body_.size(), &offset_, &out) != TSS2_RC_SUCCESS)
             fail(std::string("its ") + part + " is truncated or malformed");
         return out;
