@@ -88,9 +88,12 @@ std::vector<Bytes> read_pcrs(Tpm& tpm, const TpmObject& parent, const PcrSelecti
         EsysPtr<TPML_DIGEST> digests;
         const TSS2_RC rc = Esys_PCR_Read(tpm.esys(), audit.handle(), ESYS_TR_NONE, ESYS_TR_NONE, &wanted, nullptr,
                                          out_ptr(got), out_ptr(digests));
-        if (rc == TSS2_ESYS_RC_RSP_AUTH_FAILED)
+        // A changed answer fails the response HMAC; one whose session area
+        // was taken away (an interposer cannot compute the HMAC) is refused
+        // by tss2-sys as out of sequence.
+        if (rc == TSS2_ESYS_RC_RSP_AUTH_FAILED || rc == TSS2_SYS_RC_BAD_SEQUENCE)
             throw Error("the TPM's answer with the values of " + pcr_selection_text(selection) +
-                        " was changed on its way (its HMAC does not match): something between tpmkey and the TPM "
+                        " was changed on its way (it fails the integrity check of the salted session): something between tpmkey and the TPM "
                         "rewrites the TPM's answers; nothing was bound to those values");
         check_rc(rc, "TPM2_PCR_Read");
         if (digests->count == 0)

@@ -7,7 +7,8 @@
 # `tpm2_pcrextend` into the interposer's. The PCRs are read in a session
 # salted with the verified parent, so:
 #   1. tpmkey-keygen --pcr 7 through the relay fails with a message saying
-#      the answer was changed, and writes nothing;
+#      the answer was changed, and writes nothing (also when the relay
+#      strips the answer's session area);
 #   2. tpmkey policy sign through the relay (after the PCR changed) fails the
 #      same way and leaves the key file unchanged;
 #   3. without the relay both work, and print the values they bind to
@@ -54,7 +55,7 @@ relay_stop() {
 }
 on_exit relay_stop
 
-changed="was changed on its way (its HMAC does not match): something between tpmkey and the TPM rewrites the TPM's answers"
+changed="was changed on its way (it fails the integrity check of the salted session): something between tpmkey and the TPM rewrites the TPM's answers"
 
 relay_start --rewrite-pcr-read
 # The relay does rewrite the values (tpm2-tools reads them without a session).
@@ -69,6 +70,16 @@ expect_err "tpmkey-keygen: the TPM's answer with the values of PCR 7 (sha256) $c
 [ ! -e "$keys/chosen.tpm" ] && [ ! -e "$keys/chosen.pub" ] || fail "keygen wrote a key bound to the interposer's values"
 grep -q "^PCR_Read .* rewritten" "$TEST_DIR/relay.log" || fail "the relay rewrote no TPM2_PCR_Read"
 ok "keygen --pcr 7: a rewritten TPM2_PCR_Read answer is refused, no key written"
+# The same values, and the answer's session area taken away.
+relay_stop
+relay_start --rewrite-pcr-read strip-session
+run "$TPMKEY_KEYGEN" -q -N '' --pcr 7 -f "$keys/chosen.tpm"
+expect_rc 1 "tpmkey-keygen --pcr 7 through a relay that also strips the answer's session"
+expect_err "tpmkey-keygen: the TPM's answer with the values of PCR 7 (sha256) $changed" "keygen, session stripped"
+[ ! -e "$keys/chosen.tpm" ] || fail "keygen wrote a key bound to the interposer's values (session stripped)"
+ok "keygen --pcr 7: a rewritten answer without its session area is refused too"
+relay_stop
+relay_start --rewrite-pcr-read
 
 # ---- 2. policy sign -------------------------------------------------------------
 must tpm2_pcrextend -T "$TPMKEY_TCTI" "7:sha256=$(printf '%064d' 7)"
