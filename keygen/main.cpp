@@ -383,10 +383,14 @@ int run(int argc, char** argv, std::string& tcti) {
                      "in ~/.ssh/config ('tpmkey ssh-config --apply' adds it). An ECDSA key (-t ecdsa) has no such limit.\n";
     // A PCR-bound key: the PCRs' values now, and the signer, before the PIN
     // prompt (either may fail).
+    // (the values read in a session salted with the verified parent: an
+    // interposer cannot choose them).
     std::optional<PolicyCommand> pcr_policy;
+    std::vector<Bytes> pcr_values;
     KeygenSigner signer;
     if (o.pcrs) {
-        pcr_policy = policy_pcr(*o.pcrs, pcr_digest_now(tpm, *o.pcrs));
+        pcr_values = read_pcrs(tpm, parent, *o.pcrs);
+        pcr_policy = policy_pcr(*o.pcrs, pcr_digest(pcr_values));
         if (o.policy_signer)
             signer = policy_signer_for_keygen(*o.policy_signer);
     }
@@ -468,7 +472,9 @@ int run(int argc, char** argv, std::string& tcti) {
                   << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
         if (o.pcrs)
             std::cout << "It signs only while " << pcr_selection_text(*o.pcrs) << " hold the values they have now"
-                      << (signer.key ? ", or values you sign with 'tpmkey policy sign'" : "") << ".\n";
+                      << (signer.key ? ", or values you sign with 'tpmkey policy sign'" : "")
+                      << "; compare them with the boot's event log (tpm2_eventlog):\n"
+                      << pcr_values_text(*o.pcrs, pcr_values);
     }
     return 0;
 }

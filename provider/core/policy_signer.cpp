@@ -4,6 +4,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "file_read.hpp"
+#include "prompt.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -31,6 +32,33 @@ bool is_public_key(const std::vector<std::uint8_t>& data) {
     return static_cast<bool>(pub);
 }
 
+// The passphrase of an encrypted signer, asked on the terminal once (OpenSSL
+// may ask more than once while it tries its decoders). Nothing may be
+// thrown through OpenSSL: a failure is kept for the caller.
+struct Passphrase {
+    std::string file;
+    Secret value;
+    bool asked = false;
+    std::string problem;
+};
+
+int passphrase_callback(char* buf, int size, int /*rwflag*/, void* u) {
+    auto& pass = *static_cast<Passphrase*>(u);
+    if (!pass.asked) {
+        pass.asked = true;
+        try {
+            pass.value = read_pin_from_terminal("Enter the passphrase of the policy signer " + pass.file + ": ");
+        } catch (const std::exception& e) {
+            pass.problem = e.what();
+            return -1;
+        }
+    }
+    if (!pass.problem.empty() || pass.value.size() > static_cast<std::size_t>(size))
+        return -1;
+    std::copy(pass.value.data(), pass.value.data() + pass.value.size(), buf);
+    return static_cast<int>(pass.value.size());
+}
+
 }  // namespace
 
 std::filesystem::path default_policy_signer_path() {
@@ -43,19 +71,29 @@ EvpPkey read_policy_signer(const std::filesystem::path& path) {
     check_not_replaceable(path, file);
     // What the file is comes first: "chmod 600" is no advice for a file
     // that is not the signer (a .pub given by mistake).
-    const Bio bio(BIO_new_mem_buf(file.data.data(), static_cast<int>(file.data.size())));
-    EvpPkey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-    ERR_clear_error();
-    if (!key) {
-        if (is_public_key(file.data))
-            throw Error(name + ": a public key, not the policy signer: give its private key (PEM), e.g. " +
-                        default_policy_signer_path().string());
+    if (is_public_key(file.data))
+        throw Error(name + ": a public key, not the policy signer: give its private key (PEM), e.g. " +
+                    default_policy_signer_path().string());
+    const std::string_view text(reinterpret_cast<const char*>(file.data.data()), file.data.size());
+    if (text.find("PRIVATE KEY-----") == std::string_view::npos)
         throw Error(name + ": not a PEM private key");
-    }
     // Whoever reads it can sign a policy that lets the key be used in any
     // boot state (the PIN, if any, is still needed).
     if (file.mode & (S_IRGRP | S_IROTH))
         throw Error(name + ": the policy signer is readable by others; chmod 600 " + name);
+    const Bio bio(BIO_new_mem_buf(file.data.data(), static_cast<int>(file.data.size())));
+    // An encrypted signer: its passphrase only from the terminal (like
+    // ssh-keygen's), never OpenSSL's own prompt, which asks on stdin too.
+    Passphrase pass{name, {}, false, {}};
+    EvpPkey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, passphrase_callback, &pass) : nullptr);
+    ERR_clear_error();
+    if (!key && pass.asked && !pass.problem.empty())
+        throw Error(name + ": the policy signer is encrypted, and its passphrase cannot be asked for (" + pass.problem +
+                    "): run this on a terminal");
+    if (!key && pass.asked)
+        throw Error(name + ": wrong passphrase for the policy signer");
+    if (!key)
+        throw Error(name + ": not a PEM private key");
     return key;
 }
 

@@ -84,8 +84,8 @@ TpmObject::~TpmObject() {
 
 namespace {
 
-// A session salted with `salt_key`, AES-128-CFB parameter encryption both ways.
-TpmObject start_session(Tpm& tpm, const TpmObject& salt_key, TPM2_SE type) {
+// A session salted with `salt_key`, with `attributes`.
+TpmObject start_session(Tpm& tpm, const TpmObject& salt_key, TPM2_SE type, TPMA_SESSION attributes) {
     const TPMT_SYM_DEF symmetric{.algorithm = TPM2_ALG_AES,
                                  .keyBits = {.aes = 128},
                                  .mode = {.aes = TPM2_ALG_CFB}};
@@ -95,26 +95,35 @@ TpmObject start_session(Tpm& tpm, const TpmObject& salt_key, TPM2_SE type) {
                                    TPM2_ALG_SHA256, &session),
              "TPM2_StartAuthSession");
     TpmObject owned(tpm, session, TpmObject::Kind::transient);
-    const TPMA_SESSION attributes =
-        TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT;
     check_rc(Esys_TRSess_SetAttributes(tpm.esys(), session, attributes, 0xff),
              "Esys_TRSess_SetAttributes");
     return owned;
 }
+
+// AES-128-CFB parameter encryption both ways.
+constexpr TPMA_SESSION encrypted_both_ways =
+    TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT;
 
 }  // namespace
 
 Authorization Authorization::for_secret(Tpm& tpm, const TpmObject& salt_key, bool secret_involved) {
     Authorization auth;
     if (secret_involved)
-        auth.session_ = start_session(tpm, salt_key, TPM2_SE_HMAC);
+        auth.session_ = start_session(tpm, salt_key, TPM2_SE_HMAC, encrypted_both_ways);
     return auth;
 }
 
 Authorization Authorization::policy_session(Tpm& tpm, const TpmObject& salt_key) {
     Authorization auth;
-    auth.session_ = start_session(tpm, salt_key, TPM2_SE_POLICY);
+    auth.session_ = start_session(tpm, salt_key, TPM2_SE_POLICY, encrypted_both_ways);
     return auth;
+}
+
+TpmObject audit_session(Tpm& tpm, const TpmObject& salt_key) {
+    // The response HMAC of an audit session covers the answer's parameters
+    // (TPM 2.0 Part 1, 19.6.6); encryption is not allowed on an answer that
+    // does not start with a sized buffer (TPM2_PCR_Read's does not).
+    return start_session(tpm, salt_key, TPM2_SE_HMAC, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_AUDIT);
 }
 
 void fill_auth(TPM2B_AUTH& auth, const Secret& value) {

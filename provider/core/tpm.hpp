@@ -137,6 +137,13 @@ private:
     TpmObject session_;  // empty for the password session
 };
 
+// An HMAC session salted with `salt_key` (a verified parent) with the audit
+// attribute, for a command that authorises nothing but whose answer must be
+// the TPM's own: the TPM MACs the answer with the session key, which only
+// the TPM and we know, and ESAPI checks the MAC (TSS2_ESYS_RC_RSP_AUTH_FAILED
+// when someone on the way changed the answer).
+TpmObject audit_session(Tpm& tpm, const TpmObject& salt_key);
+
 // Sets an object's auth value in ESAPI for the lifetime of this guard, and
 // overwrites ESAPI's copy with the empty value afterwards.
 class AuthValue {

@@ -341,6 +341,8 @@ PcrParts pcr_parts_of(const PolicyCommand& pcr) {
     const TPMS_PCR_SELECTION& bank = list.pcrSelections[0];
     PcrSelection& selection = parts.selection;
     selection.bank = bank.hash;
+    if (std::none_of(std::begin(banks), std::end(banks), [&](const Bank& b) { return b.alg == bank.hash; }))
+        reader.fail("its PCR bank is " + bank_name(bank.hash) + ", not sha1, sha256, sha384 or sha512");
     for (unsigned i = 0; i < 8u * bank.sizeofSelect; ++i) {
         if (!(bank.pcrSelect[i / 8] & (1u << (i % 8))))
             continue;
@@ -371,6 +373,13 @@ Bytes pcr_digest(const std::vector<Bytes>& values) {
     return out;
 }
 
+std::string pcr_values_text(const PcrSelection& selection, const std::vector<Bytes>& values) {
+    std::string text;
+    for (std::size_t i = 0; i < selection.pcrs.size() && i < values.size(); ++i)
+        text += "  " + bank_name(selection.bank) + ":" + std::to_string(selection.pcrs[i]) + "  " + hex(values[i]) + "\n";
+    return text;
+}
+
 Bytes authorization_digest(std::span<const std::uint8_t> approved, const TPM2B_DIGEST& policy_ref) {
     return hash(EVP_sha256(), {approved, std::span(policy_ref.buffer, policy_ref.size)});
 }
@@ -395,6 +404,54 @@ AuthorizeParts authorize_parts_of(const PolicyCommand& authorize) {
     parts.signature = reader.take(Tss2_MU_TPMT_SIGNATURE_Unmarshal, "signature");
     reader.finish();
     return parts;
+}
+
+bool signature_verifies(const AuthorizeParts& parts, std::span<const std::uint8_t> a_hash) {
+    try {
+        const EvpPkey signer = PublicKey(parts.signer.publicArea).to_evp();
+        const TPMT_SIGNATURE& sig = parts.signature;
+        Bytes der;
+        TPMI_ALG_HASH hash_alg = TPM2_ALG_NULL;
+        if (sig.sigAlg == TPM2_ALG_RSASSA && parts.signer.publicArea.type == TPM2_ALG_RSA) {
+            hash_alg = sig.signature.rsassa.hash;
+            der.assign(sig.signature.rsassa.sig.buffer, sig.signature.rsassa.sig.buffer + sig.signature.rsassa.sig.size);
+        } else if (sig.sigAlg == TPM2_ALG_ECDSA && parts.signer.publicArea.type == TPM2_ALG_ECC) {
+            hash_alg = sig.signature.ecdsa.hash;
+            const TPM2B_ECC_PARAMETER& r = sig.signature.ecdsa.signatureR;
+            const TPM2B_ECC_PARAMETER& s = sig.signature.ecdsa.signatureS;
+            Owned<ECDSA_SIG, ECDSA_SIG_free> ecdsa(ECDSA_SIG_new());
+            BIGNUM* bn_r = BN_bin2bn(r.buffer, r.size, nullptr);
+            BIGNUM* bn_s = BN_bin2bn(s.buffer, s.size, nullptr);
+            if (!ecdsa || !bn_r || !bn_s || ECDSA_SIG_set0(ecdsa.get(), bn_r, bn_s) != 1) {
+                BN_free(bn_r);
+                BN_free(bn_s);
+                return false;
+            }
+            unsigned char* out = nullptr;
+            const int size = i2d_ECDSA_SIG(ecdsa.get(), &out);
+            if (size <= 0)
+                return false;
+            der.assign(out, out + size);
+            OPENSSL_free(out);
+        } else {
+            return false;
+        }
+        // The TPM takes a digest of the signature's hash only (TPM 2.0 Part 3, VerifySignature).
+        const EVP_MD* md = md_of(hash_alg);
+        if (static_cast<std::size_t>(EVP_MD_get_size(md)) != a_hash.size())
+            return false;
+        const Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free> ctx(EVP_PKEY_CTX_new(signer.get(), nullptr));
+        const bool rsa = sig.sigAlg == TPM2_ALG_RSASSA;
+        const bool ok = ctx && EVP_PKEY_verify_init(ctx.get()) > 0 &&
+                        (!rsa || EVP_PKEY_CTX_set_rsa_padding(ctx.get(), RSA_PKCS1_PADDING) > 0) &&
+                        EVP_PKEY_CTX_set_signature_md(ctx.get(), md) > 0 &&
+                        EVP_PKEY_verify(ctx.get(), der.data(), der.size(), a_hash.data(), a_hash.size()) == 1;
+        ERR_clear_error();
+        return ok;
+    } catch (const Error&) {
+        ERR_clear_error();
+        return false;  // a signer or hash we do not handle: the TPM would not take it either
+    }
 }
 
 TPM2B_PUBLIC signer_public(EVP_PKEY* signer) {

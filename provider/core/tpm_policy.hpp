@@ -77,6 +77,10 @@ PcrSelection pcr_selection_of(const PolicyCommand& pcr);  // pcr_parts_of(pcr).s
 // A PolicyPCR's pcrDigest: SHA-256 over the PCR values, in ascending order.
 Bytes pcr_digest(const std::vector<Bytes>& values);
 
+// One line per PCR, "  sha256:7  <hex value>", for comparing the values a
+// key is bound to with the event log (tpm2_eventlog).
+std::string pcr_values_text(const PcrSelection& selection, const std::vector<Bytes>& values);
+
 // What a signed policy's signature covers (TPM 2.0 Part 3, PolicyAuthorize):
 // aHash = SHA-256(approved policy digest || policyRef).
 Bytes authorization_digest(std::span<const std::uint8_t> approved, const TPM2B_DIGEST& policy_ref);
@@ -89,6 +93,10 @@ struct AuthorizeParts {
 };
 PolicyCommand policy_authorize(const AuthorizeParts& parts);
 AuthorizeParts authorize_parts_of(const PolicyCommand& authorize);
+// Whether parts.signature is parts.signer's signature over `a_hash`, as
+// TPM2_VerifySignature would judge it, in software: a policy whose
+// signature does not verify is never sent to the TPM.
+bool signature_verifies(const AuthorizeParts& parts, std::span<const std::uint8_t> a_hash);
 
 // The policy signer's public key as the TPM loads it (TPM2_LoadExternal):
 // the template openssl_tpm2_engine uses (sign|decrypt|userWithAuth,

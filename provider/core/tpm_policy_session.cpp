@@ -80,18 +80,28 @@ void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands, Tpm
 
 }  // namespace
 
-std::vector<Bytes> read_pcrs(Tpm& tpm, const PcrSelection& selection) {
+std::vector<Bytes> read_pcrs(Tpm& tpm, const TpmObject& parent, const PcrSelection& selection) {
+    const TpmObject audit = audit_session(tpm, parent);
     std::vector<Bytes> values;
     // The TPM answers at most 8 digests per TPM2_PCR_Read: ask again for the rest.
     TPML_PCR_SELECTION wanted = pcr_selection_list(selection);
     while (values.size() < selection.pcrs.size()) {
         EsysPtr<TPML_PCR_SELECTION> got;
         EsysPtr<TPML_DIGEST> digests;
-        check_rc(Esys_PCR_Read(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &wanted, nullptr,
-                               out_ptr(got), out_ptr(digests)),
-                 "TPM2_PCR_Read");
+        const TSS2_RC rc = Esys_PCR_Read(tpm.esys(), audit.handle(), ESYS_TR_NONE, ESYS_TR_NONE, &wanted, nullptr,
+                                         out_ptr(got), out_ptr(digests));
+        // A changed answer fails the response HMAC; one whose session area
+        // was taken away (an interposer cannot compute the HMAC) is refused
+        // by tss2-sys as out of sequence.
+        if (rc == TSS2_ESYS_RC_RSP_AUTH_FAILED || rc == TSS2_SYS_RC_BAD_SEQUENCE)
+            throw Error("the TPM's answer with the values of " + pcr_selection_text(selection) +
+                        " was changed on its way (it fails the integrity check of the salted session): something between tpmkey and the TPM "
+                        "rewrites the TPM's answers; nothing was bound to those values");
+        check_rc(rc, "TPM2_PCR_Read");
         if (digests->count == 0)
             throw Error("the TPM does not have the " + pcr_selection_text(selection) + " bank");
+        if (values.size() + digests->count > selection.pcrs.size())
+            throw Error("the TPM answered TPM2_PCR_Read with more PCRs than asked for");
         for (UINT32 i = 0; i < digests->count; ++i)
             values.emplace_back(digests->digests[i].buffer, digests->digests[i].buffer + digests->digests[i].size);
         for (UINT32 i = 0; i < got->count; ++i)
@@ -101,9 +111,41 @@ std::vector<Bytes> read_pcrs(Tpm& tpm, const PcrSelection& selection) {
     return values;
 }
 
-Bytes pcr_digest_now(Tpm& tpm, const PcrSelection& selection) { return pcr_digest(read_pcrs(tpm, selection)); }
+Bytes pcr_digest_now(Tpm& tpm, const TpmObject& parent, const PcrSelection& selection) {
+    return pcr_digest(read_pcrs(tpm, parent, selection));
+}
+
+void check_policy_digest(const KeyFile& key) {
+    const TPM2B_DIGEST& auth_policy = key.blobs.pub.publicArea.authPolicy;
+    const Bytes digest = policy_digest(key.policy);
+    if (!std::equal(digest.begin(), digest.end(), auth_policy.buffer, auth_policy.buffer + auth_policy.size))
+        throw Error("the policy in the key file is not the one the key was made with (its digest is not the key's "
+                    "authPolicy): the file was altered, or its policy belongs to another key; the TPM would refuse "
+                    "the key");
+}
+
+std::string signed_policy_problem(const KeyFile& key, const SignedPolicy& policy) {
+    try {
+        check_runnable(policy);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    const std::string which = policy.name.empty() ? "a signed policy of the key" : "the key's signed policy '" + policy.name + "'";
+    const AuthorizeParts expected = authorize_parts_of(key.policy.front());
+    const AuthorizeParts parts = authorize_parts_of(policy.commands.back());
+    if (tpm_name(parts.signer.publicArea) != tpm_name(expected.signer.publicArea))
+        return which + " is signed by another policy signer than the key's";
+    if (!std::equal(parts.policy_ref.buffer, parts.policy_ref.buffer + parts.policy_ref.size,
+                    expected.policy_ref.buffer, expected.policy_ref.buffer + expected.policy_ref.size))
+        return which + " was signed for another key (its policy reference is not this key's)";
+    const std::span<const PolicyCommand> approved_by = std::span(policy.commands).first(policy.commands.size() - 1);
+    if (!signature_verifies(parts, authorization_digest(policy_digest(approved_by), parts.policy_ref)))
+        return which + " has a signature that does not match its policy: the policy was altered after it was signed";
+    return {};
+}
 
 Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key) {
+    check_policy_digest(key);
     const std::span<const PolicyCommand> policy(key.policy);
     if (!key.has_signed_policies()) {
         Authorization auth = Authorization::policy_session(tpm, salt_key);
@@ -112,13 +154,16 @@ Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile&
     }
     // Signed policies, newest first: the first that holds, then the rest of
     // the key's own policy (PolicyAuthValue). A fresh session for each try:
-    // ESAPI would keep a failed try's PolicyAuthValue in mind.
+    // ESAPI would keep a failed try's PolicyAuthValue in mind. One the
+    // software checks refuse is not tried: it cannot hold, and it must not
+    // hide an older one that does.
     std::optional<TpmError> first_failure;
+    std::string first_problem;
     for (const SignedPolicy& signed_policy : key.signed_policies) {
-        try {
-            check_runnable(signed_policy);
-        } catch (const Error&) {
-            continue;  // a kind of policy we do not run: the next one may do
+        if (const std::string problem = signed_policy_problem(key, signed_policy); !problem.empty()) {
+            if (first_problem.empty())
+                first_problem = problem;
+            continue;
         }
         try {
             Authorization auth = Authorization::policy_session(tpm, salt_key);
@@ -134,6 +179,9 @@ Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile&
     }
     if (first_failure)
         throw *first_failure;
+    if (!first_problem.empty())
+        throw Error(first_problem + "; the key has no other signed policy that can be used ('tpmkey policy sign' "
+                                    "signs one, on a boot you trust)");
     throw Error("the key has no signed policy yet: sign one with 'tpmkey policy sign'");
 }
 

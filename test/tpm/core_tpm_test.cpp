@@ -11,6 +11,8 @@
 #include "secret.hpp"
 #include "simulator_tcti.hpp"
 #include "tpm.hpp"
+#include "tpm_policy.hpp"
+#include "tpm_policy_session.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/bn.h>
@@ -331,4 +333,81 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
     const TpmObject owner_parent = load_parent(tpm, owner_hierarchy);
     CHECK(openssl_verifies(pub, signing.scheme, signing.hash, message,
                            load_and_sign(tpm, owner_parent, key, Secret(pin), signing, message)));
+}
+
+// docs/pcr-bound-keys.md: a key bound to PCR 16 (resettable, so the test
+// leaves the TPM's boot PCRs alone) through a signed policy. The policies
+// in the file are checked in software before the TPM is asked: an altered
+// one is never run, so it neither hides an older good one nor, once the
+// PCR changed, the message that says so.
+TEST_CASE("PCR policies: an altered policy is refused in software, and hides neither a good one nor the PCR change") {
+    const PcrSelection pcr16 = parse_pcr_selection("16", "sha256");
+    Tpm tpm(tcti(), std::nullopt);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
+    check_rc(Esys_PCR_Reset(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE), "PCR_Reset");
+    const PolicyCommand pcr_now = policy_pcr(pcr16, pcr_digest_now(tpm, parent, pcr16));
+
+    const EvpPkey signer(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
+    REQUIRE(signer);
+    AuthorizeParts authorize;
+    authorize.signer = signer_public(signer.get());
+    authorize.policy_ref.size = 32;
+    std::fill(authorize.policy_ref.buffer, authorize.policy_ref.buffer + 32, 0x42);
+    authorize.signature.sigAlg = TPM2_ALG_NULL;
+    KeyFile key;
+    key.parent = owner_hierarchy;
+    key.policy = {policy_authorize(authorize)};
+    key.signed_policies = {sign_policy({pcr_now}, signer.get(), authorize.policy_ref, "good")};
+    key.blobs = create_key(tpm, parent, KeySpec{KeyAlgorithm::ecdsa, 256}, Secret(), policy_digest(key.policy));
+    key.empty_auth = true;
+    const PublicKey pub(key.blobs.pub.publicArea);
+    const Authorization load_auth = Authorization::for_secret(tpm, parent, false);
+    const TpmObject object = load_key(tpm, parent, load_auth, key.blobs);
+    const Bytes message = bytes_of("signed under a policy");
+    const auto signs = [&](const KeyFile& k) {
+        const Authorization auth = satisfy_policy(tpm, parent, k);
+        const Bytes signature = sign_digest(tpm, object, auth, TPM2_ALG_ECDSA, TPM2_ALG_SHA256,
+                                            digest_of(TPM2_ALG_SHA256, message), pub.ec_field_size());
+        return openssl_verifies(pub, TPM2_ALG_ECDSA, TPM2_ALG_SHA256, message, signature);
+    };
+    CHECK(signs(key));
+
+    // A newer signed policy whose PolicyPCR was altered after signing.
+    SignedPolicy altered = key.signed_policies.front();
+    altered.name = "altered";
+    altered.commands.front().body.back() ^= 1;
+    KeyFile with_altered = key;
+    with_altered.signed_policies.insert(with_altered.signed_policies.begin(), altered);
+    CHECK_THAT(signed_policy_problem(with_altered, altered), Catch::Contains("'altered' has a signature that does not match"));
+    CHECK(signs(with_altered));
+
+    // The key's own policy altered (the PolicyAuthorize's reference): refused before the TPM.
+    KeyFile other_ref = key;
+    AuthorizeParts changed = authorize;
+    changed.policy_ref.buffer[0] ^= 1;
+    other_ref.policy = {policy_authorize(changed)};
+    CHECK_THROWS_WITH(satisfy_policy(tpm, parent, other_ref), Catch::Contains("is not the one the key was made with"));
+
+    // PCR 16 changes: the message is the PCR's, not the altered policy's.
+    const TPML_DIGEST_VALUES extend{.count = 1, .digests = {{.hashAlg = TPM2_ALG_SHA256, .digest = {}}}};
+    check_rc(Esys_PCR_Extend(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &extend),
+             "PCR_Extend");
+    // The attacker's newest policy: the new value, with the signature of the old one.
+    SignedPolicy forged = key.signed_policies.front();
+    forged.name = "forged";
+    forged.commands.front() = policy_pcr(pcr16, pcr_digest_now(tpm, parent, pcr16));
+    with_altered.signed_policies.insert(with_altered.signed_policies.begin(), forged);
+    try {
+        (void)satisfy_policy(tpm, parent, with_altered);
+        FAIL("the policy held after PCR 16 changed");
+    } catch (const TpmError& e) {
+        CHECK(e.step() == TpmStep::policy_pcr);
+        CHECK_THAT(e.what(), Catch::Contains("PCR 16 (sha256)"));
+    }
+    // Only altered policies: named, never sent to the TPM.
+    KeyFile only_altered = key;
+    only_altered.signed_policies = {altered};
+    CHECK_THROWS_WITH(satisfy_policy(tpm, parent, only_altered),
+                      Catch::Contains("'altered' has a signature that does not match its policy"));
+    check_rc(Esys_PCR_Reset(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE), "PCR_Reset");
 }

@@ -4,7 +4,9 @@
 // clear errors for every malformed command.
 #include "error.hpp"
 #include "owned.hpp"
+#include "key_file.hpp"
 #include "tpm_policy.hpp"
+#include "tpm_policy_session.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/ec.h>
@@ -311,5 +313,80 @@ TEST_CASE("malformed policy commands: a clear error, never a crash") {
         CHECK_THROWS_AS(authorize_parts_of(short_size), Error);
         CHECK_THROWS_WITH(policy_digest(std::vector{PolicyCommand{TPM2_CC_PolicySecret, {}}}),
                           Catch::Contains("TPM2_PolicySecret (0x151)"));
+    }
+}
+
+TEST_CASE("PCR values are printed one per line, bank:index and hex, for the event log") {
+    const PcrSelection selection = parse_pcr_selection("0,7,16", "sha256");
+    const std::vector<Bytes> values{Bytes(32, 0), Bytes(32, 0xab), pcr16_digest};
+    CHECK(pcr_values_text(selection, values) ==
+          "  sha256:0  " + std::string(64, '0') + "\n" +
+          "  sha256:7  " + hex(Bytes(32, 0xab)) + "\n" +
+          "  sha256:16  " + hex(pcr16_digest) + "\n");
+}
+
+TEST_CASE("a PolicyPCR of a bank no TPM has is refused by name, not passed to the TPM") {
+    PolicyCommand odd = pcr16();
+    odd.body[4] = 0x12;  // TPML_PCR_SELECTION: count (4 bytes), then the bank's hash
+    odd.body[5] = 0x34;
+    CHECK_THROWS_WITH(policy_digest(std::vector{odd}),
+                      "malformed TPM2_PolicyPCR (0x17f) in the key's policy: its PCR bank is hash 0x1234, not "
+                      "sha1, sha256, sha384 or sha512");
+}
+
+namespace {
+
+// A key file with `policy` and its digest as authPolicy (what keygen makes).
+KeyFile key_with_policy(std::vector<PolicyCommand> policy) {
+    KeyFile key;
+    key.policy = std::move(policy);
+    const Bytes digest = policy_digest(key.policy);
+    key.blobs.pub.publicArea.authPolicy.size = static_cast<UINT16>(digest.size());
+    std::copy(digest.begin(), digest.end(), key.blobs.pub.publicArea.authPolicy.buffer);
+    return key;
+}
+
+}  // namespace
+
+TEST_CASE("policies are checked in software against the key before the TPM is asked") {
+    SECTION("the key's own policy against its authPolicy") {
+        KeyFile key = key_with_policy({policy_auth_value(), pcr16()});
+        CHECK_NOTHROW(check_policy_digest(key));
+        for (const std::vector<PolicyCommand>& altered :
+             {std::vector{pcr16()}, std::vector{pcr16(), policy_auth_value()},
+              std::vector{policy_auth_value(), policy_pcr(parse_pcr_selection("7", "sha256"), pcr16_digest)}}) {
+            KeyFile changed = key;
+            changed.policy = altered;
+            CHECK_THROWS_WITH(check_policy_digest(changed),
+                              Catch::StartsWith("the policy in the key file is not the one the key was made with"));
+        }
+    }
+    SECTION("signed policies: signer, policy reference, signature") {
+        for (const char* type : {"EC", "RSA"}) {
+            INFO(type);
+            const EvpPkey signer = generated_key(type, "P-256");
+            const TPM2B_DIGEST ref = policy_ref_of(7);
+            KeyFile key = key_with_policy({unsigned_authorize(signer.get(), ref), policy_auth_value()});
+            const SignedPolicy good = sign_policy({pcr16()}, signer.get(), ref, "good");
+            CHECK(signed_policy_problem(key, good).empty());
+
+            SignedPolicy altered = good;
+            altered.commands.front() = policy_pcr(parse_pcr_selection("7", "sha256"), pcr16_digest);
+            CHECK(signed_policy_problem(key, altered) ==
+                  "the key's signed policy 'good' has a signature that does not match its policy: the policy was "
+                  "altered after it was signed");
+            const EvpPkey other = generated_key(type, "P-256");
+            CHECK(signed_policy_problem(key, sign_policy({pcr16()}, other.get(), ref, "")) ==
+                  "a signed policy of the key is signed by another policy signer than the key's");
+            CHECK(signed_policy_problem(key, sign_policy({pcr16()}, signer.get(), policy_ref_of(8), "x")) ==
+                  "the key's signed policy 'x' was signed for another key (its policy reference is not this key's)");
+            CHECK(signed_policy_problem(key, SignedPolicy{"empty", {}}) ==
+                  "the key's signed policy 'empty' does not end with its signature (TPM2_PolicyAuthorize)");
+            // A signature of another signed policy, moved onto this one.
+            SignedPolicy moved = sign_policy({policy_pcr(parse_pcr_selection("7", "sha256"), pcr16_digest)},
+                                             signer.get(), ref, "moved");
+            moved.commands.back() = good.commands.back();
+            CHECK_THAT(signed_policy_problem(key, moved), Catch::Contains("does not match its policy"));
+        }
     }
 }

@@ -4,6 +4,8 @@
 
 #include "atomic_file.hpp"
 #include "config.hpp"
+#include "diagnosis.hpp"
+#include "known_parents.hpp"
 #include "policy_signer.hpp"
 #include "tpm_policy.hpp"
 #include "tpm_policy_session.hpp"
@@ -23,9 +25,9 @@ const PolicyCommand* pcr_command(std::span<const PolicyCommand> commands) {
 }
 
 // Whether the PCRs of a PolicyPCR hold the values it was made for.
-bool pcrs_match(Tpm& tpm, const PolicyCommand& pcr) {
+bool pcrs_match(Tpm& tpm, const TpmObject& parent, const PolicyCommand& pcr) {
     const PcrParts parts = pcr_parts_of(pcr);
-    const Bytes now = pcr_digest_now(tpm, parts.selection);
+    const Bytes now = pcr_digest_now(tpm, parent, parts.selection);
     return std::equal(now.begin(), now.end(), parts.digest.buffer, parts.digest.buffer + parts.digest.size);
 }
 
@@ -42,7 +44,15 @@ std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key) {
     std::erase(pcrs, nullptr);
     if (pcrs.empty())
         return std::nullopt;
-    return std::any_of(pcrs.begin(), pcrs.end(), [&](const PolicyCommand* pcr) { return pcrs_match(tpm, *pcr); });
+    // The PCR values are read under the key's parent, verified as for a PIN.
+    TpmObject parent;
+    try {
+        parent = load_verified_parent(tpm, key.parent, KnownParents::load());
+    } catch (const TpmError& e) {
+        throw Error(diagnose(e, tpm.tcti()).problem);
+    }
+    return std::any_of(pcrs.begin(), pcrs.end(),
+                       [&](const PolicyCommand* pcr) { return pcrs_match(tpm, parent, *pcr); });
 }
 
 std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm) {
@@ -103,7 +113,24 @@ int cmd_policy(const Parsed& p) {
     if (!key.has_signed_policies() || key.signed_policies.empty())
         throw Error(path.string() + ": not a key with a signed policy (made with tpmkey-keygen --pcr ... "
                                     "--policy-signer); a key bound to PCRs directly cannot follow a change");
-    const PolicyCommand* newest_pcr = pcr_command(key.signed_policies.front().commands);
+    // Never sign for a file whose policy is not the key's; the PCRs are
+    // those of the newest signed policy that can be used (an altered newer
+    // one is no guide).
+    try {
+        check_policy_digest(key);
+    } catch (const Error& e) {
+        throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
+    }
+    const SignedPolicy* newest = nullptr;
+    for (const SignedPolicy& s : key.signed_policies)
+        if (signed_policy_problem(key, s).empty()) {
+            newest = &s;
+            break;
+        }
+    if (!newest)
+        throw Error(path.string() + ": " + signed_policy_problem(key, key.signed_policies.front()) +
+                    ", and no other signed policy of the key can be used; the file is unchanged");
+    const PolicyCommand* newest_pcr = pcr_command(newest->commands);
     if (!newest_pcr)
         throw Error(path.string() + ": its newest signed policy binds no PCRs");
     const PcrSelection selection = pcr_selection_of(*newest_pcr);
@@ -115,20 +142,35 @@ int cmd_policy(const Parsed& p) {
     if (tpm_name(signer_public(signer.get()).publicArea) != tpm_name(authorize.signer.publicArea))
         throw Error(signer_path.string() + " is not the policy signer of " + path.string() + "; the file is unchanged");
 
+    // The values this signs for are read under the key's parent, verified
+    // as for a PIN: an interposer that rewrote them would choose the boot
+    // state the key signs in.
     const Config config = load_config();
     Tpm tpm(config.tcti, config.tpm_timeout);
-    const PolicyCommand pcr = policy_pcr(selection, pcr_digest_now(tpm, selection));
+    std::vector<Bytes> values;
+    try {
+        const TpmObject parent = load_verified_parent(tpm, key.parent, KnownParents::load());
+        values = read_pcrs(tpm, parent, selection);
+    } catch (const TpmError& e) {
+        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
+    } catch (const Error& e) {
+        throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
+    }
+    const PolicyCommand pcr = policy_pcr(selection, pcr_digest(values));
     for (const SignedPolicy& s : key.signed_policies)
-        if (const PolicyCommand* c = pcr_command(s.commands); c && *c == pcr) {
+        if (const PolicyCommand* c = pcr_command(s.commands); c && *c == pcr && signed_policy_problem(key, s).empty()) {
             std::cout << path.string() << ": a signed policy for the current values of "
-                      << pcr_selection_text(selection) << " is there already; nothing changed.\n";
+                      << pcr_selection_text(selection) << " is there already; nothing changed:\n"
+                      << pcr_values_text(selection, values);
             return 0;
         }
     key.signed_policies.insert(key.signed_policies.begin(),
                                sign_policy({pcr}, signer.get(), authorize.policy_ref, "tpmkey policy sign"));
     write_file_atomically(path, format_key_file(key), 0600, Replace::yes);
     std::cout << path.string() << ": signed a policy for the current values of " << pcr_selection_text(selection)
-              << "; the key signs in this boot state (" << key.signed_policies.size() << " signed policies).\n";
+              << "; the key signs in this boot state (" << key.signed_policies.size()
+              << " signed policies). The values (compare them with the boot's event log, tpm2_eventlog):\n"
+              << pcr_values_text(selection, values);
     return 0;
 }
 

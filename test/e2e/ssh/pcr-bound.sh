@@ -12,7 +12,8 @@
 #      CKR_FUNCTION_REJECTED, not a PIN error; a wrong PIN still counts
 #      once against the dictionary-attack counter, a right one none.
 #   4. tpmkey policy sign re-signs the signed key for the new PCR 7: it
-#      logs in again, with the same public key (authorized_keys unchanged).
+#      logs in again, with the same public key (authorized_keys unchanged);
+#      an encrypted signer without a terminal is refused with a message.
 #   5. tpmkey info shows the policy and whether the PCRs match now;
 #      tpm2-openssl refuses the keys rather than misusing them.
 set -euo pipefail
@@ -127,6 +128,19 @@ ok "tpmkey info (exit 1) and doctor say that the key's PCRs changed, and what to
 
 # ---- 4. the signed key signs again after tpmkey policy sign -------------------
 pub_before=$(pub_blob "$keys/pcr-signed.pub")
+# The same signer encrypted with a passphrase, and no terminal to ask on:
+# refused with a message (was: OpenSSL's prompt twice, "not a PEM private key").
+encrypted=$XDG_CONFIG_HOME/tpmkey/encrypted-signer.pem
+must openssl pkey -in "$signer" -aes256 -passout pass:signer-pass -out "$encrypted"
+chmod 600 "$encrypted"
+cp "$keys/pcr-signed.tpm" "$TEST_DIR/pcr-signed.before"
+run setsid -w "$TPMKEY_TOOL" policy sign --policy-signer "$encrypted" "$keys/pcr-signed.tpm" </dev/null
+expect_rc 1 "tpmkey policy sign with an encrypted signer and no terminal"
+expect_err "$encrypted: the policy signer is encrypted, and its passphrase cannot be asked for (no terminal to ask on): run this on a terminal" \
+    "policy sign with an encrypted signer"
+! grep -qi "pass phrase" "$ERR" || fail "policy sign with an encrypted signer: OpenSSL's own prompt on stderr"
+cmp -s "$keys/pcr-signed.tpm" "$TEST_DIR/pcr-signed.before" || fail "policy sign changed the key without its signer"
+ok "an encrypted policy signer without a terminal: refused with a message, the key file unchanged"
 must "$TPMKEY_TOOL" policy sign "$keys/pcr-signed.tpm"
 expect_out "PCR 7 (sha256)" "tpmkey policy sign"
 login_with pcr-signed "$pin" ok
