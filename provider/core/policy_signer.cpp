@@ -26,6 +26,10 @@ bool is_public_key(const std::vector<std::uint8_t>& data) {
     const std::string_view text(reinterpret_cast<const char*>(data.data()), data.size());
     if (text.starts_with("ssh-") || text.starts_with("ecdsa-sha2-") || text.starts_with("sk-"))
         return true;
+    // Only a PUBLIC KEY block is tried: OpenSSL's decoders would read an
+    // encrypted private key too, and ask its passphrase on stdin.
+    if (text.find("PUBLIC KEY-----") == std::string_view::npos)
+        return false;
     const Bio bio(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
     const EvpPkey pub(bio ? PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr) : nullptr);
     ERR_clear_error();

@@ -204,7 +204,9 @@ pin_file() {
 keygen() {
     local file=$1 type=$2 bits=$3 pin=${4:-} name pin_args=(-N '')
     shift $(($# >= 4 ? 4 : 3))
-    name=$(basename "$file" .tpm)
+    # The comment is the file's name without control characters (keygen
+    # refuses a comment that is not printable UTF-8).
+    name=$(basename "$file" .tpm | tr -d '[:cntrl:]')
     mkdir -p "$(dirname "$file")"
     [ -z "$pin" ] || pin_args=(--pin-file "$(pin_file "$pin")")
     "$TPMKEY_KEYGEN" -q -t "$type" -b "$bits" -f "$file" -C "$name" "${pin_args[@]}" "$@" ||

@@ -29,6 +29,7 @@ relay() {
     for _ in $(seq 200); do [ -s "$TEST_DIR/$name.tcti" ] && break; sleep 0.1; done  # python starts slowly under load
     TPMKEY_TCTI=$(cat "$TEST_DIR/$name.tcti") || fail "tpm-relay did not start"
     export TPMKEY_TCTI
+    pin_same_tpm "$direct_tcti" "$TPMKEY_TCTI"   # the relay is this TPM on another port
 }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
