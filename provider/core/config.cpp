@@ -112,6 +112,18 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
             out.keys.push_back(expand_home(value));
         } else if (keyword == "tcti") {
             out.tcti = std::string(value);
+        } else if (keyword == "same-pin") {
+            std::vector<std::string> names;
+            for (std::string_view rest = value; !rest.empty();) {
+                const std::size_t blank = rest.find_first_of(" \t");
+                if (blank != 0)
+                    names.emplace_back(rest.substr(0, blank));
+                rest = blank == std::string_view::npos ? std::string_view() : rest.substr(blank + 1);
+            }
+            if (names.size() < 2)
+                out.warnings.push_back(where + "ignored: 'same-pin' needs two key names or more");
+            else
+                out.same_pin.push_back(std::move(names));
         } else if (keyword == "timeout") {
             if (const auto seconds = parse_seconds(value))
                 out.timeout = seconds;
@@ -119,7 +131,7 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
-                                   "' (expected 'key', 'tcti' or 'timeout')");
+                                   "' (expected 'key', 'tcti', 'timeout' or 'same-pin')");
         }
     }
     return out;
@@ -167,6 +179,7 @@ Config load_config() {
             add_keys(ssh_dir, config, seen);
     }
 
+    config.same_pin = from_file.same_pin;
     config.tcti = getenv_string("TPMKEY_TCTI");
     config.tcti_source = "TPMKEY_TCTI";
     if (config.tcti.empty() && !from_file.tcti.empty()) {

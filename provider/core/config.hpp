@@ -14,11 +14,13 @@ namespace tpmkey {
 //   key PATH      a key file, or a directory whose *.tpm files are keys
 //   tcti STRING   how to reach the TPM (tpm2-tools syntax)
 //   timeout SECONDS  how long the TPM may take to answer a command
+//   same-pin NAME NAME...  these keys (file names without .tpm) have one PIN
 //   # comment
 struct ConfigFile {
     std::vector<std::filesystem::path> keys;
     std::string tcti;
     std::optional<std::chrono::seconds> timeout;
+    std::vector<std::vector<std::string>> same_pin;
     std::vector<std::string> warnings;  // lines that were skipped, and why
 };
 
@@ -35,6 +37,9 @@ struct Config {
     std::string tcti;                              // empty: the tpm2-tss default
     std::string tcti_source;                       // "TPMKEY_TCTI", the config file, "default"
     std::optional<std::chrono::seconds> tpm_timeout;  // unset: the defaults in tcti_timeout.hpp
+    // Keys (by name) the user says have one PIN: a PIN one of them took is
+    // tried for the others too (module/pin_burst.hpp).
+    std::vector<std::vector<std::string>> same_pin;
     std::vector<std::string> warnings;
     std::string file_problem;  // why the config file, which exists, is not used (also in warnings)
 };

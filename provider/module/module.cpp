@@ -5,9 +5,11 @@
 #include "log.hpp"
 #include "tpm_queries.hpp"
 
+#include <algorithm>
+
 namespace tpmkey::pkcs11 {
 
-Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout) {
+Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout), same_pin_(config.same_pin) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
     for (FoundKeyFile& found : find_keys(config)) {
@@ -74,14 +76,15 @@ void Module::logout(CK_SLOT_ID slot) {
 void Module::login(Token& t, Secret pin) {
     const std::optional<PinBurst::Verdict> earlier =
         t.needs_pin() ? pin_burst_.verdict_for_another(t.slot(), pin) : std::nullopt;
-    if (earlier) {
+    if (earlier && !(earlier->accepted && same_pin(token(earlier->slot).label(), t.label()))) {
         const std::string other = token(earlier->slot).label();
         log_error(t.label() + ": not logged in: the PIN given for it was " +
                   (earlier->accepted ? "accepted for '" + other + "' a moment ago, so it is that key's PIN"
                                      : "refused for '" + other + "' a moment ago") +
                   "; tpmkey sends one PIN to the TPM for one key only, so that a PIN passed on to every key "
                   "(ssh-add -s) never counts against the TPM's dictionary-attack counter more than once "
-                  "(docs/ssh-agent-and-more.md says how to add this key)");
+                  "(keys that have one PIN: a line 'same-pin " + other + " " + t.label() +
+                  "' in the config file; docs/ssh-agent-and-more.md)");
         throw Pkcs11Error(CKR_PIN_INCORRECT);
     }
     const Secret tried = pin.clone();
@@ -94,6 +97,14 @@ void Module::login(Token& t, Secret pin) {
     }
     if (t.needs_pin())
         pin_burst_.record(t.slot(), tried, true);
+}
+
+bool Module::same_pin(const std::string& a, const std::string& b) const {
+    for (const std::vector<std::string>& group : same_pin_)
+        if (std::find(group.begin(), group.end(), a) != group.end() &&
+            std::find(group.begin(), group.end(), b) != group.end())
+            return true;
+    return false;
 }
 
 CK_ULONG Module::session_count(CK_SLOT_ID slot, bool read_write_only) const {

@@ -55,7 +55,9 @@ public:
     // the TPM judged the same PIN for another token moments ago (PinBurst):
     // then it is refused without a TPM command, so that one PIN passed on
     // to every token never counts more than once, and the right PIN of
-    // one key never counts against the others.
+    // one key never counts against the others. Keys the configuration says
+    // share a PIN (same-pin) are the exception: the PIN one of them took
+    // goes to the TPM for the others too.
     void login(Token& token, Secret pin);
 
     TpmConnection& tpm() noexcept { return tpm_; }
@@ -94,6 +96,8 @@ private:
     std::map<CK_SESSION_HANDLE, Session> sessions_;
     std::optional<std::vector<TPM2_ALG_ID>> tpm_hashes_;
     PinBurst pin_burst_;
+    std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
+    bool same_pin(const std::string& a, const std::string& b) const;
 };
 
 }  // namespace tpmkey::pkcs11

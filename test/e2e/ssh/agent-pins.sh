@@ -8,6 +8,7 @@
 #   - a wrong PIN: only the key without a PIN, and the TPM counts one;
 #   - the agent in the background (stderr on /dev/null): what the module
 #     said is in the state log, and `tpmkey doctor` shows it;
+#   - keys the config file says share a PIN (same-pin): all of them;
 #   - another key for the agent: chosen with TPMKEY_KEYS in its environment.
 # Needs root (ssh-agent's allow-list); exits 77 otherwise.
 set -euo pipefail
@@ -20,6 +21,7 @@ keys=$TEST_DIR/keys
 keygen "$keys/id_tpm.tpm" ecdsa 256 'PIN of id_tpm'
 keygen "$keys/nopin.tpm" ecdsa 256
 keygen "$keys/pcr.tpm" ecdsa 256 'PIN of pcr' --pcr 7
+keygen "$keys/shared.tpm" ecdsa 256 'PIN of id_tpm'   # the same PIN as id_tpm
 keygen "$keys/work.tpm" rsa 2048 'PIN of work'
 keygen "$keys/zeta.tpm" ecdsa 384 'PIN of zeta'
 fp() { fingerprint "$keys/$1.pub"; }
@@ -66,7 +68,7 @@ for round in 1 2; do
     ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
     ok "right PIN of id_tpm (round $round): id_tpm and nopin added, id_tpm signs, the TPM counted nothing"
 done
-for k in pcr work zeta; do
+for k in pcr shared work zeta; do
     grep -q "tpmkey: $k: not logged in: the PIN given for it was accepted for 'id_tpm'" "$state_log" ||
         { show "$state_log"; fail "the state log does not say why $k was not added"; }
 done
@@ -86,7 +88,17 @@ expect_out "the module's last messages where nobody saw them" "doctor"
 expect_out "tpmkey: wrong PIN for 'id_tpm' (1 of 3 " "doctor"
 ok "tpmkey doctor shows the module's last messages from the agent"
 
-# 4. Another key for the agent: TPMKEY_KEYS in the agent's environment.
+# 4. Keys the config file says have one PIN: the PIN id_tpm took goes to
+#    the TPM for shared too, and nothing is counted.
+mkdir -p "$XDG_CONFIG_HOME/tpmkey"
+echo "same-pin id_tpm shared" >"$XDG_CONFIG_HOME/tpmkey/config"
+add_with 'PIN of id_tpm' "same-pin id_tpm shared" id_tpm nopin shared
+expect_eq "$(lockout_counter)" 1 "the lockout counter after adding two keys of one PIN"
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+ok "same-pin id_tpm shared in the config file: both added with one PIN; nothing counted"
+rm "$XDG_CONFIG_HOME/tpmkey/config"
+
+# 5. Another key for the agent: TPMKEY_KEYS in the agent's environment.
 agent_stop
 TPMKEY_KEYS=$keys/work.tpm:$keys/nopin.tpm background_agent
 add_with 'PIN of work' "TPMKEY_KEYS=work" work nopin

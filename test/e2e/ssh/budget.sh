@@ -134,6 +134,10 @@ expect_at_most login-pcr-signed "$budget_login_pcr_signed" "ssh login, ecdsa 256
 [ "$(id -u)" = 0 ] || skip "the login budgets passed; the ssh-agent budget needs root (ssh-agent's module allow-list)"
 agent_install_module
 export TPMKEY_KEYS=$keys
+# The two keys with a PIN have one: said in the config file, so that the
+# PIN ssh-add -s gives goes to the TPM for both (docs/ssh-agent-and-more.md).
+mkdir -p "$XDG_CONFIG_HOME/tpmkey"
+echo "same-pin ecdsa256-pin rsa2048-pin" >"$XDG_CONFIG_HOME/tpmkey/config"
 pcap_start agent
 agent_start
 askpass_pin "$pin"
