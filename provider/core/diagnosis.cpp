@@ -4,15 +4,69 @@
 #include "tcti.hpp"
 #include "tpm_keys.hpp"
 
+#include "owned.hpp"
+
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tpm2_types.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
 
 namespace tpmkey {
 
 namespace {
 
 bool is_auth_failure(const TpmError& e) { return e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH); }
+
+// A TPM answers, but TPM2_Startup was never sent: firmware does it for a
+// chip, whoever starts a simulator must (swtpm: --flags startup-clear).
+constexpr const char* not_started_up = "a TPM answers there, but it was never started up (TPM2_Startup)";
+
+std::string start_it_up(const std::string& tcti) {
+    return "run 'tpm2_startup -c -T " + (tcti.empty() ? std::string("device:/dev/tpm0") : tcti) +
+           "', or start swtpm with --flags not-need-init,startup-clear (tpmkey-swtpm start does)";
+}
+
+// Why no simulator answers at `a`: its host name does not resolve, nothing
+// listens there, or something does that is no TPM simulator. One TCP
+// connection, bounded to 2 s.
+std::string simulator_problem(const Tcti::Address& a) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(a.host.c_str(), a.port.c_str(), &hints, &found) != 0 || !found)
+        return "no host '" + a.host + "' (its name does not resolve: check the TCTI's host)";
+    const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, &::freeaddrinfo);
+    const std::string where = a.host + " port " + a.port;
+    int error = ECONNREFUSED;
+    for (const addrinfo* ai = found; ai; ai = ai->ai_next) {
+        const UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+        if (!fd)
+            continue;
+        error = 0;
+        if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+            error = errno;
+            if (error == EINPROGRESS) {
+                pollfd p{fd.get(), POLLOUT, 0};
+                socklen_t len = sizeof error;
+                if (::poll(&p, 1, 2000) != 1 || ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &len) != 0)
+                    error = ETIMEDOUT;
+            }
+        }
+        if (error == 0)
+            return "something listens on " + where + ", but it does not answer as a TPM simulator";
+    }
+    if (error == ECONNREFUSED)
+        return "nothing listens on " + where +
+               " (start the simulator there, e.g. eval \"$(tpmkey-swtpm start)\", or correct the port)";
+    return where + ": " + std::strerror(error);
+}
 
 Diagnosis unreachable(const TpmError& e, const std::string& tcti) {
     const std::string reason = Tss2_RC_Decode(e.rc());
@@ -47,6 +101,8 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
                     (tcti.empty() ? std::string("the tpm2-tss default") : tcti) + "'"};
     if (e.tpm_unreachable() || e.step() == TpmStep::connect)
         return unreachable(e, tcti);
+    if (e.is(TPM2_RC_INITIALIZE))
+        return {TpmProblem::unreachable, not_started_up, start_it_up(tcti)};
     if (e.is(TPM2_RC_LOCKOUT))
         return {TpmProblem::locked_out,
                 "the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses its keys until "
@@ -151,8 +207,13 @@ std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
     const TSS2_RC base = e.rc() & ~TSS2_RC_LAYER_MASK;
     if (base == TSS2_BASE_RC_NOT_SUPPORTED || base == TSS2_BASE_RC_NOT_IMPLEMENTED)
         return "not installed (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
-    if (parsed.is_simulator())
+    if (e.is(TPM2_RC_INITIALIZE))
+        return std::string(not_started_up) + ": " + start_it_up(tcti);
+    if (parsed.is_simulator()) {
+        if (const std::optional<Tcti::Address> address = parsed.simulator_address())
+            return "no simulator answers there: " + simulator_problem(*address);
         return "no simulator answers there (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
+    }
     return e.tpm_unreachable() ? std::string(Tss2_RC_Decode(e.rc())) : std::string(e.what());
 }
 

@@ -185,6 +185,15 @@ std::string Tcti::identity() const {
     return conf_.empty() ? name_ : name_ + ":" + conf_;
 }
 
+std::optional<Tcti::Address> Tcti::simulator_address() const {
+    std::map<std::string, std::string> pairs;
+    if (!is_simulator() || !parse_pairs(conf_, pairs))
+        return std::nullopt;
+    pairs.try_emplace("host", simulator_host);
+    pairs.try_emplace("port", simulator_port);
+    return Address{pairs["host"], pairs["port"]};
+}
+
 std::vector<std::string> Tcti::default_search_order() {
     const bool system_bus = std::getenv("DBUS_SYSTEM_BUS_ADDRESS") ||
                             ::access("/run/dbus/system_bus_socket", F_OK) == 0 ||

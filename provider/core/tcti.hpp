@@ -6,6 +6,7 @@
 // simulator, and the identity a pin (known_parents.hpp) is filed under.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,15 @@ public:
     // (issue 21); where one does, it holds /dev/tpm0, and /dev/tpmrm0 is
     // the same TPM with a resource manager too.
     static std::vector<std::string> default_search_order();
+
+    // A simulator's address as written, with tpm2-tss's defaults filled in
+    // (localhost, 2321); nothing for the others, or when its CONF is not
+    // key=value pairs.
+    struct Address {
+        std::string host;
+        std::string port;
+    };
+    std::optional<Address> simulator_address() const;
 
 private:
     std::string text_;

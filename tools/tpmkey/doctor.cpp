@@ -49,6 +49,20 @@ constexpr CommandSpec doctor_spec{
     "Exit status 0 when all is well (warnings allowed), 1 when a problem was found.\n",
     {nullptr}, {nullptr}, 0};
 
+// printable() line by line: a check may span lines (what was tried),
+// a name in it may not.
+std::string printable_lines(std::string_view text) {
+    std::string out;
+    for (std::size_t at = 0;;) {
+        const std::size_t eol = text.find('\n', at);
+        out += printable(text.substr(at, eol == std::string_view::npos ? std::string_view::npos : eol - at));
+        if (eol == std::string_view::npos)
+            return out;
+        out += '\n';
+        at = eol + 1;
+    }
+}
+
 class Doctor {
 public:
     // Every part is printable(): names in them come from the file system.
@@ -71,7 +85,7 @@ public:
 private:
     static void report(const char* tag, const std::string& what, const std::string& problem,
                        const std::string& solution) {
-        std::cout << tag << printable(what) << "\n"
+        std::cout << tag << printable_lines(what) << "\n"
                   << "          Likely problem:    " << printable(problem) << "\n"
                   << "          Possible solution: " << printable(solution) << "\n";
     }

@@ -49,3 +49,24 @@ if ! ls /dev/tpm* >/dev/null 2>&1; then
         ok "the default without a system D-Bus: tpm2-abrmd not tried, no CRITICAL line"
     fi
 fi
+
+# The traps of a software TPM, told apart: nothing listening, a host name
+# that does not resolve, and a simulator that answers but was never started
+# up (swtpm without --flags startup-clear).
+run env TPMKEY_TCTI="$CLOSED" "$TPMKEY_TOOL" doctor
+expect_out "$CLOSED: no simulator answers there: nothing listens on 127.0.0.1 port 1" "nothing listening"
+expect_not_in "$(cat "$OUT")" '\\n' "doctor's lines (no escaped newline)"
+run env TPMKEY_TCTI="swtpm:host=no-such-host.invalid,port=2321" "$TPMKEY_TOOL" doctor
+expect_rc 1 "an unknown host"
+expect_out "no simulator answers there: no host 'no-such-host.invalid' (its name does not resolve" "an unknown host"
+# shellcheck source=../../../swtpm-fixtures/lib.sh
+. "$FIXTURES/lib.sh"
+port=$(fx_free_port_pair)
+swtpm socket --tpm2 --tpmstate "dir=$TEST_DIR" --flags not-need-init --daemon --pid "file=$TEST_DIR/swtpm.pid" \
+    --server "type=tcp,port=$port,bindaddr=127.0.0.1" --ctrl "type=tcp,port=$((port + 1)),bindaddr=127.0.0.1" ||
+    fail "swtpm without startup did not start"
+on_exit "kill \$(cat '$TEST_DIR/swtpm.pid') 2>/dev/null"
+run env TPMKEY_TCTI="swtpm:host=127.0.0.1,port=$port" "$TPMKEY_TOOL" doctor
+expect_rc 1 "a TPM never started up"
+expect_out "a TPM answers there, but it was never started up (TPM2_Startup): run 'tpm2_startup -c -T swtpm:host=127.0.0.1,port=$port', or start swtpm with --flags not-need-init,startup-clear" "a TPM never started up"
+ok "doctor tells apart: nothing listening, an unknown host, a TPM never started up"
