@@ -7,6 +7,7 @@
 #include "boundary.hpp"
 #include "module.hpp"
 #include "pkcs11.hpp"
+#include "tpmkey_version.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -17,7 +18,7 @@ using namespace tpmkey::pkcs11;
 
 namespace {
 
-constexpr CK_VERSION library_version{0, 1};
+constexpr CK_VERSION library_version{version_major, version_minor};
 
 Session& session_of(Module& m, CK_SESSION_HANDLE h) { return m.session(h); }
 
