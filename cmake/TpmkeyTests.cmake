@@ -13,6 +13,7 @@ set(TPMKEY_TEST_ENVIRONMENT
   TPMKEY_TOOL=$<TARGET_FILE:tpmkey>
   TPMKEY_FIXTURES=${PROJECT_SOURCE_DIR}/swtpm-fixtures
   TPMKEY_BUILD_DIR=${PROJECT_BINARY_DIR}
+  TPMKEY_VERSION=${PROJECT_VERSION}
   TPMKEY_MAN_DIR=${PROJECT_BINARY_DIR}/docs/man
   TPMKEY_PREFIX=${CMAKE_INSTALL_PREFIX}
   TPMKEY_BINDIR=${CMAKE_INSTALL_FULL_BINDIR}
@@ -106,7 +107,8 @@ function(tpmkey_module_test_program target command_var)
     ${PROJECT_SOURCE_DIR}/test/module/main.cpp
     ${PROJECT_SOURCE_DIR}/test/module/harness.cpp
     ${ARGN})
-  target_link_libraries(${target} PRIVATE Catch2::Catch2 OpenSSL::Crypto ${CMAKE_DL_LIBS} Threads::Threads)
+  # tpmkey-version: only the header with the version the module must report.
+  target_link_libraries(${target} PRIVATE tpmkey-version Catch2::Catch2 OpenSSL::Crypto ${CMAKE_DL_LIBS} Threads::Threads)
   target_include_directories(${target} SYSTEM PRIVATE ${P11KIT_INCLUDE_DIRS})
   target_compile_definitions(${target} PRIVATE TPMKEY_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/swtpm-fixtures")
   tpmkey_harden(${target})

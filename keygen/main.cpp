@@ -15,6 +15,7 @@
 #include "tpm_policy.hpp"
 #include "tpm_policy_session.hpp"
 #include "tpm_queries.hpp"
+#include "tpmkey_version.hpp"
 
 #include <openssl/rand.h>
 
@@ -70,6 +71,7 @@ constexpr const char* usage_text =
     "                     policy-signer.pem): after a firmware update,\n"
     "                     'tpmkey policy sign KEY' re-signs it for the new values\n"
     "  -q                 quiet\n"
+    "  --version          print the version and exit\n"
     "\n"
     "See docs/pcr-bound-keys.md before binding keys to PCRs.\n";
 
@@ -125,7 +127,7 @@ std::uint32_t parse_handle(const std::string& text) {
 }
 
 Options parse_options(int argc, char** argv) {
-    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_pcr, opt_pcr_bank, opt_policy_signer, opt_help };
+    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_pcr, opt_pcr_bank, opt_policy_signer, opt_help, opt_version };
     const option long_options[] = {
         {"pcr", required_argument, nullptr, opt_pcr},
         {"pcr-bank", required_argument, nullptr, opt_pcr_bank},
@@ -134,6 +136,7 @@ Options parse_options(int argc, char** argv) {
         {"parent", required_argument, nullptr, opt_parent},
         {"tcti", required_argument, nullptr, opt_tcti},
         {"help", no_argument, nullptr, opt_help},
+        {"version", no_argument, nullptr, opt_version},
         {nullptr, 0, nullptr, 0},
     };
     Options o;
@@ -183,6 +186,9 @@ Options parse_options(int argc, char** argv) {
         case 'h':
         case opt_help:
             std::cout << usage_text;
+            std::exit(0);
+        case opt_version:
+            std::cout << "tpmkey-keygen " << version << "\n";
             std::exit(0);
         case ':': throw UsageError(std::string("option needs a value: ") + argv[optind - 1]);
         default: throw UsageError(std::string("unknown option: ") + argv[optind - 1]);

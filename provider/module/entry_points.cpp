@@ -8,6 +8,7 @@
 #include "module.hpp"
 #include "pkcs11.hpp"
 #include "printable.hpp"
+#include "tpmkey_version.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -18,7 +19,7 @@ using namespace tpmkey::pkcs11;
 
 namespace {
 
-constexpr CK_VERSION library_version{0, 1};
+constexpr CK_VERSION library_version{version_major, version_minor};
 
 Session& session_of(Module& m, CK_SESSION_HANDLE h) { return m.session(h); }
 

@@ -4,6 +4,7 @@
 // the token flags, and what a read-only signing token refuses.
 #include "calls.hpp"
 #include "harness.hpp"
+#include "tpmkey_version.hpp"
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -191,6 +192,9 @@ TEST_CASE("C_GetInfo / C_GetSlotInfo / C_GetTokenInfo: values and blank-padded t
     REQUIRE_RV(p11()->C_GetInfo(&info), CKR_OK);
     CHECK(info.cryptokiVersion.major == 2);
     CHECK(info.cryptokiVersion.minor == 40);
+    // The version of CMakeLists.txt's project(), as the CLIs' --version says it.
+    CHECK(int{info.libraryVersion.major} == int{tpmkey::version_major});
+    CHECK(int{info.libraryVersion.minor} == int{tpmkey::version_minor});
     CHECK(info.flags == 0);
     check_text_field(info.manufacturerID, "CK_INFO.manufacturerID");
     check_text_field(info.libraryDescription, "CK_INFO.libraryDescription");

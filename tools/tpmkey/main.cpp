@@ -9,6 +9,7 @@
 #include "diagnosis.hpp"
 #include "log.hpp"
 #include "printable.hpp"
+#include "tpmkey_version.hpp"
 
 #include <exception>
 #include <iostream>
@@ -31,7 +32,7 @@ const char* const usage_text =
     "  ssh-config [--apply]     the ~/.ssh/config lines for the module (--apply adds them)\n"
     "  policy sign KEY          re-sign a PCR-bound key's policy for the PCRs' values now\n"
     "\n"
-    "Run 'tpmkey COMMAND --help' for more.\n";
+    "Run 'tpmkey COMMAND --help' for more; 'tpmkey --version' prints the version.\n";
 
 // ---- command line ----------------------------------------------------------
 
@@ -89,6 +90,10 @@ int run(int argc, char** argv) {
     const std::string name = argv[1];
     if (name == "--help" || name == "-h" || name == "help") {
         std::cout << usage_text;
+        return 0;
+    }
+    if (name == "--version") {
+        std::cout << "tpmkey " << version << "\n";
         return 0;
     }
     const std::vector<std::string> args(argv + 2, argv + argc);

@@ -3,8 +3,8 @@
 # pages and the p11-kit module file land where they belong, nothing else is
 # installed, and the README's quick start works with the installed files:
 #   tpmkey-keygen
-#   echo 'PKCS11Provider .../tpmkey-pkcs11.so' >> ~/.ssh/config
-#   ssh-keygen -D .../tpmkey-pkcs11.so | ssh host 'mkdir -p -m 700 .ssh && cat >> .ssh/authorized_keys'
+#   tpmkey ssh-config --apply       (here: the line it prints, added by hand)
+#   ssh-copy-id -f -i ~/.ssh/id_tpm.pub host
 #   ssh host
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
@@ -138,11 +138,10 @@ Host host
     StrictHostKeyChecking accept-new
 CFG
 # ssh reads ~/.ssh/config from the password database's home, not $HOME: -F.
-# Step 3 as the README has it (the old way in: the plain key, -i).
-ssh-keygen -D "$DMODULE" 2>/dev/null |
-    ssh -F "$HOME/.ssh/config" -o BatchMode=yes -o IdentitiesOnly=yes -o PKCS11Provider=none \
-        -i "$TEST_DIR/old-way-in" host 'mkdir -p -m 700 .ssh && cat >> .ssh/authorized_keys' ||
-    fail "the README's step 3 failed for an account without ~/.ssh"
+# Step 3 as the README has it (the old way in: the plain key).
+ssh-copy-id -f -i "$HOME/.ssh/id_tpm.pub" -F "$HOME/.ssh/config" -o BatchMode=yes -o IdentitiesOnly=yes \
+    -o PKCS11Provider=none -o IdentityFile="$TEST_DIR/old-way-in" host >"$TEST_DIR/copy-id.log" 2>&1 ||
+    { cat "$TEST_DIR/copy-id.log" >&2; fail "the README's step 3 (ssh-copy-id -f -i) failed for an account without ~/.ssh"; }
 [ "$(stat -c %a "$REMOTE_HOME/.ssh")" = 700 ] || fail "step 3 made ~/.ssh with mode $(stat -c %a "$REMOTE_HOME/.ssh")"
 grep -qF "$(awk '{ print $2 }' "$HOME/.ssh/id_tpm.pub")" "$REMOTE_HOME/.ssh/authorized_keys" ||
     fail "step 3 did not add the TPM key to the new ~/.ssh/authorized_keys"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Usage errors exit 2 with the command's usage line on stderr; --help exits
-# 0 with it on stdout; for every subcommand. No TPM needed.
+# 0 with it on stdout; for every subcommand; --version of tpmkey and
+# tpmkey-keygen. No TPM needed.
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
 TPMKEY_TCTI=$(closed_tcti)
@@ -57,6 +58,16 @@ help_ok "tpmkey ssh-config" ssh-config --help
 usage_error "tpmkey ssh-config" ssh-config extra
 usage_error "tpmkey ssh-config" ssh-config --aply
 ok "usage errors exit 2 and --help exits 0, for every subcommand"
+
+# --version: the program's name and the version of CMakeLists.txt's project().
+: "${TPMKEY_VERSION:?set by cmake/TpmkeyTests.cmake}"
+for prog in "$TPMKEY_TOOL" "$TPMKEY_KEYGEN"; do
+    run "$prog" --version
+    expect_rc 0 "$(basename "$prog") --version"
+    expect_eq "$out" "$(basename "$prog") $TPMKEY_VERSION" "$(basename "$prog") --version"
+    [ ! -s "$ERR" ] || fail "$(basename "$prog") --version wrote to stderr: $err"
+done
+ok "tpmkey --version and tpmkey-keygen --version say $TPMKEY_VERSION"
 
 # "--" ends the options: a key file named like an option.
 cp "$(dirname "$0")/../../data/ecdsa256.tpm" "$TEST_DIR/-C"
