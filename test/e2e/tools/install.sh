@@ -51,6 +51,7 @@ done
 sort "$TEST_DIR/expected" | diff - "$TEST_DIR/installed" >&2 || fail "installed files differ from the expected list (- expected, + installed)"
 for f in tpmkey tpmkey-keygen tpmkey-swtpm; do
     [ -x "$D$TPMKEY_BINDIR/$f" ] || fail "$f is not executable"
+    [ "$("$D$TPMKEY_BINDIR/$f" --version)" = "$f ${TPMKEY_VERSION:?}" ] || fail "installed $f --version is not '$f $TPMKEY_VERSION'"
 done
 for page in man1/tpmkey.1 man1/tpmkey-keygen.1 man1/tpmkey-swtpm.1 man8/tpmkey-pkcs11.8; do
     MANWIDTH=80 man -l "$D$TPMKEY_MANDIR/$page" 2>/dev/null | grep -q '^NAME' || fail "man -l $page (installed)"

@@ -61,13 +61,13 @@ ok "usage errors exit 2 and --help exits 0, for every subcommand"
 
 # --version: the program's name and the version of CMakeLists.txt's project().
 : "${TPMKEY_VERSION:?set by cmake/TpmkeyTests.cmake}"
-for prog in "$TPMKEY_TOOL" "$TPMKEY_KEYGEN"; do
+for prog in "$TPMKEY_TOOL" "$TPMKEY_KEYGEN" "$FIXTURES/../tools/tpmkey-swtpm"; do
     run "$prog" --version
     expect_rc 0 "$(basename "$prog") --version"
     expect_eq "$out" "$(basename "$prog") $TPMKEY_VERSION" "$(basename "$prog") --version"
     [ ! -s "$ERR" ] || fail "$(basename "$prog") --version wrote to stderr: $err"
 done
-ok "tpmkey --version and tpmkey-keygen --version say $TPMKEY_VERSION"
+ok "tpmkey, tpmkey-keygen and tpmkey-swtpm --version say $TPMKEY_VERSION"
 
 # "--" ends the options: a key file named like an option.
 cp "$(dirname "$0")/../../data/ecdsa256.tpm" "$TEST_DIR/-C"
