@@ -30,6 +30,9 @@
 #   closed_tcti             a TCTI where no TPM answers
 #   lockout_counter         the TPM's count of wrong authorizations (TPM2_PT_LOCKOUT_COUNTER)
 #   pin_same_tpm FROM TO    the pins of the TPM at TCTI FROM, also for TO (a relay's own port)
+#   relay NAME OPTIONS..., relay_in_place OPTIONS..., relay_stop
+#                           swtpm-fixtures/tpm-relay in front of the swtpm: on a
+#                           port of its own (TPMKEY_TCTI follows), or in its place
 #   tpm_leftovers, expect_clean_tpm WHEN, flush_leftovers
 #                           transient objects and sessions in the TPM (the swtpm
 #                           itself, past a resource manager)
@@ -254,6 +257,56 @@ lockout_counter() {
     n=$(tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" properties-variable | awk '$1 == "TPM2_PT_LOCKOUT_COUNTER:" { print $2 }')
     [ -n "$n" ] || fail "tpm2_getcap: no TPM2_PT_LOCKOUT_COUNTER"
     echo $((n))
+}
+
+# relay NAME OPTIONS...: swtpm-fixtures/tpm-relay (with OPTIONS) on a port
+# of its own in front of the swtpm; from now on TPMKEY_TCTI is the relay's,
+# and the pins of the swtpm count for it (pin_same_tpm). Its log is
+# $TEST_DIR/NAME.log.
+relay() {
+    local name=$1
+    shift
+    "$FIXTURES/tpm-relay" --to "$TPMKEY_SWTPM_TCTI" --tcti-file "$TEST_DIR/$name.tcti" --log "$TEST_DIR/$name.log" \
+        "$@" >/dev/null &
+    on_exit "kill $! 2>/dev/null"
+    for _ in $(seq 200); do [ -s "$TEST_DIR/$name.tcti" ] && break; sleep 0.1; done  # python starts slowly under load
+    TPMKEY_TCTI=$(cat "$TEST_DIR/$name.tcti") || fail "tpm-relay did not start"
+    export TPMKEY_TCTI
+    pin_same_tpm "$TPMKEY_SWTPM_TCTI" "$TPMKEY_TCTI"
+}
+
+# relay_in_place OPTIONS...: the swtpm moves to another port and tpm-relay
+# (with OPTIONS, its log $TEST_DIR/relay.log) takes its place, so the TCTI
+# tpmkey uses does not change: an interposer the user cannot see.
+# relay_stop puts the swtpm back (also on exit).
+RELAY_PID=""
+relay_in_place() {
+    if [ -z "${RELAY_SWTPM_PORT:-}" ]; then
+        RELAY_SWTPM_PORT=$(cat "$TPMKEY_SWTPM_DIR/port")
+        on_exit relay_stop
+    fi
+    tpm2_shutdown -c
+    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
+    "$FIXTURES/swtpm-start" "$TPMKEY_SWTPM_DIR" >/dev/null
+    "$FIXTURES/tpm-relay" --port "$RELAY_SWTPM_PORT" --to "$(cat "$TPMKEY_SWTPM_DIR/port")" --log "$TEST_DIR/relay.log" \
+        "$@" >"$TEST_DIR/relay.out" 2>&1 &
+    RELAY_PID=$!
+    # Python starts slowly on a loaded machine: at most 20 s.
+    for _ in $(seq 200); do
+        tpm2_getcap -T "$TPMKEY_TCTI" properties-fixed >/dev/null 2>&1 && return 0
+        kill -0 "$RELAY_PID" 2>/dev/null || { show "$TEST_DIR/relay.out"; fail "tpm-relay exited"; }
+        sleep 0.1
+    done
+    fail "tpm-relay does not answer"
+}
+relay_stop() {
+    [ -n "$RELAY_PID" ] || return 0
+    kill "$RELAY_PID" 2>/dev/null || true
+    wait "$RELAY_PID" 2>/dev/null || true
+    RELAY_PID=""
+    tpm2_shutdown -c -T "$(cat "$TPMKEY_SWTPM_DIR/tcti")"
+    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
+    "$FIXTURES/swtpm-start" --port "$RELAY_SWTPM_PORT" "$TPMKEY_SWTPM_DIR" >/dev/null
 }
 
 # tpm_leftovers: transient objects and loaded sessions in the TPM, one line

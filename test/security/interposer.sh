@@ -44,36 +44,6 @@ tpm2_createprimary -Q -C o -G ecc256:aes256cfb -c "$TEST_DIR/other.ctx"
 tpm2_evictcontrol -Q -C o -c "$TEST_DIR/other.ctx" 0x81000002 >/dev/null
 tpm2_flushcontext -t
 
-RELAY_PID=""
-# relay_start OPTIONS...: the swtpm moves to another port, the relay takes
-# its place (the TCTI tpmkey uses does not change).
-relay_start() {
-    tpm2_shutdown -c
-    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
-    "$FIXTURES/swtpm-start" "$TPMKEY_SWTPM_DIR" >/dev/null
-    "$FIXTURES/tpm-relay" --port "$swtpm_port" --to "$(cat "$TPMKEY_SWTPM_DIR/port")" --log "$TEST_DIR/relay.log" \
-        "$@" >"$TEST_DIR/relay.out" 2>&1 &
-    RELAY_PID=$!
-    # Python starts slowly on a loaded machine: at most 20 s.
-    for _ in $(seq 200); do
-        tpm2_getcap -T "$TPMKEY_TCTI" properties-fixed >/dev/null 2>&1 && return 0
-        kill -0 "$RELAY_PID" 2>/dev/null || { show "$TEST_DIR/relay.out"; fail "tpm-relay exited"; }
-        sleep 0.1
-    done
-    fail "tpm-relay does not answer"
-}
-# relay_stop: the swtpm back on its own port.
-relay_stop() {
-    [ -n "$RELAY_PID" ] || return 0
-    kill "$RELAY_PID" 2>/dev/null || true
-    wait "$RELAY_PID" 2>/dev/null || true
-    RELAY_PID=""
-    tpm2_shutdown -c -T "$(cat "$TPMKEY_SWTPM_DIR/tcti")"
-    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
-    "$FIXTURES/swtpm-start" --port "$swtpm_port" "$TPMKEY_SWTPM_DIR" >/dev/null
-}
-on_exit relay_stop
-
 # no_secret_sent NAME WHAT: the capture NAME has no command that carries or
 # salts a secret.
 no_secret_sent() {
@@ -146,7 +116,7 @@ check_refusals() {
     ok "$parent: tpmkey doctor names it"
 }
 
-relay_start --substitute-primary
+relay_in_place --substitute-primary
 check_refusals 0x40000001 "$keys/owner.tpm"
 grep -q "CreatePrimary .*substituted" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay substituted nothing: the test proves nothing"; }
 # The same TPM spelt another way finds the same pins.
@@ -171,7 +141,7 @@ RELAY_PID=""
 [ "$(grep -c '^0x' "$pins")" = 2 ] || { show "$pins"; fail "a pin was added for the relay's TPM"; }
 ok "a relay on its own port: refused, nothing pinned for it"
 
-relay_start --redirect-handle 0x81000001=0x81000002
+relay_in_place --redirect-handle 0x81000001=0x81000002
 check_refusals 0x81000001 "$keys/srk.tpm"
 grep -q "ReadPublic .*redirected" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay redirected nothing: the test proves nothing"; }
 relay_stop

@@ -22,42 +22,15 @@ set -euo pipefail
 
 keys=$TEST_DIR/keys
 signer=$TEST_DIR/signer.pem
-swtpm_port=$(cat "$TPMKEY_SWTPM_DIR/port")
 pcr7() { tpm2_pcrread -T "$TPMKEY_TCTI" sha256:7 | awk '/7 *:/ { print tolower(substr($3, 3)) }'; }
 
 # A key with a signed policy, made through the genuine TPM (its parent pinned).
 keygen "$keys/signed.tpm" ecdsa 256 "" --pcr 7 --policy-signer "$signer"
 ok "a key bound to PCR 7 through a signed policy, made through the genuine TPM"
 
-RELAY_PID=""
-relay_start() {
-    tpm2_shutdown -c
-    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
-    "$FIXTURES/swtpm-start" "$TPMKEY_SWTPM_DIR" >/dev/null
-    "$FIXTURES/tpm-relay" --port "$swtpm_port" --to "$(cat "$TPMKEY_SWTPM_DIR/port")" --log "$TEST_DIR/relay.log" \
-        "$@" >"$TEST_DIR/relay.out" 2>&1 &
-    RELAY_PID=$!
-    for _ in $(seq 200); do
-        tpm2_getcap -T "$TPMKEY_TCTI" properties-fixed >/dev/null 2>&1 && return 0
-        kill -0 "$RELAY_PID" 2>/dev/null || { show "$TEST_DIR/relay.out"; fail "tpm-relay exited"; }
-        sleep 0.1
-    done
-    fail "tpm-relay does not answer"
-}
-relay_stop() {
-    [ -n "$RELAY_PID" ] || return 0
-    kill "$RELAY_PID" 2>/dev/null || true
-    wait "$RELAY_PID" 2>/dev/null || true
-    RELAY_PID=""
-    tpm2_shutdown -c -T "$(cat "$TPMKEY_SWTPM_DIR/tcti")"
-    "$FIXTURES/swtpm-stop" "$TPMKEY_SWTPM_DIR"
-    "$FIXTURES/swtpm-start" --port "$swtpm_port" "$TPMKEY_SWTPM_DIR" >/dev/null
-}
-on_exit relay_stop
-
 changed="was changed on its way (it fails the integrity check of the salted session): something between tpmkey and the TPM rewrites the TPM's answers"
 
-relay_start --rewrite-pcr-read
+relay_in_place --rewrite-pcr-read
 # The relay does rewrite the values (tpm2-tools reads them without a session).
 honest=$(pcr7)
 [ "$(tpm2_pcrread -T "$(cat "$TPMKEY_SWTPM_DIR/tcti")" sha256:7 | awk '/7 *:/ { print tolower(substr($3, 3)) }')" != "$honest" ] ||
@@ -72,14 +45,14 @@ grep -q "^PCR_Read .* rewritten" "$TEST_DIR/relay.log" || fail "the relay rewrot
 ok "keygen --pcr 7: a rewritten TPM2_PCR_Read answer is refused, no key written"
 # The same values, and the answer's session area taken away.
 relay_stop
-relay_start --rewrite-pcr-read strip-session
+relay_in_place --rewrite-pcr-read strip-session
 run "$TPMKEY_KEYGEN" -q -N '' --pcr 7 -f "$keys/chosen.tpm"
 expect_rc 1 "tpmkey-keygen --pcr 7 through a relay that also strips the answer's session"
 expect_err "tpmkey-keygen: the TPM's answer with the values of PCR 7 (sha256) $changed" "keygen, session stripped"
 [ ! -e "$keys/chosen.tpm" ] || fail "keygen wrote a key bound to the interposer's values (session stripped)"
 ok "keygen --pcr 7: a rewritten answer without its session area is refused too"
 relay_stop
-relay_start --rewrite-pcr-read
+relay_in_place --rewrite-pcr-read
 
 # ---- 2. policy sign -------------------------------------------------------------
 must tpm2_pcrextend -T "$TPMKEY_TCTI" "7:sha256=$(printf '%064d' 7)"

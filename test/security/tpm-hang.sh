@@ -17,19 +17,6 @@ keygen "$TEST_DIR/keys/k.tpm" ecdsa 256
 head -c 32 /dev/urandom >"$TEST_DIR/data"
 export TPMKEY_KEYS=$TEST_DIR/keys
 
-# relay NAME ARGS...: start tpm-relay; the module and the tools use it.
-relay() {
-    local name=$1
-    shift
-    "$FIXTURES/tpm-relay" --to "$direct_tcti" --tcti-file "$TEST_DIR/$name.tcti" --log "$TEST_DIR/$name.log" \
-        "$@" >/dev/null &
-    on_exit "kill $! 2>/dev/null"
-    for _ in $(seq 200); do [ -s "$TEST_DIR/$name.tcti" ] && break; sleep 0.1; done  # python starts slowly under load
-    TPMKEY_TCTI=$(cat "$TEST_DIR/$name.tcti") || fail "tpm-relay did not start"
-    export TPMKEY_TCTI
-    pin_same_tpm "$direct_tcti" "$TPMKEY_TCTI"
-}
-
 sign() {
     pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 -i "$TEST_DIR/data" -o "$TEST_DIR/sig"
 }
