@@ -8,11 +8,6 @@
 
 namespace tpmkey::pkcs11 {
 
-PinBurst::PinBurst() {
-    if (RAND_bytes(key_.data(), static_cast<int>(key_.size())) != 1)
-        throw Pkcs11Error(CKR_FUNCTION_FAILED);
-}
-
 PinBurst::~PinBurst() {
     OPENSSL_cleanse(key_.data(), key_.size());
     if (last_)
@@ -45,6 +40,10 @@ std::optional<PinBurst::Verdict> PinBurst::verdict_for_another(CK_SLOT_ID slot, 
 }
 
 void PinBurst::record(CK_SLOT_ID slot, const Secret& pin, bool accepted) {
+    // The key is made at the first verdict, not in C_Initialize: ssh loads
+    // the module for every connection, and most never log in.
+    if (!last_ && RAND_bytes(key_.data(), static_cast<int>(key_.size())) != 1)
+        throw Pkcs11Error(CKR_FUNCTION_FAILED);
     last_ = Last{digest(pin), Verdict{slot, accepted}, std::chrono::steady_clock::now()};
 }
 

@@ -35,7 +35,7 @@ public:
         bool accepted;
     };
 
-    PinBurst();  // a random key for this process's PIN digests
+    PinBurst() = default;
     ~PinBurst();
     PinBurst(const PinBurst&) = delete;
     PinBurst& operator=(const PinBurst&) = delete;
@@ -49,8 +49,9 @@ public:
 
 private:
     using Digest = std::array<std::uint8_t, 32>;
-    // HMAC-SHA-256 under a key that never leaves this object: the PIN
-    // itself is not kept, and the digest is useless outside the process.
+    // HMAC-SHA-256 under a key that never leaves this object, random from
+    // the first verdict on: the PIN itself is not kept, and the digest is
+    // useless outside the process.
     Digest digest(const Secret& pin) const;
 
     std::array<std::uint8_t, 32> key_{};
