@@ -2,19 +2,19 @@
 // TPM-wrapped key file (TSS2 PRIVATE KEY PEM) and its OpenSSH .pub line.
 // Flags follow ssh-keygen where they mean the same thing.
 
-#include "atomic_file.hpp"
-#include "config.hpp"
-#include "diagnosis.hpp"
-#include "error.hpp"
-#include "key_file.hpp"
-#include "tpm_keys.hpp"
-#include "known_parents.hpp"
-#include "policy_signer.hpp"
-#include "prompt.hpp"
-#include "public_key.hpp"
-#include "tpm_policy.hpp"
-#include "tpm_policy_session.hpp"
-#include "tpm_queries.hpp"
+#include "core/files/atomic_file.hpp"
+#include "core/files/config.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/policy/policy_signer.hpp"
+#include "core/base/prompt.hpp"
+#include "core/keys/public_key.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/policy/tpm_policy_session.hpp"
+#include "core/tpm/tpm_queries.hpp"
 #include "tpmkey_version.hpp"
 
 #include <openssl/rand.h>

@@ -1,8 +1,8 @@
-#include "boundary.hpp"
+#include "module/boundary.hpp"
 
-#include "config.hpp"
-#include "diagnosis.hpp"
-#include "tpm_queries.hpp"
+#include "core/files/config.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/tpm/tpm_queries.hpp"
 
 #include <pthread.h>
 #include <unistd.h>

@@ -6,12 +6,12 @@
 // included): the TPM executes one command at a time anyway.
 #pragma once
 
-#include "diagnosis.hpp"
-#include "error.hpp"
-#include "known_parents.hpp"
-#include "log.hpp"
-#include "module.hpp"
-#include "pkcs11.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/base/error.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/base/log.hpp"
+#include "module/module.hpp"
+#include "module/pkcs11.hpp"
 
 #include <new>
 #include <string>

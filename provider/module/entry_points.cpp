@@ -4,10 +4,10 @@
 // exception firewall), then hands over to the module. Then the function
 // table.
 
-#include "boundary.hpp"
-#include "module.hpp"
-#include "pkcs11.hpp"
-#include "printable.hpp"
+#include "module/boundary.hpp"
+#include "module/module.hpp"
+#include "module/pkcs11.hpp"
+#include "core/base/printable.hpp"
 #include "tpmkey_version.hpp"
 
 #include <algorithm>

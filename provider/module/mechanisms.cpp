@@ -1,7 +1,7 @@
-#include "mechanisms.hpp"
+#include "module/mechanisms.hpp"
 
-#include "error.hpp"
-#include "owned.hpp"
+#include "core/base/error.hpp"
+#include "core/base/owned.hpp"
 
 #include <openssl/bn.h>
 #include <openssl/ec.h>

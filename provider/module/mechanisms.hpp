@@ -3,8 +3,8 @@
 // digest is verified in software.
 #pragma once
 
-#include "pkcs11.hpp"
-#include "public_key.hpp"
+#include "module/pkcs11.hpp"
+#include "core/keys/public_key.hpp"
 
 #include <openssl/evp.h>
 #include <tss2/tss2_tpm2_types.h>

@@ -1,9 +1,9 @@
-#include "module.hpp"
+#include "module/module.hpp"
 
-#include "error.hpp"
-#include "key_discovery.hpp"
-#include "log.hpp"
-#include "tpm_queries.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_discovery.hpp"
+#include "core/base/log.hpp"
+#include "core/tpm/tpm_queries.hpp"
 
 #include <algorithm>
 

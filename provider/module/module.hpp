@@ -2,13 +2,13 @@
 // found at start-up, the open sessions, and the lazily opened TPM.
 #pragma once
 
-#include "config.hpp"
-#include "error.hpp"
-#include "mechanisms.hpp"
-#include "objects.hpp"
-#include "pin_burst.hpp"
-#include "token.hpp"
-#include "tpm_connection.hpp"
+#include "core/files/config.hpp"
+#include "core/base/error.hpp"
+#include "module/mechanisms.hpp"
+#include "module/objects.hpp"
+#include "module/pin_burst.hpp"
+#include "module/token.hpp"
+#include "module/tpm_connection.hpp"
 
 #include <map>
 #include <memory>

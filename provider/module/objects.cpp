@@ -1,7 +1,7 @@
-#include "objects.hpp"
+#include "module/objects.hpp"
 
-#include "error.hpp"
-#include "owned.hpp"
+#include "core/base/error.hpp"
+#include "core/base/owned.hpp"
 
 #include <openssl/sha.h>
 #include <openssl/x509.h>

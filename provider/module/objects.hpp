@@ -2,8 +2,8 @@
 // never change after C_Initialize, so they are plain values.
 #pragma once
 
-#include "pkcs11.hpp"
-#include "public_key.hpp"
+#include "module/pkcs11.hpp"
+#include "core/keys/public_key.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 

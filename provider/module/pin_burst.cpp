@@ -1,6 +1,6 @@
-#include "pin_burst.hpp"
+#include "module/pin_burst.hpp"
 
-#include "error.hpp"
+#include "core/base/error.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -13,8 +13,8 @@
 // without a TPM command.
 #pragma once
 
-#include "pkcs11.hpp"
-#include "secret.hpp"
+#include "module/pkcs11.hpp"
+#include "core/base/secret.hpp"
 
 #include <array>
 #include <chrono>

@@ -1,12 +1,12 @@
-#include "token.hpp"
+#include "module/token.hpp"
 
-#include "error.hpp"
-#include "owned.hpp"
-#include "printable.hpp"
-#include "file_read.hpp"
-#include "log.hpp"
-#include "tpm_policy_session.hpp"
-#include "tpm_queries.hpp"
+#include "core/base/error.hpp"
+#include "core/base/owned.hpp"
+#include "core/base/printable.hpp"
+#include "core/files/file_read.hpp"
+#include "core/base/log.hpp"
+#include "core/policy/tpm_policy_session.hpp"
+#include "core/tpm/tpm_queries.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>

@@ -2,13 +2,13 @@
 // its objects, its login state, and the key loaded in the TPM while in use.
 #pragma once
 
-#include "key_discovery.hpp"
-#include "key_file.hpp"
-#include "mechanisms.hpp"
-#include "objects.hpp"
-#include "public_key.hpp"
-#include "secret.hpp"
-#include "tpm_connection.hpp"
+#include "core/keys/key_discovery.hpp"
+#include "core/keys/key_file.hpp"
+#include "module/mechanisms.hpp"
+#include "module/objects.hpp"
+#include "core/keys/public_key.hpp"
+#include "core/base/secret.hpp"
+#include "module/tpm_connection.hpp"
 
 #include <atomic>
 #include <filesystem>

@@ -1,4 +1,4 @@
-// Fuzz target: the config file parser (provider/core/config.cpp).
+// Fuzz target: the config file parser (provider/core/files/config.cpp).
 //
 // Properties: parse_config never throws and never crashes; every line it
 // keeps or warns about is accounted for (at most one key, tcti or warning
@@ -6,7 +6,7 @@
 // never empty.
 #include "fuzz.hpp"
 
-#include "config.hpp"
+#include "core/files/config.hpp"
 
 #include <algorithm>
 #include <cstdlib>

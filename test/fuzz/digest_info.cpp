@@ -11,7 +11,7 @@
 // is the input's first bytes, zero padded on the left (FIPS 186-4, 6.4).
 #include "fuzz.hpp"
 
-#include "mechanisms.hpp"
+#include "module/mechanisms.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-// Fuzz target: the TSS2 PRIVATE KEY parser (provider/core/key_file.cpp),
+// Fuzz target: the TSS2 PRIVATE KEY parser (provider/core/keys/key_file.cpp),
 // which reads files a user may have been handed by anyone.
 //
 // Input: one mode byte, then the payload; the mode is the byte modulo 3.
@@ -20,8 +20,8 @@
 #include "fuzz.hpp"
 
 #include "../unit/der_builder.hpp"
-#include "error.hpp"
-#include "key_file.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
 
 #include <tss2/tss2_mu.h>
 

@@ -4,15 +4,15 @@
 // offers, and every signature is checked by OpenSSL against the public key
 // as the core exports it. Nothing may stay loaded in the TPM afterwards:
 // with-swtpm fails the run otherwise, so every TpmObject lives in a scope.
-#include "error.hpp"
-#include "key_file.hpp"
-#include "tpm_keys.hpp"
-#include "public_key.hpp"
-#include "secret.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/keys/public_key.hpp"
+#include "core/base/secret.hpp"
 #include "simulator_tcti.hpp"
-#include "tpm.hpp"
-#include "tpm_policy.hpp"
-#include "tpm_policy_session.hpp"
+#include "core/tpm/tpm.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/policy/tpm_policy_session.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/bn.h>

@@ -12,10 +12,10 @@
 // The PIN of a key that needs one comes from $TPMKEY_TEST_PIN. The TPM is
 // the one TPMKEY_TCTI names, and only if it is a simulator.
 
-#include "error.hpp"
-#include "key_file.hpp"
-#include "tpm_keys.hpp"
-#include "public_key.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/keys/public_key.hpp"
 #include "simulator_tcti.hpp"
 
 #include <openssl/bn.h>

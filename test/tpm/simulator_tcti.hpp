@@ -3,7 +3,7 @@
 // to the tpm2-tss default, which would find the machine's real TPM.
 #pragma once
 
-#include "tcti.hpp"
+#include "core/tpm/tcti.hpp"
 
 #include <cstdlib>
 #include <optional>

@@ -1,7 +1,7 @@
 // Key discovery and TPM selection from the environment and the config file.
-#include "atomic_file.hpp"
-#include "config.hpp"
-#include "error.hpp"
+#include "core/files/atomic_file.hpp"
+#include "core/files/config.hpp"
+#include "core/base/error.hpp"
 
 #include <catch2/catch.hpp>
 

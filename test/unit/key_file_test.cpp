@@ -1,11 +1,12 @@
 // The TSS2 PRIVATE KEY codec: round trips, the tri-state emptyAuth, and one
 // clear error for every kind of malformed file.
 #include "der_builder.hpp"
-#include "error.hpp"
-#include "key_file.hpp"
-#include "owned.hpp"
-#include "policy_signer.hpp"
-#include "public_key.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/base/owned.hpp"
+#include "core/policy/policy_signer.hpp"
+#include "core/keys/public_key.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/pem.h>

@@ -1,8 +1,8 @@
 // Pinned parents (known_parents.hpp): the file's format, which pin applies
 // to which TPM, and systemd's SRK pin.
-#include "error.hpp"
-#include "tpm_keys.hpp"
-#include "known_parents.hpp"
+#include "core/base/error.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/trust/known_parents.hpp"
 
 #include <catch2/catch.hpp>
 

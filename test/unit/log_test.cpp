@@ -1,7 +1,7 @@
 // Logging: TPMKEY_LOG_FILE switched while other threads log. The old log
 // descriptor is never closed under a writer, so no line lands in a file
 // that happened to get its number.
-#include "log.hpp"
+#include "core/base/log.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,9 +3,9 @@
 // checks, the digest each one hands to the TPM, and verification of
 // signatures that OpenSSL made with software keys. The module's C++ is
 // linked in (tpmkey-module); the TPM side is tested in test/module.
-#include "key_file.hpp"
-#include "mechanisms.hpp"
-#include "objects.hpp"
+#include "core/keys/key_file.hpp"
+#include "module/mechanisms.hpp"
+#include "module/objects.hpp"
 #include "software_key.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 // OpenSSH and PKCS#11 encodings of TPM public keys, judged by ssh-keygen
 // and OpenSSL rather than by our own code.
-#include "public_key.hpp"
+#include "core/keys/public_key.hpp"
 #include "software_key.hpp"
 
 #include <catch2/catch.hpp>

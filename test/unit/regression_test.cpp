@@ -1,8 +1,8 @@
 // Regression tests for what the fuzzers, ASan, UBSan and valgrind found
 // (issue 4). Each input that once crashed a fuzz target is also kept in
 // test/fuzz/corpus/<target>/, which ctest replays through the target.
-#include "error.hpp"
-#include "key_file.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
 
 #include <catch2/catch.hpp>
 

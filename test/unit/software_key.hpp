@@ -3,7 +3,7 @@
 // against a key whose private half the test holds.
 #pragma once
 
-#include "owned.hpp"
+#include "core/base/owned.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 

@@ -1,7 +1,7 @@
 // The one description of a TCTI string (tcti.hpp): its kind, device node,
 // resource manager, machine TPM, simulator, and the identity pins are filed under.
-#include "error.hpp"
-#include "tcti.hpp"
+#include "core/base/error.hpp"
+#include "core/tpm/tcti.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,11 +2,11 @@
 // digests the TPM computes (known answers from docs/pcr-policy-research
 // and from tpm2-tools against a swtpm), signed policies that verify, and
 // clear errors for every malformed command.
-#include "error.hpp"
-#include "owned.hpp"
-#include "key_file.hpp"
-#include "tpm_policy.hpp"
-#include "tpm_policy_session.hpp"
+#include "core/base/error.hpp"
+#include "core/base/owned.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/policy/tpm_policy_session.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/ec.h>

@@ -14,11 +14,11 @@
 // Prints one line of key=value pairs (times in milliseconds) for the
 // driver, e.g. "first_ms=12.3 ... sign_median_ms=1.2 sign_p90_ms=...".
 // Measures only; it judges nothing.
-#include "error.hpp"
-#include "key_file.hpp"
-#include "public_key.hpp"
-#include "tpm_keys.hpp"
-#include "tpm.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/keys/public_key.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/tpm/tpm.hpp"
 
 #include <p11-kit/pkcs11.h>
 

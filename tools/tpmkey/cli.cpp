@@ -1,6 +1,6 @@
 #include "cli.hpp"
 
-#include "tpm_keys.hpp"
+#include "core/tpm/tpm_keys.hpp"
 
 namespace tpmkey::cli {
 

@@ -4,12 +4,12 @@
 // and the helpers more than one of them uses (cli.cpp).
 #pragma once
 
-#include "diagnosis.hpp"
-#include "error.hpp"
-#include "key_file.hpp"
-#include "known_parents.hpp"
-#include "public_key.hpp"
-#include "tpm.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/keys/public_key.hpp"
+#include "core/tpm/tpm.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -2,18 +2,18 @@
 // check, and for each problem a "Likely problem" and a "Possible solution".
 
 #include "cli.hpp"
-#include "config.hpp"
-#include "diagnosis.hpp"
-#include "file_read.hpp"
-#include "key_discovery.hpp"
-#include "known_parents.hpp"
-#include "log.hpp"
-#include "printable.hpp"
+#include "core/files/config.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/key_discovery.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/base/log.hpp"
+#include "core/base/printable.hpp"
 #include "ssh_config.hpp"
-#include "tcti.hpp"
-#include "tpm.hpp"
-#include "tpm_keys.hpp"
-#include "tpm_queries.hpp"
+#include "core/tpm/tcti.hpp"
+#include "core/tpm/tpm.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/tpm/tpm_queries.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 

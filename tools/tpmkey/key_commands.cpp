@@ -1,16 +1,16 @@
 // tpmkey list, pubkey, info and passwd: the commands about one key file or
 // all of them.
 
-#include "atomic_file.hpp"
+#include "core/files/atomic_file.hpp"
 #include "cli.hpp"
-#include "config.hpp"
-#include "key_discovery.hpp"
-#include "key_file.hpp"
-#include "known_parents.hpp"
-#include "printable.hpp"
-#include "prompt.hpp"
-#include "tpm.hpp"
-#include "tpm_keys.hpp"
+#include "core/files/config.hpp"
+#include "core/keys/key_discovery.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/base/printable.hpp"
+#include "core/base/prompt.hpp"
+#include "core/tpm/tpm.hpp"
+#include "core/tpm/tpm_keys.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 

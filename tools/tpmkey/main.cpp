@@ -5,10 +5,10 @@
 // key_commands.cpp, doctor.cpp and ssh_config.cpp.
 
 #include "cli.hpp"
-#include "config.hpp"
-#include "diagnosis.hpp"
-#include "log.hpp"
-#include "printable.hpp"
+#include "core/files/config.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/base/log.hpp"
+#include "core/base/printable.hpp"
 #include "tpmkey_version.hpp"
 
 #include <exception>

@@ -2,13 +2,13 @@
 // PCRs (docs/pcr-bound-keys.md).
 #include "cli.hpp"
 
-#include "atomic_file.hpp"
-#include "config.hpp"
-#include "diagnosis.hpp"
-#include "known_parents.hpp"
-#include "policy_signer.hpp"
-#include "tpm_policy.hpp"
-#include "tpm_policy_session.hpp"
+#include "core/files/atomic_file.hpp"
+#include "core/files/config.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/policy/policy_signer.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/policy/tpm_policy_session.hpp"
 
 #include <iostream>
 

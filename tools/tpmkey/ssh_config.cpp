@@ -1,13 +1,13 @@
 #include "ssh_config.hpp"
 
-#include "atomic_file.hpp"
+#include "core/files/atomic_file.hpp"
 #include "cli.hpp"
-#include "config.hpp"
-#include "file_read.hpp"
-#include "key_discovery.hpp"
-#include "printable.hpp"
-#include "tpm.hpp"
-#include "tpm_queries.hpp"
+#include "core/files/config.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/key_discovery.hpp"
+#include "core/base/printable.hpp"
+#include "core/tpm/tpm.hpp"
+#include "core/tpm/tpm_queries.hpp"
 
 #include <sys/stat.h>
 

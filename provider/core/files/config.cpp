@@ -1,0 +1,196 @@
+#include "core/files/config.hpp"
+
+#include "core/base/error.hpp"
+#include "core/base/home.hpp"
+#include "core/files/file_read.hpp"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <set>
+#include <system_error>
+
+namespace tpmkey {
+
+namespace {
+
+std::string getenv_string(const char* name) {
+    const char* value = std::getenv(name);
+    return value ? value : "";
+}
+
+std::string_view trim(std::string_view s) {
+    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+    while (!s.empty() && space(s.front()))
+        s.remove_prefix(1);
+    while (!s.empty() && space(s.back()))
+        s.remove_suffix(1);
+    return s;
+}
+
+std::filesystem::path expand_home(std::string_view path) {
+    if (path == "~" || path.starts_with("~/"))
+        return home_directory() / std::filesystem::path(path.substr(path.size() > 1 ? 2 : 1));
+    return std::filesystem::path(path);
+}
+
+// A key path names a file, or a directory whose *.tpm files are keys
+// (sorted, so slots come in a stable order).
+void add_keys(const std::filesystem::path& path, Config& config, std::set<std::filesystem::path>& seen) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> found;
+    if (std::filesystem::is_directory(path, ec)) {
+        for (const auto& entry : std::filesystem::directory_iterator(path, ec))
+            if (entry.path().extension() == ".tpm")
+                found.push_back(entry.path());
+        std::sort(found.begin(), found.end());
+    } else {
+        found.push_back(path);
+    }
+    for (const auto& p : found)
+        if (seen.insert(p.lexically_normal()).second)
+            config.key_files.push_back(p);
+}
+
+// A TPM command timeout: whole seconds, 1 s to a day.
+std::optional<std::chrono::seconds> parse_seconds(std::string_view text) {
+    unsigned long value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 86400)
+        return std::nullopt;
+    return std::chrono::seconds(value);
+}
+
+}  // namespace
+
+std::filesystem::path config_file_path() {
+    const std::string xdg = getenv_string("XDG_CONFIG_HOME");
+    if (!xdg.empty() && xdg.front() == '/')
+        return std::filesystem::path(xdg) / "tpmkey" / "config";
+    const std::filesystem::path home = home_directory();
+    return home.empty() ? home : home / ".config" / "tpmkey" / "config";
+}
+
+ConfigFile parse_config(std::string_view text, const std::string& name) {
+    ConfigFile out;
+    std::size_t line_no = 0;
+    while (!text.empty()) {
+        const std::size_t eol = text.find('\n');
+        std::string_view line = text.substr(0, eol);
+        text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+        ++line_no;
+        // A '#' at the start of a line or after a blank starts a comment.
+        for (std::size_t hash = line.find('#'); hash != std::string_view::npos; hash = line.find('#', hash + 1))
+            if (hash == 0 || line[hash - 1] == ' ' || line[hash - 1] == '\t') {
+                line = line.substr(0, hash);
+                break;
+            }
+        line = trim(line);
+        if (line.empty())
+            continue;
+        const std::size_t space = line.find_first_of(" \t");
+        const std::string_view keyword = line.substr(0, space);
+        const std::string_view value =
+            space == std::string_view::npos ? std::string_view() : trim(line.substr(space));
+        const std::string where = name + ":" + std::to_string(line_no) + ": ";
+        if (line.find('\0') != std::string_view::npos) {
+            out.warnings.push_back(where + "ignored: contains a NUL byte");
+        } else if (value.empty()) {
+            out.warnings.push_back(where + "ignored: '" + std::string(keyword) + "' needs a value");
+        } else if (keyword == "key") {
+            out.keys.push_back(expand_home(value));
+        } else if (keyword == "tcti") {
+            out.tcti = std::string(value);
+        } else if (keyword == "same-pin") {
+            std::vector<std::string> names;
+            for (std::string_view rest = value; !rest.empty();) {
+                const std::size_t blank = rest.find_first_of(" \t");
+                if (blank != 0)
+                    names.emplace_back(rest.substr(0, blank));
+                rest = blank == std::string_view::npos ? std::string_view() : rest.substr(blank + 1);
+            }
+            if (names.size() < 2)
+                out.warnings.push_back(where + "ignored: 'same-pin' needs two key names or more");
+            else
+                out.same_pin.push_back(std::move(names));
+        } else if (keyword == "timeout") {
+            if (const auto seconds = parse_seconds(value))
+                out.timeout = seconds;
+            else
+                out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
+        } else {
+            out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
+                                   "' (expected 'key', 'tcti', 'timeout' or 'same-pin')");
+        }
+    }
+    return out;
+}
+
+Config load_config() {
+    Config config;
+    const std::filesystem::path file = config_file_path();
+    ConfigFile from_file;
+    try {
+        const std::optional<FileRead> read =
+            file.empty() ? std::nullopt : read_regular_file_if_present(file, max_config_file_size);
+        if (read) {
+            check_not_replaceable(file, *read, "config file", "the settings");
+            from_file = parse_config(std::string_view(reinterpret_cast<const char*>(read->data.data()), read->data.size()),
+                                     file.string());
+        }
+    } catch (const Error& e) {
+        config.file_problem = e.what();
+        config.warnings.push_back(config.file_problem + "; ignored");
+    }
+    config.warnings.insert(config.warnings.end(), from_file.warnings.begin(), from_file.warnings.end());
+
+    std::set<std::filesystem::path> seen;
+    const std::string env_keys = getenv_string("TPMKEY_KEYS");
+    if (!env_keys.empty()) {
+        config.searched.push_back("TPMKEY_KEYS");
+        std::string_view rest = env_keys;
+        while (!rest.empty()) {
+            const std::size_t colon = rest.find(':');
+            const std::string_view item = trim(rest.substr(0, colon));
+            rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+            if (!item.empty())
+                add_keys(expand_home(item), config, seen);
+        }
+    } else if (!from_file.keys.empty()) {
+        config.searched.push_back(file.string());
+        for (const auto& p : from_file.keys)
+            add_keys(p, config, seen);
+    } else {
+        const std::filesystem::path ssh_dir = home_directory() / ".ssh";
+        config.searched.push_back(ssh_dir.string() + "/*.tpm");
+        std::error_code ec;
+        if (std::filesystem::is_directory(ssh_dir, ec))
+            add_keys(ssh_dir, config, seen);
+    }
+
+    config.same_pin = from_file.same_pin;
+    config.tcti = getenv_string("TPMKEY_TCTI");
+    config.tcti_source = "TPMKEY_TCTI";
+    if (config.tcti.empty() && !from_file.tcti.empty()) {
+        config.tcti = from_file.tcti;
+        config.tcti_source = file.string();
+    }
+    if (config.tcti.empty())
+        config.tcti_source = "the tpm2-tss default";
+
+    const std::string env_timeout = getenv_string("TPMKEY_TPM_TIMEOUT");
+    config.tpm_timeout = from_file.timeout;
+    if (!env_timeout.empty()) {
+        if (const auto seconds = parse_seconds(env_timeout))
+            config.tpm_timeout = seconds;
+        else
+            config.warnings.push_back("TPMKEY_TPM_TIMEOUT: ignored: needs whole seconds from 1 to 86400");
+    }
+    return config;
+}
+
+}  // namespace tpmkey

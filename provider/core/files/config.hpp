@@ -1,0 +1,62 @@
+// Where the keys are and how to reach the TPM (docs/design.md, "Configuration"
+// and "TPM connection"). Reads only the environment and one small file.
+#pragma once
+
+#include "core/base/home.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+// $XDG_CONFIG_HOME/tpmkey/config, lines of:
+//   key PATH      a key file, or a directory whose *.tpm files are keys
+//   tcti STRING   how to reach the TPM (tpm2-tools syntax)
+//   timeout SECONDS  how long the TPM may take to answer a command
+//   same-pin NAME NAME...  these keys (file names without .tpm) have one PIN
+//   # comment
+struct ConfigFile {
+    std::vector<std::filesystem::path> keys;
+    std::string tcti;
+    std::optional<std::chrono::seconds> timeout;
+    std::vector<std::vector<std::string>> same_pin;
+    std::vector<std::string> warnings;  // lines that were skipped, and why
+};
+
+// Larger config files are refused; a real one is a few lines.
+inline constexpr std::size_t max_config_file_size = 64 * 1024;
+
+// Parses config text; `name` prefixes warnings. Bad lines are skipped with
+// a warning, never fatal: a typo must not lock the user out of ssh.
+ConfigFile parse_config(std::string_view text, const std::string& name);
+
+struct Config {
+    std::vector<std::filesystem::path> key_files;  // in the order found, no duplicates
+    std::vector<std::string> searched;             // where we looked, for messages
+    std::string tcti;                              // empty: the tpm2-tss default
+    std::string tcti_source;                       // "TPMKEY_TCTI", the config file, "default"
+    std::optional<std::chrono::seconds> tpm_timeout;  // unset: the defaults in tcti_timeout.hpp
+    // Keys (by name) the user says have one PIN: a PIN one of them took is
+    // tried for the others too (module/pin_burst.hpp).
+    std::vector<std::vector<std::string>> same_pin;
+    std::vector<std::string> warnings;
+    std::string file_problem;  // why the config file, which exists, is not used (also in warnings)
+};
+
+// TPMKEY_KEYS (':'-separated paths or directories), else the config file's
+// `key` lines, else ~/.ssh/*.tpm; TPMKEY_TCTI, else the config file's
+// `tcti` line, else the default; TPMKEY_TPM_TIMEOUT, else the config
+// file's `timeout` line. Key files are listed, not read. A config file
+// that others could have written (ssh's StrictModes, file_read.hpp), or
+// that cannot be read, is not used at all: its tcti line could send the
+// PINs elsewhere.
+Config load_config();
+
+// The config file's path ($XDG_CONFIG_HOME or ~/.config), empty if no home.
+std::filesystem::path config_file_path();
+
+
+}  // namespace tpmkey

@@ -1,0 +1,193 @@
+#include "core/keys/public_key.hpp"
+
+#include "core/keys/der.hpp"
+#include "core/base/error.hpp"
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/objects.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+
+namespace tpmkey {
+
+namespace {
+
+struct Curve {
+    TPMI_ECC_CURVE tpm_id;
+    int nid;
+    std::size_t field_size;
+    const char* ssh_name;  // also the curve part of the key type
+};
+
+constexpr Curve curves[] = {
+    {TPM2_ECC_NIST_P256, NID_X9_62_prime256v1, 32, "nistp256"},
+    {TPM2_ECC_NIST_P384, NID_secp384r1, 48, "nistp384"},
+    {TPM2_ECC_NIST_P521, NID_secp521r1, 66, "nistp521"},
+};
+
+Bytes strip_leading_zeros(const std::uint8_t* data, std::size_t size) {
+    std::size_t i = 0;
+    while (i < size && data[i] == 0)
+        ++i;
+    return Bytes(data + i, data + size);
+}
+
+// RFC 4251 5: string = uint32 length + bytes; mpint = string of the
+// two's-complement value (a leading zero byte when the top bit is set).
+void put_string(Bytes& out, const Bytes& s) {
+    const auto n = static_cast<std::uint32_t>(s.size());
+    for (int shift = 24; shift >= 0; shift -= 8)
+        out.push_back(static_cast<std::uint8_t>(n >> shift));
+    out.insert(out.end(), s.begin(), s.end());
+}
+void put_string(Bytes& out, const std::string& s) { put_string(out, Bytes(s.begin(), s.end())); }
+void put_mpint(Bytes& out, const Bytes& magnitude) {
+    Bytes v = magnitude;
+    if (!v.empty() && (v[0] & 0x80))
+        v.insert(v.begin(), 0);
+    put_string(out, v);
+}
+
+}  // namespace
+
+PublicKey::PublicKey(const TPMT_PUBLIC& area) {
+    if (area.type == TPM2_ALG_RSA) {
+        rsa_ = true;
+        bits_ = area.parameters.rsaDetail.keyBits;
+        const TPM2B_PUBLIC_KEY_RSA& n = area.unique.rsa;
+        if (bits_ < 1024 || n.size != bits_ / 8)
+            throw Error("the RSA key's modulus does not match its size");
+        n_ = strip_leading_zeros(n.buffer, n.size);
+        std::uint32_t exponent = area.parameters.rsaDetail.exponent;
+        if (exponent == 0)
+            exponent = 65537;  // TPM 2.0 Part 2, 12.2.3.5: zero means 2^16+1
+        for (int shift = 24; shift >= 0; shift -= 8)
+            e_.push_back(static_cast<std::uint8_t>(exponent >> shift));
+        e_ = strip_leading_zeros(e_.data(), e_.size());
+        return;
+    }
+    if (area.type != TPM2_ALG_ECC)
+        throw Error("only RSA and ECC keys are supported");
+    const auto* curve = std::find_if(std::begin(curves), std::end(curves), [&](const Curve& c) {
+        return c.tpm_id == area.parameters.eccDetail.curveID;
+    });
+    if (curve == std::end(curves))
+        throw Error("only the NIST P-256, P-384 and P-521 curves are supported");
+    curve_nid_ = curve->nid;
+    ssh_curve_ = curve->ssh_name;
+    field_size_ = curve->field_size;
+    bits_ = curve->nid == NID_secp521r1 ? 521 : static_cast<unsigned>(field_size_ * 8);
+    const TPMS_ECC_POINT& p = area.unique.ecc;
+    if (p.x.size == 0 || p.x.size > field_size_ || p.y.size == 0 || p.y.size > field_size_)
+        throw Error("the ECC key's public point does not match its curve");
+    point_.push_back(0x04);
+    point_.insert(point_.end(), field_size_ - p.x.size, 0);
+    point_.insert(point_.end(), p.x.buffer, p.x.buffer + p.x.size);
+    point_.insert(point_.end(), field_size_ - p.y.size, 0);
+    point_.insert(point_.end(), p.y.buffer, p.y.buffer + p.y.size);
+}
+
+std::string PublicKey::ssh_type() const {
+    if (rsa_)
+        return "ssh-rsa";
+    return "ecdsa-sha2-" + ssh_curve_;
+}
+
+Bytes PublicKey::ssh_blob() const {
+    Bytes out;
+    put_string(out, ssh_type());
+    if (rsa_) {
+        put_mpint(out, e_);
+        put_mpint(out, n_);
+    } else {
+        put_string(out, ssh_curve_);
+        put_string(out, point_);
+    }
+    return out;
+}
+
+std::string PublicKey::ssh_line(const std::string& comment) const {
+    std::string line = ssh_type() + " " + base64(ssh_blob());
+    if (!comment.empty())
+        line += " " + comment;
+    return line;
+}
+
+std::string PublicKey::ssh_fingerprint() const {
+    const Bytes blob = ssh_blob();
+    Bytes digest(SHA256_DIGEST_LENGTH);
+    SHA256(blob.data(), blob.size(), digest.data());
+    std::string b64 = base64(digest);
+    while (!b64.empty() && b64.back() == '=')
+        b64.pop_back();
+    return "SHA256:" + b64;
+}
+
+Bytes PublicKey::ec_params_der() const { return der::object_identifier(curve_nid_); }
+
+Bytes PublicKey::ec_point_der() const { return der::octet_string(point_); }
+
+Bytes PublicKey::subject_public_key() const {
+    if (!rsa_)
+        return point_;
+    Bytes content = der::unsigned_integer(n_);  // RFC 8017, A.1.1
+    der::append(content, der::unsigned_integer(e_));
+    return der::sequence(content);
+}
+
+Bytes PublicKey::spki_der() const {
+    const Owned<X509_PUBKEY, X509_PUBKEY_free> spki(X509_PUBKEY_new());
+    const Bytes bits = subject_public_key();
+    Owned<unsigned char, openssl_free> encoded(static_cast<unsigned char*>(OPENSSL_memdup(bits.data(), bits.size())));
+    if (!spki || !encoded)
+        throw std::bad_alloc();
+    // RFC 3279: rsaEncryption with NULL parameters; id-ecPublicKey with the
+    // named curve. On success the X509_PUBKEY owns `encoded`.
+    const bool ok = rsa_ ? X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_rsaEncryption), V_ASN1_NULL,
+                                                  nullptr, encoded.get(), static_cast<int>(bits.size()))
+                         : X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_X9_62_id_ecPublicKey),
+                                                  V_ASN1_OBJECT, OBJ_nid2obj(curve_nid_), encoded.get(),
+                                                  static_cast<int>(bits.size()));
+    if (!ok)
+        throw Error("cannot encode the public key");
+    (void)encoded.release();
+    Bytes out = to_der(i2d_X509_PUBKEY, spki.get());
+    if (out.empty())
+        throw Error("cannot encode the public key");
+    return out;
+}
+
+EvpPkey PublicKey::to_evp() const {
+    const Bytes der = spki_der();
+    const unsigned char* p = der.data();
+    EvpPkey pkey(d2i_PUBKEY(nullptr, &p, static_cast<long>(der.size())));
+    if (!pkey) {
+        ERR_clear_error();
+        throw Error("OpenSSL rejects the key's public part");
+    }
+    return pkey;
+}
+
+std::string hex(std::span<const std::uint8_t> data) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(2 * data.size());
+    for (std::uint8_t b : data) {
+        out += digits[b >> 4];
+        out += digits[b & 15];
+    }
+    return out;
+}
+
+std::string base64(const Bytes& data) {
+    std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
+    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(),
+                                  static_cast<int>(data.size()));
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+}
+
+}  // namespace tpmkey

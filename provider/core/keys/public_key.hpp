@@ -1,0 +1,73 @@
+// The public half of a TPM key in the encodings its users need: OpenSSH
+// (.pub lines, fingerprints), OpenSSL (EVP_PKEY, to verify), and the DER
+// pieces PKCS#11 attributes carry.
+#pragma once
+
+#include "core/base/owned.hpp"
+
+#include <openssl/evp.h>
+#include <tss2/tss2_tpm2_types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+using Bytes = std::vector<std::uint8_t>;
+
+class PublicKey {
+public:
+    // Throws Error for key types and curves we do not handle.
+    explicit PublicKey(const TPMT_PUBLIC& area);
+
+    bool is_rsa() const noexcept { return rsa_; }
+    unsigned bits() const noexcept { return bits_; }
+    // ECDSA: size of one coordinate (and of r and of s) in bytes.
+    std::size_t ec_field_size() const noexcept { return field_size_; }
+
+    // "ecdsa-sha2-nistp256", "ssh-rsa", ...
+    std::string ssh_type() const;
+    // The OpenSSH wire-format key blob (RFC 4253 6.6, RFC 5656 3.1).
+    Bytes ssh_blob() const;
+    // One authorized_keys line: "TYPE BASE64[ COMMENT]".
+    std::string ssh_line(const std::string& comment) const;
+    // "SHA256:..." as ssh-keygen -l prints it.
+    std::string ssh_fingerprint() const;
+
+    // RSA: big-endian modulus and public exponent, no leading zeros.
+    const Bytes& rsa_modulus() const noexcept { return n_; }
+    const Bytes& rsa_exponent() const noexcept { return e_; }
+    // ECDSA: DER of the curve OID (CKA_EC_PARAMS), and the uncompressed
+    // point 04||X||Y (wrapped in an OCTET STRING for CKA_EC_POINT).
+    Bytes ec_params_der() const;
+    Bytes ec_point() const { return point_; }
+    Bytes ec_point_der() const;
+
+    // The contents of the SubjectPublicKeyInfo BIT STRING: 04||X||Y, or the
+    // DER RSAPublicKey. Its SHA-1 is the X.509 subject key identifier.
+    Bytes subject_public_key() const;
+    // DER SubjectPublicKeyInfo (X.509), as in CKA_PUBLIC_KEY_INFO.
+    Bytes spki_der() const;
+    // Decoded from the SPKI, not built from parameters: an ENGINE that an
+    // application made the default for RSA or EC (the openssl CLI's
+    // -engine does) breaks EVP_PKEY_fromdata, but not the decoders.
+    EvpPkey to_evp() const;
+
+private:
+    bool rsa_ = false;
+    unsigned bits_ = 0;
+    std::size_t field_size_ = 0;
+    int curve_nid_ = 0;
+    std::string ssh_curve_;  // "nistp256": the curve's name in OpenSSH
+    Bytes n_, e_;    // RSA
+    Bytes point_;    // ECDSA: 04||X||Y
+};
+
+std::string base64(const Bytes& data);
+// Lower-case hex, as tpm2-tools prints digests and names.
+std::string hex(std::span<const std::uint8_t> data);
+
+}  // namespace tpmkey

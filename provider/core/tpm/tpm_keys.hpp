@@ -1,0 +1,96 @@
+// Key operations inside the TPM: the parent (storage key), creating,
+// loading and using signing keys. The private parts never leave the TPM
+// except wrapped by the parent, which is useless on any other TPM.
+#pragma once
+
+#include "core/base/secret.hpp"
+#include "core/keys/key_parts.hpp"
+#include "core/tpm/tpm.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+// The attributes of every key we create: bound to this TPM and this
+// parent, generated inside it, usable with its auth value, signing only.
+inline constexpr TPMA_OBJECT signing_key_attributes =
+    TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+    TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT;
+
+enum class KeyAlgorithm { ecdsa, rsa };
+
+struct KeySpec {
+    KeyAlgorithm algorithm = KeyAlgorithm::ecdsa;
+    unsigned bits = 256;  // ecdsa: 256, 384 or 521; rsa: 2048 or 3072
+};
+
+// Throws Error unless the spec is one we create (docs/design.md, "Key objects").
+void check_key_spec(const KeySpec& spec);
+
+// The public template of a new signing key: scheme NULL, so the scheme and
+// hash are chosen per signature. `auth_policy`: a policy digest
+// (tpm_policy.hpp) the key is bound to, or empty; a key with one can be
+// used only through its policy (no userWithAuth).
+TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy = {});
+
+// The TCG standard storage key templates (TCG TPM v2.0 Provisioning
+// Guidance, 7.5.1; empty unique): ECC P-256 ("H-2"), the one tpm2-openssl,
+// openssl_tpm2_engine, systemd and the kernel use, and RSA 2048.
+TPM2B_PUBLIC storage_key_template(TPMI_ALG_PUBLIC type = TPM2_ALG_ECC);
+
+// The attribute names of tpm2-tools ("fixedtpm|fixedparent|..."), so output compares.
+std::string attributes_text(TPMA_OBJECT attributes);
+
+// Throws Error unless `area` may be a parent: a storage key bound to this
+// TPM, exactly fixedTPM|fixedParent|sensitiveDataOrigin|restricted|decrypt,
+// plus userWithAuth and noDA as the TCG template has them, and nothing else
+// (not 'sign', no duplication: a key that could leave the TPM would let its
+// owner read every secret salted with it).
+void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle);
+
+// Makes the parent usable: 0x40000001 re-creates the storage key with
+// TPM2_CreatePrimary; a persistent handle (0x81xxxxxx) is used as is. The
+// TPM's answer must pass check_storage_key. Whether it is the right key is
+// for known_parents.hpp to say.
+TpmObject load_parent(Tpm& tpm, std::uint32_t parent);
+
+// What the TCG's SRK location 0x81000001 holds, for choosing the parent of a
+// new key and for tpmkey doctor.
+struct PersistentSrk {
+    enum class State {
+        absent,
+        standard,           // the TCG standard SRK: the key 0x40000001 re-creates (or its RSA twin)
+        other_storage_key,  // a storage key of another template (tpm2-pkcs11's primary, say)
+        unfit,              // not a storage key bound to this TPM (check_storage_key)
+    };
+    State state = State::absent;
+    std::string detail;  // other_storage_key, unfit: what it is
+};
+PersistentSrk inspect_persistent_srk(Tpm& tpm);
+
+// TPM2_Create under `parent`, with `pin` (possibly empty) as the auth value,
+// bound to `auth_policy` if not empty (signing_key_template).
+KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin,
+                    std::span<const std::uint8_t> auth_policy = {});
+
+// TPM2_Load of a wrapped key under its parent (whose auth value is empty).
+TpmObject load_key(Tpm& tpm, const TpmObject& parent, const Authorization& auth, const KeyBlobs& blobs);
+
+// TPM2_Sign of a digest with `scheme` (TPM2_ALG_ECDSA, _RSASSA, _RSAPSS)
+// and `hash`. The key's auth value must already be set (AuthValue).
+// Returns the signature as PKCS#11 wants it: raw r||s, each half
+// `ec_half_size` bytes, for ECDSA; the signature block for RSA.
+std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Authorization& auth,
+                                      TPM2_ALG_ID scheme, TPM2_ALG_ID hash,
+                                      std::span<const std::uint8_t> digest,
+                                      std::size_t ec_half_size);
+
+// TPM2_ObjectChangeAuth: the key wrapped again with a new auth value. With
+// new_pin equal to the current one it only proves the current one right.
+TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent,
+                          const Authorization& auth, const Secret& new_pin);
+
+}  // namespace tpmkey

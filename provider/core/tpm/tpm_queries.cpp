@@ -1,0 +1,66 @@
+#include "core/tpm/tpm_queries.hpp"
+
+#include "core/base/error.hpp"
+
+#include <algorithm>
+
+namespace tpmkey {
+
+EsysPtr<TPMS_CAPABILITY_DATA> get_capability(Tpm& tpm, TPM2_CAP capability, UINT32 property, UINT32 count) {
+    TPMI_YES_NO more = TPM2_NO;
+    EsysPtr<TPMS_CAPABILITY_DATA> data;
+    check_rc(Esys_GetCapability(tpm.esys(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, capability, property, count,
+                                &more, out_ptr(data)),
+             "TPM2_GetCapability");
+    return data;
+}
+
+std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count) {
+    std::map<TPM2_PT, UINT32> out;
+    TPM2_PT next = first;
+    // A TPM may answer with fewer properties than asked for: ask again for the rest.
+    while (next < first + count) {
+        const auto data = get_capability(tpm, TPM2_CAP_TPM_PROPERTIES, next, first + count - next);
+        const TPML_TAGGED_TPM_PROPERTY& list = data->data.tpmProperties;
+        if (list.count == 0)
+            break;
+        for (UINT32 i = 0; i < list.count; ++i)
+            out[list.tpmProperty[i].property] = list.tpmProperty[i].value;
+        next = list.tpmProperty[list.count - 1].property + 1;
+    }
+    return out;
+}
+
+DictionaryAttackState dictionary_attack_state(Tpm& tpm) {
+    // TPM2_PT_PERMANENT .. TPM2_PT_LOCKOUT_INTERVAL are one run: one command.
+    auto props = tpm_properties(tpm, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_INTERVAL - TPM2_PT_PERMANENT + 1);
+    return DictionaryAttackState{props[TPM2_PT_LOCKOUT_COUNTER], props[TPM2_PT_MAX_AUTH_FAIL],
+                                 props[TPM2_PT_LOCKOUT_INTERVAL],
+                                 (props[TPM2_PT_PERMANENT] & TPMA_PERMANENT_INLOCKOUT) != 0};
+}
+
+std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm) {
+    const auto data = get_capability(tpm, TPM2_CAP_ALGS, TPM2_ALG_FIRST, TPM2_MAX_CAP_ALGS);
+    std::vector<TPM2_ALG_ID> out;
+    for (UINT32 i = 0; i < data->data.algorithms.count; ++i)
+        for (const TPM2_ALG_ID h : {TPM2_ALG_SHA1, TPM2_ALG_SHA256, TPM2_ALG_SHA384, TPM2_ALG_SHA512})
+            if (data->data.algorithms.algProperties[i].alg == h)
+                out.push_back(h);
+    return out;
+}
+
+bool tpm_lacks_sha512(Tpm& tpm) {
+    const std::vector<TPM2_ALG_ID> hashes = implemented_hashes(tpm);
+    return std::find(hashes.begin(), hashes.end(), TPM2_ALG_SHA512) == hashes.end();
+}
+
+std::vector<TPM2_HANDLE> tpm_handles(Tpm& tpm, TPM2_HANDLE first) {
+    const auto data = get_capability(tpm, TPM2_CAP_HANDLES, first, TPM2_MAX_CAP_HANDLES);
+    std::vector<TPM2_HANDLE> out;
+    for (UINT32 i = 0; i < data->data.handles.count; ++i)
+        if ((data->data.handles.handle[i] >> TPM2_HR_SHIFT) == (first >> TPM2_HR_SHIFT))
+            out.push_back(data->data.handles.handle[i]);
+    return out;
+}
+
+}  // namespace tpmkey

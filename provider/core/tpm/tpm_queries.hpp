@@ -1,0 +1,45 @@
+// What the TPM says about itself (TPM2_GetCapability): its properties, its
+// dictionary-attack state, the hash algorithms it implements, the handles
+// it holds. Every question goes through get_capability().
+#pragma once
+
+#include "core/tpm/tpm.hpp"
+
+#include <map>
+#include <vector>
+
+namespace tpmkey {
+
+// One TPM2_GetCapability: `count` entries of `capability` from `property` on.
+EsysPtr<TPMS_CAPABILITY_DATA> get_capability(Tpm& tpm, TPM2_CAP capability, UINT32 property, UINT32 count);
+
+// TPM2_CAP_TPM_PROPERTIES for `count` properties from `first`.
+std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count);
+
+// The TPM's dictionary-attack protection (TPM 2.0 Part 1, 19.8): every key
+// without 'noda' (all of ours) counts wrong auth values against it.
+struct DictionaryAttackState {
+    UINT32 failures = 0;          // TPM2_PT_LOCKOUT_COUNTER
+    UINT32 max_failures = 0;      // TPM2_PT_MAX_AUTH_FAIL
+    UINT32 recovery_seconds = 0;  // TPM2_PT_LOCKOUT_INTERVAL: one failure forgiven each
+    bool in_lockout = false;      // TPMA_PERMANENT inLockout
+};
+DictionaryAttackState dictionary_attack_state(Tpm& tpm);
+
+// Which of SHA-1, SHA-256, SHA-384 and SHA-512 the TPM implements.
+std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm);
+
+// ssh signs with an RSA user key using rsa-sha2-512 when the server allows
+// it, and does not try rsa-sha2-256 after a failed signature (sshconnect2.c):
+// on a TPM without SHA-512 an RSA key logs in only if ssh leaves
+// rsa-sha2-512 out, with this ssh_config line. ECDSA keys have no such limit.
+inline constexpr const char* no_rsa_sha2_512_line =
+    "PubkeyAcceptedAlgorithms -rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com";
+bool tpm_lacks_sha512(Tpm& tpm);
+
+// The handles of one kind the TPM shows this connection from `first` on
+// (persistent objects, transient objects, loaded sessions: with a resource
+// manager only this connection's own; without one, everyone's).
+std::vector<TPM2_HANDLE> tpm_handles(Tpm& tpm, TPM2_HANDLE first);
+
+}  // namespace tpmkey
