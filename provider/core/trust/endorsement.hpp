@@ -1,0 +1,60 @@
+// The TPM's endorsement key (EK) as the anchor for its storage keys
+// (docs/security.md, "A parent proven by the endorsement key").
+//
+// A parent is proven to live in the TPM that owns the EK: the EK's
+// certificate (from the TPM's NV) is verified against the trusted EK roots,
+// the EK is re-created from the template that matches it and compared with
+// the certificate's key, a credential for a random secret is made in
+// software for the parent's name (TPM2_MakeCredential, TPM 2.0 Part 1,
+// "Credential Protection"), and only the TPM that holds both the EK and an
+// object of exactly that name can return the secret
+// (TPM2_ActivateCredential). Where the TPM has no EK certificate, or none
+// that chains to a trusted root, the same proof runs and the EK itself is
+// trusted on first use (it survives TPM2_Clear; the storage key does not).
+#pragma once
+
+#include "core/tpm/tpm.hpp"
+#include "core/trust/known_parents.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+// A parent that failed the proof (or whose EK could not be found or
+// re-created). Its message names the step that failed; nothing secret was
+// sent under the parent.
+class ParentProofFailed : public UnverifiedParent {
+public:
+    using UnverifiedParent::UnverifiedParent;
+};
+
+// The directories of trusted EK root (and intermediate) certificates:
+// /etc/tpmkey/ek-roots and $XDG_CONFIG_HOME/tpmkey/ek-roots (or the
+// config file's `ek-roots DIR`). Missing directories are no roots.
+struct EkRoots {
+    std::vector<std::filesystem::path> dirs;
+};
+EkRoots default_ek_roots();
+
+// What the proof found out about the EK.
+struct EndorsementKey {
+    bool certified = false;          // its certificate chains to a trusted root and matches the re-created EK
+    std::string pin;                 // what is pinned beside the parent: "cert:" + SHA-256 of the certificate
+                                     // (DER, hex) when certified, else "ek:" + the EK's name (hex)
+    std::uint32_t nv_index = 0;      // where its certificate was (0: none)
+    std::string algorithm;           // "RSA 2048", "ECC P-256", "ECC P-384"
+    std::string issuer;              // the certificate's issuer (one line), empty without one
+    std::string why_not_certified;   // "no EK certificate in the TPM", "no trusted root: ...", empty when certified
+};
+
+// Proves that `parent` (loaded, with `parent_public` as the TPM reported
+// it) lives in the TPM that owns the EK. Throws ParentProofFailed naming
+// the failed step; Error / TpmError for a TPM that cannot be asked. Flushes
+// every object and session it makes.
+EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
+                            const EkRoots& roots);
+
+}  // namespace tpmkey
