@@ -81,6 +81,7 @@ Parsed parse_args(const CommandSpec& spec, const std::vector<std::string>& args)
 constexpr const Command* commands[] = {
     &list_command,   &pubkey_command, &info_command,
     &passwd_command, &doctor_command, &ssh_config_command, &policy_command,
+    &bench_command,
 };
 
 int run(int argc, char** argv) {

@@ -33,7 +33,7 @@ usage_error "tpmkey COMMAND" --frobnicate
 help_ok "tpmkey COMMAND" --help
 help_ok "tpmkey COMMAND" help
 
-for cmd in list doctor; do
+for cmd in list doctor bench; do
     help_ok "tpmkey $cmd" "$cmd" --help
     help_ok "tpmkey $cmd" "$cmd" -h
     usage_error "tpmkey $cmd" "$cmd" extra
