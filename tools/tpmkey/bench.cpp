@@ -22,7 +22,9 @@ constexpr unsigned default_max_seconds = 30;
 constexpr unsigned runs_per_command = 5;
 
 constexpr CommandSpec bench_spec{
-    "bench", "tpmkey bench [--max-seconds N]",
+    "bench",
+    "time the TPM commands of a login here; what a persistent SRK saves",
+    "tpmkey bench [--max-seconds N]",
     "Times, on the configured TPM, the commands an ssh login uses (CreatePrimary\n"
     "of the storage key, ReadPublic, a salted StartAuthSession, Load,\n"
     "ObjectChangeAuth, Sign with ECDSA P-256 and RSA 2048, FlushContext), up to\n"

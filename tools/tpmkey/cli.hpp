@@ -1,6 +1,6 @@
 // What the tpmkey commands share: their command-line description, the
 // parsed arguments, the usage error, the command table's entries (one
-// file per command group: key_commands.cpp, doctor.cpp, ssh_config.cpp),
+// file per command group; main.cpp's table lists them all),
 // and the helpers more than one of them uses (cli.cpp).
 #pragma once
 
@@ -34,6 +34,7 @@ private:
 // Plain constants (no constructors run at start-up).
 struct CommandSpec {
     const char* name;
+    const char* summary;                // its line in 'tpmkey --help', the one list of the commands
     const char* usage;                  // "tpmkey pubkey [-C COMMENT] KEY"
     const char* help;                   // what --help prints after the usage line
     const char* value_options[3];       // take a value: "-C", "--old-pin-file"; null-terminated

@@ -38,7 +38,9 @@ namespace tpmkey::cli {
 namespace {
 
 constexpr CommandSpec doctor_spec{
-    "doctor", "tpmkey doctor",
+    "doctor",
+    "check the TPM, the keys and the ssh set-up",
+    "tpmkey doctor",
     "Checks everything SSH keys in the TPM need, one line per check, and for\n"
     "each problem a 'Likely problem' and a 'Possible solution' line:\n"
     "  - the TPM: which TCTI reaches it, /dev/tpmrm0 and the 'tss' group,\n"

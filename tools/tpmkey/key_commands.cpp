@@ -25,7 +25,9 @@ namespace {
 // ---- list ------------------------------------------------------------------
 
 constexpr CommandSpec list_spec{
-    "list", "tpmkey list",
+    "list",
+    "the keys the PKCS#11 module serves, in slot order",
+    "tpmkey list",
     "Lists every key the PKCS#11 module serves, in the module's slot order:\n"
     "its slot id, the file, the fingerprint as 'ssh-keygen -l' prints it (with\n"
     "the key's name as comment, as 'ssh-keygen -D' shows it), its type, whether\n"
@@ -70,7 +72,9 @@ int cmd_list(const Parsed&) {
 // ---- pubkey ----------------------------------------------------------------
 
 constexpr CommandSpec pubkey_spec{
-    "pubkey", "tpmkey pubkey [-C COMMENT] KEY",
+    "pubkey",
+    "the OpenSSH public key line of KEY (no TPM needed)",
+    "tpmkey pubkey [-C COMMENT] KEY",
     "Prints the OpenSSH public key line of KEY, a TPM key file (NAME.tpm). Use it\n"
     "to make a lost NAME.pub again:\n"
     "\n"
@@ -94,7 +98,9 @@ int cmd_pubkey(const Parsed& p) {
 // ---- info ------------------------------------------------------------------
 
 constexpr CommandSpec info_spec{
-    "info", "tpmkey info KEY",
+    "info",
+    "TPM attributes, parent, policy; does KEY load here?",
+    "tpmkey info KEY",
     "Shows what the key file KEY says (type, fingerprint, the TPM object's\n"
     "attributes, PIN, parent, policy) and asks this TPM to load the key.\n"
     "Exit status 0 when it loads and can sign here, 1 when it cannot (the last\n"
@@ -151,7 +157,9 @@ int cmd_info(const Parsed& p) {
 // ---- passwd ----------------------------------------------------------------
 
 constexpr CommandSpec passwd_spec{
-    "passwd", "tpmkey passwd [--old-pin-file FILE] [--new-pin-file FILE] KEY",
+    "passwd",
+    "set, change or remove the PIN of KEY",
+    "tpmkey passwd [--old-pin-file FILE] [--new-pin-file FILE] KEY",
     "Sets, changes or removes the PIN of KEY. The TPM wraps the key again with\n"
     "the new PIN (TPM2_ObjectChangeAuth; both PINs travel only inside an\n"
     "encrypted session) and KEY is replaced in one step. With a wrong current\n"

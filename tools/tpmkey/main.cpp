@@ -1,8 +1,8 @@
-// tpmkey: look after TPM keys. Subcommands: list, pubkey, info, passwd,
-// doctor, ssh-config. Usage errors exit 2; failures exit 1.
+// tpmkey: look after TPM keys. Usage errors exit 2; failures exit 1.
 //
-// This file: the command line and the command table; the commands are in
-// key_commands.cpp, doctor.cpp and ssh_config.cpp.
+// This file: the command line and the command table, the one list of the
+// commands ('tpmkey --help' is made from it); the commands are in
+// key_commands.cpp, doctor.cpp, ssh_config.cpp and policy.cpp.
 
 #include "cli.hpp"
 #include "core/files/config.hpp"
@@ -14,25 +14,13 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
 
 using namespace tpmkey;
 using namespace tpmkey::cli;
-
-const char* const usage_text =
-    "usage: tpmkey COMMAND [ARGS]\n"
-    "\n"
-    "  list                     the keys the PKCS#11 module serves, in slot order\n"
-    "  pubkey [-C COMMENT] KEY  the OpenSSH public key line of KEY (no TPM needed)\n"
-    "  info KEY                 TPM attributes, parent, policy; does KEY load here?\n"
-    "  passwd KEY               set, change or remove the PIN of KEY\n"
-    "  doctor                   check the TPM, the keys and the ssh set-up\n"
-    "  ssh-config [--apply]     the ~/.ssh/config lines for the module (--apply adds them)\n"
-    "  policy sign KEY          re-sign a PCR-bound key's policy for the PCRs' values now\n"
-    "\n"
-    "Run 'tpmkey COMMAND --help' for more; 'tpmkey --version' prints the version.\n";
 
 // ---- command line ----------------------------------------------------------
 
@@ -84,13 +72,27 @@ constexpr const Command* commands[] = {
     &bench_command,
 };
 
+// "usage: tpmkey COMMAND [ARGS]" and each command of the table: its usage
+// without "tpmkey ", then its summary (on a line of its own when the usage
+// is too long).
+std::string usage_text() {
+    constexpr std::size_t column = 27;
+    std::string text = "usage: tpmkey COMMAND [ARGS]\n\n";
+    for (const Command* c : commands) {
+        std::string line = std::string("  ") + (c->spec->usage + std::string_view("tpmkey ").size());
+        line += line.size() + 2 <= column ? std::string(column - line.size(), ' ') : "\n" + std::string(column, ' ');
+        text += line + c->spec->summary + "\n";
+    }
+    return text + "\nRun 'tpmkey COMMAND --help' for more; 'tpmkey --version' prints the version.\n";
+}
+
 int run(int argc, char** argv) {
     configure_logging();
     if (argc < 2)
         throw UsageError("tpmkey: a command is needed", "");
     const std::string name = argv[1];
     if (name == "--help" || name == "-h" || name == "help") {
-        std::cout << usage_text;
+        std::cout << usage_text();
         return 0;
     }
     if (name == "--version") {
@@ -119,7 +121,7 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
         std::cerr << e.what() << "\n";
         if (e.usage().empty())
-            std::cerr << usage_text;
+            std::cerr << usage_text();
         else
             std::cerr << "usage: " << e.usage() << "\n(see 'tpmkey " << std::string(argv[1]) << " --help')\n";
         return 2;

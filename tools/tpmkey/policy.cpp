@@ -175,7 +175,9 @@ int cmd_policy(const Parsed& p) {
 }
 
 constexpr CommandSpec policy_spec{
-    "policy", policy_usage,
+    "policy",
+    "re-sign a PCR-bound key's policy for the PCRs' values now",
+    policy_usage,
     "For a key bound to PCRs through a signed policy (tpmkey-keygen --pcr ...\n"
     "--policy-signer; see docs/pcr-bound-keys.md): signs a policy for the\n"
     "values the PCRs hold now, with the signer's private key in FILE (default\n"

@@ -99,7 +99,9 @@ bool rsa_keys_need_sha256(const Config& config) {
 }
 
 constexpr CommandSpec ssh_config_spec{
-    "ssh-config", "tpmkey ssh-config [--apply]",
+    "ssh-config",
+    "the ~/.ssh/config lines for the module (--apply adds them)",
+    "tpmkey ssh-config [--apply]",
     "Prints the lines ~/.ssh/config needs so that ssh uses your TPM keys.\n"
     "\n"
     "  --apply   also add them to ~/.ssh/config, after showing them: at the top\n"

@@ -33,6 +33,10 @@ usage_error "tpmkey COMMAND" --frobnicate
 help_ok "tpmkey COMMAND" --help
 help_ok "tpmkey COMMAND" help
 
+# Every command of the table ('tpmkey --help' lists them) has --help.
+for cmd in $("$TPMKEY_TOOL" --help | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p'); do
+    help_ok "tpmkey $cmd" "$cmd" --help
+done
 for cmd in list doctor bench; do
     help_ok "tpmkey $cmd" "$cmd" --help
     help_ok "tpmkey $cmd" "$cmd" -h
