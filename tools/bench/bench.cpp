@@ -10,6 +10,14 @@
 //       Esys_Sign calls on it, with the authorization the module uses for
 //       that key (password session without a PIN, salted HMAC session with
 //       parameter encryption with one).
+//   tpmkey-bench model ecdsa|rsa COMMAND...
+//       The modelled TPM time of a counted command sequence (names as
+//       count-tpm-commands prints them) with a key of that type, on each
+//       reference chip (core/tpm/login_cost.hpp, the model `tpmkey bench`
+//       uses too): one line per chip, "MS<TAB>NOT_PRICED<TAB>CHIP", where
+//       NOT_PRICED counts the commands without a published figure.
+//   tpmkey-bench chips
+//       The reference chips' figures: "CHIP<TAB>COMMAND<TAB>MS<TAB>SOURCE".
 //
 // Prints one line of key=value pairs (times in milliseconds) for the
 // driver, e.g. "first_ms=12.3 ... sign_median_ms=1.2 sign_p90_ms=...".
@@ -17,6 +25,7 @@
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/keys/public_key.hpp"
+#include "core/tpm/login_cost.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm.hpp"
 
@@ -223,9 +232,29 @@ int run_esys(const std::string& tcti, const std::string& key_path, const Options
     return 0;
 }
 
+int run_model(const std::string& key, const std::vector<std::string>& commands) {
+    if (key != "ecdsa" && key != "rsa")
+        throw std::runtime_error("model: key type '" + key + "' is neither ecdsa nor rsa");
+    const tpmkey::KeyAlgorithm algorithm = key == "rsa" ? tpmkey::KeyAlgorithm::rsa : tpmkey::KeyAlgorithm::ecdsa;
+    for (const tpmkey::ReferenceChip& chip : tpmkey::reference_chips()) {
+        const tpmkey::LoginCost cost = tpmkey::login_cost(commands, algorithm, chip.times);
+        std::printf("%.1f\t%zu\t%s\n", cost.ms, cost.unpriced.size(), chip.name.c_str());
+    }
+    return 0;
+}
+
+int run_chips() {
+    for (const tpmkey::ReferenceChip& chip : tpmkey::reference_chips())
+        for (const auto& [command, ms] : chip.times)
+            std::printf("%s\t%s\t%.3f\t%s\n", chip.name.c_str(), command.c_str(), ms, chip.source.c_str());
+    return 0;
+}
+
 int usage() {
     std::fputs("usage: tpmkey-bench pkcs11 MODULE.so TOKEN_LABEL ecdsa|rsa [--pin PIN] [-n N]\n"
-               "       tpmkey-bench esys TCTI KEYFILE [--pin PIN] [-n N]\n",
+               "       tpmkey-bench esys TCTI KEYFILE [--pin PIN] [-n N]\n"
+               "       tpmkey-bench model ecdsa|rsa COMMAND...\n"
+               "       tpmkey-bench chips\n",
                stderr);
     return 2;
 }
@@ -239,6 +268,10 @@ int main(int argc, char** argv) {
             return run_pkcs11(argv[2], argv[3], argv[4], parse_options(argc, argv, 5));
         if (cmd == "esys" && argc >= 4)
             return run_esys(argv[2], argv[3], parse_options(argc, argv, 4));
+        if (cmd == "model" && argc >= 3)
+            return run_model(argv[2], std::vector<std::string>(argv + 3, argv + argc));
+        if (cmd == "chips" && argc == 2)
+            return run_chips();
         return usage();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "tpmkey-bench: %s\n", e.what());

@@ -69,6 +69,7 @@ Parsed parse_args(const CommandSpec& spec, const std::vector<std::string>& args)
 constexpr const Command* commands[] = {
     &list_command,   &pubkey_command, &info_command,
     &passwd_command, &doctor_command, &ssh_config_command, &policy_command,
+    &bench_command,
 };
 
 // "usage: tpmkey COMMAND [ARGS]" and each command of the table: its usage

@@ -37,7 +37,7 @@ help_ok "tpmkey COMMAND" help
 for cmd in $("$TPMKEY_TOOL" --help | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p'); do
     help_ok "tpmkey $cmd" "$cmd" --help
 done
-for cmd in list doctor; do
+for cmd in list doctor bench; do
     help_ok "tpmkey $cmd" "$cmd" --help
     help_ok "tpmkey $cmd" "$cmd" -h
     usage_error "tpmkey $cmd" "$cmd" extra
