@@ -302,3 +302,27 @@ TEST_CASE("size queries: C_GetSlotList and C_GetMechanismList", "[rules]") {
     CHECK_RV(p11()->C_GetMechanismList(slot, list.data(), &big), CKR_OK);
     CHECK(big == n);
 }
+
+TEST_CASE("argument order: the slot or session handle, then NULL pointers, then object handles and values", "[rules]") {
+    // provider/module/entry_points.cpp says the order; where two arguments
+    // are wrong, the earlier one answers.
+    Initialized init;
+    const TestKey& k = key("ec256");
+    const CK_SLOT_ID slot = slot_of(k.name);
+    Session s(slot);
+    CK_ULONG n = 0;
+    CHECK_RV(p11()->C_GetSlotInfo(bad_slot, nullptr), CKR_SLOT_ID_INVALID);
+    CHECK_RV(p11()->C_GetTokenInfo(bad_slot, nullptr), CKR_SLOT_ID_INVALID);
+    CHECK_RV(p11()->C_GetMechanismList(bad_slot, nullptr, nullptr), CKR_SLOT_ID_INVALID);
+    CHECK_RV(p11()->C_GetMechanismInfo(bad_slot, CKM_SHA256_HMAC, nullptr), CKR_SLOT_ID_INVALID);
+    CHECK_RV(p11()->C_GetMechanismInfo(slot, CKM_SHA256_HMAC, nullptr), CKR_ARGUMENTS_BAD);
+    CHECK_RV(p11()->C_OpenSession(bad_slot, 0, nullptr, nullptr, nullptr), CKR_SLOT_ID_INVALID);
+    CHECK_RV(p11()->C_OpenSession(slot, 0, nullptr, nullptr, nullptr), CKR_ARGUMENTS_BAD);
+    CHECK_RV(p11()->C_GetSessionInfo(bad_session, nullptr), CKR_SESSION_HANDLE_INVALID);
+    CHECK_RV(p11()->C_Login(bad_session, CKU_USER, nullptr, 4), CKR_SESSION_HANDLE_INVALID);
+    CHECK_RV(p11()->C_GetObjectSize(bad_session, bad_object, nullptr), CKR_SESSION_HANDLE_INVALID);
+    CHECK_RV(p11()->C_GetObjectSize(s, bad_object, nullptr), CKR_ARGUMENTS_BAD);
+    CHECK_RV(p11()->C_GetAttributeValue(s, bad_object, nullptr, 1), CKR_ARGUMENTS_BAD);
+    CHECK_RV(p11()->C_SignInit(s, nullptr, bad_object), CKR_ARGUMENTS_BAD);
+    CHECK_RV(p11()->C_FindObjects(s, nullptr, 4, &n), CKR_ARGUMENTS_BAD);  // before the operation state
+}
