@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 namespace tpmkey::pkcs11 {
 
 namespace {
@@ -32,17 +34,91 @@ void register_fork_handlers() noexcept {
     (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child);
 }
 
-// The TPM's count of wrong PINs (diagnosis.hpp), for the messages about
-// PINs; empty when the TPM does not say.
-std::string dictionary_attack_text(Module& m) noexcept {
+// A problem with a PIN, with the TPM's count of wrong PINs
+// (dictionary_attack_text) when the TPM says it.
+std::string with_dictionary_attack_state(Module& m, const std::string& problem) noexcept {
     try {
-        return tpmkey::dictionary_attack_text(dictionary_attack_state(m.tpm().tpm()));
+        return problem + " (" + dictionary_attack_text(dictionary_attack_state(m.tpm().tpm())) + ")";
     } catch (...) {
-        return {};
+        return problem;
+    }
+}
+
+// The name of a CK_RV the module answers, nullptr for another.
+const char* rv_name(CK_RV rv) noexcept {
+    switch (rv) {
+#define RV_NAME(rv) \
+    case rv: return #rv;
+        RV_NAME(CKR_OK)
+        RV_NAME(CKR_HOST_MEMORY)
+        RV_NAME(CKR_SLOT_ID_INVALID)
+        RV_NAME(CKR_GENERAL_ERROR)
+        RV_NAME(CKR_FUNCTION_FAILED)
+        RV_NAME(CKR_ARGUMENTS_BAD)
+        RV_NAME(CKR_CANT_LOCK)
+        RV_NAME(CKR_ATTRIBUTE_SENSITIVE)
+        RV_NAME(CKR_ATTRIBUTE_TYPE_INVALID)
+        RV_NAME(CKR_DATA_INVALID)
+        RV_NAME(CKR_DATA_LEN_RANGE)
+        RV_NAME(CKR_DEVICE_ERROR)
+        RV_NAME(CKR_FUNCTION_NOT_PARALLEL)
+        RV_NAME(CKR_FUNCTION_NOT_SUPPORTED)
+        RV_NAME(CKR_FUNCTION_REJECTED)
+        RV_NAME(CKR_KEY_HANDLE_INVALID)
+        RV_NAME(CKR_KEY_TYPE_INCONSISTENT)
+        RV_NAME(CKR_KEY_FUNCTION_NOT_PERMITTED)
+        RV_NAME(CKR_MECHANISM_INVALID)
+        RV_NAME(CKR_MECHANISM_PARAM_INVALID)
+        RV_NAME(CKR_OBJECT_HANDLE_INVALID)
+        RV_NAME(CKR_OPERATION_ACTIVE)
+        RV_NAME(CKR_OPERATION_NOT_INITIALIZED)
+        RV_NAME(CKR_PIN_INCORRECT)
+        RV_NAME(CKR_PIN_LEN_RANGE)
+        RV_NAME(CKR_PIN_LOCKED)
+        RV_NAME(CKR_SESSION_HANDLE_INVALID)
+        RV_NAME(CKR_SESSION_PARALLEL_NOT_SUPPORTED)
+        RV_NAME(CKR_SESSION_READ_ONLY_EXISTS)
+        RV_NAME(CKR_SIGNATURE_INVALID)
+        RV_NAME(CKR_SIGNATURE_LEN_RANGE)
+        RV_NAME(CKR_TOKEN_NOT_RECOGNIZED)
+        RV_NAME(CKR_TOKEN_WRITE_PROTECTED)
+        RV_NAME(CKR_USER_ALREADY_LOGGED_IN)
+        RV_NAME(CKR_USER_NOT_LOGGED_IN)
+        RV_NAME(CKR_USER_TYPE_INVALID)
+        RV_NAME(CKR_USER_ANOTHER_ALREADY_LOGGED_IN)
+        RV_NAME(CKR_RANDOM_NO_RNG)
+        RV_NAME(CKR_BUFFER_TOO_SMALL)
+        RV_NAME(CKR_CRYPTOKI_NOT_INITIALIZED)
+        RV_NAME(CKR_CRYPTOKI_ALREADY_INITIALIZED)
+#undef RV_NAME
+    default:
+        return nullptr;
     }
 }
 
 }  // namespace
+
+std::string trace_line(const Call& call, CK_RV rv) {
+    std::string line = call.function;
+    if (call.handle_kind)
+        line += std::string(" ") + call.handle_kind + "=" + std::to_string(call.handle);
+    line += " -> ";
+    if (const char* name = rv_name(rv)) {
+        line += name;
+    } else {
+        char hex[2 + 2 * sizeof(CK_RV) + 1];
+        std::snprintf(hex, sizeof hex, "0x%lx", static_cast<unsigned long>(rv));
+        line += hex;
+    }
+    return line;
+}
+
+void trace(const Call& call, CK_RV rv) noexcept {
+    try {
+        log_debug(trace_line(call, rv));
+    } catch (...) {
+    }
+}
 
 LockedState::LockedState() noexcept {
     // The first call into the module registers the fork handlers (once a
@@ -82,11 +158,11 @@ CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
         switch (d.kind) {
         case TpmProblem::wrong_pin:
             rv = CKR_PIN_INCORRECT;
-            line = d.problem + " (" + dictionary_attack_text(m) + ")";
+            line = with_dictionary_attack_state(m, d.problem);
             break;
         case TpmProblem::locked_out:
             rv = CKR_PIN_LOCKED;
-            line = d.problem + " (" + dictionary_attack_text(m) + ")";
+            line = with_dictionary_attack_state(m, d.problem);
             break;
         case TpmProblem::pcr_changed:
             // Not the PIN, not the device: the TPM refuses this key in this

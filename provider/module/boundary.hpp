@@ -18,26 +18,53 @@
 
 namespace tpmkey::pkcs11 {
 
+// A PKCS#11 call as the debug trace names it: the function and the slot or
+// session it is about, never an argument that can hold a PIN or data.
+struct Call {
+    // Implicit: most shims name only their function.
+    Call(const char* name) noexcept : function(name) {}
+    Call(const char* name, const char* kind, CK_ULONG value) noexcept
+        : function(name), handle_kind(kind), handle(value) {}
+    const char* function;
+    const char* handle_kind = nullptr;  // "slot" or "session"
+    CK_ULONG handle = 0;
+};
+inline Call slot_call(const char* function, CK_SLOT_ID slot) noexcept { return {function, "slot", slot}; }
+inline Call session_call(const char* function, CK_SESSION_HANDLE session) noexcept {
+    return {function, "session", session};
+}
+
+// The trace line of a call that answered `rv`: "C_Login session=2 ->
+// CKR_PIN_INCORRECT".
+std::string trace_line(const Call& call, CK_RV rv);
+// Logs it at debug level.
+void trace(const Call& call, CK_RV rv) noexcept;
+
 // The exception firewall (docs/design.md, practice 1): nothing throws across
-// the C boundary, nothing calls exit() or abort().
+// the C boundary, nothing calls exit() or abort(). At TPMKEY_LOG=debug each
+// call leaves one trace line, so the log shows the caller's sequence (as
+// Kryoptic's does); below debug nothing is formatted.
 template <class Body>
-CK_RV guard(const char* function, Body&& body) noexcept {
-    try {
-        return body();
-    } catch (const Pkcs11Error& e) {
-        if (log_level() >= LogLevel::debug)
-            log_debug(std::string(function) + " -> " + std::to_string(e.rv()));
-        return e.rv();
-    } catch (const std::bad_alloc&) {
-        log_error(std::string(function) + ": out of memory");
-        return CKR_HOST_MEMORY;
-    } catch (const std::exception& e) {
-        log_error(e.what());
-        return CKR_GENERAL_ERROR;
-    } catch (...) {
-        log_error(std::string(function) + ": unexpected failure");
-        return CKR_GENERAL_ERROR;
-    }
+CK_RV guard(const Call& call, Body&& body) noexcept {
+    const CK_RV rv = [&]() noexcept -> CK_RV {
+        try {
+            return body();
+        } catch (const Pkcs11Error& e) {
+            return e.rv();
+        } catch (const std::bad_alloc&) {
+            log_error(std::string(call.function) + ": out of memory");
+            return CKR_HOST_MEMORY;
+        } catch (const std::exception& e) {
+            log_error(e.what());
+            return CKR_GENERAL_ERROR;
+        } catch (...) {
+            log_error(std::string(call.function) + ": unexpected failure");
+            return CKR_GENERAL_ERROR;
+        }
+    }();
+    if (log_level() >= LogLevel::debug)
+        trace(call, rv);
+    return rv;
 }
 
 // The module's state for the duration of one call: holds the one lock, and
@@ -66,8 +93,8 @@ CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept;
 // CKR_CRYPTOKI_NOT_INITIALIZED. Without a resource manager nothing stays
 // in the TPM after the call (Module::end_call).
 template <class Body>
-CK_RV with_module(const char* function, Body&& body) noexcept {
-    return guard(function, [&]() -> CK_RV {
+CK_RV with_module(const Call& call, Body&& body) noexcept {
+    return guard(call, [&]() -> CK_RV {
         const LockedState state;
         require(state.module() != nullptr, CKR_CRYPTOKI_NOT_INITIALIZED);
         Module& m = *state.module();

@@ -1,8 +1,13 @@
-// The PKCS#11 C entry points: each one checks its arguments in the spec's
-// order (initialised, NULL arguments, handles, operation state) and runs
-// through with_module() (boundary.hpp: the lock, the fork rule, the
-// exception firewall), then hands over to the module. Then the function
-// table.
+// The PKCS#11 C entry points: each runs through with_module() (boundary.hpp:
+// the lock, the fork rule, the exception firewall, the debug trace), checks
+// its arguments and hands over to the module. Then the function table.
+//
+// Arguments are checked in one order: initialised (with_module), the slot or
+// session handle (a session handle's errors come before any other
+// argument's: PKCS#11 2.40, 5.1.7), NULL pointers, then the operation state,
+// object handles and what the arguments hold (a mechanism, a template, a
+// PIN). A step of an active operation (C_Sign .. C_VerifyFinal) checks the
+// operation before its pointers, because every error after that ends it.
 
 #include "module/boundary.hpp"
 #include "module/module.hpp"
@@ -20,8 +25,6 @@ using namespace tpmkey::pkcs11;
 namespace {
 
 constexpr CK_VERSION library_version{version_major, version_minor};
-
-Session& session_of(Module& m, CK_SESSION_HANDLE h) { return m.session(h); }
 
 // Two-call convention (PKCS#11 2.40, 5.2): NULL buffer -> the length;
 // short buffer -> CKR_BUFFER_TOO_SMALL with the length.
@@ -45,71 +48,33 @@ std::span<const std::uint8_t> bytes(CK_BYTE_PTR data, CK_ULONG len) {
     return {data, static_cast<std::size_t>(len)};
 }
 
-// The end of C_Sign / C_SignFinal: size query, or sign and end the operation.
-void finish_signature(Module& m, Session& s, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
-                      bool final_part, std::span<const std::uint8_t> data) {
-    SignatureOperation& op = *s.sign;
-    const std::size_t size = op.signature_size();
-    if (signature == nullptr) {
-        *signature_len = size;
-        return;  // the operation stays active
-    }
-    if (*signature_len < size) {
-        *signature_len = size;
-        throw Pkcs11Error(CKR_BUFFER_TOO_SMALL);  // the operation stays active
-    }
-    // From here on, success or failure ends the operation.
-    std::optional<SignatureOperation> ending = std::move(s.sign);
-    s.sign.reset();
-    const TpmSignRequest request = final_part ? ending->request_final() : ending->request_for(data);
-    Token& token = m.token(s.slot);
-    const Bytes sig = m.with_room_in_tpm(token, [&] { return token.sign(m.tpm(), request); });
-    if (sig.size() > size)
-        throw Error("the TPM returned a signature longer than the key allows");
-    std::copy(sig.begin(), sig.end(), signature);
-    *signature_len = sig.size();
-}
-
-// The object `handle` of the session's token, if this session may see it.
-const P11Object& visible_object(Module& m, const Session& s, CK_OBJECT_HANDLE handle) {
+// The object `handle` of the session's token, if this session may see it;
+// else `invalid` (CKR_KEY_HANDLE_INVALID where the handle names a key).
+const P11Object& visible_object(Module& m, const Session& s, CK_OBJECT_HANDLE handle,
+                                CK_RV invalid = CKR_OBJECT_HANDLE_INVALID) {
     const Token& t = m.token(s.slot);
     const P11Object* o = t.object(handle);
-    require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_OBJECT_HANDLE_INVALID);
+    require(o != nullptr && (!o->is_private() || t.logged_in()), invalid);
     return *o;
 }
 
-// Runs one step of a signing or verifying operation. A failure ends the
-// operation (PKCS#11 2.40, 5.12 and 5.13), except CKR_BUFFER_TOO_SMALL: the
-// caller retries with a larger buffer.
-template <class Step>
-void operation_step(std::optional<SignatureOperation>& operation, Step step) {
-    try {
-        step();
-    } catch (const Pkcs11Error& e) {
-        if (e.rv() != CKR_BUFFER_TOO_SMALL)
-            operation.reset();
-        throw;
-    } catch (...) {
-        operation.reset();
-        throw;
-    }
+// The fixed answers of what a signing-only, read-only token does not do:
+// still "not initialised" before C_Initialize (PKCS#11 2.40, 5.4: every
+// function but C_Initialize and C_GetFunctionList answers
+// CKR_CRYPTOKI_NOT_INITIALIZED).
+CK_RV fixed_answer(const Call& call, CK_RV rv) noexcept {
+    return with_module(call, [&](Module&) { throw Pkcs11Error(rv); });
 }
-
-// What a signing-only, read-only token does not do: still "not
-// initialised" before C_Initialize (PKCS#11 2.40, 5.4: every function but
-// C_Initialize and C_GetFunctionList answers CKR_CRYPTOKI_NOT_INITIALIZED).
-CK_RV answer_when_initialized(const char* function, CK_RV rv) noexcept {
-    return with_module(function, [&](Module&) { throw Pkcs11Error(rv); });
-}
-CK_RV not_supported(const char* function) noexcept {
-    return answer_when_initialized(function, CKR_FUNCTION_NOT_SUPPORTED);
+CK_RV not_supported(const char* function) noexcept { return fixed_answer(function, CKR_FUNCTION_NOT_SUPPORTED); }
+CK_RV not_supported(const char* function, CK_SESSION_HANDLE h) noexcept {
+    return fixed_answer(session_call(function, h), CKR_FUNCTION_NOT_SUPPORTED);
 }
 
 // For functions whose answer is fixed once the session is known to be valid
 // (writing to a read-only token, operation state, random numbers).
-CK_RV in_session_answer(const char* function, CK_SESSION_HANDLE h, CK_RV rv) noexcept {
-    return with_module(function, [&](Module& m) {
-        (void)session_of(m, h);
+CK_RV fixed_session_answer(const char* function, CK_SESSION_HANDLE h, CK_RV rv) noexcept {
+    return with_module(session_call(function, h), [&](Module& m) {
+        (void)m.session(h);
         throw Pkcs11Error(rv);
     });
 }
@@ -174,9 +139,9 @@ CK_RV C_GetSlotList(CK_BBOOL, CK_SLOT_ID_PTR slots, CK_ULONG_PTR count) {
 }
 
 CK_RV C_GetSlotInfo(CK_SLOT_ID slot, CK_SLOT_INFO_PTR info) {
-    return with_module("C_GetSlotInfo", [&](Module& m) {
-        require(info != nullptr, CKR_ARGUMENTS_BAD);
+    return with_module(slot_call("C_GetSlotInfo", slot), [&](Module& m) {
         const Token& t = m.token(slot);
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
         std::memset(info, 0, sizeof *info);
         pad_copy(info->slotDescription, "TPM key " + printable(t.path().string()));
         pad_copy(info->manufacturerID, "tpmkey");
@@ -187,9 +152,9 @@ CK_RV C_GetSlotInfo(CK_SLOT_ID slot, CK_SLOT_INFO_PTR info) {
 }
 
 CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
-    return with_module("C_GetTokenInfo", [&](Module& m) {
-        require(info != nullptr, CKR_ARGUMENTS_BAD);
+    return with_module(slot_call("C_GetTokenInfo", slot), [&](Module& m) {
         const Token& t = m.token(slot);
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
         std::memset(info, 0, sizeof *info);
         pad_copy(info->label, t.label());
         pad_copy(info->manufacturerID, "tpmkey");
@@ -216,17 +181,17 @@ CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
 }
 
 CK_RV C_GetMechanismList(CK_SLOT_ID slot, CK_MECHANISM_TYPE_PTR list, CK_ULONG_PTR count) {
-    return with_module("C_GetMechanismList", [&](Module& m) {
-        require(count != nullptr, CKR_ARGUMENTS_BAD);
+    return with_module(slot_call("C_GetMechanismList", slot), [&](Module& m) {
         const Token& t = m.token(slot);
+        require(count != nullptr, CKR_ARGUMENTS_BAD);
         return_list(mechanisms_for(t.public_key(), m.tpm_hashes()), list, count);
     });
 }
 
 CK_RV C_GetMechanismInfo(CK_SLOT_ID slot, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR info) {
-    return with_module("C_GetMechanismInfo", [&](Module& m) {
-        require(info != nullptr, CKR_ARGUMENTS_BAD);
+    return with_module(slot_call("C_GetMechanismInfo", slot), [&](Module& m) {
         const Token& t = m.token(slot);
+        require(info != nullptr, CKR_ARGUMENTS_BAD);
         const auto offered = mechanisms_for(t.public_key(), m.tpm_hashes());
         require(std::find(offered.begin(), offered.end(), type) != offered.end(), CKR_MECHANISM_INVALID);
         info->ulMinKeySize = t.public_key().bits();
@@ -240,28 +205,28 @@ CK_RV C_GetMechanismInfo(CK_SLOT_ID slot, CK_MECHANISM_TYPE type, CK_MECHANISM_I
 }
 
 CK_RV C_InitToken(CK_SLOT_ID slot, CK_UTF8CHAR_PTR, CK_ULONG, CK_UTF8CHAR_PTR) {
-    return with_module("C_InitToken", [&](Module& m) {
+    return with_module(slot_call("C_InitToken", slot), [&](Module& m) {
         (void)m.token(slot);
         throw Pkcs11Error(CKR_TOKEN_WRITE_PROTECTED);
     });
 }
 
 CK_RV C_InitPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR, CK_ULONG) {
-    return in_session_answer("C_InitPIN", h, CKR_TOKEN_WRITE_PROTECTED);
+    return fixed_session_answer("C_InitPIN", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_SetPIN(CK_SESSION_HANDLE h, CK_UTF8CHAR_PTR, CK_ULONG, CK_UTF8CHAR_PTR, CK_ULONG) {
     // The PIN is changed with 'tpmkey passwd', which rewrites the key file.
-    return in_session_answer("C_SetPIN", h, CKR_TOKEN_WRITE_PROTECTED);
+    return fixed_session_answer("C_SetPIN", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 // ---- Sessions -------------------------------------------------------------
 
 CK_RV C_OpenSession(CK_SLOT_ID slot, CK_FLAGS flags, CK_VOID_PTR, CK_NOTIFY, CK_SESSION_HANDLE_PTR out) {
-    return with_module("C_OpenSession", [&](Module& m) {
+    return with_module(slot_call("C_OpenSession", slot), [&](Module& m) {
         (void)m.token(slot);
-        require(flags & CKF_SERIAL_SESSION, CKR_SESSION_PARALLEL_NOT_SUPPORTED);
         require(out != nullptr, CKR_ARGUMENTS_BAD);
+        require(flags & CKF_SERIAL_SESSION, CKR_SESSION_PARALLEL_NOT_SUPPORTED);
         // Read-write sessions are allowed (ssh opens them), but nothing can
         // be written: object changes fail with CKR_TOKEN_WRITE_PROTECTED.
         *out = m.open_session(slot, flags);
@@ -269,16 +234,16 @@ CK_RV C_OpenSession(CK_SLOT_ID slot, CK_FLAGS flags, CK_VOID_PTR, CK_NOTIFY, CK_
 }
 
 CK_RV C_CloseSession(CK_SESSION_HANDLE h) {
-    return with_module("C_CloseSession", [&](Module& m) { m.close_session(h); });
+    return with_module(session_call("C_CloseSession", h), [&](Module& m) { m.close_session(h); });
 }
 
 CK_RV C_CloseAllSessions(CK_SLOT_ID slot) {
-    return with_module("C_CloseAllSessions", [&](Module& m) { m.close_all_sessions(slot); });
+    return with_module(slot_call("C_CloseAllSessions", slot), [&](Module& m) { m.close_all_sessions(slot); });
 }
 
 CK_RV C_GetSessionInfo(CK_SESSION_HANDLE h, CK_SESSION_INFO_PTR info) {
-    return with_module("C_GetSessionInfo", [&](Module& m) {
-        const Session& s = session_of(m, h);
+    return with_module(session_call("C_GetSessionInfo", h), [&](Module& m) {
+        const Session& s = m.session(h);
         require(info != nullptr, CKR_ARGUMENTS_BAD);
         const bool user = m.token(s.slot).logged_in();
         const bool rw = s.flags & CKF_RW_SESSION;
@@ -291,16 +256,16 @@ CK_RV C_GetSessionInfo(CK_SESSION_HANDLE h, CK_SESSION_INFO_PTR info) {
 }
 
 CK_RV C_GetOperationState(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) {
-    return in_session_answer("C_GetOperationState", h, CKR_FUNCTION_NOT_SUPPORTED);
+    return fixed_session_answer("C_GetOperationState", h, CKR_FUNCTION_NOT_SUPPORTED);
 }
 
 CK_RV C_SetOperationState(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
-    return in_session_answer("C_SetOperationState", h, CKR_FUNCTION_NOT_SUPPORTED);
+    return fixed_session_answer("C_SetOperationState", h, CKR_FUNCTION_NOT_SUPPORTED);
 }
 
 CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_ULONG pin_len) {
-    return with_module("C_Login", [&](Module& m) {
-        const Session& s = session_of(m, h);
+    return with_module(session_call("C_Login", h), [&](Module& m) {
+        const Session& s = m.session(h);
         Token& t = m.token(s.slot);
         require(pin != nullptr || pin_len == 0, CKR_ARGUMENTS_BAD);
         // There is no security officer; a context-specific login is only for
@@ -322,8 +287,8 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_UL
 }
 
 CK_RV C_Logout(CK_SESSION_HANDLE h) {
-    return with_module("C_Logout", [&](Module& m) {
-        const CK_SLOT_ID slot = session_of(m, h).slot;
+    return with_module(session_call("C_Logout", h), [&](Module& m) {
+        const CK_SLOT_ID slot = m.session(h).slot;
         require(m.token(slot).logged_in(), CKR_USER_NOT_LOGGED_IN);
         m.logout(slot);
     });
@@ -332,33 +297,35 @@ CK_RV C_Logout(CK_SESSION_HANDLE h) {
 // ---- Objects --------------------------------------------------------------
 
 CK_RV C_CreateObject(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) {
-    return in_session_answer("C_CreateObject", h, CKR_TOKEN_WRITE_PROTECTED);
+    return fixed_session_answer("C_CreateObject", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_CopyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) {
-    return in_session_answer("C_CopyObject", h, CKR_TOKEN_WRITE_PROTECTED);
+    return fixed_session_answer("C_CopyObject", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_DestroyObject(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE) {
-    return in_session_answer("C_DestroyObject", h, CKR_TOKEN_WRITE_PROTECTED);
+    return fixed_session_answer("C_DestroyObject", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_SetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG) {
-    return in_session_answer("C_SetAttributeValue", h, CKR_TOKEN_WRITE_PROTECTED);
+    return fixed_session_answer("C_SetAttributeValue", h, CKR_TOKEN_WRITE_PROTECTED);
 }
 
 CK_RV C_GetObjectSize(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE object, CK_ULONG_PTR size) {
-    return with_module("C_GetObjectSize", [&](Module& m) {
-        const P11Object& o = visible_object(m, session_of(m, h), object);
+    return with_module(session_call("C_GetObjectSize", h), [&](Module& m) {
+        const Session& s = m.session(h);
         require(size != nullptr, CKR_ARGUMENTS_BAD);
+        const P11Object& o = visible_object(m, s, object);
         *size = o.size();
     });
 }
 
 CK_RV C_GetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE object, CK_ATTRIBUTE_PTR templ, CK_ULONG count) {
-    return with_module("C_GetAttributeValue", [&](Module& m) {
-        const P11Object& o = visible_object(m, session_of(m, h), object);
+    return with_module(session_call("C_GetAttributeValue", h), [&](Module& m) {
+        const Session& s = m.session(h);
         require(templ != nullptr || count == 0, CKR_ARGUMENTS_BAD);
+        const P11Object& o = visible_object(m, s, object);
         const CK_RV rv = o.get_attributes(std::span(templ, count));
         if (rv != CKR_OK)
             throw Pkcs11Error(rv);
@@ -366,8 +333,8 @@ CK_RV C_GetAttributeValue(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE object, CK_ATTRI
 }
 
 CK_RV C_FindObjectsInit(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR templ, CK_ULONG count) {
-    return with_module("C_FindObjectsInit", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_FindObjectsInit", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(templ != nullptr || count == 0, CKR_ARGUMENTS_BAD);
         const Token& t = m.token(s.slot);
         FindOperation find(t.objects(), t.logged_in(), std::span<const CK_ATTRIBUTE>(templ, count));
@@ -377,8 +344,8 @@ CK_RV C_FindObjectsInit(CK_SESSION_HANDLE h, CK_ATTRIBUTE_PTR templ, CK_ULONG co
 }
 
 CK_RV C_FindObjects(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE_PTR out, CK_ULONG max, CK_ULONG_PTR count) {
-    return with_module("C_FindObjects", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_FindObjects", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(out != nullptr && count != nullptr, CKR_ARGUMENTS_BAD);
         require(s.find.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         *count = s.find->next(std::span(out, max));
@@ -386,8 +353,8 @@ CK_RV C_FindObjects(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE_PTR out, CK_ULONG max,
 }
 
 CK_RV C_FindObjectsFinal(CK_SESSION_HANDLE h) {
-    return with_module("C_FindObjectsFinal", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_FindObjectsFinal", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(s.find.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         s.find.reset();
     });
@@ -396,14 +363,13 @@ CK_RV C_FindObjectsFinal(CK_SESSION_HANDLE h) {
 // ---- Signing --------------------------------------------------------------
 
 CK_RV C_SignInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HANDLE key) {
-    return with_module("C_SignInit", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_SignInit", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(mechanism != nullptr, CKR_ARGUMENTS_BAD);
         require(!s.sign.has_value(), CKR_OPERATION_ACTIVE);
-        Token& t = m.token(s.slot);
-        const P11Object* o = t.object(key);
-        require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_KEY_HANDLE_INVALID);
-        require(t.is_key_object(key), CKR_KEY_FUNCTION_NOT_PERMITTED);  // only the private key signs
+        (void)visible_object(m, s, key, CKR_KEY_HANDLE_INVALID);
+        const Token& t = m.token(s.slot);
+        require(t.is_private_key_object(key), CKR_KEY_FUNCTION_NOT_PERMITTED);  // only the private key signs
         require(t.may_sign(), CKR_USER_NOT_LOGGED_IN);
         s.sign.emplace(*mechanism, t.public_key());
     });
@@ -411,35 +377,37 @@ CK_RV C_SignInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HAND
 
 CK_RV C_Sign(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE_PTR signature,
                     CK_ULONG_PTR signature_len) {
-    return with_module("C_Sign", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_Sign", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         operation_step(s.sign, [&] {
             require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
             const auto input = bytes(data, data_len);
             // C_Sign cannot finish a multi-part operation (PKCS#11 2.40, 5.11).
             require(!s.sign->started_multi_part(), CKR_OPERATION_ACTIVE);
-            finish_signature(m, s, signature, signature_len, false, input);
+            finish_signature(s.sign, false, input, signature, signature_len,
+                             [&](const TpmSignRequest& request) { return m.sign(s.slot, request); });
         });
     });
 }
 
 CK_RV C_SignUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len) {
-    return with_module("C_SignUpdate", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_SignUpdate", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         operation_step(s.sign, [&] { s.sign->update(bytes(data, data_len)); });
     });
 }
 
 CK_RV C_SignFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len) {
-    return with_module("C_SignFinal", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_SignFinal", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         operation_step(s.sign, [&] {
             require(signature_len != nullptr, CKR_ARGUMENTS_BAD);
             require(s.sign->multi_part(), CKR_FUNCTION_NOT_SUPPORTED);
-            finish_signature(m, s, signature, signature_len, true, {});
+            finish_signature(s.sign, true, {}, signature, signature_len,
+                             [&](const TpmSignRequest& request) { return m.sign(s.slot, request); });
         });
     });
 }
@@ -447,13 +415,12 @@ CK_RV C_SignFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG_PTR signa
 // ---- Verifying (in software, with the public key: no TPM command) ---------
 
 CK_RV C_VerifyInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HANDLE key) {
-    return with_module("C_VerifyInit", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_VerifyInit", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(mechanism != nullptr, CKR_ARGUMENTS_BAD);
         require(!s.verify.has_value(), CKR_OPERATION_ACTIVE);
-        Token& t = m.token(s.slot);
-        const P11Object* o = t.object(key);
-        require(o != nullptr && (!o->is_private() || t.logged_in()), CKR_KEY_HANDLE_INVALID);
+        (void)visible_object(m, s, key, CKR_KEY_HANDLE_INVALID);
+        const Token& t = m.token(s.slot);
         // Only the public key has CKA_VERIFY.
         require(t.is_public_key_object(key), CKR_KEY_FUNCTION_NOT_PERMITTED);
         s.verify.emplace(*mechanism, t.public_key());
@@ -462,8 +429,8 @@ CK_RV C_VerifyInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HA
 
 CK_RV C_Verify(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE_PTR signature,
                CK_ULONG signature_len) {
-    return with_module("C_Verify", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_Verify", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(s.verify.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         operation_step(s.verify, [&] {
             const auto input = bytes(data, data_len);
@@ -477,16 +444,16 @@ CK_RV C_Verify(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE
 }
 
 CK_RV C_VerifyUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len) {
-    return with_module("C_VerifyUpdate", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_VerifyUpdate", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(s.verify.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         operation_step(s.verify, [&] { s.verify->update(bytes(data, data_len)); });
     });
 }
 
 CK_RV C_VerifyFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG signature_len) {
-    return with_module("C_VerifyFinal", [&](Module& m) {
-        Session& s = session_of(m, h);
+    return with_module(session_call("C_VerifyFinal", h), [&](Module& m) {
+        Session& s = m.session(h);
         require(s.verify.has_value(), CKR_OPERATION_NOT_INITIALIZED);
         operation_step(s.verify, [&] {
             const auto sig = bytes(signature, signature_len);
@@ -499,45 +466,45 @@ CK_RV C_VerifyFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG signatu
 
 // ---- What a signing-only, read-only TPM token does not do ----------------
 
-CK_RV C_EncryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
-CK_RV C_Encrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_EncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_EncryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DecryptInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
-CK_RV C_Decrypt(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DecryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DecryptFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DigestInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR) { return not_supported(__func__); }
-CK_RV C_Digest(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__); }
-CK_RV C_DigestKey(CK_SESSION_HANDLE, CK_OBJECT_HANDLE) { return not_supported(__func__); }
-CK_RV C_DigestFinal(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_SignRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
-CK_RV C_SignRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__); }
-CK_RV C_VerifyRecover(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DecryptDigestUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_SignEncryptUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_GenerateKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
-CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR, CK_ULONG,
-                               CK_OBJECT_HANDLE_PTR, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
-CK_RV C_WrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__); }
-CK_RV C_UnwrapKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR,
-                         CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
-CK_RV C_DeriveKey(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
-                         CK_OBJECT_HANDLE_PTR) { return not_supported(__func__); }
+CK_RV C_EncryptInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
+CK_RV C_Encrypt(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_EncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_EncryptFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DecryptInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
+CK_RV C_Decrypt(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DecryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DecryptFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DigestInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR) { return not_supported(__func__, h); }
+CK_RV C_Digest(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DigestUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__, h); }
+CK_RV C_DigestKey(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
+CK_RV C_DigestFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_SignRecoverInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
+CK_RV C_SignRecover(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
+CK_RV C_VerifyRecover(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DecryptDigestUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_SignEncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_GenerateKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
+CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR, CK_ULONG,
+                               CK_OBJECT_HANDLE_PTR, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
+CK_RV C_WrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_UnwrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR,
+                         CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
+CK_RV C_DeriveKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
+                         CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
 // PKCS#11 2.40, 5.15: a token without a random number generator answers
 // CKR_RANDOM_NO_RNG to both (we leave random numbers to the OS).
 CK_RV C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
-    return in_session_answer("C_SeedRandom", h, CKR_RANDOM_NO_RNG);
+    return fixed_session_answer("C_SeedRandom", h, CKR_RANDOM_NO_RNG);
 }
 CK_RV C_GenerateRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
-    return in_session_answer("C_GenerateRandom", h, CKR_RANDOM_NO_RNG);
+    return fixed_session_answer("C_GenerateRandom", h, CKR_RANDOM_NO_RNG);
 }
-CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE) { return answer_when_initialized(__func__, CKR_FUNCTION_NOT_PARALLEL); }
-CK_RV C_CancelFunction(CK_SESSION_HANDLE) { return answer_when_initialized(__func__, CKR_FUNCTION_NOT_PARALLEL); }
+CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE h) { return fixed_answer(session_call(__func__, h), CKR_FUNCTION_NOT_PARALLEL); }
+CK_RV C_CancelFunction(CK_SESSION_HANDLE h) { return fixed_answer(session_call(__func__, h), CKR_FUNCTION_NOT_PARALLEL); }
 CK_RV C_WaitForSlotEvent(CK_FLAGS, CK_SLOT_ID_PTR, CK_VOID_PTR) { return not_supported(__func__); }
 
 // The static function table (one per library, as SoftHSM keeps it).

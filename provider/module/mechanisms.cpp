@@ -284,4 +284,26 @@ TpmSignRequest SignatureOperation::request_for_digest(Bytes digest, TPM2_ALG_ID 
     return TpmSignRequest{mechanism_->scheme, hash, std::move(digest)};
 }
 
+void finish_signature(std::optional<SignatureOperation>& operation, bool final_part,
+                      std::span<const std::uint8_t> data, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
+                      const std::function<Bytes(const TpmSignRequest&)>& sign) {
+    const std::size_t size = operation->signature_size();
+    if (signature == nullptr) {
+        *signature_len = size;
+        return;  // the operation stays active
+    }
+    if (*signature_len < size) {
+        *signature_len = size;
+        throw Pkcs11Error(CKR_BUFFER_TOO_SMALL);  // the operation stays active
+    }
+    // From here on, success or failure ends the operation.
+    std::optional<SignatureOperation> ending = std::move(operation);
+    operation.reset();
+    const Bytes sig = sign(final_part ? ending->request_final() : ending->request_for(data));
+    if (sig.size() > size)
+        throw Error("the TPM returned a signature longer than the key allows");
+    std::copy(sig.begin(), sig.end(), signature);
+    *signature_len = sig.size();
+}
+
 }  // namespace tpmkey::pkcs11

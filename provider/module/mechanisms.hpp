@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 #include <tss2/tss2_tpm2_types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -103,5 +104,32 @@ private:
     EvpMdCtx hash_;
     bool updated_ = false;
 };
+
+// Runs one step of a signing or verifying operation. A failure ends the
+// operation (PKCS#11 2.40, 5.12 and 5.13), except CKR_BUFFER_TOO_SMALL: the
+// caller retries with a larger buffer.
+template <class Step>
+void operation_step(std::optional<SignatureOperation>& operation, Step step) {
+    try {
+        step();
+    } catch (const Pkcs11Error& e) {
+        if (e.rv() != CKR_BUFFER_TOO_SMALL)
+            operation.reset();
+        throw;
+    } catch (...) {
+        operation.reset();
+        throw;
+    }
+}
+
+// The end of C_Sign (`data`) and C_SignFinal (`final_part`: what the
+// updates collected), with the two-call convention (PKCS#11 2.40, 5.2): a
+// NULL `signature` gets the length, a short buffer CKR_BUFFER_TOO_SMALL and
+// the length, and the operation stays active. Otherwise the operation ends,
+// whatever happens next, and `sign` turns its TPM request into the
+// signature that is written out.
+void finish_signature(std::optional<SignatureOperation>& operation, bool final_part,
+                      std::span<const std::uint8_t> data, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
+                      const std::function<Bytes(const TpmSignRequest&)>& sign);
 
 }  // namespace tpmkey::pkcs11

@@ -99,6 +99,11 @@ void Module::login(Token& t, Secret pin) {
         pin_burst_.record(t.slot(), tried, true);
 }
 
+Bytes Module::sign(CK_SLOT_ID slot, const TpmSignRequest& request) {
+    Token& t = token(slot);
+    return with_room_in_tpm(t, [&] { return t.sign(tpm(), request); });
+}
+
 bool Module::same_pin(const std::string& a, const std::string& b) const {
     for (const std::vector<std::string>& group : same_pin_)
         if (std::find(group.begin(), group.end(), a) != group.end() &&

@@ -73,6 +73,10 @@ public:
     // stays in the TPM between calls (TpmConnection::may_hold_objects).
     void end_call() noexcept;
 
+    // The key of the token in `slot` signs `request` (TPM2_Sign), with room
+    // made in the TPM (with_room_in_tpm).
+    Bytes sign(CK_SLOT_ID slot, const TpmSignRequest& request);
+
     // Runs a TPM operation of `token`; when the TPM has no room for another
     // object or session (TPMs without a resource manager have 3 object
     // slots), releases the other tokens' keys and tries once more.

@@ -40,7 +40,7 @@ public:
 
     const std::vector<P11Object>& objects() const noexcept { return objects_; }
     const P11Object* object(CK_OBJECT_HANDLE handle) const noexcept;
-    bool is_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == private_handle_; }
+    bool is_private_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == private_handle_; }
     bool is_public_key_object(CK_OBJECT_HANDLE handle) const noexcept { return handle == public_handle_; }
 
     bool logged_in() const noexcept { return logged_in_; }

@@ -31,4 +31,9 @@ struct Call {
 // All functions but C_Initialize, C_Finalize and C_GetFunctionList.
 const std::vector<Call>& all_calls();
 
+// Handles the module never hands out.
+inline constexpr CK_SLOT_ID bad_slot = 4711;
+inline constexpr CK_SESSION_HANDLE bad_session = 0x7ffff123;
+inline constexpr CK_OBJECT_HANDLE bad_object = 0x7ffff456;
+
 }  // namespace mt

@@ -2,7 +2,7 @@
 // C_Sign made verifies with every mechanism the token lists, single- and
 // multi-part; a changed signature or message is CKR_SIGNATURE_INVALID, one
 // of the wrong length CKR_SIGNATURE_LEN_RANGE. The argument rules are in
-// args_test.cpp, "no TPM command" in lazy_test.cpp.
+// sign_args_test.cpp, "no TPM command" in lazy_test.cpp.
 #include "harness.hpp"
 
 #include <map>

@@ -7,7 +7,8 @@
 # with the right PIN, C_Sign (pkcs11-tool, a client we did not write),
 # `tpmkey passwd` (old and new PIN), a login and signature with the new PIN,
 # and a signature with a PIN key bound to PCR 7 by a signed policy.
-# The capture, the module's TPMKEY_LOG=debug log and every stdout/stderr are
+# The capture, the module's TPMKEY_LOG=debug log (whose trace must show the
+# caller's sequence of PKCS#11 calls) and every stdout/stderr are
 # then searched for each PIN as raw bytes, as hex text (lower and upper
 # case) and as UTF-16 (LE and BE). A control run sends a secret in the
 # clear with tpm2-tools (a plaintext password session, what we must never
@@ -61,6 +62,35 @@ p11 new "$NEW_PIN" || { show "$OUT/new.err"; fail "C_Login + C_Sign with the new
 TPMKEY_KEYS=$TEST_DIR/pcr-keys p11 pcr "$PIN" || { show "$OUT/pcr.err"; fail "C_Login + C_Sign of the PCR-bound key failed"; }
 pcap_stop
 ok "keygen, wrong PIN, C_Login, C_Sign, passwd, new PIN, a PCR-bound key's signature: all behaved"
+
+# The module's debug trace: one line per PKCS#11 call, naming the function,
+# the slot or session and the answer, and nothing else of the call (the
+# search below shows no PIN in it). Each pkcs11-tool run is one process.
+trace_line='C_[A-Za-z]+( (slot|session)=[0-9]+)? -> (CKR_[A-Z_]+|0x[0-9a-f]+)'
+grep -E 'tpmkey: \[[0-9]+\] C_' "$TEST_DIR/module.log" >"$TEST_DIR/trace" ||
+    fail "the module's debug log has no trace of its PKCS#11 calls"
+! grep -vE "tpmkey: \[[0-9]+\] $trace_line\$" "$TEST_DIR/trace" ||
+    fail "a trace line holds more than the function, the slot or session and the answer"
+# trace_of N: the calls of the Nth process that called C_Initialize, those
+# of a login and a signature, one a line, in order.
+trace_of() {
+    local pid
+    pid=$(sed -n 's/.*tpmkey: \[\([0-9]*\)\] C_Initialize -> .*/\1/p' "$TEST_DIR/trace" | sed -n "$1p")
+    [ -n "$pid" ] || fail "no trace of a process number $1"
+    sed -n "s/.*tpmkey: \[$pid\] \(C_\(Initialize\|OpenSession\|Login\|SignInit\|Sign\|Finalize\) .*\)/\1/p" \
+        "$TEST_DIR/trace" | uniq | tr '\n' ';'
+}
+# The runs in order: the wrong PIN, then the right one.
+wrong=$(trace_of 1)
+expected='^C_Initialize -> CKR_OK;C_OpenSession slot=[0-9]+ -> CKR_OK;C_Login session=[0-9]+ -> CKR_PIN_INCORRECT;'
+[[ $wrong =~ $expected ]] || fail "the trace of the wrong PIN's run: $wrong"
+right=$(trace_of 2)
+expected='^C_Initialize -> CKR_OK;C_OpenSession slot=[0-9]+ -> CKR_OK;C_Login session=([0-9]+) -> CKR_OK;'
+expected+='C_SignInit session=([0-9]+) -> CKR_OK;C_Sign session=([0-9]+) -> CKR_OK;C_Finalize -> CKR_OK;$'
+[[ $right =~ $expected ]] || fail "the trace of the right PIN's run: $right"
+[ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[2]}" = "${BASH_REMATCH[3]}" ] ||
+    fail "C_Login, C_SignInit and C_Sign of one run name different sessions: $right"
+ok "the debug trace shows the caller's sequence of calls: C_Login -> CKR_PIN_INCORRECT, then C_Login, C_SignInit, C_Sign -> CKR_OK ($(wc -l <"$TEST_DIR/trace") trace lines)"
 
 # The capture holds what we claim it holds.
 commands=$(pcap_commands bus)

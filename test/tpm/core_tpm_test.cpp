@@ -173,7 +173,7 @@ bool rc_is(TSS2_RC rc, TSS2_RC base) { return TpmError(TpmStep::other, rc, "").i
 
 }  // namespace
 
-TEST_CASE("every key type, with and without PIN: create, write, read back, load, sign, verify") {
+TEST_CASE("every key type, with and without PIN: create, write, read back, load, sign, verify", "[keys]") {
     const KeySpec spec = GENERATE(KeySpec{KeyAlgorithm::ecdsa, 256}, KeySpec{KeyAlgorithm::ecdsa, 384},
                                   KeySpec{KeyAlgorithm::rsa, 2048}, KeySpec{KeyAlgorithm::rsa, 3072});
     const std::string pin = GENERATE(std::string(), std::string("1234"));
@@ -219,7 +219,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     }
 }
 
-TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes the PIN") {
+TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes the PIN", "[pins]") {
     const KeySpec spec{KeyAlgorithm::ecdsa, 256};
     const Signing ecdsa{TPM2_ALG_ECDSA, TPM2_ALG_SHA256};
     const Bytes message = bytes_of("PIN test");
@@ -277,7 +277,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     }
 }
 
-TEST_CASE("a key file's private part is bound to its parent and integrity-protected") {
+TEST_CASE("a key file's private part is bound to its parent and integrity-protected", "[keys]") {
     Tpm tpm(tcti(), std::nullopt);
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     KeyFile key = written_and_read_back(owner_hierarchy,
@@ -288,7 +288,7 @@ TEST_CASE("a key file's private part is bound to its parent and integrity-protec
     CHECK(rc_is(tpm_error_of([&] { load_key(tpm, parent, auth, key.blobs); }), TPM2_RC_INTEGRITY));
 }
 
-TEST_CASE("without a persistent SRK, 0x81000001 is reported missing") {
+TEST_CASE("without a persistent SRK, 0x81000001 is reported missing", "[parent]") {
     Tpm tpm(tcti(), std::nullopt);
     CHECK(inspect_persistent_srk(tpm).state == PersistentSrk::State::absent);
     CHECK(rc_is(tpm_error_of([&] { load_parent(tpm, standard_srk); }), TPM2_RC_HANDLE));
@@ -340,7 +340,8 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
 // in the file are checked in software before the TPM is asked: an altered
 // one is never run, so it neither hides an older good one nor, once the
 // PCR changed, the message that says so.
-TEST_CASE("PCR policies: an altered policy is refused in software, and hides neither a good one nor the PCR change") {
+TEST_CASE("PCR policies: an altered policy is refused in software, and hides neither a good one nor the PCR change",
+          "[policy]") {
     const PcrSelection pcr16 = parse_pcr_selection("16", "sha256");
     Tpm tpm(tcti(), std::nullopt);
     const TpmObject parent = load_parent(tpm, owner_hierarchy);

@@ -225,31 +225,25 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
         d.warn("objects in the TPM", e.what(), "none needed: informational");
     }
 
-    // Dictionary-attack state (TPM 2.0 Part 1, 19.8).
-    const UINT32 permanent = props[TPM2_PT_PERMANENT];
-    const UINT32 counter = props[TPM2_PT_LOCKOUT_COUNTER];
-    const UINT32 max_tries = props[TPM2_PT_MAX_AUTH_FAIL];
-    const UINT32 interval = props[TPM2_PT_LOCKOUT_INTERVAL];
-    const std::string da_numbers = std::to_string(counter) + " of " + std::to_string(max_tries) +
-                                   " wrong PINs counted; one is forgiven every " + duration_text(interval);
-    if (permanent & TPMA_PERMANENT_INLOCKOUT)
-        // Every object without 'noda' is refused, also one with an empty
-        // auth value: tpmkey's keys with and without a PIN alike.
-        d.fail("dictionary-attack lockout: the TPM refuses to use keys (" + da_numbers + ")",
-               "too many wrong PINs were tried",
-               "wait: within " + duration_text(interval) + " the TPM uses keys again (with or without PIN). " +
-                   ((permanent & TPMA_PERMANENT_LOCKOUTAUTHSET)
-                        ? "Or, with the TPM's lockout password: tpm2_dictionarylockout --clear-lockout --auth PASSWORD"
-                        : "Or now (the TPM's lockout password is empty): tpm2_dictionarylockout --clear-lockout"));
-    else if (max_tries > 0 && counter + 1 >= max_tries && counter > 0)
-        d.warn("dictionary-attack protection: " + da_numbers,
+    // Dictionary-attack state (TPM 2.0 Part 1, 19.8), in the words of the
+    // module's wrong-PIN lines (dictionary_attack_text).
+    const DictionaryAttackState da = dictionary_attack_state(*tpm);
+    const std::string counted = dictionary_attack_text(da);
+    if (da.locked_out())
+        d.fail("dictionary-attack lockout: " + counted, "too many wrong PINs were tried",
+               da.lockout_auth_set ? "wait that long; or, with the TPM's lockout password: "
+                                     "tpm2_dictionarylockout --clear-lockout --auth PASSWORD"
+                                   : "wait that long; or now (the TPM's lockout password is empty): "
+                                     "tpm2_dictionarylockout --clear-lockout");
+    else if (da.max_failures > 0 && da.failures > 0 && da.failures + 1 >= da.max_failures)
+        d.warn("dictionary-attack protection: " + counted,
                "one more wrong PIN and the TPM locks out", "take care with the next PIN; the count falls with time");
     else
-        d.ok("dictionary-attack protection: not in lockout (" + da_numbers + ")");
+        d.ok("dictionary-attack protection: " + counted);
 
     // PINs rely on the dictionary-attack counter, and whoever knows the
     // lockout authorization may reset it (TPM2_DictionaryAttackLockReset).
-    if (!(permanent & TPMA_PERMANENT_LOCKOUTAUTHSET))
+    if (!da.lockout_auth_set)
         d.warn("the TPM's lockout authorization is empty",
                "anyone who may use the TPM can reset its wrong-PIN counter, so a PIN can be guessed "
                "without limit (a 4-digit PIN in seconds)",
@@ -258,6 +252,7 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
         d.ok("the TPM's lockout authorization is set: the wrong-PIN counter cannot be reset without it");
 
     // The storage keys: what 0x81000001 holds, and whether the parents match their pins.
+    const UINT32 permanent = props[TPM2_PT_PERMANENT];
     try {
         const PersistentSrk srk = inspect_persistent_srk(*tpm);
         using State = PersistentSrk::State;

@@ -174,10 +174,7 @@ std::string duration_text(std::uint32_t seconds) {
 std::string dictionary_attack_text(const DictionaryAttackState& da) {
     const std::string counted =
         std::to_string(da.failures) + " of " + std::to_string(da.max_failures) + " wrong PINs counted by the TPM";
-    // TPM 2.0 Part 1, 19.8.6: at maxTries the TPM is in lockout until
-    // lockoutInterval has passed (while it is powered) and one failure is
-    // forgiven; it then refuses every key without noDA, ours all.
-    if (da.in_lockout || (da.max_failures > 0 && da.failures >= da.max_failures))
+    if (da.locked_out())
         return counted + ": it is locked out now and uses no key, with or without PIN, for up to " +
                duration_text(da.recovery_seconds) + " (while the machine is on)";
     return counted + "; one is forgiven every " + duration_text(da.recovery_seconds) + "; at " +

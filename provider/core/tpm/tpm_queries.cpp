@@ -36,7 +36,8 @@ DictionaryAttackState dictionary_attack_state(Tpm& tpm) {
     auto props = tpm_properties(tpm, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_INTERVAL - TPM2_PT_PERMANENT + 1);
     return DictionaryAttackState{props[TPM2_PT_LOCKOUT_COUNTER], props[TPM2_PT_MAX_AUTH_FAIL],
                                  props[TPM2_PT_LOCKOUT_INTERVAL],
-                                 (props[TPM2_PT_PERMANENT] & TPMA_PERMANENT_INLOCKOUT) != 0};
+                                 (props[TPM2_PT_PERMANENT] & TPMA_PERMANENT_INLOCKOUT) != 0,
+                                 (props[TPM2_PT_PERMANENT] & TPMA_PERMANENT_LOCKOUTAUTHSET) != 0};
 }
 
 std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm) {

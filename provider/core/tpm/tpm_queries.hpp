@@ -23,6 +23,13 @@ struct DictionaryAttackState {
     UINT32 max_failures = 0;      // TPM2_PT_MAX_AUTH_FAIL
     UINT32 recovery_seconds = 0;  // TPM2_PT_LOCKOUT_INTERVAL: one failure forgiven each
     bool in_lockout = false;      // TPMA_PERMANENT inLockout
+    // TPMA_PERMANENT lockoutAuthSet: without it anyone who may use the TPM
+    // can reset the count (TPM2_DictionaryAttackLockReset).
+    bool lockout_auth_set = false;
+    // TPM 2.0 Part 1, 19.8.6: at maxTries the TPM is in lockout until
+    // lockoutInterval has passed (while it is powered) and one failure is
+    // forgiven; it then refuses every key without noDA, ours all.
+    bool locked_out() const noexcept { return in_lockout || (max_failures > 0 && failures >= max_failures); }
 };
 DictionaryAttackState dictionary_attack_state(Tpm& tpm);
 

@@ -14,7 +14,7 @@ NEW=$(pin_file "new")
 
 run "$TPMKEY_TOOL" doctor
 expect_rc 0 "before"
-expect_out "[ok]      dictionary-attack protection: not in lockout (0 of 2 wrong PINs counted; one is forgiven every 10 minutes)" "before"
+expect_out "[ok]      dictionary-attack protection: 0 of 2 wrong PINs counted by the TPM; one is forgiven every 10 minutes; at 2 it locks out" "before"
 
 cp "$K" "$TEST_DIR/orig.tpm"
 run "$TPMKEY_TOOL" passwd --old-pin-file "$WRONG" --new-pin-file "$NEW" "$K"
@@ -22,7 +22,7 @@ expect_rc 1 "1st wrong PIN"
 expect_err "wrong PIN; $K is unchanged" "1st wrong PIN"
 run "$TPMKEY_TOOL" doctor
 expect_rc 0 "one wrong PIN"
-expect_out "[warning] dictionary-attack protection: 1 of 2 wrong PINs counted" "one wrong PIN"
+expect_out "[warning] dictionary-attack protection: 1 of 2 wrong PINs counted by the TPM; one is forgiven every 10 minutes; at 2 it locks out" "one wrong PIN"
 expect_out "one more wrong PIN and the TPM locks out" "one wrong PIN"
 
 sign_fails "$K" "wrong" "2nd wrong PIN (module)"
@@ -33,10 +33,11 @@ ok "the wrong PIN that locks the TPM says it is locked out now, and for how long
 
 run "$TPMKEY_TOOL" doctor
 expect_rc 1 "lockout"
-expect_out "[problem] dictionary-attack lockout: the TPM refuses to use keys (2 of 2 wrong PINs counted; one is forgiven every 10 minutes)" "lockout"
-expect_out "Possible solution: wait: within 10 minutes the TPM uses keys again (with or without PIN)" "lockout"
+# The module's sentence for the wrong PIN that locked the TPM, word for word.
+expect_out "[problem] dictionary-attack lockout: 2 of 2 wrong PINs counted by the TPM: it is locked out now and uses no key, with or without PIN, for up to 10 minutes (while the machine is on)" "lockout"
+expect_out "Possible solution: wait that long" "lockout"
 # A fresh swtpm's lockout password is empty: no --auth PASSWORD to look for.
-expect_out "Or now (the TPM's lockout password is empty): tpm2_dictionarylockout --clear-lockout" "lockout"
+expect_out "or now (the TPM's lockout password is empty): tpm2_dictionarylockout --clear-lockout" "lockout"
 expect_no_out "--auth PASSWORD" "lockout: no lockout password to give"
 expect_out "1 problem(s) found." "lockout"
 ok "doctor: lockout named with counter, maximum and recovery time; exit 1"
@@ -59,6 +60,6 @@ ok "a key without PIN is refused too, and the module says why"
 tpm2_dictionarylockout -T "$TPMKEY_TCTI" --clear-lockout >/dev/null || fail "tpm2_dictionarylockout failed"
 run "$TPMKEY_TOOL" doctor
 expect_rc 0 "after clearing"
-expect_out "[ok]      dictionary-attack protection: not in lockout (0 of 2" "after clearing"
+expect_out "[ok]      dictionary-attack protection: 0 of 2 wrong PINs counted by the TPM" "after clearing"
 sign_ok "$K" "right pin" "after clearing"
 ok "cleared with tpm2_dictionarylockout: keys work again"

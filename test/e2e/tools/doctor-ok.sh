@@ -14,7 +14,7 @@ run "$TPMKEY_TOOL" doctor
 expect_rc 0 "all well"
 expect_out "[ok]      TPM reachable through $TPMKEY_TCTI (set in TPMKEY_TCTI)" "all well"
 expect_out "[ok]      resource manager: none (a TPM simulator" "all well"
-expect_out "[ok]      dictionary-attack protection: not in lockout (0 of 32 wrong PINs counted; one is forgiven every 1 s)" "all well"
+expect_out "[ok]      dictionary-attack protection: 0 of 32 wrong PINs counted by the TPM; one is forgiven every 1 s; at 32 it locks out" "all well"
 expect_out "[ok]      storage key (SRK) at 0x81000001" "all well"
 expect_out "[ok]      3 key file(s) in $S/*.tpm" "all well"
 expect_out "[ok]      $S/id_tpm.tpm: ECDSA P-256, no PIN, parent 0x81000001: loads on this TPM" "all well"
