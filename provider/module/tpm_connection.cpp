@@ -40,10 +40,13 @@ const TpmObject& TpmConnection::reload(std::uint32_t handle, Parent& parent) {
     try {
         TpmObject loaded = parent.saved->load(tpm());
         // The name comes from the saved context, which never left this
-        // process; checked all the same before anything is salted with it.
-        if (loaded_name_hex(tpm(), loaded) != parent.name)
+        // process; checked all the same before anything is salted with it
+        // (the next call makes the parent anew and verifies it).
+        if (loaded_name_hex(tpm(), loaded) != parent.name) {
+            parents_.erase(handle);
             throw ParentMismatch("the saved context of the parent " + handle_text(handle) +
                                  " does not hold the parent that was verified; nothing secret was sent to it");
+        }
         parent.loaded = std::move(loaded);
         return parent.loaded;
     } catch (const TpmError& e) {
