@@ -126,9 +126,11 @@ LockedState::LockedState() noexcept {
     (void)pthread_once(&atfork_once, register_fork_handlers);
     pthread_mutex_lock(&module_lock);
     // A forked child shares nothing with its parent's state: that memory is
-    // a copy, its TPM objects belong to the parent. It is forgotten without
-    // being freed or flushed; the child must call C_Initialize (PKCS#11
-    // 2.40, 5.4).
+    // a copy, its TPM objects belong to the parent, and so do its saved
+    // contexts (a parent verified for the parent process, and a session's
+    // context, if one were ever saved, loads only once). It is all
+    // forgotten without being freed or flushed; the child must call
+    // C_Initialize (PKCS#11 2.40, 5.4), which makes and verifies its own.
     if (the_module && module_pid != ::getpid())
         the_module = nullptr;
 }

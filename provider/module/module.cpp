@@ -136,6 +136,7 @@ void Module::flush_parents_if_idle() noexcept {
 void Module::end_call() noexcept {
     if (tpm_.may_hold_objects())
         return;
+    // Saved contexts stay: they occupy nothing in the TPM.
     for (auto& t : tokens_)
         t->drop_tpm_objects();
     tpm_.flush_parents();
@@ -149,8 +150,10 @@ void Module::release_other_keys(const Token& keep) noexcept {
 }
 
 void Module::drop_tpm() noexcept {
-    for (auto& t : tokens_)
+    for (auto& t : tokens_) {
         t->drop_tpm_objects();
+        t->drop_saved_context();
+    }
     tpm_.close();
 }
 

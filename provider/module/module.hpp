@@ -63,14 +63,16 @@ public:
     TpmConnection& tpm() noexcept { return tpm_; }
     // The hash algorithms the TPM implements; asked once, when first needed.
     std::span<const TPM2_ALG_ID> tpm_hashes();
-    // After the TPM failed or went away: forget everything loaded in it, so
-    // that the next operation starts on a fresh connection.
+    // After the TPM failed or went away: forget everything loaded in it and
+    // every saved context, so that the next operation starts on a fresh
+    // connection with a parent made and verified anew.
     void drop_tpm() noexcept;
     // Flushes the parents when no token holds a key: after a failed login
     // nothing of ours stays in the TPM. The connection stays open.
     void flush_parents_if_idle() noexcept;
     // The end of every call: without a resource manager nothing of ours
-    // stays in the TPM between calls (TpmConnection::may_hold_objects).
+    // stays in the TPM between calls (TpmConnection::may_hold_objects); what
+    // was saved with TPM2_ContextSave stays in the process.
     void end_call() noexcept;
 
     // The key of the token in `slot` signs `request` (TPM2_Sign), with room

@@ -47,13 +47,39 @@ const P11Object* Token::object(CK_OBJECT_HANDLE handle) const noexcept {
 
 Token::Loaded& Token::load(TpmConnection& tpm) {
     if (!loaded_) {
-        const tpmkey::TpmObject& parent = tpm.parent(key_.parent);
-        Authorization auth = Authorization::for_secret(tpm.tpm(), parent, needs_pin() || !pin_.empty());
-        tpmkey::TpmObject key = load_key(tpm.tpm(), parent, auth, key_.blobs);
-        loaded_.emplace(Loaded{std::move(auth), std::move(key)});
+        loaded_.emplace(Loaded{load_key_object(tpm), std::nullopt, PolicySession()});
         log_debug(label_ + ": key loaded into the TPM");
     }
     return *loaded_;
+}
+
+tpmkey::TpmObject Token::load_key_object(TpmConnection& tpm) {
+    if (saved_key_) {
+        try {
+            return saved_key_->load(tpm.tpm());
+        } catch (const TpmError& e) {
+            if (!saved_context_is_stale(e))
+                throw;
+            log_debug(label_ + ": the key's saved context no longer loads (" + e.what() + "): loaded from its file");
+            saved_key_.reset();
+        }
+    }
+    // TPM2_Load carries nothing secret (the private part is wrapped by the
+    // parent, whose auth value is empty): the password session.
+    tpmkey::TpmObject key = load_key(tpm.tpm(), tpm.parent(key_.parent), Authorization::password(), key_.blobs);
+    // Saved where that spares the next call its parent: a key that signs in
+    // the password session. A PIN or a policy needs a session salted with
+    // the parent anyway, and TPM2_Load under it costs what TPM2_ContextLoad does.
+    if (!tpm.may_hold_objects() && !needs_pin() && !key_.has_policy())
+        saved_key_ = SavedContext::save(tpm.tpm(), key);
+    return key;
+}
+
+const Authorization& Token::authorization(TpmConnection& tpm, Loaded& loaded) {
+    if (!loaded.secret)
+        loaded.secret = needs_pin() ? Authorization::for_secret(tpm.tpm(), tpm.parent(key_.parent), true)
+                                    : Authorization::password();
+    return *loaded.secret;
 }
 
 CK_FLAGS Token::flags(TpmConnection& tpm) const {
@@ -94,9 +120,6 @@ void Token::login(TpmConnection& tpm, Secret pin) {
         log_error(label_ + ": no PIN given (the key has a PIN; nothing was sent to the TPM)");
         throw Pkcs11Error(CKR_PIN_LEN_RANGE);
     }
-    // A key loaded without a session (no PIN so far) must be reloaded with one.
-    if (loaded_ && !loaded_->auth.encrypted())
-        loaded_.reset();
     // A failed login of any kind (also CKU_CONTEXT_SPECIFIC while logged in)
     // leaves the login state as it was: the PIN that worked stays. It
     // flushes what it loaded: ssh exits through _exit() after a wrong PIN,
@@ -104,8 +127,9 @@ void Token::login(TpmConnection& tpm, Secret pin) {
     // the objects.
     try {
         Loaded& loaded = load(tpm);
+        const Authorization& auth = authorization(tpm, loaded);
         const AuthValue auth_value(tpm.tpm(), loaded.key, pin);
-        (void)change_auth(tpm.tpm(), loaded.key, tpm.parent(key_.parent), loaded.auth, pin);
+        (void)change_auth(tpm.tpm(), loaded.key, tpm.parent(key_.parent), auth, pin);
     } catch (const TpmError& e) {
         loaded_.reset();
         if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
@@ -138,18 +162,17 @@ Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     require(may_sign(), CKR_USER_NOT_LOGGED_IN);  // e.g. C_Logout during an operation
     Loaded& loaded = load(tpm);
     const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
-    // A key with a policy signs in a fresh policy session: its use
-    // consumes the policy.
-    std::optional<Authorization> policy;
-    if (key_.has_policy()) {
-        try {
-            policy = satisfy_policy(tpm.tpm(), tpm.parent(key_.parent), key_);
-        } catch (const TpmError& e) {
-            throw e.about(label_, path_.string());  // what to do names the file
-        }
+    if (!key_.has_policy())
+        return sign_digest(tpm.tpm(), loaded.key, authorization(tpm, loaded), request.scheme, request.hash,
+                           request.digest, pub_.ec_field_size());
+    const Authorization* policy = nullptr;
+    try {
+        policy = &loaded.policy.satisfy(tpm.tpm(), tpm.parent(key_.parent), key_);
+    } catch (const TpmError& e) {
+        throw e.about(label_, path_.string());  // what to do names the file
     }
-    return sign_digest(tpm.tpm(), loaded.key, policy ? *policy : loaded.auth, request.scheme, request.hash,
-                       request.digest, pub_.ec_field_size());
+    return sign_digest(tpm.tpm(), loaded.key, *policy, request.scheme, request.hash, request.digest,
+                       pub_.ec_field_size());
 }
 
 }  // namespace tpmkey::pkcs11

@@ -9,6 +9,7 @@
 #include "core/keys/public_key.hpp"
 #include "core/base/secret.hpp"
 #include "module/tpm_connection.hpp"
+#include "core/policy/tpm_policy_session.hpp"
 
 #include <atomic>
 #include <filesystem>
@@ -60,16 +61,26 @@ public:
 
     Bytes sign(TpmConnection& tpm, const TpmSignRequest& request);
 
-    // Flushes (or, when the connection is gone, forgets) its TPM objects.
+    // Flushes (or, when the connection is gone, forgets) its TPM objects;
+    // the key's saved context stays in the process.
     void drop_tpm_objects() noexcept { loaded_.reset(); }
     bool holds_tpm_objects() const noexcept { return loaded_.has_value(); }
+    // Forgets the key's saved context too: the TPM went away.
+    void drop_saved_context() noexcept { saved_key_.reset(); }
 
 private:
+    // What this token holds in the TPM while in use.
     struct Loaded {
-        Authorization auth;
         tpmkey::TpmObject key;
+        // The salted HMAC session that carries the PIN (a key with one);
+        // started at its first use.
+        std::optional<Authorization> secret;
+        // A PCR-bound key's policy session, kept for its next signature.
+        PolicySession policy;
     };
     Loaded& load(TpmConnection& tpm);
+    tpmkey::TpmObject load_key_object(TpmConnection& tpm);
+    const Authorization& authorization(TpmConnection& tpm, Loaded& loaded);
 
     CK_SLOT_ID slot_;
     std::filesystem::path path_;
@@ -85,6 +96,9 @@ private:
     bool wrong_pin_since_login_ = false;
     Secret pin_;  // held while logged in: each TPM2_Sign's HMAC needs it
     std::optional<Loaded> loaded_;
+    // Without a resource manager, a key without PIN or policy: its context
+    // between calls, so that a call reloads it with TPM2_ContextLoad alone.
+    std::optional<SavedContext> saved_key_;
 };
 
 }  // namespace tpmkey::pkcs11

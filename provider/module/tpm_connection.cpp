@@ -11,26 +11,72 @@ Tpm& TpmConnection::tpm() {
 }
 
 const TpmObject& TpmConnection::parent(std::uint32_t handle) {
-    auto it = parents_.find(handle);
-    if (it == parents_.end()) {
-        if (!known_parents_) {
-            known_parents_ = KnownParents::load();
-            for (const std::string& w : known_parents_->warnings())
-                log_error(w);
-        }
-        bool pinned = false;
-        TpmObject parent = load_verified_parent(tpm(), handle, *known_parents_, &pinned);
-        if (!pinned)
-            log_debug("parent " + handle_text(handle) + " is not pinned in " + KnownParents::file_path().string() +
-                      ": checked by its attributes only");
-        it = parents_.emplace(handle, std::move(parent)).first;
+    const auto found = parents_.find(handle);
+    if (found != parents_.end() && found->second.loaded)
+        return found->second.loaded;
+    if (found != parents_.end() && found->second.saved)
+        return reload(handle, found->second);
+    if (!known_parents_) {
+        known_parents_ = KnownParents::load();
+        for (const std::string& w : known_parents_->warnings())
+            log_error(w);
     }
-    return it->second;
+    bool pinned = false;
+    TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &pinned);
+    if (!pinned)
+        log_debug("parent " + handle_text(handle) + " is not pinned in " + KnownParents::file_path().string() +
+                  ": checked by its attributes only");
+    Parent& parent = parents_[handle];
+    parent.name = loaded_name_hex(tpm(), loaded);
+    // Saved once, so that no later call pays a TPM2_CreatePrimary (on a real
+    // TPM a key generation, tens of milliseconds to seconds).
+    if (!has_resource_manager_ && handle == owner_hierarchy)
+        parent.saved = SavedContext::save(tpm(), loaded);
+    parent.loaded = std::move(loaded);
+    return parent.loaded;
+}
+
+const TpmObject& TpmConnection::reload(std::uint32_t handle, Parent& parent) {
+    try {
+        TpmObject loaded = parent.saved->load(tpm());
+        // The name comes from the saved context, which never left this
+        // process; checked all the same before anything is salted with it
+        // (the next call makes the parent anew and verifies it).
+        if (loaded_name_hex(tpm(), loaded) != parent.name) {
+            parents_.erase(handle);
+            throw ParentMismatch("the saved context of the parent " + handle_text(handle) +
+                                 " does not hold the parent that was verified; nothing secret was sent to it");
+        }
+        parent.loaded = std::move(loaded);
+        return parent.loaded;
+    } catch (const TpmError& e) {
+        if (!saved_context_is_stale(e))
+            throw;
+        log_debug("the saved parent " + handle_text(handle) + " no longer loads (" + e.what() +
+                  "): made again and verified");
+        parents_.erase(handle);
+        return this->parent(handle);
+    }
+}
+
+void TpmConnection::flush_parents() noexcept {
+    for (auto& [handle, parent] : parents_)
+        if (handle == owner_hierarchy)
+            parent.loaded = TpmObject();
+    std::erase_if(parents_, [](const auto& entry) { return !entry.second.loaded && !entry.second.saved; });
 }
 
 void TpmConnection::close() noexcept {
     parents_.clear();
     tpm_.reset();
+}
+
+bool saved_context_is_stale(const TpmError& e) noexcept {
+    // Anything the TPM refused about the blob itself. Not: an unreachable
+    // TPM, or one without room for the object, which making it anew would
+    // not cure.
+    return !e.tpm_unreachable() && !e.is(TPM2_RC_OBJECT_MEMORY) && !e.is(TPM2_RC_SESSION_MEMORY) &&
+           !e.is(TPM2_RC_MEMORY);
 }
 
 }  // namespace tpmkey

@@ -247,6 +247,12 @@ TEST_CASE("fork: the child starts uninitialised and gets fresh state from C_Init
             ::_exit(10);
         if (p11()->C_GetSessionInfo(kept, &info) != CKR_CRYPTOKI_NOT_INITIALIZED)
             ::_exit(11);
+        // The child's TPM commands, to see that it makes its own parent:
+        // the parent process's saved contexts are not the child's.
+        const std::string capture = (key_dir() / "fork-child.pcap").string();
+        if (::setenv("TPMKEY_TCTI", ("pcap:" + swtpm_tcti()).c_str(), 1) != 0 ||
+            ::setenv("TCTI_PCAP_FILE", capture.c_str(), 1) != 0)
+            ::_exit(12);
         if (p11()->C_Initialize(nullptr) != CKR_OK)
             ::_exit(12);
         if (p11()->C_GetSlotList(CK_TRUE, nullptr, &n) != CKR_OK || n != 4)
@@ -280,13 +286,17 @@ TEST_CASE("fork: the child starts uninitialised and gets fresh state from C_Init
             ::_exit(20);
         if (p11()->C_Finalize(nullptr) != CKR_OK)  // flushes the child's objects
             ::_exit(21);
+        const std::string commands =
+            run(shell_quote((fixtures_dir() / "count-tpm-commands").string()) + " -v " + shell_quote(capture));
+        if (commands.find("CreatePrimary") == std::string::npos)
+            ::_exit(22);
         ::_exit(0);
     }
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
     INFO("child exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
                               << " (10-11: not uninitialised, 12-17: C_Initialize or use failed, 18: other CKA_ID, "
-                                 "19-20: signing failed, 21: C_Finalize failed)");
+                                 "19-20: signing failed, 21: C_Finalize failed, 22: no parent of its own)");
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
 

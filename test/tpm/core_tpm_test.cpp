@@ -277,6 +277,82 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     }
 }
 
+TEST_CASE("saved contexts: a parent and a key reloaded from the process, the PIN not in the blob", "[keys]") {
+    const KeySpec spec{KeyAlgorithm::ecdsa, 256};
+    const std::string pin = "saved-context PIN 8d41";
+    Tpm tpm(tcti(), std::nullopt);
+    std::optional<SavedContext> saved_parent, saved_key;
+    KeyFile key;
+    {
+        const TpmObject parent = load_parent(tpm, owner_hierarchy);
+        key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret(pin)), true);
+        saved_parent = SavedContext::save(tpm, parent);
+        const TpmObject object = load_key(tpm, parent, Authorization::password(), key.blobs);
+        const AuthValue auth_value(tpm, object, Secret(pin));
+        saved_key = SavedContext::save(tpm, object);
+
+        // What SavedContext keeps is Esys_ContextSave's blob: ESAPI's part
+        // carries no auth value, even while ESAPI holds one for the object,
+        // and the TPM's part has it encrypted.
+        EsysPtr<TPMS_CONTEXT> blob;
+        check_rc(Esys_ContextSave(tpm.esys(), object.handle(), out_ptr(blob)), "TPM2_ContextSave");
+        const std::string bytes(reinterpret_cast<const char*>(blob->contextBlob.buffer), blob->contextBlob.size);
+        CHECK(bytes.size() > 0);
+        CHECK(bytes.find(pin) == std::string::npos);
+    }  // both flushed: only the process holds them now
+
+    const TpmObject parent = saved_parent->load(tpm);
+    const TpmObject object = saved_key->load(tpm);
+    const Authorization auth = Authorization::for_secret(tpm, parent, true);
+    const AuthValue auth_value(tpm, object, Secret(pin));
+    const Bytes message = bytes_of("signed by a reloaded key");
+    const PublicKey pub(key.blobs.pub.publicArea);
+    CHECK(openssl_verifies(pub, TPM2_ALG_ECDSA, TPM2_ALG_SHA256, message,
+                           sign_digest(tpm, object, auth, TPM2_ALG_ECDSA, TPM2_ALG_SHA256,
+                                       digest_of(TPM2_ALG_SHA256, message), pub.ec_field_size())));
+    // A context loads again and again (an object's, unlike a session's).
+    const TpmObject again = saved_key->load(tpm);
+    CHECK(again);
+}
+
+TEST_CASE("PCR policies: one policy session signs again and again, and again after the PCR failed", "[policy]") {
+    const PcrSelection pcr16 = parse_pcr_selection("16", "sha256");
+    Tpm tpm(tcti(), std::nullopt);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
+    check_rc(Esys_PCR_Reset(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE), "PCR_Reset");
+    const std::string pin = "4321";
+    KeyFile key;
+    key.parent = owner_hierarchy;
+    key.policy = {policy_pcr(pcr16, pcr_digest_now(tpm, parent, pcr16)), policy_auth_value()};
+    key.blobs = create_key(tpm, parent, KeySpec{KeyAlgorithm::ecdsa, 256}, Secret(pin), policy_digest(key.policy));
+    const PublicKey pub(key.blobs.pub.publicArea);
+    const TpmObject object = load_key(tpm, parent, Authorization::password(), key.blobs);
+    const AuthValue auth_value(tpm, object, Secret(pin));
+    PolicySession session;
+    const auto signs = [&] {
+        const Bytes message = bytes_of("kept policy session");
+        const Authorization& auth = session.satisfy(tpm, parent, key);
+        return openssl_verifies(pub, TPM2_ALG_ECDSA, TPM2_ALG_SHA256, message,
+                                sign_digest(tpm, object, auth, TPM2_ALG_ECDSA, TPM2_ALG_SHA256,
+                                            digest_of(TPM2_ALG_SHA256, message), pub.ec_field_size()));
+    };
+    for (int i = 0; i < 3; ++i)
+        CHECK(signs());
+
+    const TPML_DIGEST_VALUES extend{.count = 1, .digests = {{.hashAlg = TPM2_ALG_SHA256, .digest = {}}}};
+    check_rc(Esys_PCR_Extend(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &extend),
+             "PCR_Extend");
+    try {
+        (void)signs();
+        FAIL("the policy held after PCR 16 changed");
+    } catch (const TpmError& e) {
+        CHECK(e.step() == TpmStep::policy_pcr);
+    }
+    check_rc(Esys_PCR_Reset(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE), "PCR_Reset");
+    CHECK(signs());
+    CHECK(signs());
+}
+
 TEST_CASE("a key file's private part is bound to its parent and integrity-protected", "[keys]") {
     Tpm tpm(tcti(), std::nullopt);
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
@@ -366,7 +442,8 @@ TEST_CASE("PCR policies: an altered policy is refused in software, and hides nei
     const TpmObject object = load_key(tpm, parent, load_auth, key.blobs);
     const Bytes message = bytes_of("signed under a policy");
     const auto signs = [&](const KeyFile& k) {
-        const Authorization auth = satisfy_policy(tpm, parent, k);
+        PolicySession session;
+        const Authorization& auth = session.satisfy(tpm, parent, k);
         const Bytes signature = sign_digest(tpm, object, auth, TPM2_ALG_ECDSA, TPM2_ALG_SHA256,
                                             digest_of(TPM2_ALG_SHA256, message), pub.ec_field_size());
         return openssl_verifies(pub, TPM2_ALG_ECDSA, TPM2_ALG_SHA256, message, signature);
@@ -387,7 +464,7 @@ TEST_CASE("PCR policies: an altered policy is refused in software, and hides nei
     AuthorizeParts changed = authorize;
     changed.policy_ref.buffer[0] ^= 1;
     other_ref.policy = {policy_authorize(changed)};
-    CHECK_THROWS_WITH(satisfy_policy(tpm, parent, other_ref), Catch::Contains("is not the one the key was made with"));
+    CHECK_THROWS_WITH(PolicySession().satisfy(tpm, parent, other_ref), Catch::Contains("is not the one the key was made with"));
 
     // PCR 16 changes: the message is the PCR's, not the altered policy's.
     const TPML_DIGEST_VALUES extend{.count = 1, .digests = {{.hashAlg = TPM2_ALG_SHA256, .digest = {}}}};
@@ -399,7 +476,7 @@ TEST_CASE("PCR policies: an altered policy is refused in software, and hides nei
     forged.commands.front() = policy_pcr(pcr16, pcr_digest_now(tpm, parent, pcr16));
     with_altered.signed_policies.insert(with_altered.signed_policies.begin(), forged);
     try {
-        (void)satisfy_policy(tpm, parent, with_altered);
+        (void)PolicySession().satisfy(tpm, parent, with_altered);
         FAIL("the policy held after PCR 16 changed");
     } catch (const TpmError& e) {
         CHECK(e.step() == TpmStep::signed_policy_pcr);  // the older, good signed policy's PolicyPCR
@@ -408,7 +485,7 @@ TEST_CASE("PCR policies: an altered policy is refused in software, and hides nei
     // Only altered policies: named, never sent to the TPM.
     KeyFile only_altered = key;
     only_altered.signed_policies = {altered};
-    CHECK_THROWS_WITH(satisfy_policy(tpm, parent, only_altered),
+    CHECK_THROWS_WITH(PolicySession().satisfy(tpm, parent, only_altered),
                       Catch::Contains("'altered' has a signature that does not match its policy"));
     check_rc(Esys_PCR_Reset(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE), "PCR_Reset");
 }

@@ -18,8 +18,11 @@ TSS2_RC tpm_rc_base(TSS2_RC rc) noexcept {
     const TSS2_RC layer = rc & TSS2_RC_LAYER_MASK;
     const TSS2_RC code = rc & ~TSS2_RC_LAYER_MASK;
     // Only codes that came from the TPM (directly or passed up through a
-    // TSS layer, which keeps the TPM's code) have a format-one part.
-    if (layer != TSS2_TPM_RC_LAYER && layer != TSS2_RESMGR_TPM_RC_LAYER)
+    // TSS layer, which keeps the TPM's code) have a format-one part; and
+    // tpm2-abrmd's own TPM-format codes, which it answers in layer 11 (its
+    // per-connection session limit: TPM_RC_SESSION_MEMORY, 0xb0903;
+    // Tss2_RC_Decode reads that layer as the TPM's too, "rmt").
+    if (layer != TSS2_TPM_RC_LAYER && layer != TSS2_RESMGR_RC_LAYER && layer != TSS2_RESMGR_TPM_RC_LAYER)
         return rc;
     if (code & TPM2_RC_FMT1)
         return TPM2_RC_FMT1 | (code & 0x3f);  // drop parameter/handle/session number

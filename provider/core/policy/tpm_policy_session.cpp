@@ -144,34 +144,65 @@ std::string signed_policy_problem(const KeyFile& key, const SignedPolicy& policy
     return {};
 }
 
-Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key) {
+Authorization PolicySession::take(Tpm& tpm, const TpmObject& salt_key) {
+    if (!session_)
+        return Authorization::policy_session(tpm, salt_key);
+    Authorization auth = std::move(*session_);
+    session_.reset();
+    check_rc(Esys_PolicyRestart(tpm.esys(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE),
+             "TPM2_PolicyRestart");
+    return auth;
+}
+
+const Authorization& PolicySession::satisfy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key) {
     check_policy_digest(key);
     const std::span<const PolicyCommand> policy(key.policy);
     if (!key.has_signed_policies()) {
-        Authorization auth = Authorization::policy_session(tpm, salt_key);
+        Authorization auth = take(tpm, salt_key);
         run(tpm, auth.session(), policy, TpmStep::policy_pcr);
-        return auth;
+        session_ = std::move(auth);
+        return *session_;
     }
     // Signed policies, newest first: the first that holds, then the rest of
-    // the key's own policy (PolicyAuthValue). A fresh session for each try:
-    // ESAPI would keep a failed try's PolicyAuthValue in mind. One the
+    // the key's own policy (PolicyAuthValue). A fresh session for each try
+    // after a failed one: ESAPI would keep a failed try's PolicyAuthValue in
+    // mind (TPM2_PolicyRestart does not reset ESAPI's view). One the
     // software checks refuse is not tried: it cannot hold, and it must not
     // hide an older one that does.
+    const auto holds = [&](std::size_t i) {
+        Authorization auth = take(tpm, salt_key);
+        run(tpm, auth.session(), key.signed_policies[i].commands, TpmStep::signed_policy_pcr);
+        run(tpm, auth.session(), policy.subspan(1), TpmStep::policy_pcr);
+        session_ = std::move(auth);
+        held_ = i;
+    };
+    const auto fatal = [](const TpmError& e) {
+        return e.tpm_unreachable() || e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY);
+    };
+    if (session_ && held_ < key.signed_policies.size()) {
+        // The one that held in this session last time (the file does not
+        // change in a process), so that ESAPI's view stays the same.
+        try {
+            holds(held_);
+            return *session_;
+        } catch (const TpmError& e) {
+            if (fatal(e))
+                throw;
+        }
+    }
     std::optional<TpmError> first_failure;
     std::string first_problem;
-    for (const SignedPolicy& signed_policy : key.signed_policies) {
-        if (const std::string problem = signed_policy_problem(key, signed_policy); !problem.empty()) {
+    for (std::size_t i = 0; i < key.signed_policies.size(); ++i) {
+        if (const std::string problem = signed_policy_problem(key, key.signed_policies[i]); !problem.empty()) {
             if (first_problem.empty())
                 first_problem = problem;
             continue;
         }
         try {
-            Authorization auth = Authorization::policy_session(tpm, salt_key);
-            run(tpm, auth.session(), signed_policy.commands, TpmStep::signed_policy_pcr);
-            run(tpm, auth.session(), policy.subspan(1), TpmStep::policy_pcr);
-            return auth;
+            holds(i);
+            return *session_;
         } catch (const TpmError& e) {
-            if (e.tpm_unreachable() || e.is(TPM2_RC_OBJECT_MEMORY) || e.is(TPM2_RC_SESSION_MEMORY))
+            if (fatal(e))
                 throw;
             if (!first_failure)
                 first_failure = e;

@@ -7,6 +7,8 @@
 #include "core/tpm/tpm.hpp"
 #include "core/keys/tpm_policy.hpp"
 
+#include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace tpmkey {
@@ -31,18 +33,34 @@ void check_policy_digest(const KeyFile& key);
 // Else what is wrong with it, for a message.
 std::string signed_policy_problem(const KeyFile& key, const SignedPolicy& policy);
 
-// A policy session salted with `salt_key` (the key's parent) in which
-// `key`'s policy is satisfied: its commands in order; for a key with
-// signed policies, the newest one that holds (each tried in a fresh
-// session; those with a signed_policy_problem() are not tried), then the
-// rest of its policy. check_policy_digest() first, so an altered file
-// fails with its own message and no TPM command. A session's policy is used up by
-// the command it authorises, so this is done once per signature.
-//
-// When the PCRs no longer match, throws the TpmError of TpmStep::policy_pcr
-// naming them (of the newest signed policy tried, for signed keys). Nothing
-// secret is sent: PolicyAuthValue puts the PIN into the HMAC of the
-// command that uses the key (set it with AuthValue), never on the bus.
-Authorization satisfy_policy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key);
+// A key's policy session, kept from one signature to the next: starting
+// one is a salted TPM2_StartAuthSession, a key exchange in the TPM. A
+// session's policy is used up by the command it authorises, so each use
+// restarts the kept session (TPM2_PolicyRestart) and runs the policy again.
+// Whoever keeps it decides how long: the module drops it with the key at
+// the end of a call when no resource manager is in the path.
+class PolicySession {
+public:
+    // The session, salted with `salt_key` (the key's parent), in which
+    // `key`'s policy is satisfied now: its commands in order; for a key with
+    // signed policies, the newest one that holds (each tried in a fresh
+    // session, but first the one that held last time, in the kept one;
+    // those with a signed_policy_problem() are not tried), then the rest of
+    // its policy. check_policy_digest() first, so an altered file fails with
+    // its own message and no TPM command. For one command that uses the key.
+    //
+    // When the PCRs no longer match, throws the TpmError of
+    // TpmStep::policy_pcr naming them (of the newest signed policy tried,
+    // for signed keys), and the session is flushed. Nothing secret is sent:
+    // PolicyAuthValue puts the PIN into the HMAC of the command that uses the
+    // key (set it with AuthValue), never on the bus.
+    const Authorization& satisfy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key);
+
+private:
+    // The kept session, restarted, or a new one.
+    Authorization take(Tpm& tpm, const TpmObject& salt_key);
+    std::optional<Authorization> session_;
+    std::size_t held_ = 0;  // a key with signed policies: the one that holds in session_
+};
 
 }  // namespace tpmkey

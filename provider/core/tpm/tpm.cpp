@@ -82,6 +82,18 @@ TpmObject::~TpmObject() {
         (void)Esys_TR_Close(tpm_->esys(), &handle_);
 }
 
+SavedContext SavedContext::save(Tpm& tpm, const TpmObject& object) {
+    EsysPtr<TPMS_CONTEXT> context;
+    check_rc(Esys_ContextSave(tpm.esys(), object.handle(), out_ptr(context)), "TPM2_ContextSave");
+    return SavedContext(std::move(context));
+}
+
+TpmObject SavedContext::load(Tpm& tpm) const {
+    ESYS_TR handle = ESYS_TR_NONE;
+    check_rc(Esys_ContextLoad(tpm.esys(), context_.get(), &handle), "TPM2_ContextLoad");
+    return TpmObject(tpm, handle, TpmObject::Kind::transient);
+}
+
 namespace {
 
 // A session salted with `salt_key`, with `attributes`.

@@ -109,6 +109,36 @@ private:
     Kind kind_ = Kind::transient;
 };
 
+// A transient object's context (TPM2_ContextSave), held in process memory
+// only, never written out: a TPM without a resource manager can then be
+// left empty between two calls and the object reloaded with one
+// TPM2_ContextLoad instead of TPM2_CreatePrimary or TPM2_Load. The blob is
+// ESAPI's: the TPM's part (the sensitive area, auth value included,
+// encrypted and MACed under a key that never leaves the TPM: TPM 2.0 Part 1,
+// 30.3), plus the object's handle, name and public area, but not the auth
+// value ESAPI holds (Esys_TR_SetAuth), which is not part of an ESYS_TR's
+// saved metadata. Valid until the TPM is reset (a reboot; for a primary key
+// also TPM2_Clear): load() then throws and the caller makes the object anew.
+// Objects only: a saved session would keep its slot in the TPM
+// (docs/design.md, "Sessions").
+class SavedContext {
+public:
+    // TPM2_ContextSave; the object stays loaded.
+    static SavedContext save(Tpm& tpm, const TpmObject& object);
+    // TPM2_ContextLoad: the object again, flushed when the TpmObject goes away.
+    TpmObject load(Tpm& tpm) const;
+
+    SavedContext(SavedContext&&) noexcept = default;
+    SavedContext& operator=(SavedContext&&) noexcept = default;
+    SavedContext(const SavedContext&) = delete;
+    SavedContext& operator=(const SavedContext&) = delete;
+    ~SavedContext() = default;
+
+private:
+    explicit SavedContext(EsysPtr<TPMS_CONTEXT> context) noexcept : context_(std::move(context)) {}
+    EsysPtr<TPMS_CONTEXT> context_;
+};
+
 // How a command proves it may use an object.
 //
 // A non-empty auth value only ever travels in an HMAC session salted with
@@ -121,6 +151,9 @@ class Authorization {
 public:
     // `salt_key` is the parent: a loaded storage key whose public part ESAPI knows.
     static Authorization for_secret(Tpm& tpm, const TpmObject& salt_key, bool secret_involved);
+    // The password session with an empty auth value, for a command that
+    // carries nothing secret.
+    static Authorization password() { return Authorization(); }
     // A policy session, salted and encrypted the same way, for a key whose
     // policy the caller then satisfies (tpm_policy_session.hpp).
     static Authorization policy_session(Tpm& tpm, const TpmObject& salt_key);
