@@ -22,6 +22,20 @@ run "$TPMKEY_TOOL" doctor
 expect_out "[ok]      no storage key at 0x81000001: keys use 0x40000001, re-created on use (slower on real TPMs; 'tpmkey setup' persists it)" "doctor before setup"
 ok "before setup, keygen and doctor name 'tpmkey setup'"
 
+# A pin of 0x81000001 that the new key does not match (a cleared TPM, an
+# interposer): checked before the key is persisted, so nothing changes.
+id=$(awk '$1 == "0x40000001" { print $3 }' "$pins")
+cp "$pins" "$TEST_DIR/pins.good"
+echo "0x81000001 000b$(printf '%064d' 0) $id" >>"$pins"
+run "$TPMKEY_TOOL" setup
+expect_rc 1 "setup against another pin"
+expect_err "tpmkey: the TPM's storage key 0x81000001 is not the one this key was made under: " "setup against another pin"
+expect_err "; the new storage key was not persisted, nothing was changed" "setup against another pin"
+expect_eq "$(persistent)" "" "persistent handles after setup against another pin"
+expect_clean_tpm "after setup against another pin"
+cp "$TEST_DIR/pins.good" "$pins"
+ok "a new SRK that contradicts its pin is not persisted"
+
 run "$TPMKEY_TOOL" setup
 expect_rc 0 "setup"
 expect_out "Made the TCG standard storage key (SRK) and persisted it at 0x81000001" "setup"
