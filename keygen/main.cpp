@@ -308,7 +308,10 @@ std::uint32_t choose_parent(Tpm& tpm, bool quiet) {
     } else {
         std::cout << "Parent: the owner hierarchy's storage key (0x40000001, re-created on use)";
         if (srk.state == State::other_storage_key)
-            std::cout << ";\n        0x81000001 holds " << srk.detail << ", which is not used";
+            std::cout << ";\n        0x81000001 holds " << srk.detail
+                      << ", which is used only when chosen on purpose (--parent 0x81000001)";
+        else if (srk.state == State::absent)
+            std::cout << ";\n        'tpmkey setup' persists it at 0x81000001, so that logins need not re-create it";
         std::cout << "\n";
     }
     return srk.state == State::standard ? standard_srk : owner_hierarchy;

@@ -66,6 +66,7 @@ extern const Command doctor_command;                                            
 extern const Command ssh_config_command;                                          // ssh_config.cpp
 extern const Command policy_command;                                              // policy.cpp
 extern const Command bench_command;                                               // bench.cpp
+extern const Command setup_command;                                               // setup.cpp
 
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
 // match now (policy.cpp), which it returns too (nullopt: no PCRs, no TPM,

@@ -264,15 +264,15 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
                    "new keys use 0x40000001 (tpmkey-keygen skips it); remove it with tpm2_evictcontrol -c 0x81000001");
         else if (srk.state == State::other_storage_key)
             d.ok("0x81000001 holds " + srk.detail + " (another program's, e.g. tpm2-pkcs11's): "
-                 "new keys use 0x40000001 instead, so that program may evict it");
+                 "new keys use 0x40000001 instead, so that program may evict it (tpmkey-keygen --parent "
+                 "0x81000001 uses it on purpose)");
         else if (permanent & TPMA_PERMANENT_OWNERAUTHSET)
             d.fail("no storage key at 0x81000001, and the owner hierarchy has a password",
                    "tpmkey cannot re-create the storage key 0x40000001 without that password",
-                   "make a persistent SRK once: tpm2_createprimary -C o -P OWNERPW -c srk.ctx && "
-                   "tpm2_evictcontrol -C o -P OWNERPW -c srk.ctx 0x81000001");
+                   "persist the standard SRK once: tpmkey setup --owner-auth-file FILE (or it asks for the password)");
         else
             d.ok("no storage key at 0x81000001: keys use 0x40000001, re-created on use (slower on real TPMs; "
-                 "tpm2_createprimary -c srk.ctx && tpm2_evictcontrol -c srk.ctx 0x81000001 makes one)");
+                 "'tpmkey setup' persists it)");
     } catch (const TpmError& e) {
         d.warn("storage key (SRK)", e.what(), "none needed unless keys fail to load below");
     }

@@ -130,8 +130,8 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
     if (e.step() == TpmStep::parent && is_auth_failure(e))
         return {TpmProblem::owner_password,
                 "the TPM's owner hierarchy has a password, so the storage key 0x40000001 cannot be re-created",
-                "make a persistent storage key at 0x81000001 with that password (see 'tpmkey doctor'), then new "
-                "keys with tpmkey-keygen"};
+                "persist the storage key at 0x81000001 with that password ('tpmkey setup' asks for it), then make "
+                "new keys with tpmkey-keygen"};
     // The parent's seed protects the private part: another TPM (or a
     // cleared one, or a changed file) fails the integrity check.
     if (e.step() == TpmStep::load && e.is(TPM2_RC_INTEGRITY))

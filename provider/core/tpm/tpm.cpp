@@ -158,6 +158,18 @@ AuthValue::AuthValue(Tpm& tpm, const TpmObject& object, const Secret& value)
     check_rc(rc, "Esys_TR_SetAuth");
 }
 
+AuthValue::AuthValue(Tpm& tpm, ESYS_TR hierarchy, const Secret& value) : tpm_(tpm), handle_(hierarchy) {
+    TPM2B_AUTH auth{};
+    if (value.size() > sizeof auth.buffer)
+        throw Error("the hierarchy's password is too long: at most " + std::to_string(sizeof auth.buffer) + " bytes");
+    auth.size = static_cast<UINT16>(value.size());
+    if (!value.empty())
+        std::memcpy(auth.buffer, value.data(), value.size());
+    const TSS2_RC rc = Esys_TR_SetAuth(tpm.esys(), handle_, &auth);
+    OPENSSL_cleanse(&auth, sizeof auth);
+    check_rc(rc, "Esys_TR_SetAuth");
+}
+
 AuthValue::~AuthValue() {
     const TPM2B_AUTH empty{};
     (void)Esys_TR_SetAuth(tpm_.esys(), handle_, &empty);

@@ -182,6 +182,9 @@ TpmObject audit_session(Tpm& tpm, const TpmObject& salt_key);
 class AuthValue {
 public:
     AuthValue(Tpm& tpm, const TpmObject& object, const Secret& value);
+    // The same for a hierarchy (ESYS_TR_RH_OWNER), whose auth value may be
+    // as long as the TPM's largest digest (TPM2_HierarchyChangeAuth).
+    AuthValue(Tpm& tpm, ESYS_TR hierarchy, const Secret& value);
     ~AuthValue();
     AuthValue(const AuthValue&) = delete;
     AuthValue& operator=(const AuthValue&) = delete;

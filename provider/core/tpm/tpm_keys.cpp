@@ -128,19 +128,21 @@ TPMT_PUBLIC read_public(Tpm& tpm, const TpmObject& object, std::uint32_t handle)
     return pub->publicArea;
 }
 
-// TPM2_CreatePrimary under the owner hierarchy; `out` gets the public area.
-TpmObject create_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out) {
+// TPM2_CreatePrimary in `hierarchy`, authorised by `session`; `out` gets
+// the public area. By default in the owner hierarchy with the password
+// session: its auth value is empty when a key is used (else there is no
+// 0x40000001, docs/design.md, "Parent"), so the session carries nothing secret.
+TpmObject create_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out,
+                         ESYS_TR hierarchy = ESYS_TR_RH_OWNER, ESYS_TR session = ESYS_TR_PASSWORD) {
     const TPM2B_SENSITIVE_CREATE sensitive{};
     const TPM2B_DATA outside_info{};
     const TPML_PCR_SELECTION pcrs{};
     ESYS_TR handle = ESYS_TR_NONE;
     EsysPtr<TPM2B_PUBLIC> pub;
-    // The owner hierarchy's auth value is empty (we support no other),
-    // so the password session carries nothing secret.
-    check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                &sensitive, &in_public, &outside_info, &pcrs, &handle, out_ptr(pub), nullptr,
-                                nullptr, nullptr),
-             "TPM2_CreatePrimary of the storage key", TpmStep::parent, owner_hierarchy);
+    check_rc(Esys_CreatePrimary(tpm.esys(), hierarchy, session, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &in_public,
+                                &outside_info, &pcrs, &handle, out_ptr(pub), nullptr, nullptr, nullptr),
+             "TPM2_CreatePrimary of the storage key", TpmStep::parent,
+             hierarchy == ESYS_TR_RH_NULL ? TPM2_RH_NULL : owner_hierarchy);
     TpmObject primary(tpm, handle, TpmObject::Kind::transient);
     out = pub->publicArea;
     return primary;
@@ -209,6 +211,41 @@ PersistentSrk inspect_persistent_srk(Tpm& tpm) {
     return {PersistentSrk::State::other_storage_key,
             "a storage key made from another template than the TCG standard SRK (attributes " +
                 attributes_text(area.objectAttributes) + ")"};
+}
+
+TpmObject persist_standard_srk(Tpm& tpm, const Secret& owner_auth,
+                               const std::function<void(const TpmObject& srk)>& check_before_persisting) {
+    // A password of the owner hierarchy is a secret like a PIN: it goes
+    // into an HMAC session salted with a key of the TPM (docs/design.md,
+    // "Sessions"). The SRK does not exist yet and every other owner key
+    // needs the password to be made, so the salt key is the same template's
+    // primary in the null hierarchy, which needs no authorisation (its
+    // auth value is always empty) and goes away with the next TPM reset.
+    // Nothing can pin it: whoever answers in the TPM's place may hand us a
+    // key of their own, and so learns the session key but never the
+    // password itself (an HMAC session sends only HMACs keyed with it):
+    // they get the HMAC to guess the password offline, and no way to forge
+    // the TPM's answers, whose HMACs ESAPI checks with that password
+    // (docs/security.md, "tpmkey setup").
+    TpmObject salt_key;
+    if (!owner_auth.empty()) {
+        TPMT_PUBLIC area{};
+        salt_key = create_primary(tpm, storage_key_template(), area, ESYS_TR_RH_NULL);
+        check_storage_key(area, TPM2_RH_NULL);
+    }
+    const Authorization auth = Authorization::for_secret(tpm, salt_key, !owner_auth.empty());
+    salt_key = TpmObject();  // the session has what it needs: flushed, one slot less
+    const AuthValue owner(tpm, ESYS_TR_RH_OWNER, owner_auth);
+
+    TPMT_PUBLIC area{};
+    const TpmObject srk = create_primary(tpm, storage_key_template(), area, ESYS_TR_RH_OWNER, auth.session());
+    check_storage_key(area, standard_srk);
+    check_before_persisting(srk);
+    ESYS_TR persistent = ESYS_TR_NONE;
+    check_rc(Esys_EvictControl(tpm.esys(), ESYS_TR_RH_OWNER, srk.handle(), auth.session(), ESYS_TR_NONE,
+                               ESYS_TR_NONE, standard_srk, &persistent),
+             "TPM2_EvictControl of the storage key to 0x81000001", TpmStep::other, owner_hierarchy);
+    return TpmObject(tpm, persistent, TpmObject::Kind::persistent);
 }
 
 KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin,

@@ -8,6 +8,7 @@
 #include "core/tpm/tpm.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,6 +71,17 @@ struct PersistentSrk {
     std::string detail;  // other_storage_key, unfit: what it is
 };
 PersistentSrk inspect_persistent_srk(Tpm& tpm);
+
+// tpmkey setup: makes the TCG standard SRK (the key 0x40000001 re-creates,
+// storage_key_template()) with TPM2_CreatePrimary under the owner hierarchy
+// and persists it at 0x81000001 (TPM2_EvictControl), which must be free.
+// `owner_auth`: the owner hierarchy's password, empty when it has none; a
+// non-empty one is sent only in a salted HMAC session (see the .cpp for
+// which key salts it). `check_before_persisting` sees the new key while it
+// is still transient, and may throw to leave the TPM as it was (the pins,
+// known_parents.hpp). Returns the persistent key.
+TpmObject persist_standard_srk(Tpm& tpm, const Secret& owner_auth,
+                               const std::function<void(const TpmObject& srk)>& check_before_persisting);
 
 // TPM2_Create under `parent`, with `pin` (possibly empty) as the auth value,
 // bound to `auth_policy` if not empty (signing_key_template).

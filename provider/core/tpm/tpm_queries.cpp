@@ -40,6 +40,10 @@ DictionaryAttackState dictionary_attack_state(Tpm& tpm) {
                                  (props[TPM2_PT_PERMANENT] & TPMA_PERMANENT_LOCKOUTAUTHSET) != 0};
 }
 
+bool owner_auth_set(Tpm& tpm) {
+    return (tpm_properties(tpm, TPM2_PT_PERMANENT, 1)[TPM2_PT_PERMANENT] & TPMA_PERMANENT_OWNERAUTHSET) != 0;
+}
+
 std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm) {
     const auto data = get_capability(tpm, TPM2_CAP_ALGS, TPM2_ALG_FIRST, TPM2_MAX_CAP_ALGS);
     std::vector<TPM2_ALG_ID> out;

@@ -33,6 +33,9 @@ struct DictionaryAttackState {
 };
 DictionaryAttackState dictionary_attack_state(Tpm& tpm);
 
+// Whether the owner hierarchy has a password (TPMA_PERMANENT ownerAuthSet).
+bool owner_auth_set(Tpm& tpm);
+
 // Which of SHA-1, SHA-256, SHA-384 and SHA-512 the TPM implements.
 std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm);
 

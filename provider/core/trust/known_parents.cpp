@@ -176,16 +176,20 @@ std::string loaded_name_hex(Tpm& tpm, const TpmObject& object) {
 }
 
 TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned) {
-    const std::string file = KnownParents::file_path().string();
     if (known.problem())
         throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
                               "until the file is fixed; nothing secret was sent to the TPM");
-    const std::string id = Tcti(tpm.tcti()).identity();
     TpmObject parent = load_parent(tpm, handle);
-    const std::string name = loaded_name_hex(tpm, parent);
-    const std::optional<std::string> expected = known.expected(id, handle);
+    const bool was_pinned = check_parent_name(tpm, handle, loaded_name_hex(tpm, parent), known);
     if (pinned)
-        *pinned = expected.has_value();
+        *pinned = was_pinned;
+    return parent;
+}
+
+bool check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, const KnownParents& known) {
+    const std::string file = KnownParents::file_path().string();
+    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::optional<std::string> expected = known.expected(id, handle);
     if (expected && name != *expected)
         throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
                              " is not the one this key was made under: possible TPM interposer or replaced SRK "
@@ -206,7 +210,7 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParent
                              " with a trusted source, then add the line '" + handle_text(handle) + " " + name + " " +
                              id + "' to " + file);
     }
-    return parent;
+    return expected.has_value();
 }
 
 bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const TpmObject& parent, KnownParents& known) {

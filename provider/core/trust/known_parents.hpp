@@ -106,7 +106,12 @@ std::string loaded_name_hex(Tpm& tpm, const TpmObject& object);
 // that names no TPM exactly. `pinned` (if given) says whether a pin was there.
 TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned = nullptr);
 
-// For tpmkey-keygen and tpmkey passwd: pins `parent` when no pin exists for it yet.
+// The check of load_verified_parent() for a key of that `name` at
+// `handle`, loaded already (or not yet persistent: tpmkey setup). Returns
+// whether a pin was there.
+bool check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, const KnownParents& known);
+
+// For tpmkey-keygen, tpmkey passwd and tpmkey setup: pins `parent` when no pin exists for it yet.
 // Returns true when it added one.
 bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const TpmObject& parent, KnownParents& known);
 

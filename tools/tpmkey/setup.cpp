@@ -1,0 +1,121 @@
+// tpmkey setup: the TCG standard storage key (SRK) persisted at 0x81000001,
+// so that no login pays a TPM2_CreatePrimary (docs/performance.md).
+
+#include "cli.hpp"
+#include "core/base/prompt.hpp"
+#include "core/files/config.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/tpm/tpm.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/tpm/tpm_queries.hpp"
+
+#include <iostream>
+#include <string>
+
+namespace tpmkey::cli {
+
+namespace {
+
+constexpr CommandSpec setup_spec{
+    "setup",
+    "persist the standard storage key (SRK) at 0x81000001",
+    "tpmkey setup [--owner-auth-file FILE]",
+    "Makes the TCG standard storage key (the ECC P-256 SRK: the key parent\n"
+    "0x40000001 re-creates on every use) and persists it at 0x81000001, where\n"
+    "tpmkey-keygen then puts new keys: a login then reads the key\n"
+    "(TPM2_ReadPublic) instead of re-creating it (TPM2_CreatePrimary, tens of\n"
+    "milliseconds to seconds on a real TPM). Pins it as tpmkey-keygen pins a\n"
+    "parent. Changes nothing when 0x81000001 holds anything else; says so and\n"
+    "exits 0 when it holds the standard SRK already.\n"
+    "\n"
+    "  --owner-auth-file FILE  the password of the TPM's owner hierarchy, from\n"
+    "                     the first line of FILE (asked on the terminal if the\n"
+    "                     hierarchy has one and no FILE is given)\n",
+    {"--owner-auth-file", nullptr}, {nullptr}, 0};
+
+// The owner hierarchy's password: none when it has none, else from the
+// file or the terminal.
+Secret owner_password(Tpm& tpm, const Parsed& p) {
+    const std::string file = p.value("--owner-auth-file");
+    if (!owner_auth_set(tpm)) {
+        if (p.has_value("--owner-auth-file"))
+            std::cerr << "tpmkey setup: the TPM's owner hierarchy has no password: " << file << " is not used\n";
+        return Secret();
+    }
+    Secret password;
+    if (p.has_value("--owner-auth-file")) {
+        password = read_pin_file(file);
+        if (password.empty())
+            throw Error(file + ": the file is empty, and the TPM's owner hierarchy has a password; nothing was changed");
+        return password;
+    }
+    try {
+        password = read_pin_from_terminal("Password of the TPM's owner hierarchy: ");
+    } catch (const Error& e) {
+        throw Error(std::string("the TPM's owner hierarchy has a password: give it with --owner-auth-file FILE or "
+                                "on a terminal (") + e.what() + "); nothing was changed");
+    }
+    if (password.empty())
+        throw Error("no password given for the TPM's owner hierarchy; nothing was changed");
+    return password;
+}
+
+void print_pin(Tpm& tpm, const TpmObject& srk, KnownParents& known) {
+    try {
+        const bool pinned_now = pin_parent_on_first_use(tpm, standard_srk, srk, known);
+        std::cout << (pinned_now ? "Pinned it in " : "It matches its pin in ") << KnownParents::file_path().string()
+                  << ": its name is " << loaded_name_hex(tpm, srk)
+                  << " (compare it with one from a trusted source: docs/security.md).\n";
+    } catch (const Error& e) {
+        // The SRK is there; tpmkey-keygen pins it with the first key.
+        std::cerr << "tpmkey setup: warning: the storage key was not pinned: " << e.what() << "\n";
+    }
+}
+
+int cmd_setup(const Parsed& p) {
+    KnownParents known = KnownParents::load();
+    if (known.problem())
+        throw Error(*known.problem() + ": the pinned storage keys cannot be trusted, so the new one could not be "
+                                       "pinned; nothing was changed");
+    const Config config = load_config();
+    Tpm tpm(config.tcti, config.tpm_timeout);
+
+    const PersistentSrk present = inspect_persistent_srk(tpm);
+    using State = PersistentSrk::State;
+    if (present.state == State::standard) {
+        std::cout << "0x81000001 holds the TCG standard storage key (SRK) already: nothing to do.\n";
+        print_pin(tpm, load_verified_parent(tpm, standard_srk, known), known);
+        return 0;
+    }
+    if (present.state == State::other_storage_key)
+        throw Error("0x81000001 holds " + present.detail +
+                    ", perhaps another program's (tpm2-pkcs11's primary): not touched, nothing was changed. "
+                    "New keys can use it on purpose with tpmkey-keygen --parent 0x81000001");
+    if (present.state == State::unfit)
+        throw Error("0x81000001 holds a key that must not be a parent (" + present.detail +
+                    "): not touched, nothing was changed");
+
+    const Secret password = owner_password(tpm, p);
+    try {
+        const TpmObject srk = persist_standard_srk(tpm, password, [&](const TpmObject& made) {
+            // Before it is persisted: the key must not contradict a pin.
+            check_parent_name(tpm, standard_srk, loaded_name_hex(tpm, made), known);
+        });
+        std::cout << "Made the TCG standard storage key (SRK) and persisted it at 0x81000001: new keys use it, and "
+                     "their logins read it instead of re-creating it.\n";
+        print_pin(tpm, srk, known);
+    } catch (const TpmError& e) {
+        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
+            throw Error("the TPM refused the password of its owner hierarchy; nothing was changed");
+        throw;
+    } catch (const ParentMismatch& e) {
+        throw Error(std::string(e.what()) + "; the new storage key was not persisted, nothing was changed");
+    }
+    return 0;
+}
+
+}  // namespace
+
+const Command setup_command{&setup_spec, cmd_setup};
+
+}  // namespace tpmkey::cli
