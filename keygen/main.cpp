@@ -17,8 +17,6 @@
 #include "core/tpm/tpm_queries.hpp"
 #include "tpmkey_version.hpp"
 
-#include <openssl/rand.h>
-
 #include <tss2/tss2_tpm2_types.h>
 
 #include <getopt.h>
@@ -242,30 +240,6 @@ KeygenSigner policy_signer_for_keygen(const std::filesystem::path& path) {
     return {generate_policy_signer(), true};
 }
 
-// The key's policy, in the order openssl_tpm2_engine writes it:
-// [PolicyAuthValue if a PIN], PolicyPCR; or, with a signer,
-// [PolicyAuthorize(signer, nonce), PolicyAuthValue if a PIN] and the
-// signed policy [PolicyPCR] in authPolicy.
-void add_pcr_policy(KeyFile& key, const PolicyCommand& pcr, EVP_PKEY* signer, bool pin) {
-    if (!signer) {
-        if (pin)
-            key.policy.push_back(policy_auth_value());
-        key.policy.push_back(pcr);
-        return;
-    }
-    AuthorizeParts authorize{signer_public(signer), {}, {}};
-    // A nonce of its own per key, so that no signed policy of another key
-    // (by the same signer) fits this one.
-    authorize.policy_ref.size = 32;
-    if (RAND_bytes(authorize.policy_ref.buffer, 32) != 1)
-        throw Error("OpenSSL cannot make random bytes");
-    authorize.signature.sigAlg = TPM2_ALG_NULL;
-    key.policy.push_back(policy_authorize(authorize));
-    if (pin)
-        key.policy.push_back(policy_auth_value());
-    key.signed_policies.push_back(sign_policy({pcr}, signer, authorize.policy_ref, "tpmkey-keygen"));
-}
-
 // -f NAME writes NAME.tpm (the module finds keys by that suffix, and
 // ssh-tpm-agent names its keys so) unless NAME ends in .tpm already.
 std::filesystem::path key_path_for(const std::string& file) {
@@ -391,12 +365,10 @@ int run(int argc, char** argv, std::string& tcti) {
     // prompt (either may fail).
     // (the values read in a session salted with the verified parent: an
     // interposer cannot choose them).
-    std::optional<PolicyCommand> pcr_policy;
     std::vector<Bytes> pcr_values;
     KeygenSigner signer;
     if (o.pcrs) {
         pcr_values = read_pcrs(tpm, parent, *o.pcrs);
-        pcr_policy = policy_pcr(*o.pcrs, pcr_digest(pcr_values));
         if (o.policy_signer)
             signer = policy_signer_for_keygen(*o.policy_signer);
     }
@@ -414,9 +386,14 @@ int run(int argc, char** argv, std::string& tcti) {
     KeyFile key;
     key.parent = parent_handle;
     Bytes auth_policy;
-    if (pcr_policy) {
-        add_pcr_policy(key, *pcr_policy, signer.key.get(), !pin.empty());
-        auth_policy = policy_digest(key.policy);
+    if (o.pcrs) {
+        std::optional<PolicySigning> signing;
+        if (signer.key)
+            signing = PolicySigning{signer.key.get(), new_policy_nonce(), "tpmkey-keygen"};
+        PcrBoundPolicy bound = pcr_bound_policy(*o.pcrs, pcr_values, !pin.empty(), signing);
+        key.policy = std::move(bound.policy);
+        key.signed_policies = std::move(bound.signed_policies);
+        auth_policy = std::move(bound.digest);
     }
     key.blobs = create_key(tpm, parent, o.spec, pin, auth_policy);
     key.empty_auth = pin.empty();

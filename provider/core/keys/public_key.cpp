@@ -1,13 +1,15 @@
 #include "core/keys/public_key.hpp"
 
-#include "core/keys/der.hpp"
 #include "core/base/error.hpp"
+#include "core/keys/der.hpp"
 
+#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/objects.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
+#include <tss2/tss2_mu.h>
 
 #include <algorithm>
 
@@ -49,6 +51,69 @@ void put_mpint(Bytes& out, const Bytes& magnitude) {
     if (!v.empty() && (v[0] & 0x80))
         v.insert(v.begin(), 0);
     put_string(out, v);
+}
+
+// The signer's point or modulus, big-endian, `size` bytes (0: as short as
+// it is).
+Bytes bn_param(EVP_PKEY* key, const char* param, int size) {
+    Owned<BIGNUM, BN_free> bn;
+    if (!EVP_PKEY_get_bn_param(key, param, out_ptr(bn))) {
+        ERR_clear_error();
+        throw Error(std::string("the policy signer's key has no ") + param);
+    }
+    if (size == 0)
+        size = BN_num_bytes(bn.get());
+    Bytes out(static_cast<std::size_t>(size));
+    if (BN_bn2binpad(bn.get(), out.data(), size) != size)
+        throw Error(std::string("the policy signer's ") + param + " is too large");
+    return out;
+}
+
+TPMT_PUBLIC ecc_signer(EVP_PKEY* key) {
+    char group[64] = {};
+    size_t group_size = 0;
+    if (!EVP_PKEY_get_group_name(key, group, sizeof group, &group_size)) {
+        ERR_clear_error();
+        throw Error("the policy signer's EC key has no named curve");
+    }
+    TPMT_PUBLIC area{};
+    area.type = TPM2_ALG_ECC;
+    int field_size = 0;
+    switch (OBJ_txt2nid(group)) {
+    case NID_X9_62_prime256v1:
+        area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
+        field_size = 32;
+        break;
+    case NID_secp384r1:
+        area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P384;
+        field_size = 48;
+        break;
+    default:
+        throw Error(std::string("the policy signer's curve ") + group + " is not supported (P-256 or P-384)");
+    }
+    area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
+    area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
+    area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    set_tpm2b(area.unique.ecc.x, bn_param(key, OSSL_PKEY_PARAM_EC_PUB_X, field_size), "the policy signer's point");
+    set_tpm2b(area.unique.ecc.y, bn_param(key, OSSL_PKEY_PARAM_EC_PUB_Y, field_size), "the policy signer's point");
+    return area;
+}
+
+TPMT_PUBLIC rsa_signer(EVP_PKEY* key) {
+    TPMT_PUBLIC area{};
+    area.type = TPM2_ALG_RSA;
+    area.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_NULL;
+    area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
+    area.parameters.rsaDetail.keyBits = static_cast<TPMI_RSA_KEY_BITS>(EVP_PKEY_get_bits(key));
+    set_tpm2b(area.unique.rsa, bn_param(key, OSSL_PKEY_PARAM_RSA_N, 0), "the policy signer's modulus");
+    const Bytes e = bn_param(key, OSSL_PKEY_PARAM_RSA_E, 0);
+    if (e.size() > 4)
+        throw Error("the policy signer's RSA exponent is too large for the TPM");
+    std::uint32_t exponent = 0;
+    for (std::uint8_t b : e)
+        exponent = exponent << 8 | b;
+    area.parameters.rsaDetail.exponent = exponent == 65537 ? 0 : exponent;  // 0: the default, as the engine writes
+    return area;
 }
 
 }  // namespace
@@ -169,6 +234,29 @@ EvpPkey PublicKey::to_evp() const {
         throw Error("OpenSSL rejects the key's public part");
     }
     return pkey;
+}
+
+TPM2B_PUBLIC signer_public(EVP_PKEY* signer) {
+    TPMT_PUBLIC area{};
+    switch (EVP_PKEY_get_base_id(signer)) {
+    case EVP_PKEY_EC:
+        area = ecc_signer(signer);
+        break;
+    case EVP_PKEY_RSA:
+        area = rsa_signer(signer);
+        break;
+    default:
+        throw Error("the policy signer's key must be an RSA or EC (P-256, P-384) key");
+    }
+    area.nameAlg = TPM2_ALG_SHA256;
+    area.objectAttributes = TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT | TPMA_OBJECT_USERWITHAUTH;
+    TPM2B_PUBLIC pub{};
+    pub.publicArea = area;
+    std::uint8_t marshalled[sizeof area];
+    size_t size = 0;  // the size field counts the marshalled area
+    check_rc(Tss2_MU_TPMT_PUBLIC_Marshal(&area, marshalled, sizeof marshalled, &size), "marshalling the policy signer");
+    pub.size = static_cast<UINT16>(size);
+    return pub;
 }
 
 std::string hex(std::span<const std::uint8_t> data) {
