@@ -1,6 +1,7 @@
 #include "core/keys/public_key.hpp"
 
 #include "core/base/error.hpp"
+#include "core/keys/algorithms.hpp"
 #include "core/keys/der.hpp"
 
 #include <openssl/core_names.h>
@@ -16,19 +17,6 @@
 namespace tpmkey {
 
 namespace {
-
-struct Curve {
-    TPMI_ECC_CURVE tpm_id;
-    int nid;
-    std::size_t field_size;
-    const char* ssh_name;  // also the curve part of the key type
-};
-
-constexpr Curve curves[] = {
-    {TPM2_ECC_NIST_P256, NID_X9_62_prime256v1, 32, "nistp256"},
-    {TPM2_ECC_NIST_P384, NID_secp384r1, 48, "nistp384"},
-    {TPM2_ECC_NIST_P521, NID_secp521r1, 66, "nistp521"},
-};
 
 Bytes strip_leading_zeros(const std::uint8_t* data, std::size_t size) {
     std::size_t i = 0;
@@ -78,19 +66,11 @@ TPMT_PUBLIC ecc_signer(EVP_PKEY* key) {
     }
     TPMT_PUBLIC area{};
     area.type = TPM2_ALG_ECC;
-    int field_size = 0;
-    switch (OBJ_txt2nid(group)) {
-    case NID_X9_62_prime256v1:
-        area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
-        field_size = 32;
-        break;
-    case NID_secp384r1:
-        area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P384;
-        field_size = 48;
-        break;
-    default:
+    const CurveAlgorithm* curve = find_curve_by_nid(OBJ_txt2nid(group));
+    if (!curve || curve->tpm == TPM2_ECC_NIST_P521)
         throw Error(std::string("the policy signer's curve ") + group + " is not supported (P-256 or P-384)");
-    }
+    area.parameters.eccDetail.curveID = curve->tpm;
+    const int field_size = static_cast<int>(curve->field_size);
     area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
     area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
     area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
@@ -136,15 +116,13 @@ PublicKey::PublicKey(const TPMT_PUBLIC& area) {
     }
     if (area.type != TPM2_ALG_ECC)
         throw Error("only RSA and ECC keys are supported");
-    const auto* curve = std::find_if(std::begin(curves), std::end(curves), [&](const Curve& c) {
-        return c.tpm_id == area.parameters.eccDetail.curveID;
-    });
-    if (curve == std::end(curves))
+    const CurveAlgorithm* curve = find_curve(area.parameters.eccDetail.curveID);
+    if (!curve)
         throw Error("only the NIST P-256, P-384 and P-521 curves are supported");
     curve_nid_ = curve->nid;
     ssh_curve_ = curve->ssh_name;
     field_size_ = curve->field_size;
-    bits_ = curve->nid == NID_secp521r1 ? 521 : static_cast<unsigned>(field_size_ * 8);
+    bits_ = curve->bits;
     const TPMS_ECC_POINT& p = area.unique.ecc;
     if (p.x.size == 0 || p.x.size > field_size_ || p.y.size == 0 || p.y.size > field_size_)
         throw Error("the ECC key's public point does not match its curve");
