@@ -17,21 +17,8 @@ const T* find_in(std::span<const T> table, Key T::*field, Key value) {
 
 }  // namespace
 
-const HashAlgorithm* find_hash(TPMI_ALG_HASH tpm) { return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::tpm, tpm); }
-
-const HashAlgorithm* find_hash_by_nid(int nid) { return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::nid, nid); }
-
-std::size_t hash_size(TPMI_ALG_HASH tpm) noexcept {
-    const HashAlgorithm* h = find_hash(tpm);
-    return h ? h->size : 0;
-}
-
-const CurveAlgorithm* find_curve(TPMI_ECC_CURVE tpm) { return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::tpm, tpm); }
-
-const CurveAlgorithm* find_curve_by_nid(int nid) { return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::nid, nid); }
-
-const CurveAlgorithm* find_curve_by_bits(unsigned bits) {
-    return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::bits, bits);
+const HashAlgorithm* find_hash(TPMI_ALG_HASH tpm) {
+    return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::tpm, tpm);
 }
 
 const HashAlgorithm* find_hash(std::string_view name) {
@@ -39,6 +26,27 @@ const HashAlgorithm* find_hash(std::string_view name) {
         if (name == h.name)
             return &h;
     return nullptr;
+}
+
+const HashAlgorithm* find_hash_by_nid(int nid) {
+    return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::nid, nid);
+}
+
+std::size_t hash_size(TPMI_ALG_HASH tpm) noexcept {
+    const HashAlgorithm* h = find_hash(tpm);
+    return h ? h->size : 0;
+}
+
+const CurveAlgorithm* find_curve(TPMI_ECC_CURVE tpm) {
+    return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::tpm, tpm);
+}
+
+const CurveAlgorithm* find_curve_by_nid(int nid) {
+    return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::nid, nid);
+}
+
+const CurveAlgorithm* find_curve_by_bits(unsigned bits) {
+    return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::bits, bits);
 }
 
 Bytes digest_of(const EVP_MD* md, std::initializer_list<std::span<const std::uint8_t>> parts) {
