@@ -17,8 +17,6 @@
 #include "core/tpm/tpm_queries.hpp"
 #include "tpmkey_version.hpp"
 
-#include <openssl/rand.h>
-
 #include <tss2/tss2_tpm2_types.h>
 
 #include <getopt.h>
@@ -81,14 +79,36 @@ extern "C" void on_signal(int) { interrupted = 1; }
 // Ctrl-C must not leave a half-written file or a key in the TPM: the
 // signal only sets a flag, which is checked between steps, and the
 // normal unwinding cleans up.
+constexpr int interrupt_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
 void catch_interrupts() {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns EINTR
-    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    for (int sig : interrupt_signals)
         sigaction(sig, &sa, nullptr);
 }
+
+// Holds the interrupt signals back while it lives (the files are being
+// written), and gives the old mask back however its scope is left, a
+// write that throws included.
+class InterruptsHeld {
+public:
+    InterruptsHeld() {
+        sigset_t block;
+        sigemptyset(&block);
+        for (int sig : interrupt_signals)
+            sigaddset(&block, sig);
+        sigprocmask(SIG_BLOCK, &block, &old_);
+    }
+    ~InterruptsHeld() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
+    InterruptsHeld(const InterruptsHeld&) = delete;
+    InterruptsHeld& operator=(const InterruptsHeld&) = delete;
+
+private:
+    sigset_t old_{};
+};
 
 void check_interrupted() {
     if (interrupted)
@@ -242,30 +262,6 @@ KeygenSigner policy_signer_for_keygen(const std::filesystem::path& path) {
     return {generate_policy_signer(), true};
 }
 
-// The key's policy, in the order openssl_tpm2_engine writes it:
-// [PolicyAuthValue if a PIN], PolicyPCR; or, with a signer,
-// [PolicyAuthorize(signer, nonce), PolicyAuthValue if a PIN] and the
-// signed policy [PolicyPCR] in authPolicy.
-void add_pcr_policy(KeyFile& key, const PolicyCommand& pcr, EVP_PKEY* signer, bool pin) {
-    if (!signer) {
-        if (pin)
-            key.policy.push_back(policy_auth_value());
-        key.policy.push_back(pcr);
-        return;
-    }
-    AuthorizeParts authorize{signer_public(signer), {}, {}};
-    // A nonce of its own per key, so that no signed policy of another key
-    // (by the same signer) fits this one.
-    authorize.policy_ref.size = 32;
-    if (RAND_bytes(authorize.policy_ref.buffer, 32) != 1)
-        throw Error("OpenSSL cannot make random bytes");
-    authorize.signature.sigAlg = TPM2_ALG_NULL;
-    key.policy.push_back(policy_authorize(authorize));
-    if (pin)
-        key.policy.push_back(policy_auth_value());
-    key.signed_policies.push_back(sign_policy({pcr}, signer, authorize.policy_ref, "tpmkey-keygen"));
-}
-
 // -f NAME writes NAME.tpm (the module finds keys by that suffix, and
 // ssh-tpm-agent names its keys so) unless NAME ends in .tpm already.
 std::filesystem::path key_path_for(const std::string& file) {
@@ -329,19 +325,23 @@ Secret ask_pin() {
     }
 }
 
-// `tcti` is set to the TCTI in use as soon as it is known, for the message
-// about a TPM failure (main).
-int run(int argc, char** argv, std::string& tcti) {
-    catch_interrupts();
-    const Options o = parse_options(argc, argv);
+// Where the key and its .pub go, and whether each replaces a file there.
+struct Destination {
+    std::filesystem::path key, pub;
+    bool replace_key = false, replace_pub = false;
+};
 
-    const std::filesystem::path key_path =
-        o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : key_path_for(o.file);
-    const std::filesystem::path pub_path = pub_path_for(key_path);
+// The files of -f (default ~/.ssh/id_tpm.tpm), ~/.ssh made when the key
+// goes there, and the user's word before a file is replaced: all before
+// the TPM spends time on a key.
+Destination prepare_destination(const Options& o) {
+    Destination dest;
+    dest.key = o.file.empty() ? home_directory() / ".ssh" / "id_tpm.tpm" : key_path_for(o.file);
+    dest.pub = pub_path_for(dest.key);
     // As ssh-keygen: ~/.ssh is made (0700) when the key goes there and it is
     // missing (a fresh account, a CI runner); no other directory is.
     const std::filesystem::path ssh_dir = home_directory() / ".ssh";
-    if (std::filesystem::absolute(key_path).lexically_normal().parent_path() == ssh_dir.lexically_normal()) {
+    if (std::filesystem::absolute(dest.key).lexically_normal().parent_path() == ssh_dir.lexically_normal()) {
         if (::mkdir(ssh_dir.c_str(), 0700) == 0) {
             if (!o.quiet)
                 std::cout << "Created directory '" << ssh_dir.string() << "'.\n";
@@ -352,61 +352,64 @@ int run(int argc, char** argv, std::string& tcti) {
 
     // The .pub is protected like the key: either may belong to another key.
     std::error_code ec;
-    const bool replace = std::filesystem::exists(std::filesystem::symlink_status(key_path, ec));
-    const bool replace_pub = std::filesystem::exists(std::filesystem::symlink_status(pub_path, ec));
-    if (replace || replace_pub) {
-        const std::string what = replace && replace_pub ? key_path.string() + " and " + pub_path.string() + " already exist"
-                                 : replace              ? key_path.string() + " already exists"
-                                                        : pub_path.string() + " already exists";
+    dest.replace_key = std::filesystem::exists(std::filesystem::symlink_status(dest.key, ec));
+    dest.replace_pub = std::filesystem::exists(std::filesystem::symlink_status(dest.pub, ec));
+    if (dest.replace_key || dest.replace_pub) {
+        const std::string what = dest.replace_key && dest.replace_pub
+                                     ? dest.key.string() + " and " + dest.pub.string() + " already exist"
+                                 : dest.replace_key ? dest.key.string() + " already exists"
+                                                    : dest.pub.string() + " already exists";
         if (!confirm_on_terminal(what + ". Overwrite?"))
             throw Error(what + "; not overwritten (remove it or choose another -f)");
     }
-    check_writable(key_path);
+    check_writable(dest.key);
+    return dest;
+}
 
-    Secret pin;
-    if (!o.pin_file.empty()) {
-        pin = read_pin_file(o.pin_file);
-        // An empty file is more likely a failed `pass show` than a wish.
-        if (pin.empty())
-            throw Error(o.pin_file + ": the PIN file is empty; use -N '' for a key without a PIN");
-    }
+// The PIN of --pin-file; empty without one.
+Secret pin_from_file(const Options& o) {
+    if (o.pin_file.empty())
+        return {};
+    Secret pin = read_pin_file(o.pin_file);
+    // An empty file is more likely a failed `pass show` than a wish.
+    if (pin.empty())
+        throw Error(o.pin_file + ": the PIN file is empty; use -N '' for a key without a PIN");
+    return pin;
+}
 
-    // The TPM and the parent before the PIN prompt: a PIN is asked only for
-    // a run that can succeed, and never sent under a storage key that fails
-    // its checks.
-    const Config config = load_config();
-    tcti = o.tcti ? *o.tcti : config.tcti;
-    Tpm tpm(tcti, config.tpm_timeout);
-    check_interrupted();
+KnownParents load_known_parents() {
     KnownParents known = KnownParents::load();
     for (const std::string& w : known.warnings())
         std::cerr << "tpmkey-keygen: " << w << "\n";
-    const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet);
-    const TpmObject parent = load_verified_parent(tpm, parent_handle, known);
-    check_interrupted();
+    return known;
+}
 
-    if (o.spec.algorithm == KeyAlgorithm::rsa && tpm_lacks_sha512(tpm))
+void warn_if_no_sha512(Tpm& tpm, const KeySpec& spec) {
+    if (spec.algorithm == KeyAlgorithm::rsa && tpm_lacks_sha512(tpm))
         std::cerr << "tpmkey-keygen: warning: this TPM cannot sign SHA-512, and ssh signs RSA keys with "
                      "rsa-sha2-512 by default (and does not fall back): logins with this key need\n"
                      "    " << no_rsa_sha2_512_line << "\n"
                      "in ~/.ssh/config ('tpmkey ssh-config --apply' adds it). An ECDSA key (-t ecdsa) has no such limit.\n";
-    // A PCR-bound key: the PCRs' values now, and the signer, before the PIN
-    // prompt (either may fail).
-    // (the values read in a session salted with the verified parent: an
-    // interposer cannot choose them).
-    std::optional<PolicyCommand> pcr_policy;
-    std::vector<Bytes> pcr_values;
-    KeygenSigner signer;
-    if (o.pcrs) {
-        pcr_values = read_pcrs(tpm, parent, *o.pcrs);
-        pcr_policy = policy_pcr(*o.pcrs, pcr_digest(pcr_values));
-        if (o.policy_signer)
-            signer = policy_signer_for_keygen(*o.policy_signer);
-    }
-    if (o.pin_file.empty() && !o.no_pin)
-        pin = ask_pin();
-    check_interrupted();
+}
 
+// What a PCR-bound key is bound to: the PCRs' values now (read in a session
+// salted with the verified parent: an interposer cannot choose them) and
+// its signer; both before the PIN prompt, as either may fail.
+struct PcrBinding {
+    std::vector<Bytes> values;
+    KeygenSigner signer;
+};
+PcrBinding bind_to_pcrs(Tpm& tpm, const TpmObject& parent, const Options& o) {
+    PcrBinding binding;
+    binding.values = read_pcrs(tpm, parent, *o.pcrs);
+    if (o.policy_signer)
+        binding.signer = policy_signer_for_keygen(*o.policy_signer);
+    return binding;
+}
+
+// The key, made inside the TPM under `parent`, as its key file holds it.
+KeyFile make_key(Tpm& tpm, const TpmObject& parent, std::uint32_t parent_handle, const Options& o,
+                 const Secret& pin, const PcrBinding& binding) {
     if (!o.quiet) {
         std::cout << "Generating " << (o.spec.algorithm == KeyAlgorithm::rsa ? "an RSA " : "an ECDSA ")
                   << o.spec.bits << " key inside the TPM";
@@ -417,9 +420,14 @@ int run(int argc, char** argv, std::string& tcti) {
     KeyFile key;
     key.parent = parent_handle;
     Bytes auth_policy;
-    if (pcr_policy) {
-        add_pcr_policy(key, *pcr_policy, signer.key.get(), !pin.empty());
-        auth_policy = policy_digest(key.policy);
+    if (o.pcrs) {
+        std::optional<PolicySigning> signing;
+        if (binding.signer.key)
+            signing = PolicySigning{binding.signer.key.get(), new_policy_nonce(), "tpmkey-keygen"};
+        PcrBoundPolicy bound = pcr_bound_policy(*o.pcrs, binding.values, !pin.empty(), signing);
+        key.policy = std::move(bound.policy);
+        key.signed_policies = std::move(bound.signed_policies);
+        auth_policy = std::move(bound.digest);
     }
     key.blobs = create_key(tpm, parent, o.spec, pin, auth_policy);
     key.empty_auth = pin.empty();
@@ -429,42 +437,41 @@ int run(int argc, char** argv, std::string& tcti) {
     // a file with a description.
     if (o.comment)
         key.description = *o.comment;
-    check_interrupted();
+    return key;
+}
 
-    const PublicKey pub(key.blobs.pub.publicArea);
-    const std::string comment = o.comment ? *o.comment : default_comment();
-    const std::string pub_line = pub.ssh_line(comment) + "\n";
-
-    // Ctrl-C is held back while the files are written. The key goes first
-    // (an existing one is replaced only after the prompt said so); if the
-    // .pub then fails, a key that did not exist before is removed again.
-    sigset_t block, old;
-    sigemptyset(&block);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP})
-        sigaddset(&block, sig);
-    sigprocmask(SIG_BLOCK, &block, &old);
-    // A new signer first: a key whose signer was lost could never be re-signed.
+// Ctrl-C is held back while the files are written. A new signer first: a
+// key whose signer was lost could never be re-signed. Then the key (an
+// existing one is replaced only after the prompt said so); if the .pub then
+// fails, a key that did not exist before is removed again.
+void write_files(const Destination& dest, const Options& o, const KeyFile& key, const std::string& pub_line,
+                 const KeygenSigner& signer) {
+    const InterruptsHeld held;
     if (signer.is_new) {
         write_policy_signer(*o.policy_signer, signer.key.get());
         if (!o.quiet)
             std::cout << "Made a policy signer in " << o.policy_signer->string() << ": keep it (and a backup) to "
                       << "re-sign the key's PCR policy after firmware updates.\n";
     }
-    write_file_atomically(key_path, format_key_file(key), 0600, replace ? Replace::yes : Replace::no);
+    write_file_atomically(dest.key, format_key_file(key), 0600, dest.replace_key ? Replace::yes : Replace::no);
     try {
-        write_file_atomically(pub_path, pub_line, 0644, replace_pub ? Replace::yes : Replace::no);
+        write_file_atomically(dest.pub, pub_line, 0644, dest.replace_pub ? Replace::yes : Replace::no);
     } catch (const Error& e) {
-        if (!replace)
-            std::filesystem::remove(key_path, ec);
-        throw Error(std::string(e.what()) + (replace ? "; the key was written, run 'tpmkey pubkey' to make the .pub"
-                                                     : "; nothing was written"));
+        std::error_code ec;
+        if (!dest.replace_key)
+            std::filesystem::remove(dest.key, ec);
+        throw Error(std::string(e.what()) + (dest.replace_key
+                                                 ? "; the key was written, run 'tpmkey pubkey' to make the .pub"
+                                                 : "; nothing was written"));
     }
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    // Trust on first use, as ssh does with a host key: later uses of this
-    // parent (the module, tpmkey passwd, the next keygen) must meet this name.
+}
+
+// Trust on first use, as ssh does with a host key: later uses of this
+// parent (the module, tpmkey passwd, the next keygen) must meet this name.
+void pin_parent(Tpm& tpm, std::uint32_t parent_handle, const TpmObject& parent, KnownParents& known, bool quiet) {
     try {
         const bool pinned_now = pin_parent_on_first_use(tpm, parent_handle, parent, known);
-        if (!o.quiet)
+        if (!quiet)
             std::cout << (pinned_now ? "Pinned the TPM's storage key " : "The TPM's storage key ")
                       << handle_text(parent_handle) << (pinned_now ? " in " : " matches its pin in ")
                       << KnownParents::file_path().string() << ": its name is " << loaded_name_hex(tpm, parent)
@@ -473,18 +480,54 @@ int run(int argc, char** argv, std::string& tcti) {
         // The key is made and written; only the pin is missing.
         std::cerr << "tpmkey-keygen: warning: the storage key was not pinned: " << e.what() << "\n";
     }
+}
 
-    if (!o.quiet) {
-        std::cout << "Your TPM key is in " << key_path.string() << " (usable only with this TPM"
-                  << (pin.empty() ? ", no PIN" : ", PIN protected") << ").\n"
-                  << "Your public key is in " << pub_path.string() << ".\n"
-                  << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
-        if (o.pcrs)
-            std::cout << "It signs only while " << pcr_selection_text(*o.pcrs) << " hold the values they have now"
-                      << (signer.key ? ", or values you sign with 'tpmkey policy sign'" : "")
-                      << "; compare them with the boot's event log (tpm2_eventlog):\n"
-                      << pcr_values_text(*o.pcrs, pcr_values);
-    }
+void print_summary(const Destination& dest, const Options& o, const KeyFile& key, const PublicKey& pub,
+                   const std::string& comment, const PcrBinding& binding) {
+    std::cout << "Your TPM key is in " << dest.key.string() << " (usable only with this TPM"
+              << (key.empty_auth ? ", no PIN" : ", PIN protected") << ").\n"
+              << "Your public key is in " << dest.pub.string() << ".\n"
+              << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
+    if (o.pcrs)
+        std::cout << "It signs only while " << pcr_selection_text(*o.pcrs) << " hold the values they have now"
+                  << (binding.signer.key ? ", or values you sign with 'tpmkey policy sign'" : "")
+                  << "; compare them with the boot's event log (tpm2_eventlog):\n"
+                  << pcr_values_text(*o.pcrs, binding.values);
+}
+
+// `tcti` is set to the TCTI in use as soon as it is known, for the message
+// about a TPM failure (main).
+int run(int argc, char** argv, std::string& tcti) {
+    catch_interrupts();
+    const Options o = parse_options(argc, argv);
+    const Destination dest = prepare_destination(o);
+    Secret pin = pin_from_file(o);
+
+    // The TPM and the parent before the PIN prompt: a PIN is asked only for
+    // a run that can succeed, and never sent under a storage key that fails
+    // its checks.
+    const Config config = load_config();
+    tcti = o.tcti ? *o.tcti : config.tcti;
+    Tpm tpm(tcti, config.tpm_timeout);
+    check_interrupted();
+    KnownParents known = load_known_parents();
+    const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet);
+    const TpmObject parent = load_verified_parent(tpm, parent_handle, known);
+    check_interrupted();
+    warn_if_no_sha512(tpm, o.spec);
+    const PcrBinding binding = o.pcrs ? bind_to_pcrs(tpm, parent, o) : PcrBinding{};
+    if (o.pin_file.empty() && !o.no_pin)
+        pin = ask_pin();
+    check_interrupted();
+
+    const KeyFile key = make_key(tpm, parent, parent_handle, o, pin, binding);
+    check_interrupted();
+    const PublicKey pub(key.blobs.pub.publicArea);
+    const std::string comment = o.comment ? *o.comment : default_comment();
+    write_files(dest, o, key, pub.ssh_line(comment) + "\n", binding.signer);
+    pin_parent(tpm, parent_handle, parent, known, o.quiet);
+    if (!o.quiet)
+        print_summary(dest, o, key, pub, comment, binding);
     return 0;
 }
 

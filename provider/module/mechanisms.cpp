@@ -2,6 +2,7 @@
 
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
+#include "core/keys/algorithms.hpp"
 
 #include <openssl/bn.h>
 #include <openssl/ec.h>
@@ -34,26 +35,27 @@ constexpr Mechanism mechanisms[] = {
     {CKM_ECDSA_SHA512, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA512},
 };
 
+// The PKCS#11 side of a hash of the core's table (core/keys/algorithms),
+// by its TPM id: the core knows no PKCS#11.
 struct HashInfo {
     TPM2_ALG_ID tpm;
     CK_MECHANISM_TYPE ck;  // as in CK_RSA_PKCS_PSS_PARAMS.hashAlg
     CK_RSA_PKCS_MGF_TYPE mgf;
-    int nid;
-    const char* name;
 };
 
 constexpr HashInfo hashes[] = {
-    {TPM2_ALG_SHA1, CKM_SHA_1, CKG_MGF1_SHA1, NID_sha1, "SHA1"},
-    {TPM2_ALG_SHA256, CKM_SHA256, CKG_MGF1_SHA256, NID_sha256, "SHA256"},
-    {TPM2_ALG_SHA384, CKM_SHA384, CKG_MGF1_SHA384, NID_sha384, "SHA384"},
-    {TPM2_ALG_SHA512, CKM_SHA512, CKG_MGF1_SHA512, NID_sha512, "SHA512"},
+    {TPM2_ALG_SHA1, CKM_SHA_1, CKG_MGF1_SHA1},
+    {TPM2_ALG_SHA256, CKM_SHA256, CKG_MGF1_SHA256},
+    {TPM2_ALG_SHA384, CKM_SHA384, CKG_MGF1_SHA384},
+    {TPM2_ALG_SHA512, CKM_SHA512, CKG_MGF1_SHA512},
 };
 
-const HashInfo* hash_info(TPM2_ALG_ID tpm) {
-    for (const HashInfo& h : hashes)
-        if (h.tpm == tpm)
-            return &h;
-    return nullptr;
+// OpenSSL's name of a hash we sign with.
+const char* openssl_name(TPM2_ALG_ID tpm) {
+    const HashAlgorithm* h = find_hash(tpm);
+    if (!h)
+        throw Error("a signature request without a known hash");
+    return h->name;
 }
 
 // Raw r||s, each `field_size` bytes (TPM2_Sign's and PKCS#11's form), as
@@ -79,15 +81,7 @@ const Mechanism* find_mechanism(CK_MECHANISM_TYPE type) {
     return nullptr;
 }
 
-std::size_t digest_size(TPM2_ALG_ID hash) noexcept {
-    switch (hash) {
-    case TPM2_ALG_SHA1: return 20;
-    case TPM2_ALG_SHA256: return 32;
-    case TPM2_ALG_SHA384: return 48;
-    case TPM2_ALG_SHA512: return 64;
-    default: return 0;
-    }
-}
+std::size_t digest_size(TPM2_ALG_ID hash) noexcept { return hash_size(hash); }
 
 std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub, std::span<const TPM2_ALG_ID> tpm_hashes) {
     const auto tpm_has = [&](TPM2_ALG_ID h) {
@@ -124,20 +118,18 @@ std::optional<TpmSignRequest> parse_digest_info(std::span<const std::uint8_t> de
     // RFC 8017, A.2.4: the SHA family's parameters are NULL.
     if (param_type != V_ASN1_NULL)
         return std::nullopt;
-    const int nid = OBJ_obj2nid(oid);
-    for (const HashInfo& h : hashes) {
-        if (h.nid != nid)
-            continue;
-        if (static_cast<std::size_t>(ASN1_STRING_length(digest)) != digest_size(h.tpm))
-            return std::nullopt;
-        const unsigned char* d = ASN1_STRING_get0_data(digest);
-        return TpmSignRequest{TPM2_ALG_RSASSA, h.tpm, Bytes(d, d + ASN1_STRING_length(digest))};
-    }
-    return std::nullopt;
+    const HashAlgorithm* h = find_hash_by_nid(OBJ_obj2nid(oid));
+    if (!h || static_cast<std::size_t>(ASN1_STRING_length(digest)) != h->size)
+        return std::nullopt;
+    const unsigned char* d = ASN1_STRING_get0_data(digest);
+    return TpmSignRequest{TPM2_ALG_RSASSA, h->tpm, Bytes(d, d + ASN1_STRING_length(digest))};
 }
 
 TPM2_ALG_ID ecdsa_hash(std::size_t field_size) noexcept {
-    return field_size <= 32 ? TPM2_ALG_SHA256 : field_size <= 48 ? TPM2_ALG_SHA384 : TPM2_ALG_SHA512;
+    for (const CurveAlgorithm& curve : curve_table)  // smallest first
+        if (field_size <= curve.field_size)
+            return curve.hash;
+    return std::end(curve_table)[-1].hash;
 }
 
 TpmSignRequest ecdsa_request(std::span<const std::uint8_t> digest, std::size_t field_size) {
@@ -156,9 +148,7 @@ std::size_t tpm_pss_salt_length(std::size_t digest_len, std::size_t modulus_len)
 }
 
 bool signature_matches(const PublicKey& pub, const TpmSignRequest& request, std::span<const std::uint8_t> signature) {
-    const HashInfo* h = hash_info(request.hash);
-    if (h == nullptr)
-        throw Error("a signature request without a known hash");
+    const char* hash_name = openssl_name(request.hash);
     const bool ecdsa = request.scheme == TPM2_ALG_ECDSA;
     const std::size_t size = ecdsa ? 2 * pub.ec_field_size() : (pub.bits() + 7) / 8;
     if (signature.size() != size)
@@ -172,7 +162,7 @@ bool signature_matches(const PublicKey& pub, const TpmSignRequest& request, std:
     // From the key's own provider, never from an ENGINE the application made
     // the default (the openssl CLI's -engine does).
     const Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free> ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, key.get(), nullptr));
-    const Owned<EVP_MD, EVP_MD_free> md(EVP_MD_fetch(nullptr, h->name, nullptr));
+    const Owned<EVP_MD, EVP_MD_free> md(EVP_MD_fetch(nullptr, hash_name, nullptr));
     bool ready = ctx && md && EVP_PKEY_verify_init(ctx.get()) == 1;
     // ECDSA takes the digest as it is (no hash set: any length); RSA builds
     // the DigestInfo (PKCS #1 v1.5) or the PSS encoding from the hash.
@@ -190,7 +180,7 @@ bool signature_matches(const PublicKey& pub, const TpmSignRequest& request, std:
                                                 request.digest.size()) == 1;
     ERR_clear_error();
     if (!ready)
-        throw Error("OpenSSL cannot verify with " + std::string(h->name));
+        throw Error("OpenSSL cannot verify with " + std::string(hash_name));
     return valid;
 }
 
@@ -225,9 +215,10 @@ SignatureOperation::SignatureOperation(const CK_MECHANISM& mechanism, const Publ
         hash_.reset(EVP_MD_CTX_new());
         if (!hash_)
             throw std::bad_alloc();
-        const Owned<EVP_MD, EVP_MD_free> md(EVP_MD_fetch(nullptr, hash_info(mechanism_->hash)->name, nullptr));
+        const char* hash_name = openssl_name(mechanism_->hash);
+        const Owned<EVP_MD, EVP_MD_free> md(EVP_MD_fetch(nullptr, hash_name, nullptr));
         if (!md || EVP_DigestInit_ex(hash_.get(), md.get(), nullptr) != 1)
-            throw Error("OpenSSL cannot hash with " + std::string(hash_info(mechanism_->hash)->name));
+            throw Error("OpenSSL cannot hash with " + std::string(hash_name));
     }
 }
 

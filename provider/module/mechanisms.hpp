@@ -4,7 +4,7 @@
 #pragma once
 
 #include "module/pkcs11.hpp"
-#include "core/keys/public_key.hpp"
+#include "core/keys/algorithms.hpp"
 
 #include <openssl/evp.h>
 #include <tss2/tss2_tpm2_types.h>
@@ -33,7 +33,7 @@ std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub,
                                               std::span<const TPM2_ALG_ID> tpm_hashes);
 
 // The hash algorithms a digest input can come from, as TPM IDs.
-inline constexpr TPM2_ALG_ID all_hashes[] = {TPM2_ALG_SHA1, TPM2_ALG_SHA256, TPM2_ALG_SHA384, TPM2_ALG_SHA512};
+inline constexpr auto& all_hashes = hash_ids;
 
 // Size in bytes of a digest, 0 for an unknown algorithm.
 std::size_t digest_size(TPM2_ALG_ID hash) noexcept;

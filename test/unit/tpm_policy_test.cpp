@@ -39,7 +39,13 @@ Bytes sha256(std::initializer_list<std::span<const std::uint8_t>> parts) {
 }
 
 // PCR 16 reset, then extended with "aaa" zero-padded to 32 bytes (the
-// engine's tests and the research notes, section 3).
+// engine's tests and the research notes, section 3): its value, and the
+// digest of it that PolicyPCR carries.
+Bytes pcr16_value() {
+    Bytes aaa(32, 0);
+    aaa[0] = aaa[1] = aaa[2] = 'a';
+    return sha256({Bytes(32, 0), aaa});
+}
 const Bytes pcr16_digest = from_hex("2c28901f71751debfba3f3b5bf3be9c54b8b2f8c1411f2c117a0e838ee4e6c13");
 
 PolicyCommand pcr16() { return policy_pcr(parse_pcr_selection("16", "sha256"), pcr16_digest); }
@@ -94,15 +100,8 @@ Bytes marshal_public(const TPM2B_PUBLIC& pub) {
 }  // namespace
 
 TEST_CASE("policy digests: the known answers of the research notes") {
-    // PCR16's value and the digest of it that PolicyPCR carries.
-    const Bytes aaa = [] {
-        Bytes b(32, 0);
-        b[0] = b[1] = b[2] = 'a';
-        return b;
-    }();
-    const Bytes pcr16_value = sha256({Bytes(32, 0), aaa});
-    CHECK(hex(pcr16_value).starts_with("c2119764"));
-    CHECK(sha256({pcr16_value}) == pcr16_digest);
+    CHECK(hex(pcr16_value()).starts_with("c2119764"));
+    CHECK(sha256({pcr16_value()}) == pcr16_digest);
 
     const PolicyCommand auth_value = policy_auth_value();
     CHECK(hex(policy_digest(std::vector{auth_value})) ==
@@ -128,6 +127,60 @@ TEST_CASE("PolicyPCR and PolicyAuthValue are stored as openssl_tpm2_engine store
     CHECK(pcr_selection_of(two) == PcrSelection{TPM2_ALG_SHA1, {7, 16}});
     CHECK(pcr_selection_of(pcr) == PcrSelection{TPM2_ALG_SHA256, {16}});
     CHECK_THROWS_WITH(policy_pcr(parse_pcr_selection("7", "sha256"), Bytes(20, 0)), Catch::Contains("SHA-256"));
+}
+
+TEST_CASE("a PCR-bound key's whole policy, as openssl_tpm2_engine writes it") {
+    const PcrSelection pcr_16 = parse_pcr_selection("16", "sha256");
+    const std::vector<Bytes> values{pcr16_value()};
+    CHECK(pcr_policy_for(pcr_16, values) == pcr16());
+
+    SECTION("without a signer: [PolicyAuthValue if a PIN], PolicyPCR") {
+        const PcrBoundPolicy with_pin = pcr_bound_policy(pcr_16, values, true, std::nullopt);
+        CHECK(with_pin.policy == std::vector{policy_auth_value(), pcr16()});
+        CHECK(with_pin.signed_policies.empty());
+        CHECK(hex(with_pin.digest) == "442be86e9ff46a5f3f4f99479b418988604b2868cd74560c549e529fe3943378");
+        const PcrBoundPolicy no_pin = pcr_bound_policy(pcr_16, values, false, std::nullopt);
+        CHECK(no_pin.policy == std::vector{pcr16()});
+        CHECK(hex(no_pin.digest) == "7644f611ea10d760dab936c3951e1d85ecdb84ce9a7903dde1c7e0a2d909a013");
+    }
+    SECTION("with a signer: PolicyAuthorize(signer, nonce), [PolicyAuthValue]; PolicyPCR signed") {
+        const EvpPkey key = signer_key();
+        const TPM2B_DIGEST nonce = policy_ref_of(0x11);
+        const PolicySigning signing{key.get(), nonce, "tpmkey-keygen"};
+        const PcrBoundPolicy with_pin = pcr_bound_policy(pcr_16, values, true, signing);
+        REQUIRE(with_pin.policy.size() == 2);
+        // The engine's PolicyAuthorize: TPM2B_PUBLIC of the signer in its
+        // template || TPM2B_DIGEST nonce || TPMT_SIGNATURE with sigAlg NULL; the
+        // point is signer_pem's, as `openssl ec -pubout` prints it.
+        CHECK(with_pin.policy[0].code == TPM2_CC_PolicyAuthorize);
+        CHECK(hex(with_pin.policy[0].body) ==
+              "0056" "0023" "000b" "00060040" "0000" "0010" "0010" "0003" "0010"
+              "0020" "2106f87022190488a43f3a397c925a19a217f7f15b085e7ac8cbf2f47ba712b3"
+              "0020" "8025ed42dfc9c8459bfdb9cff6667e3bbfed2e328da48e426a4f9c369bbc9a68"
+              "0020" + std::string(64, '1') + "0010");
+        CHECK(with_pin.policy[1] == policy_auth_value());
+        // tpm2-tools' digest of the same (see the PolicyAuthorize case).
+        CHECK(hex(with_pin.digest) == "7acbbb5b742d37a47c90101c52f26f10016ee6a5e824c33cab05d8b0d00f0afb");
+        REQUIRE(with_pin.signed_policies.size() == 1);
+        const SignedPolicy& signed_pcr = with_pin.signed_policies[0];
+        CHECK(signed_pcr.name == "tpmkey-keygen");
+        REQUIRE(signed_pcr.commands.size() == 2);
+        CHECK(signed_pcr.commands[0] == pcr16());
+        const AuthorizeParts parts = authorize_parts_of(signed_pcr.commands[1]);
+        CHECK(marshal_public(parts.signer) == marshal_public(signer_public(key.get())));
+        CHECK(hex(std::span(parts.policy_ref.buffer, parts.policy_ref.size)) == std::string(64, '1'));
+        CHECK(signature_verifies(parts, authorization_digest(policy_digest(std::vector{pcr16()}), nonce)));
+
+        const PcrBoundPolicy no_pin = pcr_bound_policy(pcr_16, values, false, signing);
+        CHECK(no_pin.policy == std::vector{with_pin.policy[0]});
+        CHECK(hex(no_pin.digest) == "c7923b204fdf1ee4646c96d7e14120d041f9eecc0a66ba04b5b84a5f8adeb941");
+    }
+    SECTION("every key its own nonce") {
+        const TPM2B_DIGEST a = new_policy_nonce();
+        const TPM2B_DIGEST b = new_policy_nonce();
+        CHECK(a.size == 32);
+        CHECK(hex(std::span(a.buffer, a.size)) != hex(std::span(b.buffer, b.size)));
+    }
 }
 
 TEST_CASE("PCR selections: parsed, described, and every wrong one refused") {

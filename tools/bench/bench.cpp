@@ -23,6 +23,7 @@
 // driver, e.g. "first_ms=12.3 ... sign_median_ms=1.2 sign_p90_ms=...".
 // Measures only; it judges nothing.
 #include "core/base/error.hpp"
+#include "core/keys/algorithms.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/keys/public_key.hpp"
 #include "core/tpm/login_cost.hpp"
@@ -140,10 +141,9 @@ int run_pkcs11(const std::string& module_path, const std::string& token_label, c
     check(get_list(&f), "C_GetFunctionList");
 
     // What OpenSSH signs: a SHA-256 hash (ECDSA) or its DigestInfo (RSA).
-    static const std::uint8_t sha256_digest_info_prefix[] = {
-        0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00, 0x04, 0x20};
-    std::vector<std::uint8_t> data(ec ? 0 : sizeof sha256_digest_info_prefix);
-    std::memcpy(data.data(), sha256_digest_info_prefix, data.size());
+    std::vector<std::uint8_t> data;
+    if (!ec)
+        data.assign(tpmkey::digest_info::sha256, std::end(tpmkey::digest_info::sha256));
     for (std::uint8_t b : sha256_of_something)
         data.push_back(b);
     CK_MECHANISM mech{ec ? CKM_ECDSA : CKM_RSA_PKCS, nullptr, 0};

@@ -156,7 +156,7 @@ int cmd_policy(const Parsed& p) {
     } catch (const Error& e) {
         throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
     }
-    const PolicyCommand pcr = policy_pcr(selection, pcr_digest(values));
+    const PolicyCommand pcr = pcr_policy_for(selection, values);
     for (const SignedPolicy& s : key.signed_policies)
         if (const PolicyCommand* c = pcr_command(s.commands); c && *c == pcr && signed_policy_problem(key, s).empty()) {
             std::cout << path.string() << ": a signed policy for the current values of "

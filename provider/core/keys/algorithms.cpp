@@ -7,29 +7,46 @@ namespace tpmkey {
 
 namespace {
 
-constexpr HashAlgorithm hashes[] = {
-    {TPM2_ALG_SHA1, "sha1", 20, EVP_sha1},
-    {TPM2_ALG_SHA256, "sha256", 32, EVP_sha256},
-    {TPM2_ALG_SHA384, "sha384", 48, EVP_sha384},
-    {TPM2_ALG_SHA512, "sha512", 64, EVP_sha512},
-};
+template <class T, class Key>
+const T* find_in(std::span<const T> table, Key T::*field, Key value) {
+    for (const T& entry : table)
+        if (entry.*field == value)
+            return &entry;
+    return nullptr;
+}
 
 }  // namespace
 
-std::span<const HashAlgorithm> hash_algorithms() { return hashes; }
-
 const HashAlgorithm* find_hash(TPMI_ALG_HASH tpm) {
-    for (const HashAlgorithm& h : hashes)
-        if (h.tpm == tpm)
+    return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::tpm, tpm);
+}
+
+const HashAlgorithm* find_hash(std::string_view name) {
+    for (const HashAlgorithm& h : hash_table)
+        if (name == h.name)
             return &h;
     return nullptr;
 }
 
-const HashAlgorithm* find_hash(std::string_view name) {
-    for (const HashAlgorithm& h : hashes)
-        if (name == h.name)
-            return &h;
-    return nullptr;
+const HashAlgorithm* find_hash_by_nid(int nid) {
+    return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::nid, nid);
+}
+
+std::size_t hash_size(TPMI_ALG_HASH tpm) noexcept {
+    const HashAlgorithm* h = find_hash(tpm);
+    return h ? h->size : 0;
+}
+
+const CurveAlgorithm* find_curve(TPMI_ECC_CURVE tpm) {
+    return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::tpm, tpm);
+}
+
+const CurveAlgorithm* find_curve_by_nid(int nid) {
+    return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::nid, nid);
+}
+
+const CurveAlgorithm* find_curve_by_bits(unsigned bits) {
+    return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::bits, bits);
 }
 
 Bytes digest_of(const EVP_MD* md, std::initializer_list<std::span<const std::uint8_t>> parts) {

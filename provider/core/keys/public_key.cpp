@@ -1,32 +1,22 @@
 #include "core/keys/public_key.hpp"
 
-#include "core/keys/der.hpp"
 #include "core/base/error.hpp"
+#include "core/keys/algorithms.hpp"
+#include "core/keys/der.hpp"
 
+#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/objects.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
+#include <tss2/tss2_mu.h>
 
 #include <algorithm>
 
 namespace tpmkey {
 
 namespace {
-
-struct Curve {
-    TPMI_ECC_CURVE tpm_id;
-    int nid;
-    std::size_t field_size;
-    const char* ssh_name;  // also the curve part of the key type
-};
-
-constexpr Curve curves[] = {
-    {TPM2_ECC_NIST_P256, NID_X9_62_prime256v1, 32, "nistp256"},
-    {TPM2_ECC_NIST_P384, NID_secp384r1, 48, "nistp384"},
-    {TPM2_ECC_NIST_P521, NID_secp521r1, 66, "nistp521"},
-};
 
 Bytes strip_leading_zeros(const std::uint8_t* data, std::size_t size) {
     std::size_t i = 0;
@@ -51,6 +41,61 @@ void put_mpint(Bytes& out, const Bytes& magnitude) {
     put_string(out, v);
 }
 
+// The signer's point or modulus, big-endian, `size` bytes (0: as short as
+// it is).
+Bytes bn_param(EVP_PKEY* key, const char* param, int size) {
+    Owned<BIGNUM, BN_free> bn;
+    if (!EVP_PKEY_get_bn_param(key, param, out_ptr(bn))) {
+        ERR_clear_error();
+        throw Error(std::string("the policy signer's key has no ") + param);
+    }
+    if (size == 0)
+        size = BN_num_bytes(bn.get());
+    Bytes out(static_cast<std::size_t>(size));
+    if (BN_bn2binpad(bn.get(), out.data(), size) != size)
+        throw Error(std::string("the policy signer's ") + param + " is too large");
+    return out;
+}
+
+TPMT_PUBLIC ecc_signer(EVP_PKEY* key) {
+    char group[64] = {};
+    size_t group_size = 0;
+    if (!EVP_PKEY_get_group_name(key, group, sizeof group, &group_size)) {
+        ERR_clear_error();
+        throw Error("the policy signer's EC key has no named curve");
+    }
+    TPMT_PUBLIC area{};
+    area.type = TPM2_ALG_ECC;
+    const CurveAlgorithm* curve = find_curve_by_nid(OBJ_txt2nid(group));
+    if (!curve || curve->tpm == TPM2_ECC_NIST_P521)
+        throw Error(std::string("the policy signer's curve ") + group + " is not supported (P-256 or P-384)");
+    area.parameters.eccDetail.curveID = curve->tpm;
+    const int field_size = static_cast<int>(curve->field_size);
+    area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
+    area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
+    area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    set_tpm2b(area.unique.ecc.x, bn_param(key, OSSL_PKEY_PARAM_EC_PUB_X, field_size), "the policy signer's point");
+    set_tpm2b(area.unique.ecc.y, bn_param(key, OSSL_PKEY_PARAM_EC_PUB_Y, field_size), "the policy signer's point");
+    return area;
+}
+
+TPMT_PUBLIC rsa_signer(EVP_PKEY* key) {
+    TPMT_PUBLIC area{};
+    area.type = TPM2_ALG_RSA;
+    area.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_NULL;
+    area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
+    area.parameters.rsaDetail.keyBits = static_cast<TPMI_RSA_KEY_BITS>(EVP_PKEY_get_bits(key));
+    set_tpm2b(area.unique.rsa, bn_param(key, OSSL_PKEY_PARAM_RSA_N, 0), "the policy signer's modulus");
+    const Bytes e = bn_param(key, OSSL_PKEY_PARAM_RSA_E, 0);
+    if (e.size() > 4)
+        throw Error("the policy signer's RSA exponent is too large for the TPM");
+    std::uint32_t exponent = 0;
+    for (std::uint8_t b : e)
+        exponent = exponent << 8 | b;
+    area.parameters.rsaDetail.exponent = exponent == 65537 ? 0 : exponent;  // 0: the default, as the engine writes
+    return area;
+}
+
 }  // namespace
 
 PublicKey::PublicKey(const TPMT_PUBLIC& area) {
@@ -71,15 +116,13 @@ PublicKey::PublicKey(const TPMT_PUBLIC& area) {
     }
     if (area.type != TPM2_ALG_ECC)
         throw Error("only RSA and ECC keys are supported");
-    const auto* curve = std::find_if(std::begin(curves), std::end(curves), [&](const Curve& c) {
-        return c.tpm_id == area.parameters.eccDetail.curveID;
-    });
-    if (curve == std::end(curves))
+    const CurveAlgorithm* curve = find_curve(area.parameters.eccDetail.curveID);
+    if (!curve)
         throw Error("only the NIST P-256, P-384 and P-521 curves are supported");
     curve_nid_ = curve->nid;
     ssh_curve_ = curve->ssh_name;
     field_size_ = curve->field_size;
-    bits_ = curve->nid == NID_secp521r1 ? 521 : static_cast<unsigned>(field_size_ * 8);
+    bits_ = curve->bits;
     const TPMS_ECC_POINT& p = area.unique.ecc;
     if (p.x.size == 0 || p.x.size > field_size_ || p.y.size == 0 || p.y.size > field_size_)
         throw Error("the ECC key's public point does not match its curve");
@@ -169,6 +212,29 @@ EvpPkey PublicKey::to_evp() const {
         throw Error("OpenSSL rejects the key's public part");
     }
     return pkey;
+}
+
+TPM2B_PUBLIC signer_public(EVP_PKEY* signer) {
+    TPMT_PUBLIC area{};
+    switch (EVP_PKEY_get_base_id(signer)) {
+    case EVP_PKEY_EC:
+        area = ecc_signer(signer);
+        break;
+    case EVP_PKEY_RSA:
+        area = rsa_signer(signer);
+        break;
+    default:
+        throw Error("the policy signer's key must be an RSA or EC (P-256, P-384) key");
+    }
+    area.nameAlg = TPM2_ALG_SHA256;
+    area.objectAttributes = TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT | TPMA_OBJECT_USERWITHAUTH;
+    TPM2B_PUBLIC pub{};
+    pub.publicArea = area;
+    std::uint8_t marshalled[sizeof area];
+    size_t size = 0;  // the size field counts the marshalled area
+    check_rc(Tss2_MU_TPMT_PUBLIC_Marshal(&area, marshalled, sizeof marshalled, &size), "marshalling the policy signer");
+    pub.size = static_cast<UINT16>(size);
+    return pub;
 }
 
 std::string hex(std::span<const std::uint8_t> data) {

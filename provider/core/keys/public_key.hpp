@@ -3,11 +3,13 @@
 // pieces PKCS#11 attributes carry.
 #pragma once
 
+#include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 
 #include <openssl/evp.h>
 #include <tss2/tss2_tpm2_types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -65,6 +67,22 @@ private:
     Bytes n_, e_;    // RSA
     Bytes point_;    // ECDSA: 04||X||Y
 };
+
+// The policy signer's public key as the TPM loads it (TPM2_LoadExternal):
+// the template openssl_tpm2_engine uses (sign|decrypt|userWithAuth,
+// nameAlg SHA-256, NULL scheme), so the name, and thus the key's
+// authPolicy, is the same for both. ECC P-256/P-384 and RSA; throws Error.
+TPM2B_PUBLIC signer_public(EVP_PKEY* signer);
+
+// `bytes` into a sized buffer of the TPM's types (TPM2B_ECC_PARAMETER,
+// TPM2B_PUBLIC_KEY_RSA, ...); throws Error naming `what` if they do not fit.
+template <class T2B>
+void set_tpm2b(T2B& out, std::span<const std::uint8_t> bytes, const char* what) {
+    if (bytes.size() > sizeof out.buffer)
+        throw Error(std::string(what) + " is too large for the TPM");
+    out.size = static_cast<UINT16>(bytes.size());
+    std::copy(bytes.begin(), bytes.end(), out.buffer);
+}
 
 std::string base64(const Bytes& data);
 // Lower-case hex, as tpm2-tools prints digests and names.

@@ -8,6 +8,7 @@
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/objects.h>
+#include <openssl/rand.h>
 #include <openssl/rsa.h>
 #include <tss2/tss2_mu.h>
 
@@ -94,77 +95,6 @@ private:
     size_t offset_ = 0;
 };
 
-// The signer's point or modulus, big-endian, `size` bytes (0: as short as
-// it is).
-Bytes bn_param(EVP_PKEY* key, const char* param, int size) {
-    Owned<BIGNUM, BN_free> bn;
-    if (!EVP_PKEY_get_bn_param(key, param, out_ptr(bn))) {
-        ERR_clear_error();
-        throw Error(std::string("the policy signer's key has no ") + param);
-    }
-    if (size == 0)
-        size = BN_num_bytes(bn.get());
-    Bytes out(static_cast<std::size_t>(size));
-    if (BN_bn2binpad(bn.get(), out.data(), size) != size)
-        throw Error(std::string("the policy signer's ") + param + " is too large");
-    return out;
-}
-
-template <class T2B>
-void set_2b(T2B& out, std::span<const std::uint8_t> bytes, const char* what) {
-    if (bytes.size() > sizeof out.buffer)
-        throw Error(std::string("the policy signer's ") + what + " is too large for the TPM");
-    out.size = static_cast<UINT16>(bytes.size());
-    std::copy(bytes.begin(), bytes.end(), out.buffer);
-}
-
-TPMT_PUBLIC ecc_signer(EVP_PKEY* key) {
-    char group[64] = {};
-    size_t group_size = 0;
-    if (!EVP_PKEY_get_group_name(key, group, sizeof group, &group_size)) {
-        ERR_clear_error();
-        throw Error("the policy signer's EC key has no named curve");
-    }
-    TPMT_PUBLIC area{};
-    area.type = TPM2_ALG_ECC;
-    int field_size = 0;
-    switch (OBJ_txt2nid(group)) {
-    case NID_X9_62_prime256v1:
-        area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
-        field_size = 32;
-        break;
-    case NID_secp384r1:
-        area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P384;
-        field_size = 48;
-        break;
-    default:
-        throw Error(std::string("the policy signer's curve ") + group + " is not supported (P-256 or P-384)");
-    }
-    area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
-    area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
-    area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
-    set_2b(area.unique.ecc.x, bn_param(key, OSSL_PKEY_PARAM_EC_PUB_X, field_size), "point");
-    set_2b(area.unique.ecc.y, bn_param(key, OSSL_PKEY_PARAM_EC_PUB_Y, field_size), "point");
-    return area;
-}
-
-TPMT_PUBLIC rsa_signer(EVP_PKEY* key) {
-    TPMT_PUBLIC area{};
-    area.type = TPM2_ALG_RSA;
-    area.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_NULL;
-    area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
-    area.parameters.rsaDetail.keyBits = static_cast<TPMI_RSA_KEY_BITS>(EVP_PKEY_get_bits(key));
-    set_2b(area.unique.rsa, bn_param(key, OSSL_PKEY_PARAM_RSA_N, 0), "modulus");
-    const Bytes e = bn_param(key, OSSL_PKEY_PARAM_RSA_E, 0);
-    if (e.size() > 4)
-        throw Error("the policy signer's RSA exponent is too large for the TPM");
-    std::uint32_t exponent = 0;
-    for (std::uint8_t b : e)
-        exponent = exponent << 8 | b;
-    area.parameters.rsaDetail.exponent = exponent == 65537 ? 0 : exponent;  // 0: the default, as the engine writes
-    return area;
-}
-
 // `digest` signed with SHA-256 as the hash: DER ECDSA-Sig-Value or the
 // PKCS#1 v1.5 signature.
 Bytes sign_digest(EVP_PKEY* key, std::span<const std::uint8_t> digest, bool rsa) {
@@ -191,7 +121,7 @@ TPMT_SIGNATURE tpm_signature(EVP_PKEY* key, std::span<const std::uint8_t> digest
     if (rsa) {
         sig.sigAlg = TPM2_ALG_RSASSA;
         sig.signature.rsassa.hash = TPM2_ALG_SHA256;
-        set_2b(sig.signature.rsassa.sig, der, "signature");
+        set_tpm2b(sig.signature.rsassa.sig, der, "the policy signature");
         return sig;
     }
     const unsigned char* p = der.data();
@@ -206,8 +136,8 @@ TPMT_SIGNATURE tpm_signature(EVP_PKEY* key, std::span<const std::uint8_t> digest
     };
     sig.sigAlg = TPM2_ALG_ECDSA;
     sig.signature.ecdsa.hash = TPM2_ALG_SHA256;
-    set_2b(sig.signature.ecdsa.signatureR, unpadded(ECDSA_SIG_get0_r(ecdsa.get())), "signature");
-    set_2b(sig.signature.ecdsa.signatureS, unpadded(ECDSA_SIG_get0_s(ecdsa.get())), "signature");
+    set_tpm2b(sig.signature.ecdsa.signatureR, unpadded(ECDSA_SIG_get0_r(ecdsa.get())), "the policy signature");
+    set_tpm2b(sig.signature.ecdsa.signatureS, unpadded(ECDSA_SIG_get0_s(ecdsa.get())), "the policy signature");
     return sig;
 }
 
@@ -427,28 +357,6 @@ bool signature_verifies(const AuthorizeParts& parts, std::span<const std::uint8_
     }
 }
 
-TPM2B_PUBLIC signer_public(EVP_PKEY* signer) {
-    TPMT_PUBLIC area{};
-    switch (EVP_PKEY_get_base_id(signer)) {
-    case EVP_PKEY_EC:
-        area = ecc_signer(signer);
-        break;
-    case EVP_PKEY_RSA:
-        area = rsa_signer(signer);
-        break;
-    default:
-        throw Error("the policy signer's key must be an RSA or EC (P-256, P-384) key");
-    }
-    area.nameAlg = TPM2_ALG_SHA256;
-    area.objectAttributes = TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT | TPMA_OBJECT_USERWITHAUTH;
-    TPM2B_PUBLIC pub{};
-    pub.publicArea = area;
-    Bytes marshalled;
-    put(marshalled, pub, Tss2_MU_TPM2B_PUBLIC_Marshal);  // to learn the size
-    pub.size = static_cast<UINT16>(marshalled.size() - sizeof pub.size);
-    return pub;
-}
-
 SignedPolicy sign_policy(std::vector<PolicyCommand> commands, EVP_PKEY* signer, const TPM2B_DIGEST& policy_ref,
                          const std::string& name) {
     const Bytes approved = policy_digest(commands);
@@ -459,6 +367,40 @@ SignedPolicy sign_policy(std::vector<PolicyCommand> commands, EVP_PKEY* signer, 
     parts.signature = tpm_signature(signer, to_sign);
     commands.push_back(policy_authorize(parts));
     return {name, std::move(commands)};
+}
+
+PolicyCommand pcr_policy_for(const PcrSelection& selection, const std::vector<Bytes>& values) {
+    return policy_pcr(selection, pcr_digest(values));
+}
+
+PcrBoundPolicy pcr_bound_policy(const PcrSelection& selection, const std::vector<Bytes>& values, bool pin,
+                                const std::optional<PolicySigning>& signing) {
+    PcrBoundPolicy out;
+    const PolicyCommand pcr = pcr_policy_for(selection, values);
+    if (!signing) {
+        if (pin)
+            out.policy.push_back(policy_auth_value());
+        out.policy.push_back(pcr);
+    } else {
+        AuthorizeParts authorize;
+        authorize.signer = signer_public(signing->signer);
+        authorize.policy_ref = signing->nonce;
+        authorize.signature.sigAlg = TPM2_ALG_NULL;
+        out.policy.push_back(policy_authorize(authorize));
+        if (pin)
+            out.policy.push_back(policy_auth_value());
+        out.signed_policies.push_back(sign_policy({pcr}, signing->signer, signing->nonce, signing->signed_name));
+    }
+    out.digest = policy_digest(out.policy);
+    return out;
+}
+
+TPM2B_DIGEST new_policy_nonce() {
+    TPM2B_DIGEST nonce{};
+    nonce.size = sha256_size;
+    if (RAND_bytes(nonce.buffer, nonce.size) != 1)
+        throw Error("OpenSSL cannot make random bytes");
+    return nonce;
 }
 
 Bytes policy_digest(std::span<const PolicyCommand> commands) {

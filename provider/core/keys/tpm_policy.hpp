@@ -19,6 +19,7 @@
 #include <tss2/tss2_tpm2_types.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,18 +86,41 @@ AuthorizeParts authorize_parts_of(const PolicyCommand& authorize);
 // signature does not verify is never sent to the TPM.
 bool signature_verifies(const AuthorizeParts& parts, std::span<const std::uint8_t> a_hash);
 
-// The policy signer's public key as the TPM loads it (TPM2_LoadExternal):
-// the template openssl_tpm2_engine uses (sign|decrypt|userWithAuth,
-// nameAlg SHA-256, NULL scheme), so the name, and thus the key's
-// authPolicy, is the same for both. ECC P-256/P-384 and RSA; throws Error.
-TPM2B_PUBLIC signer_public(EVP_PKEY* signer);
-
 // A signed policy for `commands` (e.g. {policy_pcr(...)}): the commands,
 // then PolicyAuthorize with a signature by `signer` (a private key) over
 // H(policy_digest(commands) || policy_ref). `policy_ref` is the key's
 // nonce, from the PolicyAuthorize that starts its `policy`.
 SignedPolicy sign_policy(std::vector<PolicyCommand> commands, EVP_PKEY* signer, const TPM2B_DIGEST& policy_ref,
                          const std::string& name);
+
+// The policy of a key bound to PCRs, as openssl_tpm2_engine writes it
+// (create_tpm2_key --pcr-lock, with --signed-policy for a signer):
+//   no signer: `policy` = [PolicyAuthValue if `pin`], PolicyPCR(values);
+//   a signer:  `policy` = PolicyAuthorize(signer, nonce, no signature),
+//              [PolicyAuthValue if `pin`]; `signed_policies` = one signed
+//              policy [PolicyPCR(values)], named `signed_name`.
+// `digest` is the key's authPolicy (policy_digest(policy)).
+struct PcrBoundPolicy {
+    std::vector<PolicyCommand> policy;          // the key file's policy [1]
+    std::vector<SignedPolicy> signed_policies;  // its authPolicy [3]
+    Bytes digest;
+};
+// Who signs a key's PCR policy: a private key, and the key's own nonce
+// (policyRef), so that no signed policy of another key by the same signer
+// fits this one.
+struct PolicySigning {
+    EVP_PKEY* signer = nullptr;
+    TPM2B_DIGEST nonce{};
+    std::string signed_name;  // the first signed policy's name
+};
+// `values`: the selected PCRs' values, in ascending order (read_pcrs());
+// `signing`: none for a key without a signer.
+PcrBoundPolicy pcr_bound_policy(const PcrSelection& selection, const std::vector<Bytes>& values, bool pin,
+                                const std::optional<PolicySigning>& signing);
+// A PolicyPCR for `values`: policy_pcr(selection, pcr_digest(values)).
+PolicyCommand pcr_policy_for(const PcrSelection& selection, const std::vector<Bytes>& values);
+// 32 random bytes, for PolicySigning::nonce; throws Error.
+TPM2B_DIGEST new_policy_nonce();
 
 // The policy digest of running `commands` from a zero digest, with
 // SHA-256 (the name algorithm of every key we make). PolicyAuthorize

@@ -1,6 +1,7 @@
 #include "core/tpm/tpm_keys.hpp"
 
 #include "core/base/error.hpp"
+#include "core/keys/algorithms.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
 #include <tss2/tss2_mu.h>
@@ -12,7 +13,7 @@
 namespace tpmkey {
 
 void check_key_spec(const KeySpec& spec) {
-    if (spec.algorithm == KeyAlgorithm::ecdsa && spec.bits != 256 && spec.bits != 384 && spec.bits != 521)
+    if (spec.algorithm == KeyAlgorithm::ecdsa && !find_curve_by_bits(spec.bits))
         throw Error("ECDSA keys are 256, 384 or 521 bits (NIST P-256, P-384, P-521)");
     if (spec.algorithm == KeyAlgorithm::rsa && spec.bits != 2048 && spec.bits != 3072)
         throw Error("RSA keys are 2048 or 3072 bits");
@@ -28,9 +29,7 @@ TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint
         area.type = TPM2_ALG_ECC;
         area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
         area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
-        area.parameters.eccDetail.curveID = spec.bits == 256   ? TPM2_ECC_NIST_P256
-                                            : spec.bits == 384 ? TPM2_ECC_NIST_P384
-                                                               : TPM2_ECC_NIST_P521;
+        area.parameters.eccDetail.curveID = find_curve_by_bits(spec.bits)->tpm;  // check_key_spec: in the table
         area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
     } else {
         area.type = TPM2_ALG_RSA;

@@ -1,6 +1,7 @@
 #include "core/tpm/tpm_queries.hpp"
 
 #include "core/base/error.hpp"
+#include "core/keys/algorithms.hpp"
 
 #include <algorithm>
 
@@ -48,7 +49,7 @@ std::vector<TPM2_ALG_ID> implemented_hashes(Tpm& tpm) {
     const auto data = get_capability(tpm, TPM2_CAP_ALGS, TPM2_ALG_FIRST, TPM2_MAX_CAP_ALGS);
     std::vector<TPM2_ALG_ID> out;
     for (UINT32 i = 0; i < data->data.algorithms.count; ++i)
-        for (const TPM2_ALG_ID h : {TPM2_ALG_SHA1, TPM2_ALG_SHA256, TPM2_ALG_SHA384, TPM2_ALG_SHA512})
+        for (const TPM2_ALG_ID h : hash_ids)
             if (data->data.algorithms.algProperties[i].alg == h)
                 out.push_back(h);
     return out;
