@@ -55,8 +55,35 @@ for index in 0x01c00016 0x01c00002; do
     ok "openssl verify and tpmkey agree on $index: the swtpm's CA yes; another CA, the root alone no ($reason)"
 done
 
+# ---- critical extensions: TCG's are forgiven on the EK certificate, others not --
+# An EK certificate may mark subjectDirectoryAttributes (2.5.29.9: TPM
+# specification, security assertions) critical; OpenSSL does not handle it,
+# so `openssl verify` refuses such a certificate and tpmkey accepts it, as
+# go-attestation and Keylime do. Any other unhandled critical extension is
+# refused by both.
+mkdir crit
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=test-ek-root \
+    -keyout ca-key.pem -out crit/root.pem -days 2 2>/dev/null
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=test-ek \
+    -keyout leaf-key.pem -out leaf.csr 2>/dev/null
+for case in "tcg 2.5.29.9=critical,DER:3000" "other 1.2.3.4=critical,DER:0500"; do
+    set -- $case
+    printf '%s\n' "$2" >"ext-$1.cnf"
+    openssl x509 -req -in leaf.csr -CA crit/root.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
+        -extfile "ext-$1.cnf" -outform der -out "leaf-$1.der" 2>/dev/null
+    run openssl verify -CAfile crit/root.pem "leaf-$1.der"
+    expect_rc 2 "openssl verify of a certificate with a critical $1 extension"
+    expect_in "$out$err" "unhandled critical extension" "openssl verify of a critical $1 extension"
+done
+run "$ek" chain leaf-tcg.der crit
+expect_rc 0 "tpmkey's chain of a certificate with critical subjectDirectoryAttributes"
+run "$ek" chain leaf-other.der crit
+expect_rc 1 "tpmkey's chain of a certificate with another critical extension"
+expect_out "unhandled critical extension" "tpmkey's chain of a certificate with another critical extension"
+ok "critical subjectDirectoryAttributes is forgiven on an EK certificate, another critical extension is not"
+
 # ---- the templates: tpmkey's EK is tpm2_createek's --------------------------------
-for case in "0x01C0000A ecc256" "0x01C00016 ecc384"; do
+for case in "0x01C0000A ecc256" "0x01C00016 ecc384" "0x01C00002 rsa2048"; do
     set -- $case
     tpm2_createek -G "$2" -c "ek-$2.ctx" -u "createek-$2.pub" >/dev/null
     # tpm2-tools leaves what it made loaded (its context file reloads it):

@@ -185,3 +185,19 @@ TEST_CASE("without an EK certificate the EK is trusted on first use", "[no-ek-ce
     const TpmObject l2 = create_ek(tpm, uncertified_ek_template(), ek_public);
     CHECK(ek.pin == "ek:" + hex(tpm_name(ek_public)));
 }
+
+TEST_CASE("a credential made in software activates with the EK of every template the TPM can make",
+          "[ek-cert][no-ek-cert]") {
+    // RSA-OAEP and ECDH seeds, SHA-256/384/512 names, AES-128/256, policy A
+    // and PolicyOR(A, C): what a real TPM's certificate may ask for.
+    Tpm tpm(tcti(), std::nullopt);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
+    const Bytes name = tpm_name(public_of(tpm, parent).publicArea);
+    for (const EkTemplate& t : ek_templates()) {
+        INFO(t.label);
+        TPMT_PUBLIC ek_public{};
+        const TpmObject ek = create_ek(tpm, t, ek_public);
+        const Bytes secret = random_secret();
+        CHECK(activate_credential(tpm, parent, ek, t, make_credential(ek_public, name, secret)) == secret);
+    }
+}
