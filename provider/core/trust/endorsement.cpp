@@ -306,13 +306,15 @@ Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek
 EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
                             const EkRoots& roots) {
     // The rule the proof rests on (docs/security.md, "A parent proven by
-    // the endorsement key"): only a key made inside the TPM can carry
-    // fixedTPM, so a parent without it proves nothing even if it activates.
+    // the endorsement key"): no TPM loads an object whose private part
+    // came from outside with fixedTPM or fixedParent SET (LoadExternal,
+    // Import), so a parent without them proves nothing even though the
+    // TPM activates a credential for it.
     const TPMT_PUBLIC& area = parent_public.publicArea;
-    constexpr TPMA_OBJECT bound = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT;
+    constexpr TPMA_OBJECT bound = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN;
     if ((area.objectAttributes & bound) != bound)
-        throw ParentProofFailed("the parent's proof failed: it lacks fixedTPM or fixedParent, so its private part "
-                                "may be known outside the TPM");
+        throw ParentProofFailed("the parent's proof failed: it lacks fixedTPM, fixedParent or sensitiveDataOrigin, "
+                                "so its private part may be known outside the TPM");
 
     EndorsementKey result;
     std::optional<NvCertificate> certificate;
