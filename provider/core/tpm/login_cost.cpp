@@ -74,26 +74,28 @@ std::vector<std::string> login_commands(bool resource_manager, bool pin, ParentK
     // With a resource manager the module keeps the parent, the key and the
     // PIN's session loaded from C_Login to C_Finalize.
     if (resource_manager && pin)
-        return words(owner ? "CreatePrimary StartAuthSession Load ObjectChangeAuth Sign "
+        return words(owner ? "CreatePrimary Load StartAuthSession ObjectChangeAuth Sign "
                              "FlushContext FlushContext FlushContext"
-                           : "ReadPublic ReadPublic StartAuthSession Load ObjectChangeAuth Sign "
+                           : "ReadPublic ReadPublic Load StartAuthSession ObjectChangeAuth Sign "
                              "FlushContext FlushContext");
     if (resource_manager)
         return words(owner ? "CreatePrimary Load Sign FlushContext FlushContext"
                            : "ReadPublic ReadPublic Load Sign FlushContext");
-    // Without one it keeps nothing in the TPM between two calls: C_Login
-    // and C_Sign each load what they need and flush it before returning.
+    // Without one it keeps nothing in the TPM between two calls: the parent
+    // (and a key without PIN) stay as saved contexts in the process, loaded
+    // again by each call (ContextLoad, no second CreatePrimary) and flushed
+    // before it returns.
     if (pin)
-        return words(owner ? "CreatePrimary StartAuthSession Load ObjectChangeAuth "
+        return words(owner ? "CreatePrimary ContextSave Load StartAuthSession ObjectChangeAuth "
                              "FlushContext FlushContext FlushContext "
-                             "CreatePrimary StartAuthSession Load Sign "
+                             "ContextLoad Load StartAuthSession Sign "
                              "FlushContext FlushContext FlushContext"
-                           : "ReadPublic ReadPublic StartAuthSession Load ObjectChangeAuth "
+                           : "ReadPublic ReadPublic Load StartAuthSession ObjectChangeAuth "
                              "FlushContext FlushContext "
-                             "ReadPublic ReadPublic StartAuthSession Load Sign "
+                             "Load StartAuthSession Sign "
                              "FlushContext FlushContext");
-    return words(owner ? "CreatePrimary Load Sign FlushContext FlushContext"
-                       : "ReadPublic ReadPublic Load Sign FlushContext");
+    return words(owner ? "CreatePrimary ContextSave Load ContextSave Sign FlushContext FlushContext"
+                       : "ReadPublic ReadPublic Load ContextSave Sign FlushContext");
 }
 
 }  // namespace tpmkey

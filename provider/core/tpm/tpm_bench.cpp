@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace tpmkey {
 
@@ -62,7 +63,7 @@ double flush(TpmObject& object) {
 }  // namespace
 
 std::vector<std::string> timed_command_names() {
-    return {"CreatePrimary", "ReadPublic", "StartAuthSession", "Load",
+    return {"CreatePrimary", "ReadPublic", "ContextSave", "ContextLoad", "StartAuthSession", "Load",
             "ObjectChangeAuth", "Sign ECDSA P-256", "Sign RSA 2048", "FlushContext"};
 }
 
@@ -99,6 +100,23 @@ std::vector<TimedCommand> time_login_commands(Tpm& tpm, std::chrono::millisecond
         const auto start = Clock::now();
         read_public(tpm, primary);
         return ms_since(start);
+    });
+
+    // Without a resource manager the module keeps the storage key as a
+    // saved context and loads it again for each call.
+    say("ContextSave and ContextLoad of the storage key");
+    std::optional<SavedContext> saved;
+    timer.repeat(entry("ContextSave"), [&] {
+        const auto start = Clock::now();
+        saved = SavedContext::save(tpm, primary);
+        return ms_since(start);
+    });
+    timer.repeat(entry("ContextLoad"), [&] {
+        const auto start = Clock::now();
+        TpmObject again = saved->load(tpm);
+        const double ms = ms_since(start);
+        flushes.ms.push_back(flush(again));
+        return ms;
     });
 
     say("StartAuthSession salted with the storage key (one ECDH in the TPM)");
