@@ -2,6 +2,7 @@
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/base/error.hpp"
+#include "core/trust/endorsement.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -81,6 +82,23 @@ TEST_CASE("keys come from TPMKEY_KEYS, else the config file, else ~/.ssh/*.tpm")
     CHECK(c.tcti_source == "TPMKEY_TCTI");
     ::unsetenv("TPMKEY_KEYS");
     ::unsetenv("TPMKEY_TCTI");
+}
+
+TEST_CASE("EK roots: /etc/tpmkey/ek-roots and ~/.config/tpmkey/ek-roots, or the config file's ek-roots lines") {
+    TempHome home;
+    EkRoots roots = default_ek_roots();
+    REQUIRE(roots.dirs.size() == 2);
+    CHECK(roots.dirs[0] == "/etc/tpmkey/ek-roots");
+    CHECK(roots.dirs[1] == home.dir / ".config" / "tpmkey" / "ek-roots");
+
+    home.write_config("ek-roots ~/vendor-roots\nek-roots /srv/ek roots\nek-roots\n");
+    const ConfigFile c = parse_config("ek-roots ~/vendor-roots\nek-roots /srv/ek roots\nek-roots\n", "cfg");
+    REQUIRE(c.warnings.size() == 1);
+    CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:3: ignored: 'ek-roots' needs a value"));
+    roots = default_ek_roots();
+    REQUIRE(roots.dirs.size() == 2);
+    CHECK(roots.dirs[0] == home.dir / "vendor-roots");
+    CHECK(roots.dirs[1] == "/srv/ek roots");
 }
 
 TEST_CASE("atomic writes: 0600, no overwrite unless asked, no temp file left") {

@@ -117,6 +117,8 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'same-pin' needs two key names or more");
             else
                 out.same_pin.push_back(std::move(names));
+        } else if (keyword == "ek-roots") {
+            out.ek_roots.push_back(expand_home(value));
         } else if (keyword == "timeout") {
             if (const auto seconds = parse_seconds(value))
                 out.timeout = seconds;
@@ -124,7 +126,7 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
-                                   "' (expected 'key', 'tcti', 'timeout' or 'same-pin')");
+                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin' or 'ek-roots')");
         }
     }
     return out;
@@ -173,6 +175,7 @@ Config load_config() {
     }
 
     config.same_pin = from_file.same_pin;
+    config.ek_roots = from_file.ek_roots;
     config.tcti = getenv_string("TPMKEY_TCTI");
     config.tcti_source = "TPMKEY_TCTI";
     if (config.tcti.empty() && !from_file.tcti.empty()) {

@@ -17,12 +17,15 @@ namespace tpmkey {
 //   tcti STRING   how to reach the TPM (tpm2-tools syntax)
 //   timeout SECONDS  how long the TPM may take to answer a command
 //   same-pin NAME NAME...  these keys (file names without .tpm) have one PIN
+//   ek-roots DIR  trusted EK root certificates (repeatable; replaces the
+//                 default directories, trust/endorsement.hpp)
 //   # comment
 struct ConfigFile {
     std::vector<std::filesystem::path> keys;
     std::string tcti;
     std::optional<std::chrono::seconds> timeout;
     std::vector<std::vector<std::string>> same_pin;
+    std::vector<std::filesystem::path> ek_roots;
     std::vector<std::string> warnings;  // lines that were skipped, and why
 };
 
@@ -42,6 +45,9 @@ struct Config {
     // Keys (by name) the user says have one PIN: a PIN one of them took is
     // tried for the others too (module/pin_burst.hpp).
     std::vector<std::vector<std::string>> same_pin;
+    // Directories of trusted EK root certificates (`ek-roots` lines); empty:
+    // the defaults (default_ek_roots(), trust/endorsement.hpp).
+    std::vector<std::filesystem::path> ek_roots;
     std::vector<std::string> warnings;
     std::string file_problem;  // why the config file, which exists, is not used (also in warnings)
 };

@@ -13,11 +13,14 @@
 // trusted on first use (it survives TPM2_Clear; the storage key does not).
 #pragma once
 
+#include "core/keys/credential.hpp"
+#include "core/keys/ek_templates.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/trust/known_parents.hpp"
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,5 +59,27 @@ struct EndorsementKey {
 // every object and session it makes.
 EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
                             const EkRoots& roots);
+
+// The steps of the proof, for doctor and for the tests that judge each one
+// with other tools (openssl verify, tpm2_makecredential,
+// tpm2_activatecredential).
+
+// Why the certificate (DER) does not chain to a trusted root in `roots`,
+// or empty when it does: OpenSSL's verdict, the same as `openssl verify
+// -CAfile ROOT -untrusted INTERMEDIATE` with the self-signed certificates
+// of the directories as roots and the others as intermediates.
+std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots);
+
+// The EK re-created from `ek_template` (TPM2_CreatePrimary in the
+// endorsement hierarchy, whose auth value must be empty); `out` gets its
+// public area.
+TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out);
+
+// TPM2_ActivateCredential of `credential` for `object`, with `ek` (made by
+// create_ek from `ek_template`) in a policy session that satisfies its
+// template's policy: PolicySecret(TPM_RH_ENDORSEMENT), and for the high
+// range PolicyOR(A, C). Returns the secret; TpmError when the TPM refuses.
+Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
+                          const Credential& credential);
 
 }  // namespace tpmkey

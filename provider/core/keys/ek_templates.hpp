@@ -1,0 +1,51 @@
+// The endorsement key (EK) templates of the TCG EK Credential Profile for
+// TPM 2.0 (version 2.5, section 2.2.1.4 and the tables of templates L-1,
+// L-2, H-1..H-6), and the policies an EK is used with. A TPM's EK
+// certificate sits at the NV index that names its template; re-creating
+// the EK from that template (TPM2_CreatePrimary in the endorsement
+// hierarchy) gives the key the certificate is for.
+#pragma once
+
+#include "core/keys/algorithms.hpp"
+
+#include <tss2/tss2_tpm2_types.h>
+
+#include <cstdint>
+#include <span>
+
+namespace tpmkey {
+
+struct EkTemplate {
+    std::uint32_t cert_index;  // the NV index of its certificate
+    const char* label;         // "L-2", "H-3": the profile's name for it
+    const char* algorithm;     // "ECC P-384", as the user reads it
+    // High range (H-*): userWithAuth, unique empty, authPolicy = policy B
+    // = PolicyOR(policy A, policy C). Low range (L-*): no userWithAuth,
+    // unique zero-filled, authPolicy = policy A.
+    bool high_range;
+    TPMI_ALG_PUBLIC type;
+    std::uint16_t rsa_bits;    // RSA
+    TPMI_ECC_CURVE curve;      // ECC
+    TPMI_ALG_HASH name_alg;
+    std::uint16_t aes_bits;    // AES-CFB of the storage key
+};
+
+// Every template tpmkey can re-create, in order of preference: ECC before
+// RSA (an RSA EK's TPM2_CreatePrimary takes seconds on real chips), low
+// range before high. Not H-5 (SM2) nor H-7.
+std::span<const EkTemplate> ek_templates();
+const EkTemplate* find_ek_template(std::uint32_t cert_index);
+// L-2 (ECC P-256): the EK re-created and pinned on a TPM without a certificate.
+const EkTemplate& uncertified_ek_template();
+
+// The public area to hand TPM2_CreatePrimary.
+TPM2B_PUBLIC ek_public_template(const EkTemplate& t);
+
+// Policy A: TPM2_PolicySecret(TPM_RH_ENDORSEMENT), empty policyRef.
+Bytes ek_policy_a(const HashAlgorithm& hash);
+// Policy C: TPM2_PolicyAuthorizeNV of index 0x01C07F01 (from the profile).
+Bytes ek_policy_c(const HashAlgorithm& hash);
+// Policy B: TPM2_PolicyOR(A, C).
+Bytes ek_policy_b(const HashAlgorithm& hash);
+
+}  // namespace tpmkey
