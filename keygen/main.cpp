@@ -379,7 +379,10 @@ int run(int argc, char** argv, std::string& tcti) {
     for (const std::string& w : known.warnings())
         std::cerr << "tpmkey-keygen: " << w << "\n";
     const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet);
-    const TpmObject parent = load_verified_parent(tpm, parent_handle, known);
+    ParentCheck parent_check;
+    const TpmObject parent = load_verified_parent(tpm, parent_handle, known, &parent_check);
+    if (parent_check.cleared)
+        std::cerr << "tpmkey-keygen: " << tpm_cleared_text << "\n";
     check_interrupted();
 
     if (o.spec.algorithm == KeyAlgorithm::rsa && tpm_lacks_sha512(tpm))
@@ -457,19 +460,9 @@ int run(int argc, char** argv, std::string& tcti) {
                                                      : "; nothing was written"));
     }
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    // Trust on first use, as ssh does with a host key: later uses of this
-    // parent (the module, tpmkey passwd, the next keygen) must meet this name.
-    try {
-        const bool pinned_now = pin_parent_on_first_use(tpm, parent_handle, parent, known);
-        if (!o.quiet)
-            std::cout << (pinned_now ? "Pinned the TPM's storage key " : "The TPM's storage key ")
-                      << handle_text(parent_handle) << (pinned_now ? " in " : " matches its pin in ")
-                      << KnownParents::file_path().string() << ": its name is " << loaded_name_hex(tpm, parent)
-                      << " (compare it with one from a trusted source: docs/security.md).\n";
-    } catch (const Error& e) {
-        // The key is made and written; only the pin is missing.
-        std::cerr << "tpmkey-keygen: warning: the storage key was not pinned: " << e.what() << "\n";
-    }
+    // The parent was proven (or matched its pin) before the PIN prompt.
+    if (!o.quiet)
+        std::cout << "Parent: " << parent_check_text(parent_handle, parent_check) << ".\n";
 
     if (!o.quiet) {
         std::cout << "Your TPM key is in " << key_path.string() << " (usable only with this TPM"
@@ -497,6 +490,10 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
         std::cerr << "tpmkey-keygen: " << e.what() << "\n(see tpmkey-keygen --help)\n";
         return 2;
+    } catch (const UnverifiedParent& e) {
+        // Before any PIN or TPM2_Create: what failed, and what to do.
+        std::cerr << "tpmkey-keygen: " << diagnosis_line(diagnose_untrusted_parent(e)) << "\n";
+        return 1;
     } catch (const std::exception& e) {
         std::cerr << "tpmkey-keygen: " << e.what() << "\n";
         return 1;

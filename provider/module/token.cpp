@@ -88,7 +88,12 @@ Token::Loaded& Token::load(TpmConnection& tpm) {
     if (!loaded_) {
         const tpmkey::TpmObject& parent = tpm.parent(key_.parent);
         Authorization auth = Authorization::for_secret(tpm.tpm(), parent, needs_pin() || !pin_.empty());
-        tpmkey::TpmObject key = load_key(tpm.tpm(), parent, auth, key_.blobs);
+        tpmkey::TpmObject key;
+        try {
+            key = load_key(tpm.tpm(), parent, auth, key_.blobs);
+        } catch (const TpmError& e) {
+            throw e.about(label_, path_.string());  // a key made before a clear is told by its file's age
+        }
         loaded_.emplace(Loaded{std::move(auth), std::move(key)});
         log_debug(label_ + ": key loaded into the TPM");
     }

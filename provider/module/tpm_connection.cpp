@@ -18,11 +18,9 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
             for (const std::string& w : known_parents_->warnings())
                 log_error(w);
         }
-        bool pinned = false;
-        TpmObject parent = load_verified_parent(tpm(), handle, *known_parents_, &pinned);
-        if (!pinned)
-            log_debug("parent " + handle_text(handle) + " is not pinned in " + KnownParents::file_path().string() +
-                      ": checked by its attributes only");
+        ParentCheck check;
+        TpmObject parent = load_verified_parent(tpm(), handle, *known_parents_, &check);
+        log_parent_check(handle, check);
         it = parents_.emplace(handle, std::move(parent)).first;
     }
     return it->second;
