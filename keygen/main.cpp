@@ -382,7 +382,7 @@ int run(int argc, char** argv, std::string& tcti) {
     ParentCheck parent_check;
     const TpmObject parent = load_verified_parent(tpm, parent_handle, known, &parent_check);
     if (parent_check.cleared)
-        std::cerr << "tpmkey-keygen: " << tpm_cleared_text << "\n";
+        std::cerr << "tpmkey-keygen: " << tpm_cleared_text(parent_handle) << "\n";
     check_interrupted();
 
     if (o.spec.algorithm == KeyAlgorithm::rsa && tpm_lacks_sha512(tpm))

@@ -355,10 +355,11 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                                                   : std::string(pin.certified() ? "certified EK" : "EK trusted on first use") +
                                                         " " + pin.ek + ", proven " + pin.proven)));
         if (!pin.cleared.empty())
-            d.warn("the TPM was cleared (" + pin.cleared + "; found when the new " + "storage key " +
-                       handle_text(pin.handle) + " was proven by the same EK)",
-                   tpm_cleared_text, "keys made before cannot load (named below): make new ones with tpmkey-keygen, "
-                   "and remove the old ones");
+            d.warn("the TPM was cleared (" + pin.cleared + "): the storage key " + handle_text(pin.handle) +
+                       " is new, proven by the same endorsement key",
+                   tpm_cleared_text(pin.handle),
+                   "keys made before cannot load (named below): make new ones with tpmkey-keygen, and remove the "
+                   "old ones");
     }
     if (!lines.empty())
         d.info("pins for TPM '" + id + "' in " + KnownParents::file_path().string() +

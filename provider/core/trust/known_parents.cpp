@@ -325,15 +325,13 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
             *check = found;
         return parent;
     }
-    const std::string forget_advice = "if you cleared or replaced this TPM on purpose, drop its pins with "
-                                      "'tpmkey forget-tpm'";
+    const std::string mismatch = "the TPM's storage key " + handle_text(handle) +
+                                 " is not the one this key was made under: possible TPM interposer or replaced SRK";
     if (pin && pin->name_hex != name && pin->ek.empty())
-        throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
-                             " is not the one this key was made under: possible TPM interposer or replaced SRK "
-                             "(its name is " + name + ", the one pinned for TPM '" + id + "' in " + file + " is " +
-                             pin->name_hex + ", pinned before tpmkey proved parents by the TPM's endorsement key), "
-                             "or the TPM was cleared: keys made before cannot be used; nothing secret was sent to "
-                             "it; " + forget_advice);
+        throw ParentMismatch(mismatch + " (its name is " + name + ", the one pinned for TPM '" + id + "' in " + file +
+                             " is " + pin->name_hex + ", pinned before tpmkey proved storage keys by the TPM's "
+                             "endorsement key, so a cleared TPM cannot be told from an interposer here); keys made "
+                             "under the pinned one cannot be used; nothing secret was sent to it");
     // Another spelling of a pinned TPM (or a relay on another port) must
     // not be a first use: that is the interposer's way around a pin.
     const std::vector<ParentPin> others = pin ? std::vector<ParentPin>() : known.pinned_elsewhere(id, handle);
@@ -346,17 +344,15 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
                              ": this may be a pinned TPM reached through something in between; nothing secret was "
                              "sent to it. If '" + id + "' is another TPM indeed, compare " + name +
                              " with a trusted source, then add the line '" + handle_text(handle) + " " + name + " " +
-                             id + "' to " + file + " (or drop the other TPM's pins: 'tpmkey forget-tpm')");
+                             id + "' to " + file);
     }
     // Not proven yet, or a new name: the endorsement key decides.
     const EndorsementKey ek = prove_parent(tpm, parent, parent_public(tpm, parent, handle), default_ek_roots());
     if (pin && pin->name_hex != name) {
         if (ek.pin != pin->ek)
-            throw ParentMismatch("the TPM's storage key " + handle_text(handle) + " is not the one this key was made "
-                                 "under, and the TPM's endorsement key is not the one that proved it (" + ek.pin +
-                                 ", pinned for TPM '" + id + "' in " + file + ": " + pin->ek +
-                                 "): possible TPM interposer, or another TPM at this address; nothing secret was "
-                                 "sent to it; " + forget_advice);
+            throw ParentMismatch(mismatch + ", and not a cleared TPM: its endorsement key is not the pinned one (" +
+                                 ek.pin + "; pinned for TPM '" + id + "' in " + file + ": " + pin->ek +
+                                 "), so it is another TPM or something in between; nothing secret was sent to it");
         found.cleared = true;
     }
     found.proven_now = true;
@@ -375,6 +371,13 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
     return parent;
 }
 
+std::string tpm_cleared_text(std::uint32_t handle) {
+    if (handle == owner_hierarchy)
+        return "the TPM was cleared (same TPM, new storage key): keys made before are gone; new keys can be made";
+    return "the storage key at " + handle_text(handle) + " was replaced by another of the same TPM (the TPM was "
+           "cleared, or the key evicted and made anew): keys made under the old one are gone; new keys can be made";
+}
+
 std::string parent_check_text(std::uint32_t handle, const ParentCheck& check) {
     const std::string parent = "the TPM's storage key " + handle_text(handle);
     const std::string file = KnownParents::file_path().string();
@@ -391,7 +394,7 @@ std::string parent_check_text(std::uint32_t handle, const ParentCheck& check) {
 
 void log_parent_check(std::uint32_t handle, const ParentCheck& check) {
     if (check.cleared)
-        log_error(std::string(tpm_cleared_text) + ": " + parent_check_text(handle, check));
+        log_error(tpm_cleared_text(handle) + ": " + parent_check_text(handle, check));
     else if (!check.not_recorded.empty())
         log_error(parent_check_text(handle, check));
     else if (check.proven_now)
@@ -406,6 +409,9 @@ std::optional<std::string> made_before_clear(const KnownParents& known, const st
     for (const ParentPin& pin : known.pins_of(tpm))
         if (const std::optional<std::time_t> cleared = parse_utc(pin.cleared); cleared && st.st_mtime < *cleared)
             return "this key was made before the TPM was cleared (" + pin.cleared +
+                   (pin.handle == owner_hierarchy ? std::string()
+                                                  : "; or before its storage key " + handle_text(pin.handle) +
+                                                        " was replaced") +
                    "): the storage key it was made under is gone, and the key with it";
     return std::nullopt;
 }

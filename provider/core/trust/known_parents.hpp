@@ -131,22 +131,28 @@ struct ParentCheck {
     bool pinned = false;      // a pin was there before (matched, or replaced after a clear)
     bool proven_now = false;  // the proof ran in this call (and passed)
     bool cleared = false;     // the name differed from its pin, and the pinned EK proved the new parent:
-                              // the TPM was cleared; the pin is replaced
+                              // the TPM was cleared (tpm_cleared_text); the pin is replaced
     std::string name_hex;     // the parent's name
     ParentPin pin;            // the pin now (empty name_hex: none, e.g. not recorded)
     std::string ek_text;      // proven_now: "EK certified by ISSUER" or "EK trusted on first use (WHY)"
     std::string not_recorded; // proven_now, but the pin could not be written: why
 };
 
-// The message of a cleared TPM (keygen, the module, doctor).
-inline constexpr const char* tpm_cleared_text =
-    "the TPM was cleared (same TPM, new storage key): keys made before are gone; new keys can be made";
+// What a new name proven by the same EK means, for keygen, the module and
+// doctor: for 0x40000001 (re-created from the TPM's storage seed, which
+// only TPM2_Clear changes) "the TPM was cleared (same TPM, new storage
+// key): keys made before are gone; new keys can be made"; for a persistent
+// handle, that its key was replaced by another of the same TPM (a clear
+// evicts it; so does tpm2_evictcontrol). Either way the new key lives in
+// the TPM that owns the EK, so secrets salted to it stay in that TPM.
+std::string tpm_cleared_text(std::uint32_t handle);
 
 // The parent, loaded and checked: a storage key (load_parent) that is
 // pinned and proven, or proven now by the TPM's endorsement key
 // (endorsement.hpp), then pinned (its EK beside it). A name that differs
 // from its pin is accepted only when the pinned EK proves the new parent
-// (the TPM was cleared: the pin is replaced). Throws UnverifiedParent
+// (the TPM was cleared, or a persistent key replaced by another of the
+// same TPM: the pin is replaced). Throws UnverifiedParent
 // otherwise (after flushing what it loaded): a proof that fails
 // (ParentProofFailed), a name that differs from the pin under another EK
 // or without one, pins only for other TPMs, an unusable pin file; Error

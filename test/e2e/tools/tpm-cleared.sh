@@ -92,7 +92,7 @@ tpm2_clear -T "$TPMKEY_SWTPM_TCTI"
 cp "$pins" "$TEST_DIR/pins.before"
 run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/other.tpm" -C other -N ''
 expect_rc 1 "keygen under another EK"
-expect_err "the TPM's endorsement key is not the one that proved it" "keygen under another EK"
+expect_err "and not a cleared TPM: its endorsement key is not the pinned one" "keygen under another EK"
 expect_err "possible TPM interposer" "keygen under another EK"
 expect_err "tpmkey forget-tpm" "keygen under another EK"
 [ ! -e "$keys/other.tpm" ] || fail "keygen wrote a key under another EK"
