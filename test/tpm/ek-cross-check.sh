@@ -58,9 +58,9 @@ done
 # ---- critical extensions: TCG's are forgiven on the EK certificate, others not --
 # An EK certificate may mark subjectDirectoryAttributes (2.5.29.9: TPM
 # specification, security assertions) critical; OpenSSL does not handle it,
-# so `openssl verify` refuses such a certificate and tpmkey accepts it, as
-# go-attestation and Keylime do. Any other unhandled critical extension is
-# refused by both.
+# so `openssl verify` refuses such a certificate and tpmkey accepts it (as
+# Go verifiers of TPM certificates accept a critical SAN Go cannot parse).
+# Any other unhandled critical extension is refused by both.
 mkdir crit
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=test-ek-root \
     -keyout ca-key.pem -out crit/root.pem -days 2 2>/dev/null

@@ -201,3 +201,38 @@ TEST_CASE("a credential made in software activates with the EK of every template
         CHECK(activate_credential(tpm, parent, ek, t, make_credential(ek_public, name, secret)) == secret);
     }
 }
+
+TEST_CASE("what sits where an EK certificate belongs but is none fails the proof", "[ek-cert][no-ek-cert]") {
+    // An owner can define an index in the TCG range; its contents are
+    // hostile input like any other answer of the TPM. 0x01C0000A (ECC
+    // P-256, the first one tpmkey looks at) filled with zeros.
+    Tpm tpm(tcti(), std::nullopt);
+    TPM2B_NV_PUBLIC nv_public{};
+    nv_public.nvPublic.nvIndex = 0x01C0000A;
+    nv_public.nvPublic.nameAlg = TPM2_ALG_SHA256;
+    nv_public.nvPublic.attributes = TPMA_NV_OWNERWRITE | TPMA_NV_OWNERREAD | TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE;
+    nv_public.nvPublic.dataSize = 600;
+    const TPM2B_AUTH empty{};
+    ESYS_TR nv = ESYS_TR_NONE;
+    check_rc(Esys_NV_DefineSpace(tpm.esys(), ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &empty,
+                                 &nv_public, &nv),
+             "TPM2_NV_DefineSpace");
+    TPM2B_MAX_NV_BUFFER zeros{};
+    zeros.size = 600;
+    check_rc(Esys_NV_Write(tpm.esys(), ESYS_TR_RH_OWNER, nv, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &zeros, 0),
+             "TPM2_NV_Write");
+    {
+        const TpmObject parent = load_parent(tpm, owner_hierarchy);
+        try {
+            prove_parent(tpm, parent, public_of(tpm, parent), swtpm_ca());
+            FAIL("the proof went on");
+        } catch (const ParentProofFailed& e) {
+            CHECK(std::string(e.what()) == "the EK certificate at NV index 0x01C0000A is not an X.509 certificate");
+        }
+    }
+    // ESAPI hands out one ESYS_TR per TPM handle; the proof closed it.
+    check_rc(Esys_TR_FromTPMPublic(tpm.esys(), 0x01C0000A, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &nv),
+             "TPM2_NV_ReadPublic");
+    check_rc(Esys_NV_UndefineSpace(tpm.esys(), ESYS_TR_RH_OWNER, nv, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE),
+             "TPM2_NV_UndefineSpace");
+}

@@ -95,9 +95,11 @@ Bytes ek_policy_a(const HashAlgorithm& hash) {
 }
 
 Bytes ek_policy_c(const HashAlgorithm& hash) {
-    // TCG EK Credential Profile 2.5, "Policy C": PolicyAuthorizeNV over the
-    // NV index 0x01C07F01 as the profile defines it (its digest depends on
-    // that index's public area, so it is taken from the profile).
+    // TCG EK Credential Profile 2.5, policy C: TPM2_PolicyAuthorizeNV of the
+    // profile's EK policy NV index (0x01C07Fxx). Its digest depends on that
+    // index's public area, so it is taken from the profile; policy B =
+    // PolicyOR(A, C) matching tpm2-tools' constants checks it
+    // (test/unit/credential_test.cpp).
     switch (hash.tpm) {
     case TPM2_ALG_SHA256:
         return from_hex("3767e2edd43ff45a3a7e1eaefcef78643dca964632e7aad82c673a30d8633fde");

@@ -1,6 +1,6 @@
 // The endorsement key (EK) templates of the TCG EK Credential Profile for
-// TPM 2.0 (version 2.5, section 2.2.1.4 and the tables of templates L-1,
-// L-2, H-1..H-6), and the policies an EK is used with. A TPM's EK
+// TPM 2.0 (version 2.5: the templates L-1, L-2, H-1..H-6 and their NV
+// indices), and the policies an EK is used with. A TPM's EK
 // certificate sits at the NV index that names its template; re-creating
 // the EK from that template (TPM2_CreatePrimary in the endorsement
 // hierarchy) gives the key the certificate is for.
@@ -43,7 +43,7 @@ TPM2B_PUBLIC ek_public_template(const EkTemplate& t);
 
 // Policy A: TPM2_PolicySecret(TPM_RH_ENDORSEMENT), empty policyRef.
 Bytes ek_policy_a(const HashAlgorithm& hash);
-// Policy C: TPM2_PolicyAuthorizeNV of index 0x01C07F01 (from the profile).
+// Policy C: TPM2_PolicyAuthorizeNV of the profile's EK policy index (from the profile).
 Bytes ek_policy_c(const HashAlgorithm& hash);
 // Policy B: TPM2_PolicyOR(A, C).
 Bytes ek_policy_b(const HashAlgorithm& hash);

@@ -33,8 +33,8 @@ constexpr std::size_t max_certificate_size = 8192;
 // A root or intermediate certificate file (PEM, may hold several).
 constexpr std::size_t max_root_file_size = 1024 * 1024;
 
-// The NV index range of EK certificates (TCG EK Credential Profile 2.5,
-// 2.2.1.4: 0x01C00002..0x01C0001C, even indices).
+// The NV indices of EK certificates in the TCG EK Credential Profile: the
+// low range (0x01C00002, 0x01C0000A) and the high range (0x01C00012 on).
 constexpr std::uint32_t first_cert_index = 0x01C00002;
 constexpr std::uint32_t last_cert_index = 0x01C0001C;
 
@@ -65,18 +65,20 @@ std::vector<X509Cert> certificates_in(const Bytes& data) {
 
 bool self_signed(X509* cert) { return X509_check_issued(cert, cert) == X509_V_OK; }
 
-// TPM 2.0 EK certificates (TCG EK Credential Profile, 3.2) may carry
-// critical extensions OpenSSL does not handle: subjectDirectoryAttributes
-// (2.5.29.9: TPM specification and security assertions) above all; their
-// subjectAltName (a directoryName with the TPM's manufacturer, model and
-// version) is critical too when the subject is empty, but OpenSSL parses
-// that one. go-attestation (ParseEKCertificate) and Keylime accept such
-// certificates by removing these known TCG extensions from the "unhandled
-// critical" list and verifying the rest as usual; this does the same in
-// the verify callback: X509_V_ERR_UNHANDLED_CRITICAL_EXTENSION is forgiven
-// for the EK certificate itself (depth 0) only, and only when every
-// critical extension OpenSSL does not support is one of these. Any other
-// error, and any such extension on a CA certificate, still fails.
+// EK certificates (TCG EK Credential Profile) may carry critical
+// extensions a general X.509 library does not handle: their subjectAltName
+// is a directoryName with the TPM's manufacturer, model and version, and is
+// critical when the subject is empty; subjectDirectoryAttributes (2.5.29.9:
+// TPM specification, security assertions) may be critical too. Verifiers
+// of TPM certificates built on Go's crypto/x509 (go-webauthn's TPM
+// attestation, EK chain checks like go-attestation's) take the SAN's OID
+// out of the certificate's UnhandledCriticalExtensions and verify the rest
+// as usual. OpenSSL parses the SAN itself, so here that leaves
+// subjectDirectoryAttributes; the verify callback forgives
+// X509_V_ERR_UNHANDLED_CRITICAL_EXTENSION for the EK certificate itself
+// (depth 0) only, and only when every critical extension OpenSSL does not
+// support is one of these two. Any other error, and any such extension on
+// a CA certificate, still fails (test/tpm/ek-cross-check.sh).
 int forgive_tcg_extensions(int ok, X509_STORE_CTX* ctx) {
     if (ok || X509_STORE_CTX_get_error(ctx) != X509_V_ERR_UNHANDLED_CRITICAL_EXTENSION ||
         X509_STORE_CTX_get_error_depth(ctx) != 0)
@@ -100,17 +102,24 @@ struct NvCertificate {
     X509Cert cert;
 };
 
-// The EK certificate indices defined in the TPM, in ek_templates()' order.
-std::vector<std::uint32_t> certificate_indices(Tpm& tpm) {
+// The NV indices the TPM holds in the EK certificate range (one
+// TPM2_GetCapability): certificates, and the low range's EK nonce and
+// template indices.
+std::vector<std::uint32_t> ek_nv_indices(Tpm& tpm) {
     const auto data = get_capability(tpm, TPM2_CAP_HANDLES, first_cert_index, last_cert_index - first_cert_index + 1);
-    std::vector<std::uint32_t> present;
-    for (UINT32 i = 0; i < data->data.handles.count; ++i)
-        present.push_back(data->data.handles.handle[i]);
-    std::vector<std::uint32_t> out;
+    return {data->data.handles.handle, data->data.handles.handle + data->data.handles.count};
+}
+
+bool holds(const std::vector<std::uint32_t>& indices, std::uint32_t index) {
+    return std::find(indices.begin(), indices.end(), index) != indices.end();
+}
+
+// The first certificate in ek_templates()' order, if any.
+const EkTemplate* certified_template(const std::vector<std::uint32_t>& indices) {
     for (const EkTemplate& t : ek_templates())
-        if (std::find(present.begin(), present.end(), t.cert_index) != present.end())
-            out.push_back(t.cert_index);
-    return out;
+        if (holds(indices, t.cert_index))
+            return &t;
+    return nullptr;
 }
 
 // TPM2_NV_ReadPublic, then TPM2_NV_Read in pieces of at most
@@ -306,20 +315,23 @@ Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek
 EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
                             const EkRoots& roots) {
     // The rule the proof rests on (docs/security.md, "A parent proven by
-    // the endorsement key"): only a key made inside the TPM can carry
-    // fixedTPM, so a parent without it proves nothing even if it activates.
+    // the endorsement key"): no TPM loads an object whose private part
+    // came from outside with fixedTPM or fixedParent SET (LoadExternal,
+    // Import), so a parent without them proves nothing even though the
+    // TPM activates a credential for it.
     const TPMT_PUBLIC& area = parent_public.publicArea;
-    constexpr TPMA_OBJECT bound = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT;
+    constexpr TPMA_OBJECT bound = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN;
     if ((area.objectAttributes & bound) != bound)
-        throw ParentProofFailed("the parent's proof failed: it lacks fixedTPM or fixedParent, so its private part "
-                                "may be known outside the TPM");
+        throw ParentProofFailed("the parent's proof failed: it lacks fixedTPM, fixedParent or sensitiveDataOrigin, "
+                                "so its private part may be known outside the TPM");
 
     EndorsementKey result;
     std::optional<NvCertificate> certificate;
     const EkTemplate* ek_template = &uncertified_ek_template();
-    if (const std::vector<std::uint32_t> indices = certificate_indices(tpm); !indices.empty()) {
-        certificate = read_certificate(tpm, indices.front());
-        ek_template = find_ek_template(indices.front());
+    const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
+    if (const EkTemplate* t = certified_template(indices)) {
+        certificate = read_certificate(tpm, t->cert_index);
+        ek_template = t;
     }
     TPMT_PUBLIC ek_public{};
     const TpmObject ek = create_ek(tpm, *ek_template, ek_public);
@@ -330,10 +342,19 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         // The certificate is about the EK the TPM re-creates from its
         // template, or about nothing we can use.
         const EvpPkey ek_key = PublicKey(ek_public).to_evp();
-        if (EVP_PKEY_eq(X509_get0_pubkey(certificate->cert.get()), ek_key.get()) != 1)
+        if (EVP_PKEY_eq(X509_get0_pubkey(certificate->cert.get()), ek_key.get()) != 1) {
+            // The low range lets a manufacturer put an EK nonce or template
+            // in NV (index + 1, + 2) that the EK was made with; tpmkey
+            // re-creates the EK from the profile's template only.
+            const bool own_template = !ek_template->high_range && (holds(indices, ek_template->cert_index + 1) ||
+                                                                   holds(indices, ek_template->cert_index + 2));
             throw ParentProofFailed("the parent's proof failed: the endorsement key the TPM re-created from template " +
                                     std::string(ek_template->label) + " is not the key of its certificate at " +
-                                    handle_hex(certificate->index));
+                                    handle_hex(certificate->index) +
+                                    (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does "
+                                                    "not use)"
+                                                  : ""));
+        }
         result.why_not_certified = ek_chain_problem(certificate->der, roots);
         if (!result.why_not_certified.empty())
             result.why_not_certified = "no trusted root: " + result.why_not_certified;
