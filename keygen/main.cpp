@@ -466,22 +466,6 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
     }
 }
 
-// Trust on first use, as ssh does with a host key: later uses of this
-// parent (the module, tpmkey passwd, the next keygen) must meet this name.
-void pin_parent(Tpm& tpm, std::uint32_t parent_handle, const TpmObject& parent, KnownParents& known, bool quiet) {
-    try {
-        const bool pinned_now = pin_parent_on_first_use(tpm, parent_handle, parent, known);
-        if (!quiet)
-            std::cout << (pinned_now ? "Pinned the TPM's storage key " : "The TPM's storage key ")
-                      << handle_text(parent_handle) << (pinned_now ? " in " : " matches its pin in ")
-                      << KnownParents::file_path().string() << ": its name is " << loaded_name_hex(tpm, parent)
-                      << " (compare it with one from a trusted source: docs/security.md).\n";
-    } catch (const Error& e) {
-        // The key is made and written; only the pin is missing.
-        std::cerr << "tpmkey-keygen: warning: the storage key was not pinned: " << e.what() << "\n";
-    }
-}
-
 void print_summary(const Destination& dest, const Options& o, const KeyFile& key, const PublicKey& pub,
                    const std::string& comment, const PcrBinding& binding) {
     std::cout << "Your TPM key is in " << dest.key.string() << " (usable only with this TPM"
@@ -512,7 +496,12 @@ int run(int argc, char** argv, std::string& tcti) {
     check_interrupted();
     KnownParents known = load_known_parents();
     const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet);
-    const TpmObject parent = load_verified_parent(tpm, parent_handle, known);
+    // Proven by the TPM's endorsement key (or matching its pin) and pinned
+    // before the PIN prompt.
+    ParentCheck parent_check;
+    const TpmObject parent = load_verified_parent(tpm, parent_handle, known, &parent_check);
+    if (parent_check.cleared)
+        std::cerr << "tpmkey-keygen: " << tpm_cleared_text(parent_handle) << "\n";
     check_interrupted();
     warn_if_no_sha512(tpm, o.spec);
     const PcrBinding binding = o.pcrs ? bind_to_pcrs(tpm, parent, o) : PcrBinding{};
@@ -525,7 +514,8 @@ int run(int argc, char** argv, std::string& tcti) {
     const PublicKey pub(key.blobs.pub.publicArea);
     const std::string comment = o.comment ? *o.comment : default_comment();
     write_files(dest, o, key, pub.ssh_line(comment) + "\n", binding.signer);
-    pin_parent(tpm, parent_handle, parent, known, o.quiet);
+    if (!o.quiet)
+        std::cout << "Parent: " << parent_check_text(parent_handle, parent_check) << ".\n";
     if (!o.quiet)
         print_summary(dest, o, key, pub, comment, binding);
     return 0;
@@ -543,6 +533,10 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
         std::cerr << "tpmkey-keygen: " << e.what() << "\n(see tpmkey-keygen --help)\n";
         return 2;
+    } catch (const UnverifiedParent& e) {
+        // Before any PIN or TPM2_Create: what failed, and what to do.
+        std::cerr << "tpmkey-keygen: " << diagnosis_line(diagnose_untrusted_parent(e)) << "\n";
+        return 1;
     } catch (const std::exception& e) {
         std::cerr << "tpmkey-keygen: " << e.what() << "\n";
         return 1;

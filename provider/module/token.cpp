@@ -66,7 +66,12 @@ tpmkey::TpmObject Token::load_key_object(TpmConnection& tpm) {
     }
     // TPM2_Load carries nothing secret (the private part is wrapped by the
     // parent, whose auth value is empty): the password session.
-    tpmkey::TpmObject key = load_key(tpm.tpm(), tpm.parent(key_.parent), Authorization::password(), key_.blobs);
+    tpmkey::TpmObject key;
+    try {
+        key = load_key(tpm.tpm(), tpm.parent(key_.parent), Authorization::password(), key_.blobs);
+    } catch (const TpmError& e) {
+        throw e.about(label_, path_.string());  // a key made before a clear is told by its file's age
+    }
     // Saved where that spares the next call its parent: a key that signs in
     // the password session. A PIN or a policy needs a session salted with
     // the parent anyway, and TPM2_Load under it costs what TPM2_ContextLoad does.

@@ -21,11 +21,9 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
         for (const std::string& w : known_parents_->warnings())
             log_error(w);
     }
-    bool pinned = false;
-    TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &pinned);
-    if (!pinned)
-        log_debug("parent " + handle_text(handle) + " is not pinned in " + KnownParents::file_path().string() +
-                  ": checked by its attributes only");
+    ParentCheck check;
+    TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &check);
+    log_parent_check(handle, check);
     Parent& parent = parents_[handle];
     parent.name = loaded_name_hex(tpm(), loaded);
     // Saved once, so that no later call pays a TPM2_CreatePrimary (on a real

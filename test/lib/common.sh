@@ -244,7 +244,8 @@ closed_tcti() {
 pin_same_tpm() {
     local pins=$XDG_CONFIG_HOME/tpmkey/known_parents from_port=${1##*port=} to_port=${2##*port=}
     [ -f "$pins" ] || return 0
-    sed -n "s/ swtpm:host=127.0.0.1,port=$from_port\$/ swtpm:host=127.0.0.1,port=$to_port/p" "$pins" >"$pins.same"
+    # (the TPM's field is the third; the EK that proved it may follow)
+    sed -n "s/ swtpm:host=127.0.0.1,port=$from_port\( \|\$\)/ swtpm:host=127.0.0.1,port=$to_port\1/p" "$pins" >"$pins.same"
     cat "$pins.same" >>"$pins"
     rm -f "$pins.same"
 }

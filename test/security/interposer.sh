@@ -2,14 +2,20 @@
 # interposer.sh: a man in the middle between tpmkey and the TPM
 # (swtpm-fixtures/tpm-relay, on the swtpm's own port, so nothing in the
 # client's TCTI changes) answers with a storage key of its own: for
-# TPM2_CreatePrimary (parent 0x40000001) a different but valid storage key,
-# for 0x81000001 another storage key persisted at 0x81000002. Keys were made
-# (and their parents pinned) through the genuine TPM before. Then
-# tpmkey-keygen, C_Login (pkcs11-tool through the module), tpmkey passwd
-# refuse before any PIN is sent, and tpmkey doctor names the problem. The
-# pcap of each shows no TPM2_StartAuthSession (whose salt the interposer
-# could decrypt) and no command that carries a PIN (TPM2_Create,
+# TPM2_CreatePrimary (parent 0x40000001) a different but valid storage key
+# (and another EK: it changes every primary key's template). Keys were made
+# (and their parents pinned, with the EK that proved them) through the
+# genuine TPM before. Then tpmkey-keygen, C_Login (pkcs11-tool through the
+# module), tpmkey passwd refuse before any PIN is sent, and tpmkey doctor
+# names the problem. The pcap of each shows no salted TPM2_StartAuthSession
+# (whose salt the interposer could decrypt; the EK proof's own policy
+# session carries nothing) and no command that carries a PIN (TPM2_Create,
 # TPM2_ObjectChangeAuth). Without the relay the same keys work.
+# For 0x81000001 the relay shows another storage key of the same TPM
+# (persisted at 0x81000002): the pinned EK proves it lives in that TPM, so
+# nothing salted to it can leave the TPM; tpmkey takes it for a replaced
+# key of the same TPM (issue 16), not for an interposer, and keys made
+# under the pinned one do not load under it.
 # The same with the TCTI spelt another way (issue 22: pins were filed under
 # the TCTI's text): "host=localhost" and the pairs swapped reach the same
 # pins; a relay on a port of its own (another TPM for the pins) is refused
@@ -35,7 +41,7 @@ swtpm_port=$(cat "$TPMKEY_SWTPM_DIR/port")
     fail "keygen under 0x81000001 failed"
 pins=$XDG_CONFIG_HOME/tpmkey/known_parents
 for h in 0x40000001 0x81000001; do
-    grep -q "^$h 000b[0-9a-f]* swtpm:host=127.0.0.1,port=$swtpm_port\$" "$pins" || { show "$pins"; fail "$h is not pinned"; }
+    grep -q "^$h 000b[0-9a-f]* swtpm:host=127.0.0.1,port=$swtpm_port ek:" "$pins" || { show "$pins"; fail "$h is not pinned"; }
 done
 ok "keys made through the genuine TPM; both parents pinned"
 
@@ -45,11 +51,13 @@ tpm2_evictcontrol -Q -C o -c "$TEST_DIR/other.ctx" 0x81000002 >/dev/null
 tpm2_flushcontext -t
 
 # no_secret_sent NAME WHAT: the capture NAME has no command that carries or
-# salts a secret.
+# salts a secret. The EK proof of a storage key whose name changed (was the
+# TPM cleared?) starts one session, unsalted, for PolicySecret of the
+# endorsement hierarchy: that one carries nothing.
 no_secret_sent() {
     local sent
     sent=$(pcap_commands "$1")
-    case " $sent " in
+    case " ${sent//StartAuthSession PolicySecret/PolicySecret} " in
     *" StartAuthSession "* | *" Create "* | *" ObjectChangeAuth "* | *" Sign "*)
         fail "$2: sent to the interposer: $sent" ;;
     esac
@@ -142,9 +150,15 @@ RELAY_PID=""
 ok "a relay on its own port: refused, nothing pinned for it"
 
 relay_in_place --redirect-handle 0x81000001=0x81000002
-check_refusals 0x81000001 "$keys/srk.tpm"
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/same-tpm.tpm" -C same-tpm --parent 0x81000001 --pin-file "$TEST_DIR/pin"
+expect_rc 0 "keygen under another storage key of the same TPM"
+expect_err "the storage key at 0x81000001 was replaced by another of the same TPM" "keygen under another key of the TPM"
 grep -q "ReadPublic .*redirected" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay redirected nothing: the test proves nothing"; }
+! TPMKEY_KEYS=$keys/srk.tpm pkcs11-tool --module "$TPMKEY_MODULE" --login --pin 1234 --sign -m ECDSA-SHA256 \
+    -i "$TEST_DIR/pin" -o "$TEST_DIR/sig" >/dev/null 2>&1 || fail "srk.tpm signed under another storage key"
 relay_stop
+rm "$keys/same-tpm.tpm" "$keys/same-tpm.pub"
+ok "0x81000001 shown as another storage key of the same TPM: proven by the pinned EK, taken for a replaced key"
 
 # The genuine TPM again: both keys work with their PIN.
 for k in owner srk; do

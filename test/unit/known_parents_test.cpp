@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -120,8 +122,110 @@ TEST_CASE("known_parents: a pin file that others could write, or that is no file
     SECTION("adding a pin to a file with a problem is refused") {
         fs::create_symlink("/dev/null", config.pins);
         KnownParents known = KnownParents::load();
-        CHECK_THROWS_AS(known.add("default", owner_hierarchy, name_a), UnusablePinFile);
+        CHECK_THROWS_AS(known.record({owner_hierarchy, name_a, "default", {}, {}, {}}), UnusablePinFile);
+        CHECK_THROWS_AS(known.forget("default"), UnusablePinFile);
     }
+}
+
+TEST_CASE("known_parents: the EK that proved a parent, when, and a clear stand beside its pin; old lines still read") {
+    const std::string ek_cert = "cert:" + std::string(64, 'c');
+    const std::string ek_name = "ek:000b" + std::string(64, 'e');
+    const KnownParents known = KnownParents::parse(
+        "0x40000001 " + name_a + " default\n"                                                          // before the proof
+        "0x81000001 " + name_b + " default " + ek_cert + " 2026-11-25T19:40:00Z\n"                     // certified
+        "0x40000001 " + name_b + " swtpm:port=2321 " + ek_name + " 2026-11-25T19:40:00Z 2026-11-26T08:00:00Z\n"
+        "0x81000002 " + name_b + " default " + ek_cert + "\n"                                         // no date
+        "0x81000003 " + name_b + " default cert:ABCD 2026-11-25T19:40:00Z\n"                          // not hex
+        "0x81000004 " + name_b + " default sha:abcdef 2026-11-25T19:40:00Z\n"                         // no kind
+        "0x81000005 " + name_b + " default " + ek_cert + " yesterday\n"                               // no time
+        "0x81000006 " + name_b + " default " + ek_cert + " 2026-11-25T19:40:00Z 2026-11-25 x\n",      // extra
+        std::nullopt);
+    const auto old = known.pin("default", owner_hierarchy);
+    REQUIRE(old);
+    CHECK(old->name_hex == name_a);
+    CHECK(old->ek.empty());
+    const auto certified = known.pin("default", standard_srk);
+    REQUIRE(certified);
+    CHECK(certified->certified());
+    CHECK(certified->ek == ek_cert);
+    CHECK(certified->proven == "2026-11-25T19:40:00Z");
+    CHECK(certified->cleared.empty());
+    const auto tofu = known.pin("swtpm:host=127.0.0.1,port=2321", owner_hierarchy);
+    REQUIRE(tofu);
+    CHECK_FALSE(tofu->certified());
+    CHECK(tofu->cleared == "2026-11-26T08:00:00Z");
+    CHECK(known.warnings().size() == 5);
+    CHECK(known.pins_of("default").size() == 2);
+}
+
+TEST_CASE("known_parents: record replaces the pin of its TPM and handle, forget drops a TPM's pins, other lines stay") {
+    const TempConfig config;
+    config.write("# mine\n"
+                 "0x40000001 " + name_a + " default\n"
+                 "0x40000001 " + name_a + " swtpm:port=2321\n"
+                 "not a pin\n");
+    KnownParents known = KnownParents::load();
+    const ParentPin proven{owner_hierarchy, name_b, "default", "ek:000b" + std::string(64, 'e'),
+                           "2026-11-25T19:40:00Z", "2026-11-25T19:40:00Z"};
+    known.record(proven);
+    known.record({standard_srk, name_a, "default", "cert:" + std::string(64, 'c'), "2026-11-25T19:41:00Z", {}});
+    const auto read_back = [&] {
+        std::ifstream in(config.pins);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    CHECK(read_back() == "# mine\n"
+                         "0x40000001 " + name_b + " default ek:000b" + std::string(64, 'e') +
+                         " 2026-11-25T19:40:00Z 2026-11-25T19:40:00Z\n"
+                         "0x40000001 " + name_a + " swtpm:port=2321\n"
+                         "not a pin\n"
+                         "0x81000001 " + name_a + " default cert:" + std::string(64, 'c') + " 2026-11-25T19:41:00Z\n");
+    const KnownParents again = KnownParents::load();
+    CHECK(again.pin("default", owner_hierarchy)->ek == proven.ek);
+    CHECK(again.expected("swtpm:host=127.0.0.1,port=2321", owner_hierarchy) == name_a);
+
+    const std::vector<std::string> removed = known.forget("default");
+    CHECK(removed.size() == 2);
+    CHECK_FALSE(known.pin("default", owner_hierarchy));
+    CHECK(read_back() == "# mine\n"
+                         "0x40000001 " + name_a + " swtpm:port=2321\n"
+                         "not a pin\n");
+    CHECK(known.forget("default").empty());
+    CHECK_FALSE(KnownParents::load().pin("default", standard_srk));
+}
+
+TEST_CASE("known_parents: a new file starts with a header that says its format") {
+    const TempConfig config;
+    fs::remove(config.pins);
+    KnownParents known = KnownParents::load();
+    known.record({owner_hierarchy, name_a, "default", "ek:000b" + std::string(64, 'e'), "2026-11-25T19:40:00Z", {}});
+    std::ifstream in(config.pins);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    CHECK_THAT(text, Catch::StartsWith("# The storage keys"));
+    CHECK_THAT(text, Catch::Contains("# HANDLE NAME TPM [EK PROVEN [CLEARED]]\n0x40000001 " + name_a));
+    CHECK((fs::status(config.pins).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+}
+
+TEST_CASE("made_before_clear: a key whose file is older than a clear of its TPM") {
+    const TempConfig config;
+    const fs::path key = config.home / "id.tpm";
+    std::ofstream(key) << "key";
+    fs::last_write_time(key, fs::file_time_type::clock::now() - std::chrono::hours(2));
+    const std::string ek = " ek:000b" + std::string(64, 'e') + " 2020-01-01T00:00:00Z";
+    // Cleared an hour ago (in the file's own notation: UTC).
+    const std::time_t hour_ago = std::time(nullptr) - 3600;
+    std::tm tm{};
+    ::gmtime_r(&hour_ago, &tm);
+    char cleared[32];
+    std::strftime(cleared, sizeof cleared, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const KnownParents known = KnownParents::parse("0x40000001 " + name_a + " default" + ek + " " + cleared + "\n"
+                                                   "0x40000001 " + name_a + " swtpm:port=2321" + ek + "\n",
+                                                   std::nullopt);
+    CHECK_THAT(made_before_clear(known, "default", key).value_or(""),
+               Catch::Contains("made before the TPM was cleared (" + std::string(cleared) + ")"));
+    CHECK_FALSE(made_before_clear(known, "swtpm:host=127.0.0.1,port=2321", key));  // never cleared
+    CHECK_FALSE(made_before_clear(known, "default", config.home / "missing.tpm"));
+    fs::last_write_time(key, fs::file_time_type::clock::now());  // made after the clear
+    CHECK_FALSE(made_before_clear(known, "default", key));
 }
 
 TEST_CASE("systemd's SRK pin applies to the machine's own TPM only, and only where it is that key") {

@@ -1,5 +1,6 @@
 #include "cli.hpp"
 
+#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
 
 namespace tpmkey::cli {
@@ -11,16 +12,18 @@ std::filesystem::path rewritten_key_file(const std::string& key) {
     return key;
 }
 
-std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
-                                               bool* pinned, std::string* parent_name) {
+std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file,
+                                               KnownParents& known, ParentCheck* check) {
     try {
-        const TpmObject parent = load_verified_parent(tpm, key.parent, known, pinned);
-        if (parent_name)
-            *parent_name = loaded_name_hex(tpm, parent);
+        const TpmObject parent = load_verified_parent(tpm, key.parent, known, check);
         const Authorization auth = Authorization::for_secret(tpm, parent, false);
         const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
-        return diagnose(e, tpm.tcti());
+        Diagnosis d = diagnose(e, tpm.tcti());
+        if (d.kind == TpmProblem::foreign_key)
+            if (const auto why = made_before_clear(known, Tcti(tpm.tcti()).identity(), file))
+                d.problem = *why;
+        return d;
     } catch (const Error& e) {
         return diagnose_untrusted_parent(e);
     }

@@ -67,6 +67,7 @@ extern const Command ssh_config_command;                                        
 extern const Command policy_command;                                              // policy.cpp
 extern const Command bench_command;                                               // bench.cpp
 extern const Command setup_command;                                               // setup.cpp
+extern const Command forget_tpm_command;                                          // forget_tpm.cpp
 
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
 // match now (policy.cpp), which it returns too (nullopt: no PCRs, no TPM,
@@ -85,10 +86,11 @@ inline std::string key_type_text(const PublicKey& pub) {
 // (dotfile managers) stays a link, and the new file replaces its target.
 std::filesystem::path rewritten_key_file(const std::string& key);
 
-// Loads `key` (parent first, verified): nothing when it loads, else why not.
-// `pinned` says whether the parent's name was checked against a pin,
-// `parent_name` is the name of the parent that loaded.
-std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const KnownParents& known,
-                                               bool* pinned = nullptr, std::string* parent_name = nullptr);
+// Loads `key` (from `file`; parent first, verified and proven where it was
+// not: load_verified_parent): nothing when it loads, else why not (a key
+// made before the TPM was cleared says so). `check` gets what the parent's
+// check found.
+std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file,
+                                               KnownParents& known, ParentCheck* check = nullptr);
 
 }  // namespace tpmkey::cli

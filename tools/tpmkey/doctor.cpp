@@ -6,6 +6,7 @@
 #include "core/tpm/diagnosis.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/key_discovery.hpp"
+#include "core/trust/endorsement.hpp"
 #include "core/trust/known_parents.hpp"
 #include "core/base/log.hpp"
 #include "core/base/printable.hpp"
@@ -45,6 +46,9 @@ constexpr CommandSpec doctor_spec{
     "each problem a 'Likely problem' and a 'Possible solution' line:\n"
     "  - the TPM: which TCTI reaches it, /dev/tpmrm0 and the 'tss' group,\n"
     "    the resource manager, the storage key (SRK), dictionary-attack state\n"
+    "  - its endorsement key (EK): its certificate (where, which algorithm, the\n"
+    "    issuer, whether it chains to a trusted root), the storage keys it\n"
+    "    proves genuine, the pins\n"
     "  - the keys: found where, readable, loadable on this TPM\n"
     "  - ssh: the PKCS11Provider line in ~/.ssh/config, the module path against\n"
     "    ssh-agent's allow-list, the OpenSSH version\n"
@@ -279,8 +283,87 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     return tpm;
 }
 
-void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
+// The EK and what it proves: each storage key pinned for this TPM (or
+// 0x40000001 before any) is proven afresh, so that what is shown is what
+// the TPM says now, not what was written down.
+void check_endorsement(Doctor& d, Tpm& tpm) {
     const KnownParents known = KnownParents::load();
+    if (known.problem())
+        return;  // check_keys says why
+    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::vector<ParentPin> pins = known.pins_of(id);
+    std::vector<std::uint32_t> handles;
+    for (const ParentPin& pin : pins)
+        handles.push_back(pin.handle);
+    if (handles.empty())
+        handles.push_back(owner_hierarchy);
+    bool shown = false;
+    for (const std::uint32_t handle : handles) {
+        const std::string parent_text = "storage key " + handle_text(handle);
+        const std::optional<ParentPin> pin = known.pin(id, handle);
+        try {
+            const EndorsementKey ek = prove_storage_key(tpm, handle);
+            if (!shown) {
+                shown = true;
+                const std::string where = ek.algorithm + " at NV " + handle_text(ek.nv_index) + ", issued by " +
+                                          ek.issuer;
+                if (ek.certified)
+                    d.ok("EK certificate: " + where + ": its chain is verified, and it matches the EK the TPM "
+                         "re-creates");
+                else if (ek.nv_index != 0)
+                    d.warn("EK certificate: " + where + ": its chain is not verified: " + ek.why_not_certified,
+                           "the EK is trusted on first use instead: an interposer present at the first use could "
+                           "go unnoticed",
+                           "put the root (and intermediate) certificates of the TPM's manufacturer in " +
+                               (KnownParents::file_path().parent_path() / "ek-roots").string() +
+                               " or /etc/tpmkey/ek-roots (docs/security.md says where each publishes them)");
+                else
+                    d.ok("EK certificate: none in the TPM (" + ek.algorithm + " EK; swtpm without --ek-cert and "
+                         "many firmware TPMs have none)");
+                d.ok(ek.certified ? "EK certified by " + ek.issuer
+                                  : "EK trusted on first use (" +
+                                        std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") + ")");
+            }
+            if (pin && !pin->ek.empty() && pin->ek != ek.pin)
+                d.fail(parent_text + ": proven by an EK that is not the pinned one (" + ek.pin + ", pinned: " +
+                           pin->ek + ")",
+                       "possible TPM interposer, or another TPM at this address",
+                       "type no PIN until you know why; if you replaced the TPM on purpose: tpmkey forget-tpm");
+            else
+                d.ok(parent_text + ": proven genuine by the EK now" +
+                     (pin && !pin->proven.empty() ? " (first proven " + pin->proven + ")" : ""));
+        } catch (const ParentProofFailed& e) {
+            d.fail(parent_text + ": fails the proof by the TPM's endorsement key: " + std::string(e.what()),
+                   "something may stand between you and the TPM (an interposer), or the endorsement key cannot "
+                   "be used here",
+                   "type no PIN until you know why (docs/security.md, docs/troubleshooting.md)");
+        } catch (const Error& e) {
+            d.warn(parent_text + ": cannot be proven: " + std::string(e.what()),
+                   "the storage key or the endorsement key could not be made or read",
+                   "see the TPM's lines above; 'tpmkey info KEY' says whether a key loads");
+        }
+    }
+    std::vector<std::string> lines;
+    for (const ParentPin& pin : pins) {
+        lines.push_back(printable(handle_text(pin.handle) + " " + pin.name_hex + ": " +
+                                  (pin.ek.empty() ? "not proven yet (pinned before tpmkey proved parents)"
+                                                  : std::string(pin.certified() ? "certified EK" : "EK trusted on first use") +
+                                                        " " + pin.ek + ", proven " + pin.proven)));
+        if (!pin.cleared.empty())
+            d.warn("the TPM was cleared (" + pin.cleared + "): the storage key " + handle_text(pin.handle) +
+                       " is new, proven by the same endorsement key",
+                   tpm_cleared_text(pin.handle),
+                   "keys made before cannot load (named below): make new ones with tpmkey-keygen, and remove the "
+                   "old ones");
+    }
+    if (!lines.empty())
+        d.info("pins for TPM '" + id + "' in " + KnownParents::file_path().string() +
+                   " ('tpmkey forget-tpm' drops them):",
+               lines);
+}
+
+void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
+    KnownParents known = KnownParents::load();
     if (known.problem())
         d.fail("pinned parents: " + *known.problem(),
                "tpmkey cannot trust the pins, so it uses no storage key and no key loads (nothing secret is sent)",
@@ -321,20 +404,13 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
             d.ok(desc + " (not loaded: no TPM)");
             continue;
         }
-        bool pinned = false;
-        std::string parent_name;
-        if (const auto why = why_key_does_not_load(*tpm, key, known, &pinned, &parent_name))
+        ParentCheck check;
+        if (const auto why = why_key_does_not_load(*tpm, key, found.path, known, &check))
             d.fail(desc + ": does not load", why->problem, why->solution);
-        else if (!pinned)
-            // Pinning pins whatever answers now: only after its name was compared.
-            d.warn(desc + ": loads on this TPM, but its parent is not pinned",
-                   "its storage key is checked by its attributes only, not by name (the key was made by another "
-                   "tool or an older tpmkey)",
-                   "its name now is " + parent_name + ": compare it with one from a trusted source (tpm2_readpublic -c " +
-                       handle_text(key.parent) + " on a machine you trust), then run 'tpmkey passwd " + name +
-                       "' once: it pins that name in " + KnownParents::file_path().string());
+        else if (check.proven_now)
+            d.ok(desc + ": loads on this TPM; " + parent_check_text(key.parent, check));
         else
-            d.ok(desc + ": loads on this TPM, under its pinned parent");
+            d.ok(desc + ": loads on this TPM, under its pinned and proven parent");
         try {
             if (policy_pcrs_match(*tpm, key) == false)
                 d.fail(name + ": bound to PCRs that changed since the key was made: it does not sign in this boot "
@@ -460,6 +536,8 @@ int cmd_doctor(const Parsed&) {
     Doctor d;
     const Config config = load_config();
     const std::unique_ptr<Tpm> tpm = check_tpm(d, config);
+    if (tpm)
+        check_endorsement(d, *tpm);
     check_keys(d, config, tpm.get());
     check_ssh(d);
     show_module_log(d);

@@ -134,8 +134,10 @@ int cmd_info(const Parsed& p) {
     }
     const std::optional<bool> pcrs_match = print_policy(key, tpm.get());
     try {
-        if (tpm)
-            problem = why_key_does_not_load(*tpm, key, KnownParents::load());
+        if (tpm) {
+            KnownParents known = KnownParents::load();
+            problem = why_key_does_not_load(*tpm, key, path, known);
+        }
     } catch (const TpmError& e) {
         problem = diagnose(e, config.tcti);
     }
@@ -211,18 +213,18 @@ int cmd_passwd(const Parsed& p) {
     Tpm tpm(config.tcti, config.tpm_timeout);
     KnownParents known = KnownParents::load();
     TpmObject parent;
+    ParentCheck parent_check;
     try {
-        parent = load_verified_parent(tpm, key.parent, known);
+        parent = load_verified_parent(tpm, key.parent, known, &parent_check);
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
+    } catch (const UnverifiedParent& e) {
+        throw Error(path.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)) + "; the file is unchanged");
     } catch (const Error& e) {
         throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
     }
-    // Trust on first use, as keygen does: from now on this parent must meet this name.
-    if (pin_parent_on_first_use(tpm, key.parent, parent, known))
-        std::cout << "Pinned the TPM's storage key " << handle_text(key.parent) << " in "
-                  << KnownParents::file_path().string() << ": its name is " << loaded_name_hex(tpm, parent)
-                  << " (compare it with one from a trusted source: docs/security.md).\n";
+    if (parent_check.proven_now)
+        std::cout << "Parent: " << parent_check_text(key.parent, parent_check) << ".\n";
     if (!p.has_value("--old-pin-file") && key.needs_pin())
         old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
 

@@ -2,7 +2,7 @@
 //
 // This file: the command line and the command table, the one list of the
 // commands ('tpmkey --help' is made from it); the commands are in
-// key_commands.cpp, doctor.cpp, ssh_config.cpp, policy.cpp and setup.cpp.
+// key_commands.cpp, doctor.cpp, ssh_config.cpp, policy.cpp, setup.cpp, bench.cpp and forget_tpm.cpp.
 
 #include "cli.hpp"
 #include "core/files/config.hpp"
@@ -69,7 +69,7 @@ Parsed parse_args(const CommandSpec& spec, const std::vector<std::string>& args)
 constexpr const Command* commands[] = {
     &list_command,   &pubkey_command, &info_command,
     &passwd_command, &doctor_command, &ssh_config_command, &policy_command,
-    &setup_command, &bench_command,
+    &setup_command, &bench_command, &forget_tpm_command,
 };
 
 // "usage: tpmkey COMMAND [ARGS]" and each command of the table: its usage

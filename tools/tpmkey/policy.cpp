@@ -46,8 +46,9 @@ std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key) {
         return std::nullopt;
     // The PCR values are read under the key's parent, verified as for a PIN.
     TpmObject parent;
+    KnownParents known = KnownParents::load();
     try {
-        parent = load_verified_parent(tpm, key.parent, KnownParents::load());
+        parent = load_verified_parent(tpm, key.parent, known);
     } catch (const TpmError& e) {
         throw Error(diagnose(e, tpm.tcti()).problem);
     }
@@ -148,8 +149,9 @@ int cmd_policy(const Parsed& p) {
     const Config config = load_config();
     Tpm tpm(config.tcti, config.tpm_timeout);
     std::vector<Bytes> values;
+    KnownParents known = KnownParents::load();
     try {
-        const TpmObject parent = load_verified_parent(tpm, key.parent, KnownParents::load());
+        const TpmObject parent = load_verified_parent(tpm, key.parent, known);
         values = read_pcrs(tpm, parent, selection);
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");

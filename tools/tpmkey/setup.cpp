@@ -60,14 +60,21 @@ Secret owner_password(Tpm& tpm, const Parsed& p) {
     return password;
 }
 
-void print_pin(Tpm& tpm, const TpmObject& srk, KnownParents& known) {
+// Proves and pins the storage key at 0x81000001 (load_verified_parent),
+// and says what was found.
+void prove_and_pin(Tpm& tpm, KnownParents& known) {
     try {
-        const bool pinned_now = pin_parent_on_first_use(tpm, standard_srk, srk, known);
-        std::cout << (pinned_now ? "Pinned it in " : "It matches its pin in ") << KnownParents::file_path().string()
-                  << ": its name is " << loaded_name_hex(tpm, srk)
-                  << " (compare it with one from a trusted source: docs/security.md).\n";
-    } catch (const Error& e) {
-        // The SRK is there; tpmkey-keygen pins it with the first key.
+        ParentCheck check;
+        (void)load_verified_parent(tpm, standard_srk, known, &check);
+        if (!check.not_recorded.empty()) {
+            std::cerr << "tpmkey setup: warning: the storage key was not pinned: " << check.not_recorded << "\n";
+            return;
+        }
+        std::cout << (check.proven_now ? "Pinned it in " : "It matches its pin in ") << KnownParents::file_path().string()
+                  << ": its name is " << check.name_hex << " (" << parent_check_text(standard_srk, check)
+                  << "; compare the name with one from a trusted source: docs/security.md).\n";
+    } catch (const UnverifiedParent& e) {
+        // The SRK is there; tpmkey-keygen checks it again with the first key.
         std::cerr << "tpmkey setup: warning: the storage key was not pinned: " << e.what() << "\n";
     }
 }
@@ -84,7 +91,7 @@ int cmd_setup(const Parsed& p) {
     using State = PersistentSrk::State;
     if (present.state == State::standard) {
         std::cout << "0x81000001 holds the TCG standard storage key (SRK) already: nothing to do.\n";
-        print_pin(tpm, load_verified_parent(tpm, standard_srk, known), known);
+        prove_and_pin(tpm, known);
         return 0;
     }
     if (present.state == State::other_storage_key)
@@ -97,13 +104,15 @@ int cmd_setup(const Parsed& p) {
 
     const Secret password = owner_password(tpm, p);
     try {
-        const TpmObject srk = persist_standard_srk(tpm, password, [&](const TpmObject& made) {
+        // Its handle is closed before it is read again: ESAPI keeps one
+        // object per persistent handle.
+        (void)persist_standard_srk(tpm, password, [&](const TpmObject& made) {
             // Before it is persisted: the key must not contradict a pin.
             check_parent_name(tpm, standard_srk, loaded_name_hex(tpm, made), known);
         });
         std::cout << "Made the TCG standard storage key (SRK) and persisted it at 0x81000001: new keys use it, and "
                      "their logins read it instead of re-creating it.\n";
-        print_pin(tpm, srk, known);
+        prove_and_pin(tpm, known);
     } catch (const TpmError& e) {
         if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
             throw Error("the TPM refused the password of its owner hierarchy; nothing was changed");

@@ -8,6 +8,7 @@
 #include "core/tpm/tpm_keys.hpp"
 #include "core/base/log.hpp"
 #include "core/tpm/tcti.hpp"
+#include "core/trust/endorsement.hpp"
 
 #include <tss2/tss2_mu.h>
 
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <sstream>
 
 namespace tpmkey {
@@ -53,6 +55,74 @@ std::optional<TPM2B_PUBLIC> read_systemd_srk() {
     }
     return pub;
 }
+
+bool is_lower_hex(std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// "cert:" + a SHA-256 or "ek:" + a name (nameAlg and a digest of up to 64 bytes), in lower-case hex.
+bool is_ek_pin(std::string_view s) {
+    const std::string_view hex_part = s.starts_with("cert:") ? s.substr(5) : s.starts_with("ek:") ? s.substr(3) : "";
+    return hex_part.size() >= 6 && hex_part.size() <= 132 && hex_part.size() % 2 == 0 && is_lower_hex(hex_part);
+}
+
+// 2026-11-25T19:40:00Z, the one spelling of a time in the file.
+std::optional<std::time_t> parse_utc(const std::string& s) {
+    std::tm tm{};
+    const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (s.size() != 20 || !end || *end != '\0')
+        return std::nullopt;
+    return ::timegm(&tm);
+}
+
+std::string utc_now() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&now, &tm);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return text;
+}
+
+std::string pin_line(const ParentPin& pin) {
+    std::string line = handle_text(pin.handle) + " " + pin.name_hex + " " + pin.tpm;
+    if (!pin.ek.empty())
+        line += " " + pin.ek + " " + pin.proven + (pin.cleared.empty() ? "" : " " + pin.cleared);
+    return line;
+}
+
+// A line of the file as a pin (nullopt: a comment, or a line that is no pin; `why` says which).
+std::optional<ParentPin> parse_pin_line(const std::string& line, std::string& why) {
+    why.clear();
+    if (line.empty() || line[0] == '#')
+        return std::nullopt;
+    std::istringstream fields(line);
+    std::string handle_field, name, tpm, ek, proven, cleared, rest;
+    fields >> handle_field >> name >> tpm >> ek >> proven >> cleared >> rest;
+    char* end = nullptr;
+    const unsigned long handle = std::strtoul(handle_field.c_str(), &end, 16);
+    // nameAlg (2 bytes) and a digest of up to 64 bytes, in lower-case hex.
+    const bool name_ok = name.size() >= 6 && name.size() <= 132 && name.size() % 2 == 0 && is_lower_hex(name);
+    const bool proof_ok = ek.empty() || (is_ek_pin(ek) && parse_utc(proven) && (cleared.empty() || parse_utc(cleared)));
+    if (!handle_field.starts_with("0x") || *end != '\0' || handle > 0xffffffffUL || !name_ok || tpm.empty() ||
+        !proof_ok || !rest.empty()) {
+        why = "expected 'HANDLE NAME TPM [EK PROVEN [CLEARED]]'";
+        return std::nullopt;
+    }
+    try {
+        // Lines written before the identity was canonical ("device:/dev/tpmrm0") are read as it is now.
+        return ParentPin{static_cast<std::uint32_t>(handle), name, Tcti(tpm).identity(), ek, proven, cleared};
+    } catch (const Error& e) {
+        why = e.what();
+        return std::nullopt;
+    }
+}
+
+const char* const file_header =
+    "# The storage keys (TPM parents) your tpmkey keys were made under, like ssh's known_hosts,\n"
+    "# each with the endorsement key (EK) that proved it genuine: cert:SHA-256 of its certificate,\n"
+    "# or ek:its name where it is trusted on first use. 'tpmkey forget-tpm' drops a TPM's pins.\n"
+    "# HANDLE NAME TPM [EK PROVEN [CLEARED]]\n";
 
 }  // namespace
 
@@ -91,49 +161,40 @@ KnownParents KnownParents::parse(std::string_view text, std::optional<TPM2B_PUBL
     KnownParents known;
     known.systemd_srk_ = systemd_srk;
     std::istringstream in{std::string(text)};
-    std::string line;
+    std::string line, why;
     int line_no = 0;
     while (std::getline(in, line)) {
         ++line_no;
-        if (line.empty() || line[0] == '#')
-            continue;
-        std::istringstream fields(line);
-        std::string handle_text_field, name, tpm;
-        fields >> handle_text_field >> name >> tpm;
-        std::string rest;
-        fields >> rest;
-        char* end = nullptr;
-        const unsigned long handle = std::strtoul(handle_text_field.c_str(), &end, 16);
-        // nameAlg (2 bytes) and a digest of up to 64 bytes, in lower-case hex.
-        const bool name_ok = name.size() >= 6 && name.size() <= 132 && name.size() % 2 == 0 &&
-                             std::all_of(name.begin(), name.end(), [](char c) {
-                                 return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                             });
-        if (!handle_text_field.starts_with("0x") || *end != '\0' || handle > 0xffffffffUL || !name_ok ||
-            tpm.empty() || !rest.empty()) {
-            known.warnings_.push_back(file_path().string() + ":" + std::to_string(line_no) +
-                                      ": ignored: expected 'HANDLE NAME TPM'");
-            continue;
-        }
-        try {
-            // Lines written before the identity was canonical ("device:/dev/tpmrm0") are read as it is now.
-            known.pins_.push_back({static_cast<std::uint32_t>(handle), name, Tcti(tpm).identity()});
-        } catch (const Error& e) {
-            known.warnings_.push_back(file_path().string() + ":" + std::to_string(line_no) + ": ignored: " + e.what());
-        }
+        if (std::optional<ParentPin> pin = parse_pin_line(line, why))
+            known.pins_.push_back(std::move(*pin));
+        else if (!why.empty())
+            known.warnings_.push_back(file_path().string() + ":" + std::to_string(line_no) + ": ignored: " + why);
     }
     return known;
 }
 
-std::optional<std::string> KnownParents::expected(const std::string& tpm, std::uint32_t handle) const {
+std::optional<ParentPin> KnownParents::pin(const std::string& tpm, std::uint32_t handle) const {
     for (const ParentPin& pin : pins_)
         if (pin.tpm == tpm && pin.handle == handle)
-            return pin.name_hex;
+            return pin;
     // systemd pins the SRK of the machine's own TPM.
     if (systemd_srk_ && tpm == "default" &&
         (handle == standard_srk || (handle == owner_hierarchy && is_standard_ecc_srk(*systemd_srk_))))
-        return name_hex_of(*systemd_srk_);
+        return ParentPin{handle, name_hex_of(*systemd_srk_), tpm, {}, {}, {}};
     return std::nullopt;
+}
+
+std::optional<std::string> KnownParents::expected(const std::string& tpm, std::uint32_t handle) const {
+    const std::optional<ParentPin> p = pin(tpm, handle);
+    return p ? std::optional<std::string>(p->name_hex) : std::nullopt;
+}
+
+std::vector<ParentPin> KnownParents::pins_of(const std::string& tpm) const {
+    std::vector<ParentPin> out;
+    for (const ParentPin& pin : pins_)
+        if (pin.tpm == tpm)
+            out.push_back(pin);
+    return out;
 }
 
 std::vector<ParentPin> KnownParents::pinned_elsewhere(const std::string& tpm, std::uint32_t handle) const {
@@ -144,29 +205,77 @@ std::vector<ParentPin> KnownParents::pinned_elsewhere(const std::string& tpm, st
     return out;
 }
 
-void KnownParents::add(const std::string& tpm, std::uint32_t handle, const std::string& name_hex) {
-    if (problem_)
-        throw UnusablePinFile(*problem_);
-    const std::filesystem::path path = file_path();
+namespace {
+
+// Rewrites the pin file: each line goes through `keep` (a pin, or nullopt
+// for a comment or a line that is no pin), which may change it or drop it
+// (nullopt); then `added()` (if not empty) is appended. Atomic; the file is made
+// private where it does not exist.
+template <class Keep, class Added>
+void rewrite_pins(const std::optional<std::string>& problem, Keep keep, Added added) {
+    if (problem)
+        throw UnusablePinFile(*problem);
+    const std::filesystem::path path = KnownParents::file_path();
     if (path.empty())
         throw Error("no home directory to keep the pins in");
     // An existing file that cannot be read is not replaced: its pins would be lost.
     const std::optional<FileRead> file = read_regular_file_if_present(path, max_pins_file_size);
-    std::string text = file ? std::string(file->data.begin(), file->data.end()) : std::string();
-    if (text.empty())
-        text = "# The storage keys (TPM parents) your tpmkey keys were made under, like ssh's known_hosts.\n"
-               "# A different name means another TPM, a replaced SRK, or something between you and the TPM.\n"
-               "# HANDLE NAME TPM\n";
-    else if (text.back() != '\n')
-        text += '\n';
-    text += handle_text(handle) + " " + name_hex + " " + tpm + "\n";
+    std::istringstream in(file ? std::string(file->data.begin(), file->data.end()) : std::string(file_header));
+    std::string text, line, why;
+    while (std::getline(in, line)) {
+        std::optional<ParentPin> pin = parse_pin_line(line, why);
+        if (!pin) {
+            text += line + "\n";
+        } else if (const std::optional<std::string> kept = keep(*pin, line)) {
+            text += *kept + "\n";
+        }
+    }
+    if (const std::string last = added(); !last.empty())
+        text += last + "\n";
     // Private whatever the umask: write_file_atomically refuses a
     // directory that others may write to.
     for (const std::filesystem::path& dir : {path.parent_path().parent_path(), path.parent_path()})
         if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
             throw Error(dir.string() + ": cannot create: " + std::strerror(errno));
     write_file_atomically(path, text, 0600, Replace::yes);
-    pins_.push_back({handle, name_hex, tpm});
+}
+
+}  // namespace
+
+void KnownParents::record(const ParentPin& pin) {
+    bool replaced = false;
+    rewrite_pins(
+        problem_,
+        [&](const ParentPin& old, const std::string& line) -> std::optional<std::string> {
+            if (old.tpm != pin.tpm || old.handle != pin.handle)
+                return line;
+            if (replaced)
+                return std::nullopt;  // one pin per TPM and handle
+            replaced = true;
+            return pin_line(pin);
+        },
+        [&] { return replaced ? std::string() : pin_line(pin); });
+    std::erase_if(pins_, [&](const ParentPin& p) { return p.tpm == pin.tpm && p.handle == pin.handle; });
+    pins_.push_back(pin);
+}
+
+std::vector<std::string> KnownParents::forget(const std::string& tpm) {
+    std::vector<std::string> removed;
+    if (problem_)
+        throw UnusablePinFile(*problem_);
+    if (pins_of(tpm).empty())
+        return removed;
+    rewrite_pins(
+        problem_,
+        [&](const ParentPin& old, const std::string& line) -> std::optional<std::string> {
+            if (old.tpm != tpm)
+                return line;
+            removed.push_back(line);
+            return std::nullopt;
+        },
+        [] { return std::string(); });
+    std::erase_if(pins_, [&](const ParentPin& p) { return p.tpm == tpm; });
+    return removed;
 }
 
 std::string loaded_name_hex(Tpm& tpm, const TpmObject& object) {
@@ -175,34 +284,61 @@ std::string loaded_name_hex(Tpm& tpm, const TpmObject& object) {
     return hex(std::span(name->name, name->size));
 }
 
-TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, const KnownParents& known, bool* pinned) {
+namespace {
+
+TPM2B_PUBLIC parent_public(Tpm& tpm, const TpmObject& parent, std::uint32_t handle) {
+    EsysPtr<TPM2B_PUBLIC> pub;
+    check_rc(Esys_ReadPublic(tpm.esys(), parent.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, out_ptr(pub),
+                             nullptr, nullptr),
+             "TPM2_ReadPublic", TpmStep::parent, handle);
+    return *pub;
+}
+
+std::string ek_trust_text(const EndorsementKey& ek) {
+    return ek.certified ? "EK certified by " + ek.issuer
+                        : "EK trusted on first use (" + ek.why_not_certified + ")";
+}
+
+}  // namespace
+
+EndorsementKey prove_storage_key(Tpm& tpm, std::uint32_t handle) {
+    const TpmObject parent = load_parent(tpm, handle);
+    return prove_parent(tpm, parent, parent_public(tpm, parent, handle), default_ek_roots());
+}
+
+TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& known, ParentCheck* check) {
+    const std::string file = KnownParents::file_path().string();
     if (known.problem())
         throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
                               "until the file is fixed; nothing secret was sent to the TPM");
-    TpmObject parent = load_parent(tpm, handle);
-    const bool was_pinned = check_parent_name(tpm, handle, loaded_name_hex(tpm, parent), known);
-    if (pinned)
-        *pinned = was_pinned;
-    return parent;
-}
-
-bool check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, const KnownParents& known) {
-    const std::string file = KnownParents::file_path().string();
     const std::string id = Tcti(tpm.tcti()).identity();
-    const std::optional<std::string> expected = known.expected(id, handle);
-    if (expected && name != *expected)
-        throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
-                             " is not the one this key was made under: possible TPM interposer or replaced SRK "
-                             "(its name is " + name + ", the one pinned for TPM '" + id + "' in " + file + " is " +
-                             *expected + "), or the pin was taken through an interposer when the key was made: "
-                             "keys made then cannot be used; nothing secret was sent to it");
+    TpmObject parent = load_parent(tpm, handle);
+    const std::string name = loaded_name_hex(tpm, parent);
+    const std::optional<ParentPin> pin = known.pin(id, handle);
+    ParentCheck found;
+    found.pinned = pin.has_value();
+    found.name_hex = name;
+    // Proven before and unchanged: no TPM command more (the login budgets).
+    if (pin && pin->name_hex == name && !pin->ek.empty()) {
+        found.pin = *pin;
+        if (check)
+            *check = found;
+        return parent;
+    }
+    const std::string mismatch = "the TPM's storage key " + handle_text(handle) +
+                                 " is not the one this key was made under: possible TPM interposer or replaced SRK";
+    if (pin && pin->name_hex != name && pin->ek.empty())
+        throw ParentMismatch(mismatch + " (its name is " + name + ", the one pinned for TPM '" + id + "' in " + file +
+                             " is " + pin->name_hex + ", pinned before tpmkey proved storage keys by the TPM's "
+                             "endorsement key, so a cleared TPM cannot be told from an interposer here); keys made "
+                             "under the pinned one cannot be used; nothing secret was sent to it");
     // Another spelling of a pinned TPM (or a relay on another port) must
     // not be a first use: that is the interposer's way around a pin.
-    const std::vector<ParentPin> others = expected ? std::vector<ParentPin>() : known.pinned_elsewhere(id, handle);
+    const std::vector<ParentPin> others = pin ? std::vector<ParentPin>() : known.pinned_elsewhere(id, handle);
     if (!others.empty()) {
         std::string pinned_for;
-        for (const ParentPin& pin : others)
-            pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + pin.tpm + "' (name " + pin.name_hex + ")");
+        for (const ParentPin& p : others)
+            pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + p.tpm + "' (name " + p.name_hex + ")");
         throw ParentMismatch("the TPM's storage key " + handle_text(handle) + " (name " + name +
                              ") has no pin for TPM '" + id + "' but is pinned for " + pinned_for + " in " + file +
                              ": this may be a pinned TPM reached through something in between; nothing secret was "
@@ -210,15 +346,83 @@ bool check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, 
                              " with a trusted source, then add the line '" + handle_text(handle) + " " + name + " " +
                              id + "' to " + file);
     }
-    return expected.has_value();
+    // Not proven yet, or a new name: the endorsement key decides.
+    const EndorsementKey ek = prove_parent(tpm, parent, parent_public(tpm, parent, handle), default_ek_roots());
+    if (pin && pin->name_hex != name) {
+        if (ek.pin != pin->ek)
+            throw ParentMismatch(mismatch + ", and not a cleared TPM: its endorsement key is not the pinned one (" +
+                                 ek.pin + "; pinned for TPM '" + id + "' in " + file + ": " + pin->ek +
+                                 "), so it is another TPM or something in between; nothing secret was sent to it");
+        found.cleared = true;
+    }
+    found.proven_now = true;
+    found.ek_text = ek_trust_text(ek);
+    const std::string now = utc_now();
+    const ParentPin proven{handle, name, id, ek.pin, now, found.cleared ? now : pin ? pin->cleared : std::string()};
+    try {
+        known.record(proven);
+        found.pin = proven;
+    } catch (const Error& e) {
+        // Proven for this run; the next one proves it again.
+        found.not_recorded = e.what();
+    }
+    if (check)
+        *check = found;
+    return parent;
 }
 
-bool pin_parent_on_first_use(Tpm& tpm, std::uint32_t handle, const TpmObject& parent, KnownParents& known) {
+void check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, const KnownParents& known) {
     const std::string id = Tcti(tpm.tcti()).identity();
-    if (known.expected(id, handle))
-        return false;
-    known.add(id, handle, loaded_name_hex(tpm, parent));
-    return true;
+    const std::optional<std::string> expected = known.expected(id, handle);
+    if (expected && name != *expected)
+        throw ParentMismatch("the new storage key " + handle_text(handle) + " is not the one pinned for TPM '" + id +
+                             "' in " + KnownParents::file_path().string() + " (its name is " + name +
+                             ", the pinned one is " + *expected + ")");
+}
+
+std::string tpm_cleared_text(std::uint32_t handle) {
+    if (handle == owner_hierarchy)
+        return "the TPM was cleared (same TPM, new storage key): keys made before are gone; new keys can be made";
+    return "the storage key at " + handle_text(handle) + " was replaced by another of the same TPM (the TPM was "
+           "cleared, or the key evicted and made anew): keys made under the old one are gone; new keys can be made";
+}
+
+std::string parent_check_text(std::uint32_t handle, const ParentCheck& check) {
+    const std::string parent = "the TPM's storage key " + handle_text(handle);
+    const std::string file = KnownParents::file_path().string();
+    if (!check.proven_now)
+        return parent + " matches its pin in " + file + " (proven " + check.pin.proven + " by its " +
+               (check.pin.certified() ? "certified EK" : "EK trusted on first use") + ")";
+    const std::string text = parent + (check.cleared ? " is new, and proven by the same endorsement key as before: "
+                                                     : " is proven genuine by the TPM's endorsement key: ") +
+                             check.ek_text;
+    if (!check.not_recorded.empty())
+        return text + "; its pin could not be written (" + check.not_recorded + "): the proof runs again next time";
+    return text + "; pinned in " + file + " (its name is " + check.name_hex + ")";
+}
+
+void log_parent_check(std::uint32_t handle, const ParentCheck& check) {
+    if (check.cleared)
+        log_error(tpm_cleared_text(handle) + ": " + parent_check_text(handle, check));
+    else if (!check.not_recorded.empty())
+        log_error(parent_check_text(handle, check));
+    else if (check.proven_now)
+        log_info(parent_check_text(handle, check));
+}
+
+std::optional<std::string> made_before_clear(const KnownParents& known, const std::string& tpm,
+                                             const std::filesystem::path& key_file) {
+    struct stat st {};
+    if (key_file.empty() || ::stat(key_file.c_str(), &st) != 0)
+        return std::nullopt;
+    for (const ParentPin& pin : known.pins_of(tpm))
+        if (const std::optional<std::time_t> cleared = parse_utc(pin.cleared); cleared && st.st_mtime < *cleared)
+            return "this key was made before the TPM was cleared (" + pin.cleared +
+                   (pin.handle == owner_hierarchy ? std::string()
+                                                  : "; or before its storage key " + handle_text(pin.handle) +
+                                                        " was replaced") +
+                   "): the storage key it was made under is gone, and the key with it";
+    return std::nullopt;
 }
 
 Diagnosis diagnose_untrusted_parent(const Error& e) {
@@ -226,9 +430,16 @@ Diagnosis diagnose_untrusted_parent(const Error& e) {
         return {TpmProblem::untrusted_parent, e.what(),
                 "make it a regular file of yours that no one else may write to, in directories no one else may "
                 "write to (chmod 600 " + KnownParents::file_path().string() + "; see docs/configuration.md)"};
+    if (dynamic_cast<const ParentProofFailed*>(&e))
+        return {TpmProblem::untrusted_parent, e.what(),
+                "type no PIN for this key until you know why: the TPM's storage key could not be proven to live in "
+                "the TPM that owns its endorsement key, so something may stand between you and the TPM "
+                "(docs/security.md, docs/troubleshooting.md); 'tpmkey forget-tpm' does not help against that, it "
+                "only drops pins"};
     return {TpmProblem::untrusted_parent, e.what(),
-            "type no PIN for this key until you know why: if you replaced the TPM's storage key yourself, remove "
-            "its line from " + KnownParents::file_path().string() + "; see docs/security.md"};
+            "type no PIN for this key until you know why (docs/security.md); if you cleared or replaced the TPM or "
+            "its storage key yourself, 'tpmkey forget-tpm' drops its pins, and the next tpmkey-keygen proves and "
+            "pins the new one"};
 }
 
 }  // namespace tpmkey

@@ -1,0 +1,45 @@
+#!/bin/bash
+# doctor-ek-cert.sh: on a swtpm with EK certificates (--ek-cert: its CA in
+# $TPMKEY_SWTPM_DIR/ek-ca), trusted through the config's ek-roots, keygen
+# proves its parent by the certified EK and pins the certificate's
+# fingerprint; doctor shows the certificate (where, algorithm, issuer,
+# chain verified) and "EK certified by ...". Without the root the same TPM
+# is trusted on first use, and doctor says why.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/common.sh"
+
+pins=$XDG_CONFIG_HOME/tpmkey/known_parents
+keys=$TEST_DIR/keys
+mkdir -m 0700 "$keys"
+export TPMKEY_KEYS=$keys
+[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
+
+# Without a trusted root: the certificate is found, the chain is not verified.
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k.tpm" -C k -N ''
+expect_out "EK trusted on first use (no trusted root" "keygen without the EK root"
+run "$TPMKEY_TOOL" doctor
+expect_in "$out" "^\[warning\] EK certificate: (RSA 2048|ECC P-256|ECC P-384) at NV 0x01c000[0-9a-f]{2}, issued by CN = swtpm-localca: its chain is not verified: no trusted root" \
+    "doctor without the EK root"
+expect_out "[ok]      EK trusted on first use (no trusted root)" "doctor without the EK root"
+ok "without the EK root: the certificate is found but not trusted; the EK is trusted on first use"
+
+# With the root: a new proof (forget-tpm) pins the certificate.
+mkdir -p "$XDG_CONFIG_HOME/tpmkey"
+printf 'ek-roots %s\n' "$TPMKEY_SWTPM_DIR/ek-ca" >"$XDG_CONFIG_HOME/tpmkey/config"
+must "$TPMKEY_TOOL" forget-tpm
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N ''
+expect_out "is proven genuine by the TPM's endorsement key: EK certified by " "keygen with the EK root"
+expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ cert:[0-9a-f]{64} [0-9-]+T[0-9:]+Z$" \
+    "the certificate's fingerprint pinned"
+run "$TPMKEY_TOOL" doctor
+expect_in "$out" "^\[ok\]      EK certificate: (RSA 2048|ECC P-256|ECC P-384) at NV 0x01c000[0-9a-f]{2}, issued by CN = swtpm-localca: its chain is verified, and it matches the EK the TPM re-creates" \
+    "doctor with the EK root"
+index=$(sed -n 's/^\[ok\]      EK certificate: .* at NV \(0x[0-9a-f]*\),.*/\1/p' "$OUT")
+fp=$(tpm2_nvread -T "$TPMKEY_SWTPM_TCTI" "$index" | sha256sum | cut -d' ' -f1)
+grep -q " cert:$fp " "$pins" || { show "$pins"; fail "the pin is not the SHA-256 of the EK certificate at $index ($fp)"; }
+expect_out "[ok]      EK certified by CN = swtpm-localca" "doctor with the EK root"
+expect_out "storage key 0x40000001: proven genuine by the EK now" "doctor with the EK root"
+expect_out "certified EK cert:$fp" "doctor's pins"
+ok "with the EK root: keygen pins the certified EK, doctor says 'EK certified by' its issuer"

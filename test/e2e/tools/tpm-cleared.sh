@@ -1,0 +1,116 @@
+#!/bin/bash
+# tpm-cleared.sh: a TPM cleared between two keygens (issue 16) is
+# recognised as such, not taken for an interposer: the EK survives
+# TPM2_Clear, the storage key does not, and the pinned EK proves the new
+# one. The second keygen works and says the TPM was cleared; the module
+# signs with the new key and refuses the old one "made before the TPM was
+# cleared"; info and doctor say the same. A module that meets the cleared
+# TPM first recognises it too. A new storage key under another EK is a
+# possible interposer. tpmkey forget-tpm drops the pins, and the next
+# keygen pins anew. Runs on a swtpm without EK certificate: the EK is
+# trusted on first use, and doctor says so.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/common.sh"
+
+pins=$XDG_CONFIG_HOME/tpmkey/known_parents
+keys=$TEST_DIR/keys
+mkdir -m 0700 "$keys"
+export TPMKEY_LOG_FILE=$TEST_DIR/module.log
+
+# sign KEY: one signature through the module with KEY (no PIN).
+sign() {
+    TPMKEY_KEYS=$1 pkcs11-tool --module "$TPMKEY_MODULE" --sign -m ECDSA-SHA256 \
+        -i "$pins" -o "$TEST_DIR/sig" >"$TEST_DIR/p11.out" 2>&1
+}
+# clear: TPM2_Clear (lockout auth empty), a second after the last key was
+# written (the pins record the clear to the second).
+clear_tpm() {
+    sleep 1
+    tpm2_clear -T "$TPMKEY_SWTPM_TCTI" || fail "tpm2_clear failed"
+}
+
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/old.tpm" -C old -N ''
+expect_out "is proven genuine by the TPM's endorsement key: EK trusted on first use (no EK certificate in the TPM)" \
+    "first keygen"
+expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ ek:000b[0-9a-f]+ [0-9-]+T[0-9:]+Z$" \
+    "the pin with its EK"
+sign "$keys/old.tpm" || { show "$TEST_DIR/p11.out"; fail "the first key does not sign"; }
+TPMKEY_KEYS=$keys run "$TPMKEY_TOOL" doctor
+expect_out "[ok]      EK trusted on first use (no certificate)" "doctor without EK certificate"
+expect_out "[ok]      EK certificate: none in the TPM" "doctor without EK certificate"
+ok "first keygen: parent proven by an EK trusted on first use, pinned beside it; doctor says so"
+
+clear_tpm
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/new.tpm" -C new -N ''
+expect_err "the TPM was cleared (same TPM, new storage key): keys made before are gone; new keys can be made" \
+    "keygen after a clear"
+expect_out "is new, and proven by the same endorsement key as before" "keygen after a clear"
+expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ ek:000b[0-9a-f]+ [0-9:TZ-]+ [0-9:TZ-]+$" \
+    "the pin records the clear"
+[ "$(grep -c '^0x40000001 ' "$pins")" = 1 ] || { show "$pins"; fail "the old pin is still there"; }
+ok "keygen after tpm2_clear works, says the TPM was cleared, re-pins"
+
+sign "$keys/new.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the new key does not sign"; }
+: >"$TPMKEY_LOG_FILE"
+! sign "$keys/old.tpm" || fail "the module signed with a key made before the clear"
+grep -q "this key was made before the TPM was cleared" "$TPMKEY_LOG_FILE" ||
+    { show "$TPMKEY_LOG_FILE"; fail "the module's log does not say the key was made before the clear"; }
+ok "the module signs with the new key and refuses the old one: made before the TPM was cleared"
+
+run "$TPMKEY_TOOL" info "$keys/old.tpm"
+expect_rc 1 "info of the old key"
+expect_out "loads:       no: this key was made before the TPM was cleared" "info of the old key"
+TPMKEY_KEYS=$keys run "$TPMKEY_TOOL" doctor
+expect_rc 1 "doctor after the clear"
+expect_out "[warning] the TPM was cleared" "doctor after the clear"
+grep -A1 "^\[problem\] $keys/old.tpm: .*does not load" "$OUT" | grep -q "made before the TPM was cleared" ||
+    { show "$OUT"; fail "doctor does not name the old key as made before the clear"; }
+expect_out "new.tpm: ECDSA P-256, no PIN, parent 0x40000001: loads on this TPM" "doctor after the clear"
+expect_no_out "interposer" "doctor after the clear"
+ok "info and doctor name the key made before the clear, and no interposer"
+
+# The module meets the cleared TPM first.
+clear_tpm
+: >"$TPMKEY_LOG_FILE"
+! sign "$keys/new.tpm" || fail "the module signed with a key made before the second clear"
+grep -q "the TPM was cleared (same TPM, new storage key)" "$TPMKEY_LOG_FILE" ||
+    { show "$TPMKEY_LOG_FILE"; fail "the module's log does not say the TPM was cleared"; }
+grep -q "this key was made before the TPM was cleared" "$TPMKEY_LOG_FILE" ||
+    { show "$TPMKEY_LOG_FILE"; fail "the module does not say the key was made before the clear"; }
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/third.tpm" -C third -N ''
+expect_out "matches its pin" "keygen after the module re-pinned"
+sign "$keys/third.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the third key does not sign"; }
+ok "the module recognises a cleared TPM by itself, re-pins, and keys made afterwards work"
+
+# Another EK (TPM2_ChangeEPS: as another TPM would have) with a new
+# storage key: not a clear, a possible interposer.
+sleep 1
+tpm2_changeeps -T "$TPMKEY_SWTPM_TCTI" || fail "tpm2_changeeps failed"
+tpm2_clear -T "$TPMKEY_SWTPM_TCTI"
+cp "$pins" "$TEST_DIR/pins.before"
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/other.tpm" -C other -N ''
+expect_rc 1 "keygen under another EK"
+expect_err "and not a cleared TPM: its endorsement key is not the pinned one" "keygen under another EK"
+expect_err "possible TPM interposer" "keygen under another EK"
+expect_err "tpmkey forget-tpm" "keygen under another EK"
+[ ! -e "$keys/other.tpm" ] || fail "keygen wrote a key under another EK"
+cmp -s "$pins" "$TEST_DIR/pins.before" || fail "keygen changed the pins under another EK"
+: >"$TPMKEY_LOG_FILE"
+! sign "$keys/third.tpm" || fail "the module signed under another EK"
+grep -q "possible TPM interposer.*tpmkey forget-tpm" "$TPMKEY_LOG_FILE" ||
+    { show "$TPMKEY_LOG_FILE"; fail "the module's log does not name the interposer and forget-tpm"; }
+ok "a new storage key under another EK: refused as a possible interposer, forget-tpm named, nothing pinned"
+
+must "$TPMKEY_TOOL" forget-tpm
+expect_out "Removed the pins of TPM 'swtpm:host=127.0.0.1" "forget-tpm"
+! grep -q "^0x" "$pins" || { show "$pins"; fail "forget-tpm left pins"; }
+must "$TPMKEY_TOOL" forget-tpm
+expect_out "nothing to forget" "forget-tpm again"
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/other.tpm" -C other -N ''
+expect_out "is proven genuine by the TPM's endorsement key" "keygen after forget-tpm"
+expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ ek:000b[0-9a-f]+ [0-9-]+T[0-9:]+Z$" \
+    "pinned anew, no clear recorded"
+sign "$keys/other.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the key after forget-tpm does not sign"; }
+ok "forget-tpm drops the TPM's pins; the next keygen proves and pins anew"
