@@ -162,43 +162,49 @@ void check_device(Doctor& d, const std::string& device) {
                "sudo usermod -aG " + group_name + " $USER, then log out and in again");
 }
 
-// The TPM part of the doctor; returns the open connection (or nothing).
-std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
-    // The device node the TCTI uses, if it uses one.
-    if (const std::string device = Tcti(config.tcti).device_path(); !device.empty())
-        check_device(d, device);
-
-    // Reach it. For the default, try what tpm2-tss tries, in its order, so
-    // we can say which one answers.
+// The TPM the configuration names (or the first of tpm2-tss's default
+// search order that answers), and the TPM properties doctor reads; nothing
+// when none answers (said so).
+struct ReachedTpm {
+    std::unique_ptr<Tpm> tpm;
+    std::string tcti;
+    std::map<TPM2_PT, UINT32> props;
+};
+ReachedTpm reach_tpm(Doctor& d, const Config& config) {
+    // For the default, try what tpm2-tss tries, in its order, so we can say
+    // which one answers.
     const std::vector<std::string> candidates =
         config.tcti.empty() ? Tcti::default_search_order() : std::vector<std::string>{config.tcti};
-    std::unique_ptr<Tpm> tpm;
-    std::string tcti, tried;
-    std::map<TPM2_PT, UINT32> props;
+    ReachedTpm r;
+    std::string tried;
     for (const std::string& candidate : candidates) {
         try {
             auto t = std::make_unique<Tpm>(candidate, config.tpm_timeout);
-            props = tpm_properties(*t, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_RECOVERY - TPM2_PT_PERMANENT + 1);
-            tpm = std::move(t);
-            tcti = candidate;
+            r.props = tpm_properties(*t, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_RECOVERY - TPM2_PT_PERMANENT + 1);
+            r.tpm = std::move(t);
+            r.tcti = candidate;
             break;
         } catch (const TpmError& e) {
             tried += "\n            " + candidate + ": " + unreachable_reason(candidate, e);
         }
     }
-    if (!tpm) {
+    if (!r.tpm) {
         d.fail("TPM not reachable; tried:" + tried,
                config.tcti.empty() ? "no TPM answers where tpm2-tss looks by default"
                                    : "no TPM answers at the TCTI set in " + config.tcti_source,
                config.tcti.empty() ? "see the /dev/tpmrm0 line above; or set TPMKEY_TCTI to how your TPM is reached"
                                    : "check that TCTI string (same syntax as tpm2-tools' TPM2TOOLS_TCTI), "
                                      "or unset it to use /dev/tpmrm0");
-        return nullptr;
+        return r;
     }
-    d.ok("TPM reachable through " + tcti +
+    d.ok("TPM reachable through " + r.tcti +
          (config.tcti.empty() ? " (the tpm2-tss default)" : " (set in " + config.tcti_source + ")"));
+    return r;
+}
 
-    // Resource manager.
+// Whether a resource manager stands between programs and the TPM, and
+// what other programs left loaded in it.
+void check_resource_manager(Doctor& d, Tpm& tpm, const std::string& tcti, const std::map<TPM2_PT, UINT32>& props) {
     const Tcti reached(tcti);
     if (reached.kind() == Tcti::Kind::tabrmd)
         d.ok("resource manager: tpm2-abrmd");
@@ -213,9 +219,9 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     else
         d.ok("resource manager: whatever " + tcti + " provides");
     try {
-        const UINT32 objects = static_cast<UINT32>(tpm_handles(*tpm, TPM2_TRANSIENT_FIRST).size());
-        const UINT32 sessions = static_cast<UINT32>(tpm_handles(*tpm, TPM2_LOADED_SESSION_FIRST).size());
-        const UINT32 avail = props.count(TPM2_PT_HR_TRANSIENT_AVAIL) ? props[TPM2_PT_HR_TRANSIENT_AVAIL] : 1;
+        const UINT32 objects = static_cast<UINT32>(tpm_handles(tpm, TPM2_TRANSIENT_FIRST).size());
+        const UINT32 sessions = static_cast<UINT32>(tpm_handles(tpm, TPM2_LOADED_SESSION_FIRST).size());
+        const UINT32 avail = props.count(TPM2_PT_HR_TRANSIENT_AVAIL) ? props.at(TPM2_PT_HR_TRANSIENT_AVAIL) : 1;
         const std::string what = "the TPM holds " + std::to_string(objects) + " object(s) and " +
                                  std::to_string(sessions) + " session(s) of other programs";
         if (objects + sessions > 0 && avail == 0)
@@ -229,9 +235,13 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
         d.warn("objects in the TPM", e.what(), "none needed: informational");
     }
 
-    // Dictionary-attack state (TPM 2.0 Part 1, 19.8), in the words of the
-    // module's wrong-PIN lines (dictionary_attack_text).
-    const DictionaryAttackState da = dictionary_attack_state(*tpm);
+}
+
+// The dictionary-attack state (TPM 2.0 Part 1, 19.8), in the words of the
+// module's wrong-PIN lines (dictionary_attack_text), and whether its
+// lockout authorization protects the counter.
+void check_dictionary_attack(Doctor& d, Tpm& tpm) {
+    const DictionaryAttackState da = dictionary_attack_state(tpm);
     const std::string counted = dictionary_attack_text(da);
     if (da.locked_out())
         d.fail("dictionary-attack lockout: " + counted, "too many wrong PINs were tried",
@@ -255,10 +265,12 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     else
         d.ok("the TPM's lockout authorization is set: the wrong-PIN counter cannot be reset without it");
 
-    // The storage keys: what 0x81000001 holds, and whether the parents match their pins.
-    const UINT32 permanent = props[TPM2_PT_PERMANENT];
+}
+
+// What 0x81000001 holds, and what new keys and logins make of it.
+void check_persistent_srk(Doctor& d, Tpm& tpm, UINT32 permanent) {
     try {
-        const PersistentSrk srk = inspect_persistent_srk(*tpm);
+        const PersistentSrk srk = inspect_persistent_srk(tpm);
         using State = PersistentSrk::State;
         if (srk.state == State::standard)
             d.ok("storage key (SRK) at 0x81000001: the TCG standard SRK; new keys use it (the fastest parent)");
@@ -280,7 +292,21 @@ std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     } catch (const TpmError& e) {
         d.warn("storage key (SRK)", e.what(), "none needed unless keys fail to load below");
     }
-    return tpm;
+}
+
+// The TPM part of the doctor; returns the open connection (or nothing).
+std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
+    // The device node the TCTI uses, if it uses one.
+    if (const std::string device = Tcti(config.tcti).device_path(); !device.empty())
+        check_device(d, device);
+
+    ReachedTpm r = reach_tpm(d, config);
+    if (!r.tpm)
+        return nullptr;
+    check_resource_manager(d, *r.tpm, r.tcti, r.props);
+    check_dictionary_attack(d, *r.tpm);
+    check_persistent_srk(d, *r.tpm, r.props[TPM2_PT_PERMANENT]);
+    return std::move(r.tpm);
 }
 
 // The EK and what it proves: each storage key pinned for this TPM (or

@@ -372,12 +372,14 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
 }
 
 void check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, const KnownParents& known) {
+    const std::string file = KnownParents::file_path().string();
     const std::string id = Tcti(tpm.tcti()).identity();
     const std::optional<std::string> expected = known.expected(id, handle);
     if (expected && name != *expected)
-        throw ParentMismatch("the new storage key " + handle_text(handle) + " is not the one pinned for TPM '" + id +
-                             "' in " + KnownParents::file_path().string() + " (its name is " + name +
-                             ", the pinned one is " + *expected + ")");
+        throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
+                             " is not the one this key was made under: possible TPM interposer or replaced SRK "
+                             "(its name is " + name + ", the one pinned for TPM '" + id + "' in " + file + " is " +
+                             *expected + ")");
 }
 
 std::string tpm_cleared_text(std::uint32_t handle) {
