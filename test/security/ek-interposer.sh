@@ -20,6 +20,8 @@
 #      with-swtpm --srk the parent is 0x81000001, reached by TPM2_ReadPublic,
 #      and also with --fake-srk keep-name (the real key's name shown with the
 #      fake public area, TPM2_ActivateCredential reaching the real key);
+#      under 0x40000001 also with --fake-srk show-real (the real storage key
+#      shown to the proof's TPM2_ReadPublic and its TPM2_ActivateCredential);
 #   2. without the relay the same keygen works and pins the real storage key;
 #   3. the relay without --fake-srk is faithful: keygen through it works and
 #      meets that pin.
@@ -116,6 +118,10 @@ first_run_refused
 # TPM2_ActivateCredential reaching the real key. The proof must be made for
 # the name of the public area the salt would go to.
 [ "$parent" = 0x40000001 ] || first_run_refused keep-name
+# The proof reads the parent's public area again: shown the real storage
+# key there (and its TPM2_ActivateCredential sent to it), the proof must
+# still be held to the key sessions are salted with.
+[ "$parent" != 0x40000001 ] || first_run_refused show-real
 
 # ---- 2. the genuine TPM ---------------------------------------------------------
 keygen "$keys/real.tpm" ecdsa 256 1234
