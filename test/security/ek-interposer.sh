@@ -137,3 +137,24 @@ expect_out "matches its pin" "keygen through the relay without --fake-srk"
 [ "$(grep -c '^0x' "$pins")" = 1 ] || { show "$pins"; fail "a second pin"; }
 relay_stop
 ok "the relay without --fake-srk is faithful: keygen through it works and meets the pin"
+
+# ---- 4. trusted EK roots installed: no quiet fall-back to trust on first use
+# With a trusted EK root installed, an EK not certified by it is refused, not
+# trusted on first use: an interposer could hide the TPM's certificate or
+# show one that does not chain. Here the swtpm's certificate meets the root
+# of another CA; with its own CA's root the same keygen is certified.
+config=$TEST_DIR/config-roots
+mkdir -p "$config/tpmkey/ek-roots"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TEST_DIR/other-ca.key" \
+    -out "$config/tpmkey/ek-roots/other-ca.pem" -subj /CN=another-ek-ca -days 2 2>/dev/null
+run env XDG_CONFIG_HOME="$config" "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/roots.tpm" -C roots --pin-file "$pin"
+[ "$rc" != 0 ] || { show_run; fail "keygen trusted an EK on first use although a trusted EK root is installed"; }
+expect_err "trusted EK roots are installed" "keygen with another CA's root"
+refusal=$(head -c 200 "$ERR")
+[ ! -e "$keys/roots.tpm" ] && ! grep -qs '^0x' "$config/tpmkey/known_parents" || fail "keygen wrote a key or a pin"
+cp "$TPMKEY_SWTPM_DIR/ek-ca/swtpm-localca-rootca-cert.pem" "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" \
+    "$config/tpmkey/ek-roots/"
+run env XDG_CONFIG_HOME="$config" "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/roots.tpm" -C roots --pin-file "$pin"
+expect_rc 0 "keygen with the swtpm's EK CA among the roots"
+expect_out "EK certified by" "keygen with the swtpm's EK CA among the roots"
+ok "a trusted EK root installed: an EK it does not certify is refused ($refusal...), the EK it certifies is proven"

@@ -203,15 +203,12 @@ EkRoots default_ek_roots() {
     return roots;
 }
 
-std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots) {
-    const unsigned char* p = certificate.data();
-    const X509Cert leaf(d2i_X509(nullptr, &p, static_cast<long>(certificate.size())));
-    if (!leaf)
-        return "not an X.509 certificate";
-    const X509Store store(X509_STORE_new());
-    const X509Stack untrusted(sk_X509_new_null());
-    if (!store || !untrusted)
-        throw Error("cannot verify a certificate chain (OpenSSL)");
+namespace {
+
+// Adds the certificates of the root directories: self-signed ones to
+// `store` as trusted roots, the others to `untrusted` as intermediates.
+// Returns how many roots were added.
+int add_ek_roots(const EkRoots& roots, X509_STORE* store, STACK_OF(X509)* untrusted) {
     int trusted = 0;
     for (const std::filesystem::path& dir : roots.dirs) {
         std::error_code ec;
@@ -226,9 +223,9 @@ std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const Ek
                 check_not_replaceable(file, read, "EK root certificate", "the trusted EK roots");
                 for (X509Cert& cert : certificates_in(read.data)) {
                     if (self_signed(cert.get())) {
-                        if (X509_STORE_add_cert(store.get(), cert.get()) == 1)
+                        if (X509_STORE_add_cert(store, cert.get()) == 1)
                             ++trusted;
-                    } else if (sk_X509_push(untrusted.get(), cert.get()) > 0) {
+                    } else if (sk_X509_push(untrusted, cert.get()) > 0) {
                         (void)cert.release();
                     }
                 }
@@ -238,13 +235,40 @@ std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const Ek
             }
         }
     }
-    if (trusted == 0)
-        return "no trusted EK root certificate in " + [&] {
-            std::string dirs;
-            for (const auto& dir : roots.dirs)
-                dirs += (dirs.empty() ? "" : ", ") + dir.string();
-            return dirs.empty() ? std::string("(no directory)") : dirs;
-        }();
+    return trusted;
+}
+
+std::string dirs_text(const EkRoots& roots) {
+    std::string dirs;
+    for (const auto& dir : roots.dirs)
+        dirs += (dirs.empty() ? "" : ", ") + dir.string();
+    return dirs.empty() ? std::string("(no directory)") : dirs;
+}
+
+// Whether a trusted EK root is installed at all: then an EK that is not
+// certified by one is refused, not trusted on first use (an interposer
+// could hide the certificate, or show one that does not chain).
+bool has_trusted_ek_root(const EkRoots& roots) {
+    const X509Store store(X509_STORE_new());
+    const X509Stack untrusted(sk_X509_new_null());
+    if (!store || !untrusted)
+        throw Error("cannot verify a certificate chain (OpenSSL)");
+    return add_ek_roots(roots, store.get(), untrusted.get()) > 0;
+}
+
+}  // namespace
+
+std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots) {
+    const unsigned char* p = certificate.data();
+    const X509Cert leaf(d2i_X509(nullptr, &p, static_cast<long>(certificate.size())));
+    if (!leaf)
+        return "not an X.509 certificate";
+    const X509Store store(X509_STORE_new());
+    const X509Stack untrusted(sk_X509_new_null());
+    if (!store || !untrusted)
+        throw Error("cannot verify a certificate chain (OpenSSL)");
+    if (add_ek_roots(roots, store.get(), untrusted.get()) == 0)
+        return "no trusted EK root certificate in " + dirs_text(roots);
     X509_STORE_set_verify_cb(store.get(), forgive_tcg_extensions);
     const X509StoreCtx ctx(X509_STORE_CTX_new());
     if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf.get(), untrusted.get()) != 1)
@@ -361,6 +385,14 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
     } else {
         result.why_not_certified = "no EK certificate in the TPM";
     }
+    if (!result.why_not_certified.empty() && has_trusted_ek_root(roots))
+        throw ParentProofFailed("the parent's proof failed: trusted EK roots are installed (" + dirs_text(roots) +
+                                "), but this TPM's endorsement key is not certified by one (" +
+                                result.why_not_certified +
+                                "): something between you and the TPM may hide or replace its certificate. If this "
+                                "TPM's EK certificate comes from another root, add that root; if it has none, "
+                                "point the config file's ek-roots at an empty directory to trust its EK on first "
+                                "use (docs/configuration.md)");
 
     Bytes secret(32);
     if (RAND_bytes(secret.data(), static_cast<int>(secret.size())) != 1)
