@@ -61,21 +61,25 @@ Secret owner_password(Tpm& tpm, const Parsed& p) {
 }
 
 // Proves and pins the storage key at 0x81000001 (load_verified_parent),
-// and says what was found.
-void prove_and_pin(Tpm& tpm, KnownParents& known) {
+// and says what was found; false when it could not be proven or pinned.
+bool prove_and_pin(Tpm& tpm, KnownParents& known) {
     try {
         ParentCheck check;
         (void)load_verified_parent(tpm, standard_srk, known, &check);
         if (!check.not_recorded.empty()) {
-            std::cerr << "tpmkey setup: warning: the storage key was not pinned: " << check.not_recorded << "\n";
-            return;
+            std::cerr << "tpmkey setup: the storage key at 0x81000001 was not pinned: " << check.not_recorded << "\n";
+            return false;
         }
         std::cout << (check.proven_now ? "Pinned it in " : "It matches its pin in ") << KnownParents::file_path().string()
                   << ": its name is " << check.name_hex << " (" << parent_check_text(standard_srk, check)
                   << "; compare the name with one from a trusted source: docs/security.md).\n";
+        return true;
     } catch (const UnverifiedParent& e) {
-        // The SRK is there; tpmkey-keygen checks it again with the first key.
-        std::cerr << "tpmkey setup: warning: the storage key was not pinned: " << e.what() << "\n";
+        // Persisted, but nothing will be salted to it: keygen and the
+        // module check it again and refuse it the same way.
+        std::cerr << "tpmkey setup: the storage key at 0x81000001 is not proven, so no key will use it: "
+                  << diagnosis_line(diagnose_untrusted_parent(e)) << "\n";
+        return false;
     }
 }
 
@@ -91,8 +95,7 @@ int cmd_setup(const Parsed& p) {
     using State = PersistentSrk::State;
     if (present.state == State::standard) {
         std::cout << "0x81000001 holds the TCG standard storage key (SRK) already: nothing to do.\n";
-        prove_and_pin(tpm, known);
-        return 0;
+        return prove_and_pin(tpm, known) ? 0 : 1;
     }
     if (present.state == State::other_storage_key)
         throw Error("0x81000001 holds " + present.detail +
@@ -112,7 +115,8 @@ int cmd_setup(const Parsed& p) {
         });
         std::cout << "Made the TCG standard storage key (SRK) and persisted it at 0x81000001: new keys use it, and "
                      "their logins read it instead of re-creating it.\n";
-        prove_and_pin(tpm, known);
+        if (!prove_and_pin(tpm, known))
+            return 1;
     } catch (const TpmError& e) {
         if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
             throw Error("the TPM refused the password of its owner hierarchy; nothing was changed");

@@ -77,3 +77,17 @@ expect_in "$(pcap_commands login-before)" "CreatePrimary" "a login under 0x40000
 expect_not_in "$(pcap_commands login-after)" "CreatePrimary" "a login under 0x81000001"
 expect_in "$(pcap_commands login-after)" "ReadPublic" "a login under 0x81000001"
 ok "a login under the persisted SRK sends TPM2_ReadPublic, no TPM2_CreatePrimary"
+
+# A storage key setup persists but cannot prove is no success: here a
+# trusted EK root is installed (another CA's) and this swtpm has no EK
+# certificate, so the proof refuses its EK; setup says so and exits 1.
+tpm2_evictcontrol -Q -C o -c 0x81000001
+config=$TEST_DIR/config-roots
+mkdir -p "$config/tpmkey/ek-roots"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TEST_DIR/other-ca.key" \
+    -out "$config/tpmkey/ek-roots/other-ca.pem" -subj /CN=another-ek-ca -days 2 2>/dev/null
+run env XDG_CONFIG_HOME="$config" "$TPMKEY_TOOL" setup
+expect_rc 1 "setup whose storage key is not proven"
+expect_err "is not proven, so no key will use it" "setup whose storage key is not proven"
+! grep -qs '^0x81000001 ' "$config/tpmkey/known_parents" || fail "setup pinned a storage key it could not prove"
+ok "setup whose new storage key cannot be proven exits 1 and pins nothing: $(head -c 200 "$ERR")"
