@@ -25,7 +25,6 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
     TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &check);
     log_parent_check(handle, check);
     Parent& parent = parents_[handle];
-    parent.name = loaded_name_hex(tpm(), loaded);
     // Saved once, so that no later call pays a TPM2_CreatePrimary (on a real
     // TPM a key generation, tens of milliseconds to seconds).
     if (!has_resource_manager_ && handle == owner_hierarchy)
@@ -37,14 +36,11 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
 const TpmObject& TpmConnection::reload(std::uint32_t handle, Parent& parent) {
     try {
         TpmObject loaded = parent.saved->load(tpm());
-        // The name comes from the saved context, which never left this
-        // process; checked all the same before anything is salted with it
-        // (the next call makes the parent anew and verifies it).
-        if (loaded_name_hex(tpm(), loaded) != parent.name) {
-            parents_.erase(handle);
-            throw ParentMismatch("the saved context of the parent " + handle_text(handle) +
-                                 " does not hold the parent that was verified; nothing secret was sent to it");
-        }
+        // ESAPI takes the parent's name and public area from the saved
+        // context, which never left this process: sessions are salted with
+        // the verified public area whatever the TPM's answer to
+        // TPM2_ContextLoad; a handle swapped on the way gets salts it cannot
+        // read, and the commands fail their HMACs.
         parent.loaded = std::move(loaded);
         return parent.loaded;
     } catch (const TpmError& e) {

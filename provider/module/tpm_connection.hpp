@@ -52,7 +52,6 @@ private:
     struct Parent {
         TpmObject loaded;
         std::optional<SavedContext> saved;  // without a resource manager, made with TPM2_CreatePrimary
-        std::string name;                   // as verified when it was made
     };
     const TpmObject& reload(std::uint32_t handle, Parent& parent);
 

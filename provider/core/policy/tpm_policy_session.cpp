@@ -149,8 +149,16 @@ Authorization PolicySession::take(Tpm& tpm, const TpmObject& salt_key) {
         return Authorization::policy_session(tpm, salt_key);
     Authorization auth = std::move(*session_);
     session_.reset();
-    check_rc(Esys_PolicyRestart(tpm.esys(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE),
-             "TPM2_PolicyRestart");
+    try {
+        check_rc(Esys_PolicyRestart(tpm.esys(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE),
+                 "TPM2_PolicyRestart");
+    } catch (const TpmError& e) {
+        if (e.tpm_unreachable())
+            throw;
+        // The kept session is gone (a TPM reset, a resource manager that
+        // evicted it): a new one, as at the first use.
+        return Authorization::policy_session(tpm, salt_key);
+    }
     return auth;
 }
 

@@ -43,8 +43,8 @@ class PolicySession {
 public:
     // The session, salted with `salt_key` (the key's parent), in which
     // `key`'s policy is satisfied now: its commands in order; for a key with
-    // signed policies, the newest one that holds (each tried in a fresh
-    // session, but first the one that held last time, in the kept one;
+    // signed policies, the newest one that holds (first the one that held
+    // last time, in the kept session; after a failed try, each in a fresh one;
     // those with a signed_policy_problem() are not tried), then the rest of
     // its policy. check_policy_digest() first, so an altered file fails with
     // its own message and no TPM command. For one command that uses the key.
@@ -57,7 +57,8 @@ public:
     const Authorization& satisfy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key);
 
 private:
-    // The kept session, restarted, or a new one.
+    // The kept session, restarted, or a new one (also when the kept one is
+    // gone from the TPM).
     Authorization take(Tpm& tpm, const TpmObject& salt_key);
     std::optional<Authorization> session_;
     std::size_t held_ = 0;  // a key with signed policies: the one that holds in session_
