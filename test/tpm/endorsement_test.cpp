@@ -151,6 +151,23 @@ TEST_CASE("a key that can leave the TPM is refused, though the TPM would activat
           secret);
 }
 
+TEST_CASE("a parent usable by policy in the ADMIN role is refused before any TPM command", "[ek-cert][no-ek-cert]") {
+    // TPM2_LoadExternal of a public area alone takes fixedTPM|fixedParent
+    // (nothing secret is loaded); such an object has no auth value, but
+    // with adminWithPolicy a policy could stand for it in the ADMIN role
+    // TPM2_ActivateCredential asks of the parent.
+    Tpm tpm(tcti(), std::nullopt);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
+    TPM2B_PUBLIC claimed = public_of(tpm, parent);
+    claimed.publicArea.objectAttributes |= TPMA_OBJECT_ADMINWITHPOLICY;
+    try {
+        (void)prove_parent(tpm, parent, claimed, swtpm_ca());
+        FAIL("a parent with adminWithPolicy was proven");
+    } catch (const ParentProofFailed& e) {
+        CHECK_THAT(e.what(), Catch::Contains("adminWithPolicy"));
+    }
+}
+
 TEST_CASE("the TPM refuses a known private key that claims fixedTPM|fixedParent (TPM2_LoadExternal)",
           "[ek-cert][no-ek-cert]") {
     // The rule the proof rests on (TPM 2.0 Part 3, LoadExternal: with a

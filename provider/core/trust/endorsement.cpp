@@ -348,6 +348,15 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
     if ((area.objectAttributes & bound) != bound)
         throw ParentProofFailed("the parent's proof failed: it lacks fixedTPM, fixedParent or sensitiveDataOrigin, "
                                 "so its private part may be known outside the TPM");
+    // Nor may it be usable by policy in the ADMIN role (adminWithPolicy),
+    // the role TPM2_ActivateCredential asks of it: an object loaded with
+    // its public area only (TPM2_LoadExternal) may carry any attributes and
+    // has no auth value, but may have a policy. Without adminWithPolicy the
+    // ADMIN role needs the auth value, which only an object with its
+    // private part has (a storage key never has it: check_storage_key).
+    if (area.objectAttributes & TPMA_OBJECT_ADMINWITHPOLICY)
+        throw ParentProofFailed("the parent's proof failed: it may be used by a policy in the ADMIN role "
+                                "(adminWithPolicy), as an object the TPM holds without its private part could");
 
     EndorsementKey result;
     std::optional<NvCertificate> certificate;
