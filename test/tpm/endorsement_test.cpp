@@ -244,7 +244,7 @@ TEST_CASE("what sits where an EK certificate belongs but is none fails the proof
             prove_parent(tpm, parent, public_of(tpm, parent), swtpm_ca());
             FAIL("the proof went on");
         } catch (const ParentProofFailed& e) {
-            CHECK(std::string(e.what()) == "the EK certificate at NV index 0x01C0000A is not an X.509 certificate");
+            CHECK(std::string(e.what()) == "the EK certificate at NV index 0x01c0000a is not an X.509 certificate");
         }
     }
     // ESAPI hands out one ESYS_TR per TPM handle; the proof closed it.

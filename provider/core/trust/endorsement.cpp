@@ -38,12 +38,6 @@ constexpr std::size_t max_root_file_size = 1024 * 1024;
 constexpr std::uint32_t first_cert_index = 0x01C00002;
 constexpr std::uint32_t last_cert_index = 0x01C0001C;
 
-std::string handle_hex(std::uint32_t handle) {
-    char text[16];
-    std::snprintf(text, sizeof text, "0x%08X", handle);
-    return text;
-}
-
 // The certificates in one file: PEM (one or more) or a single DER.
 std::vector<X509Cert> certificates_in(const Bytes& data) {
     std::vector<X509Cert> out;
@@ -126,7 +120,7 @@ const EkTemplate* certified_template(const std::vector<std::uint32_t>& indices) 
 // TPM_PT_NV_BUFFER_MAX, authorised by the index itself (TPMA_NV_AUTHREAD,
 // empty auth value, as the profile defines EK certificate indices).
 NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
-    const std::string where = "the EK certificate at NV index " + handle_hex(index);
+    const std::string where = "the EK certificate at NV index " + handle_text(index);
     ESYS_TR handle = ESYS_TR_NONE;
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), index, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
              "TPM2_NV_ReadPublic of the EK certificate");
@@ -383,7 +377,7 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                                                                    holds(indices, ek_template->cert_index + 2));
             throw ParentProofFailed("the parent's proof failed: the endorsement key the TPM re-created from template " +
                                     std::string(ek_template->label) + " is not the key of its certificate at " +
-                                    handle_hex(certificate->index) +
+                                    handle_text(certificate->index) +
                                     (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does "
                                                     "not use)"
                                                   : ""));
