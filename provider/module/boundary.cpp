@@ -2,7 +2,6 @@
 
 #include "core/files/config.hpp"
 #include "core/tpm/diagnosis.hpp"
-#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_queries.hpp"
 #include "core/trust/known_parents.hpp"
 
@@ -156,10 +155,7 @@ void LockedState::finalize() noexcept {
 CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
     try {
         // Also when the TPM went away under a running process.
-        Diagnosis d = diagnose(e, m.tpm().tcti());
-        if (d.kind == TpmProblem::foreign_key)
-            if (const auto why = made_before_clear(KnownParents::load(), Tcti(m.tpm().tcti()).identity(), e.key_file()))
-                d.problem = *why;
+        const Diagnosis d = diagnose_key_failure(e, m.tpm().tcti(), e.key_file());
         CK_RV rv = CKR_DEVICE_ERROR;
         std::string line = diagnosis_line(d);
         switch (d.kind) {

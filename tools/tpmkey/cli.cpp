@@ -1,6 +1,5 @@
 #include "cli.hpp"
 
-#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
 
 namespace tpmkey::cli {
@@ -19,11 +18,7 @@ std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, con
         const Authorization auth = Authorization::for_secret(tpm, parent, false);
         const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
-        Diagnosis d = diagnose(e, tpm.tcti());
-        if (d.kind == TpmProblem::foreign_key)
-            if (const auto why = made_before_clear(known, Tcti(tpm.tcti()).identity(), file))
-                d.problem = *why;
-        return d;
+        return diagnose_key_failure(e, tpm.tcti(), file, &known);
     } catch (const Error& e) {
         return diagnose_untrusted_parent(e);
     }

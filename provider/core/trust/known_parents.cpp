@@ -438,6 +438,19 @@ std::optional<std::string> made_before_clear(const KnownParents& known, const st
     return std::nullopt;
 }
 
+Diagnosis diagnose_key_failure(const TpmError& e, const std::string& tcti, const std::filesystem::path& key_file,
+                               const KnownParents* known) {
+    Diagnosis d = diagnose(e, tcti);
+    if (d.kind != TpmProblem::foreign_key)
+        return d;
+    const std::string tpm = Tcti(tcti).identity();
+    const std::optional<std::string> why =
+        known ? made_before_clear(*known, tpm, key_file) : made_before_clear(KnownParents::load(), tpm, key_file);
+    if (why)
+        d.problem = *why;
+    return d;
+}
+
 Diagnosis diagnose_untrusted_parent(const Error& e) {
     if (dynamic_cast<const UnusablePinFile*>(&e))
         return {TpmProblem::untrusted_parent, e.what(),
