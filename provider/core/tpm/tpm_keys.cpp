@@ -119,14 +119,6 @@ void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle) {
 
 namespace {
 
-TPMT_PUBLIC read_public(Tpm& tpm, const TpmObject& object, std::uint32_t handle) {
-    EsysPtr<TPM2B_PUBLIC> pub;
-    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, out_ptr(pub),
-                             nullptr, nullptr),
-             "TPM2_ReadPublic", TpmStep::parent, handle);
-    return pub->publicArea;
-}
-
 // TPM2_CreatePrimary in `hierarchy`, authorised by `session`; `out` gets
 // the public area. By default in the owner hierarchy with the password
 // session: its auth value is empty when a key is used (else there is no
@@ -157,6 +149,14 @@ bool same_public(const TPMT_PUBLIC& a, const TPMT_PUBLIC& b) {
 
 }  // namespace
 
+TPM2B_PUBLIC read_public(Tpm& tpm, const TpmObject& object, std::uint32_t handle) {
+    EsysPtr<TPM2B_PUBLIC> pub;
+    check_rc(Esys_ReadPublic(tpm.esys(), object.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, out_ptr(pub),
+                             nullptr, nullptr),
+             "TPM2_ReadPublic", TpmStep::parent, handle);
+    return *pub;
+}
+
 TpmObject load_parent(Tpm& tpm, std::uint32_t parent) {
     if (parent == owner_hierarchy) {
         TPMT_PUBLIC area{};
@@ -171,7 +171,7 @@ TpmObject load_parent(Tpm& tpm, std::uint32_t parent) {
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), parent, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
              "reading the persistent parent key", TpmStep::parent, parent);
     TpmObject object(tpm, handle, TpmObject::Kind::persistent);
-    check_storage_key(read_public(tpm, object, parent), parent);
+    check_storage_key(read_public(tpm, object, parent).publicArea, parent);
     return object;
 }
 
@@ -183,7 +183,7 @@ PersistentSrk inspect_persistent_srk(Tpm& tpm) {
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), standard_srk, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
              "reading the persistent key 0x81000001", TpmStep::parent, standard_srk);
     const TpmObject object(tpm, handle, TpmObject::Kind::persistent);
-    const TPMT_PUBLIC area = read_public(tpm, object, standard_srk);
+    const TPMT_PUBLIC area = read_public(tpm, object, standard_srk).publicArea;
     try {
         check_storage_key(area, standard_srk);
     } catch (const Error& e) {

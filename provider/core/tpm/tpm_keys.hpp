@@ -52,6 +52,10 @@ std::string attributes_text(TPMA_OBJECT attributes);
 // owner read every secret salted with it).
 void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle);
 
+// TPM2_ReadPublic of a loaded object, as the TPM (or whatever answers for
+// it) says; `handle` names it in an error (TpmStep::parent).
+TPM2B_PUBLIC read_public(Tpm& tpm, const TpmObject& object, std::uint32_t handle);
+
 // Makes the parent usable: 0x40000001 re-creates the storage key with
 // TPM2_CreatePrimary; a persistent handle (0x81xxxxxx) is used as is. The
 // TPM's answer must pass check_storage_key. Whether it is the right key is

@@ -293,16 +293,13 @@ namespace {
 // secrets with another.
 TPM2B_PUBLIC parent_public(Tpm& tpm, const TpmObject& parent, std::uint32_t handle) {
     const std::string held = loaded_name_hex(tpm, parent);
-    EsysPtr<TPM2B_PUBLIC> pub;
-    check_rc(Esys_ReadPublic(tpm.esys(), parent.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, out_ptr(pub),
-                             nullptr, nullptr),
-             "TPM2_ReadPublic", TpmStep::parent, handle);
-    if (hex(tpm_name(pub->publicArea)) != held || loaded_name_hex(tpm, parent) != held)
+    const TPM2B_PUBLIC pub = read_public(tpm, parent, handle);
+    if (hex(tpm_name(pub.publicArea)) != held || loaded_name_hex(tpm, parent) != held)
         throw ParentProofFailed("the parent's proof failed: the TPM's storage key " + handle_text(handle) +
                                 " showed another public area to TPM2_ReadPublic than when it was loaded (name " +
-                                hex(tpm_name(pub->publicArea)) + ", loaded as " + held +
+                                hex(tpm_name(pub.publicArea)) + ", loaded as " + held +
                                 "): possible TPM interposer; nothing secret was sent to it");
-    return *pub;
+    return pub;
 }
 
 std::string ek_trust_text(const EndorsementKey& ek) {
