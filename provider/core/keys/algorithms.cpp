@@ -3,6 +3,8 @@
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 
+#include <cstdio>
+
 namespace tpmkey {
 
 namespace {
@@ -47,6 +49,14 @@ const CurveAlgorithm* find_curve_by_nid(int nid) {
 
 const CurveAlgorithm* find_curve_by_bits(unsigned bits) {
     return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::bits, bits);
+}
+
+const EVP_MD* name_algorithm_md(TPMI_ALG_HASH tpm) {
+    if (const HashAlgorithm* h = find_hash(tpm))
+        return h->md();
+    char code[16];
+    std::snprintf(code, sizeof code, "0x%x", tpm);
+    throw Error(std::string("unsupported name algorithm ") + code);
 }
 
 Bytes digest_of(const EVP_MD* md, std::initializer_list<std::span<const std::uint8_t>> parts) {

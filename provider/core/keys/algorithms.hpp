@@ -66,6 +66,9 @@ const HashAlgorithm* find_hash(std::string_view name);
 const HashAlgorithm* find_hash_by_nid(int nid);
 // The digest size of `tpm`, 0 when it is not in the table.
 std::size_t hash_size(TPMI_ALG_HASH tpm) noexcept;
+// The OpenSSL digest of an object's name algorithm; throws Error
+// ("unsupported name algorithm 0x...") for one not in the table.
+const EVP_MD* name_algorithm_md(TPMI_ALG_HASH tpm);
 
 struct CurveAlgorithm {
     TPMI_ECC_CURVE tpm;

@@ -21,11 +21,8 @@ Bytes tpm_name(const TPMT_PUBLIC& area) {
     check_rc(Tss2_MU_TPMT_PUBLIC_Marshal(&area, marshalled.data(), marshalled.size(), &size),
              "marshalling a public area");
     marshalled.resize(size);
-    const HashAlgorithm* name_alg = find_hash(area.nameAlg);
-    if (!name_alg)
-        throw Error("unsupported name algorithm " + handle_text(area.nameAlg));
     Bytes name{static_cast<std::uint8_t>(area.nameAlg >> 8), static_cast<std::uint8_t>(area.nameAlg)};
-    const Bytes digest = digest_of(name_alg->md(), {marshalled});
+    const Bytes digest = digest_of(name_algorithm_md(area.nameAlg), {marshalled});
     name.insert(name.end(), digest.begin(), digest.end());
     return name;
 }

@@ -38,15 +38,6 @@ std::string bank_name(TPMI_ALG_HASH alg) {
     return h ? h->name : "hash " + code_text(alg);
 }
 
-const EVP_MD* md_of(TPMI_ALG_HASH alg) {
-    const HashAlgorithm* h = find_hash(alg);
-    if (!h)
-        throw Error("unsupported name algorithm " + code_text(alg));
-    return h->md();
-}
-
-Bytes hash(const EVP_MD* md, std::initializer_list<std::span<const std::uint8_t>> parts) { return digest_of(md, parts); }
-
 Bytes big_endian(std::uint32_t value) {
     return {static_cast<std::uint8_t>(value >> 24), static_cast<std::uint8_t>(value >> 16),
             static_cast<std::uint8_t>(value >> 8), static_cast<std::uint8_t>(value)};
@@ -284,7 +275,7 @@ std::string pcr_values_text(const PcrSelection& selection, const std::vector<Byt
 }
 
 Bytes authorization_digest(std::span<const std::uint8_t> approved, const TPM2B_DIGEST& policy_ref) {
-    return hash(EVP_sha256(), {approved, std::span(policy_ref.buffer, policy_ref.size)});
+    return digest_of(EVP_sha256(), {approved, std::span(policy_ref.buffer, policy_ref.size)});
 }
 
 PolicyCommand policy_authorize(const AuthorizeParts& parts) {
@@ -340,7 +331,7 @@ bool signature_verifies(const AuthorizeParts& parts, std::span<const std::uint8_
             return false;
         }
         // The TPM takes a digest of the signature's hash only (TPM 2.0 Part 3, VerifySignature).
-        const EVP_MD* md = md_of(hash_alg);
+        const EVP_MD* md = name_algorithm_md(hash_alg);
         if (static_cast<std::size_t>(EVP_MD_get_size(md)) != a_hash.size())
             return false;
         const Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free> ctx(EVP_PKEY_CTX_new(signer.get(), nullptr));
@@ -412,19 +403,19 @@ Bytes policy_digest(std::span<const PolicyCommand> commands) {
         switch (command.code) {
         case TPM2_CC_PolicyAuthValue:
             BodyReader(command, TPM2_CC_PolicyAuthValue).finish();  // no parameters
-            digest = hash(sha256, {digest, code});
+            digest = digest_of(sha256, {digest, code});
             break;
         case TPM2_CC_PolicyPCR:
             (void)pcr_selection_of(command);  // a malformed body has no digest
-            digest = hash(sha256, {digest, code, command.body});
+            digest = digest_of(sha256, {digest, code, command.body});
             break;
         case TPM2_CC_PolicyAuthorize: {
             // The TPM starts again from zeros: only the signer and the
             // reference count, not what the signed policy was.
             const AuthorizeParts parts = authorize_parts_of(command);
             const Bytes signer = tpm_name(parts.signer.publicArea);
-            digest = hash(sha256, {zeros, code, signer});
-            digest = hash(sha256, {digest, std::span(parts.policy_ref.buffer, parts.policy_ref.size)});
+            digest = digest_of(sha256, {zeros, code, signer});
+            digest = digest_of(sha256, {digest, std::span(parts.policy_ref.buffer, parts.policy_ref.size)});
             break;
         }
         default:
