@@ -22,6 +22,7 @@
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/endorsement.hpp"
 #include "simulator_tcti.hpp"
+#include "tool_files.hpp"
 
 #include <tss2/tss2_mu.h>
 
@@ -34,20 +35,8 @@
 namespace {
 
 using namespace tpmkey;
-
-Bytes read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw Error(path + ": cannot read");
-    return Bytes(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_all(const std::string& path, const Bytes& data) {
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    if (!out)
-        throw Error(path + ": cannot write");
-}
+using test::read_all;
+using test::write_all;
 
 void append_u16(Bytes& out, std::size_t v) {
     out.push_back(static_cast<std::uint8_t>(v >> 8));

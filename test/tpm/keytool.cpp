@@ -17,6 +17,7 @@
 #include "core/tpm/tpm_keys.hpp"
 #include "core/keys/public_key.hpp"
 #include "simulator_tcti.hpp"
+#include "tool_files.hpp"
 
 #include <openssl/bn.h>
 #include <openssl/ecdsa.h>
@@ -33,20 +34,8 @@
 namespace {
 
 using namespace tpmkey;
-
-Bytes read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw Error(path + ": cannot read");
-    return Bytes(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_all(const std::string& path, const Bytes& data) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    if (!out.flush())
-        throw Error(path + ": cannot write");
-}
+using test::read_all;
+using test::write_all;
 
 Bytes sha256(const Bytes& data) {
     Bytes digest(32);
