@@ -22,73 +22,14 @@ namespace tpmkey {
 
 namespace {
 
-using X509Store = Owned<X509_STORE, X509_STORE_free>;
-using X509StoreCtx = Owned<X509_STORE_CTX, X509_STORE_CTX_free>;
-void free_x509_stack(STACK_OF(X509) * stack) noexcept { sk_X509_pop_free(stack, X509_free); }
-using X509Stack = Owned<STACK_OF(X509), free_x509_stack>;
-
 // An EK certificate is a few hundred bytes to 2 KiB; an NV index claiming
 // more is not one (and is not read).
 constexpr std::size_t max_certificate_size = 8192;
-// A root or intermediate certificate file (PEM, may hold several).
-constexpr std::size_t max_root_file_size = 1024 * 1024;
 
 // The NV indices of EK certificates in the TCG EK Credential Profile: the
 // low range (0x01C00002, 0x01C0000A) and the high range (0x01C00012 on).
 constexpr std::uint32_t first_cert_index = 0x01C00002;
 constexpr std::uint32_t last_cert_index = 0x01C0001C;
-
-// The certificates in one file: PEM (one or more) or a single DER.
-std::vector<X509Cert> certificates_in(const Bytes& data) {
-    std::vector<X509Cert> out;
-    const Bio bio(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
-    while (bio) {
-        X509Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-        if (!cert)
-            break;
-        out.push_back(std::move(cert));
-    }
-    if (out.empty()) {
-        const unsigned char* p = data.data();
-        X509Cert cert(d2i_X509(nullptr, &p, static_cast<long>(data.size())));
-        if (cert)
-            out.push_back(std::move(cert));
-    }
-    return out;
-}
-
-bool self_signed(X509* cert) { return X509_check_issued(cert, cert) == X509_V_OK; }
-
-// EK certificates (TCG EK Credential Profile) may carry critical
-// extensions a general X.509 library does not handle: their subjectAltName
-// is a directoryName with the TPM's manufacturer, model and version, and is
-// critical when the subject is empty; subjectDirectoryAttributes (2.5.29.9:
-// TPM specification, security assertions) may be critical too. Verifiers
-// of TPM certificates built on Go's crypto/x509 (go-webauthn's TPM
-// attestation, EK chain checks like go-attestation's) take the SAN's OID
-// out of the certificate's UnhandledCriticalExtensions and verify the rest
-// as usual. OpenSSL parses the SAN itself, so here that leaves
-// subjectDirectoryAttributes; the verify callback forgives
-// X509_V_ERR_UNHANDLED_CRITICAL_EXTENSION for the EK certificate itself
-// (depth 0) only, and only when every critical extension OpenSSL does not
-// support is one of these two. Any other error, and any such extension on
-// a CA certificate, still fails (test/tpm/ek-cross-check.sh).
-int forgive_tcg_extensions(int ok, X509_STORE_CTX* ctx) {
-    if (ok || X509_STORE_CTX_get_error(ctx) != X509_V_ERR_UNHANDLED_CRITICAL_EXTENSION ||
-        X509_STORE_CTX_get_error_depth(ctx) != 0)
-        return ok;
-    X509* cert = X509_STORE_CTX_get_current_cert(ctx);
-    for (int i = 0; i < X509_get_ext_count(cert); ++i) {
-        X509_EXTENSION* ext = X509_get_ext(cert, i);
-        if (!X509_EXTENSION_get_critical(ext) || X509_supported_extension(ext))
-            continue;
-        const int nid = OBJ_obj2nid(X509_EXTENSION_get_object(ext));
-        if (nid != NID_subject_directory_attributes && nid != NID_subject_alt_name)
-            return 0;
-    }
-    X509_STORE_CTX_set_error(ctx, X509_V_OK);
-    return 1;
-}
 
 struct NvCertificate {
     std::uint32_t index = 0;
@@ -158,15 +99,6 @@ NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
     return {index, std::move(data), std::move(cert)};
 }
 
-std::string one_line(const X509_NAME* name) {
-    const Bio bio(BIO_new(BIO_s_mem()));
-    if (!bio || X509_NAME_print_ex(bio.get(), name, 0, XN_FLAG_ONELINE & ~ASN1_STRFLGS_ESC_MSB) < 0)
-        return "?";
-    char* text = nullptr;
-    const long size = BIO_get_mem_data(bio.get(), &text);
-    return std::string(text, static_cast<std::size_t>(size));
-}
-
 std::string sha256_hex(const Bytes& data) { return hex(digest_of(EVP_sha256(), {data})); }
 
 TpmObject start_policy_session(Tpm& tpm, TPMI_ALG_HASH hash) {
@@ -186,94 +118,15 @@ TpmObject start_policy_session(Tpm& tpm, TPMI_ALG_HASH hash) {
 
 }  // namespace
 
-EkRoots default_ek_roots() {
-    const Config config = load_config();
-    if (!config.ek_roots.empty())
-        return {config.ek_roots};
-    EkRoots roots{{"/etc/tpmkey/ek-roots"}};
-    const std::filesystem::path config_file = config_file_path();
-    if (!config_file.empty())
-        roots.dirs.push_back(config_file.parent_path() / "ek-roots");
-    return roots;
+std::optional<EkCertificate> read_ek_certificate(Tpm& tpm) {
+    const EkTemplate* t = certified_template(ek_nv_indices(tpm));
+    if (!t)
+        return std::nullopt;
+    NvCertificate certificate = read_certificate(tpm, t->cert_index);
+    return EkCertificate{certificate.index, std::move(certificate.der), t};
 }
 
-namespace {
-
-// Adds the certificates of the root directories: self-signed ones to
-// `store` as trusted roots, the others to `untrusted` as intermediates.
-// Returns how many roots were added.
-int add_ek_roots(const EkRoots& roots, X509_STORE* store, STACK_OF(X509)* untrusted) {
-    int trusted = 0;
-    for (const std::filesystem::path& dir : roots.dirs) {
-        std::error_code ec;
-        std::vector<std::filesystem::path> files;
-        for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-            files.push_back(entry.path());
-        std::sort(files.begin(), files.end());
-        for (const std::filesystem::path& file : files) {
-            try {
-                const FileRead read = read_regular_file(file, max_root_file_size);
-                // A root someone else could have put there is no root.
-                check_not_replaceable(file, read, "EK root certificate", "the trusted EK roots");
-                for (X509Cert& cert : certificates_in(read.data)) {
-                    if (self_signed(cert.get())) {
-                        if (X509_STORE_add_cert(store, cert.get()) == 1)
-                            ++trusted;
-                    } else if (sk_X509_push(untrusted, cert.get()) > 0) {
-                        (void)cert.release();
-                    }
-                }
-            } catch (const Error&) {
-                // Not a certificate file we can use: skipped, as `openssl
-                // rehash` skips what it cannot read.
-            }
-        }
-    }
-    return trusted;
-}
-
-std::string dirs_text(const EkRoots& roots) {
-    std::string dirs;
-    for (const auto& dir : roots.dirs)
-        dirs += (dirs.empty() ? "" : ", ") + dir.string();
-    return dirs.empty() ? std::string("(no directory)") : dirs;
-}
-
-// Whether a trusted EK root is installed at all: then an EK that is not
-// certified by one is refused, not trusted on first use (an interposer
-// could hide the certificate, or show one that does not chain).
-bool has_trusted_ek_root(const EkRoots& roots) {
-    const X509Store store(X509_STORE_new());
-    const X509Stack untrusted(sk_X509_new_null());
-    if (!store || !untrusted)
-        throw Error("cannot verify a certificate chain (OpenSSL)");
-    return add_ek_roots(roots, store.get(), untrusted.get()) > 0;
-}
-
-}  // namespace
-
-std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots) {
-    const unsigned char* p = certificate.data();
-    const X509Cert leaf(d2i_X509(nullptr, &p, static_cast<long>(certificate.size())));
-    if (!leaf)
-        return "not an X.509 certificate";
-    const X509Store store(X509_STORE_new());
-    const X509Stack untrusted(sk_X509_new_null());
-    if (!store || !untrusted)
-        throw Error("cannot verify a certificate chain (OpenSSL)");
-    if (add_ek_roots(roots, store.get(), untrusted.get()) == 0)
-        return "no trusted EK root certificate in " + dirs_text(roots);
-    X509_STORE_set_verify_cb(store.get(), forgive_tcg_extensions);
-    const X509StoreCtx ctx(X509_STORE_CTX_new());
-    if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf.get(), untrusted.get()) != 1)
-        throw Error("cannot verify a certificate chain (OpenSSL)");
-    if (X509_verify_cert(ctx.get()) == 1)
-        return {};
-    return X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()));
-}
-
-TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out) {
-    const TPM2B_PUBLIC in_public = ek_public_template(ek_template);
+TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out, const char* step) {
     const TPM2B_SENSITIVE_CREATE sensitive{};
     const TPM2B_DATA outside_info{};
     const TPML_PCR_SELECTION pcrs{};
@@ -284,10 +137,15 @@ TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out) {
     check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
                                 &sensitive, &in_public, &outside_info, &pcrs, &handle, out_ptr(pub), nullptr, nullptr,
                                 nullptr),
-             "TPM2_CreatePrimary of the endorsement key");
-    TpmObject ek(tpm, handle, TpmObject::Kind::transient);
+             step);
+    TpmObject key(tpm, handle, TpmObject::Kind::transient);
     out = pub->publicArea;
-    return ek;
+    return key;
+}
+
+TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out) {
+    return create_endorsement_primary(tpm, ek_public_template(ek_template), out,
+                                      "TPM2_CreatePrimary of the endorsement key");
 }
 
 Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
@@ -365,7 +223,7 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
     result.algorithm = ek_template->algorithm;
     if (certificate) {
         result.nv_index = certificate->index;
-        result.issuer = one_line(X509_get_issuer_name(certificate->cert.get()));
+        result.issuer = name_line(X509_get_issuer_name(certificate->cert.get()));
         // The certificate is about the EK the TPM re-creates from its
         // template, or about nothing we can use.
         const EvpPkey ek_key = PublicKey(ek_public).to_evp();

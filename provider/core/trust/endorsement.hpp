@@ -14,12 +14,13 @@
 #pragma once
 
 #include "core/keys/credential.hpp"
+#include "core/keys/ek_certificate.hpp"
 #include "core/keys/ek_templates.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/trust/known_parents.hpp"
 
 #include <cstdint>
-#include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,14 +34,6 @@ class ParentProofFailed : public UnverifiedParent {
 public:
     using UnverifiedParent::UnverifiedParent;
 };
-
-// The directories of trusted EK root (and intermediate) certificates:
-// /etc/tpmkey/ek-roots and $XDG_CONFIG_HOME/tpmkey/ek-roots (or the
-// config file's `ek-roots DIR`). Missing directories are no roots.
-struct EkRoots {
-    std::vector<std::filesystem::path> dirs;
-};
-EkRoots default_ek_roots();
 
 // What the proof found out about the EK.
 struct EndorsementKey {
@@ -64,16 +57,25 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
 // with other tools (openssl verify, tpm2_makecredential,
 // tpm2_activatecredential).
 
-// Why the certificate (DER) does not chain to a trusted root in `roots`,
-// or empty when it does: OpenSSL's verdict, the same as `openssl verify
-// -CAfile ROOT -untrusted INTERMEDIATE` with the self-signed certificates
-// of the directories as roots and the others as intermediates.
-std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots);
+// The TPM's EK certificate: the first of ek_templates()' order in its NV,
+// read with the index's own (empty) auth value; nullopt when it has none.
+// Throws ParentProofFailed for an index that holds no certificate.
+struct EkCertificate {
+    std::uint32_t index = 0;
+    Bytes der;                              // exactly the certificate, without the index's padding
+    const EkTemplate* ek_template = nullptr;  // the template its EK is made from
+};
+std::optional<EkCertificate> read_ek_certificate(Tpm& tpm);
 
 // The EK re-created from `ek_template` (TPM2_CreatePrimary in the
 // endorsement hierarchy, whose auth value must be empty); `out` gets its
 // public area.
 TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out);
+
+// TPM2_CreatePrimary of `in_public` in the endorsement hierarchy (the EK,
+// the attestation key); `out` gets its public area; `step` names it in a
+// TpmError.
+TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out, const char* step);
 
 // TPM2_ActivateCredential of `credential` for `object`, with `ek` (made by
 // create_ek from `ek_template`) in a policy session that satisfies its
