@@ -4,6 +4,7 @@
 // and the helpers more than one of them uses (cli.cpp).
 #pragma once
 
+#include "command_line.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
@@ -19,47 +20,6 @@
 #include <vector>
 
 namespace tpmkey::cli {
-
-// A mistake on the command line: main() prints it with the command's usage
-// line and exits 2.
-class UsageError : public Error {
-public:
-    UsageError(const std::string& message, std::string usage) : Error(message), usage_(std::move(usage)) {}
-    const std::string& usage() const noexcept { return usage_; }
-
-private:
-    std::string usage_;
-};
-
-// Plain constants (no constructors run at start-up).
-struct CommandSpec {
-    const char* name;
-    const char* summary;                // its line in 'tpmkey --help', the one list of the commands
-    const char* usage;                  // "tpmkey pubkey [-C COMMENT] KEY"
-    const char* help;                   // what --help prints after the usage line
-    const char* value_options[3];       // take a value: "-C", "--old-pin-file"; null-terminated
-    const char* flag_options[2];        // take none: "--apply"; null-terminated
-    std::size_t positional;             // exact number of other arguments
-};
-
-struct Parsed {
-    bool help = false;
-    std::map<std::string, std::string> values;
-    std::vector<std::string> flags;
-    std::vector<std::string> positional;
-
-    bool has_flag(const std::string& f) const { return std::find(flags.begin(), flags.end(), f) != flags.end(); }
-    std::string value(const std::string& option) const {
-        const auto it = values.find(option);
-        return it == values.end() ? std::string() : it->second;
-    }
-    bool has_value(const std::string& option) const { return values.count(option) != 0; }
-};
-
-struct Command {
-    const CommandSpec* spec;
-    int (*run)(const Parsed&);
-};
 
 extern const Command list_command, pubkey_command, info_command, passwd_command;  // key_commands.cpp
 extern const Command doctor_command;                                              // doctor.cpp

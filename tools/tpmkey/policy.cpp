@@ -104,12 +104,8 @@ std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm) {
 
 namespace {
 
-constexpr const char* policy_usage = "tpmkey policy sign [--policy-signer FILE] KEY";
-
 int cmd_policy(const Parsed& p) {
-    if (p.positional[0] != "sign")
-        throw UsageError("tpmkey policy: unknown subcommand '" + p.positional[0] + "'", policy_usage);
-    const std::filesystem::path path = rewritten_key_file(p.positional[1]);
+    const std::filesystem::path path = rewritten_key_file(p.positional[0]);
     KeyFile key = read_key_file(path);
     if (!key.has_signed_policies() || key.signed_policies.empty())
         throw Error(path.string() + ": not a key with a signed policy (made with tpmkey-keygen --pcr ... "
@@ -177,16 +173,16 @@ int cmd_policy(const Parsed& p) {
 }
 
 constexpr CommandSpec policy_spec{
-    "policy",
+    "policy sign",
     "re-sign a PCR-bound key's policy for the PCRs' values now",
-    policy_usage,
+    "tpmkey policy sign [--policy-signer FILE] KEY",
     "For a key bound to PCRs through a signed policy (tpmkey-keygen --pcr ...\n"
     "--policy-signer; see docs/pcr-bound-keys.md): signs a policy for the\n"
     "values the PCRs hold now, with the signer's private key in FILE (default\n"
     "~/.config/tpmkey/policy-signer.pem), and adds it to KEY, newest first.\n"
     "The key then signs in this boot state, with the same public key. Run it\n"
     "after a firmware update, on a boot you trust: it approves this boot state.\n",
-    {"--policy-signer", nullptr}, {nullptr}, 2};
+    {"--policy-signer", nullptr}, {nullptr}, 1};
 
 }  // namespace
 
