@@ -2,6 +2,8 @@
 
 #include "core/base/error.hpp"
 
+#include <tss2/tss2_mu.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -118,6 +120,32 @@ Bytes ek_policy_b(const HashAlgorithm& hash) {
     // TPM 2.0 Part 3, PolicyOR: H(0...0 || TPM_CC_PolicyOR || digests).
     const Bytes zeros(hash.size, 0);
     return digest_of(hash.md(), {zeros, big_endian(TPM2_CC_PolicyOR), ek_policy_a(hash), ek_policy_c(hash)});
+}
+
+TPM2B_PUBLIC ak_public_template() {
+    TPM2B_PUBLIC pub{};
+    TPMT_PUBLIC& area = pub.publicArea;
+    area.type = TPM2_ALG_ECC;
+    area.nameAlg = TPM2_ALG_SHA256;
+    area.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+                            TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED |
+                            TPMA_OBJECT_SIGN_ENCRYPT;
+    area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
+    area.parameters.eccDetail.scheme.scheme = TPM2_ALG_ECDSA;
+    area.parameters.eccDetail.scheme.details.ecdsa.hashAlg = TPM2_ALG_SHA256;
+    area.parameters.eccDetail.curveID = TPM2_ECC_NIST_P256;
+    area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
+    return pub;
+}
+
+bool is_ak_public(const TPMT_PUBLIC& area) {
+    TPMT_PUBLIC expected = ak_public_template().publicArea;
+    expected.unique = area.unique;
+    std::uint8_t a[sizeof(TPMT_PUBLIC)], b[sizeof(TPMT_PUBLIC)];
+    size_t a_size = 0, b_size = 0;
+    return Tss2_MU_TPMT_PUBLIC_Marshal(&area, a, sizeof a, &a_size) == TSS2_RC_SUCCESS &&
+           Tss2_MU_TPMT_PUBLIC_Marshal(&expected, b, sizeof b, &b_size) == TSS2_RC_SUCCESS && a_size == b_size &&
+           std::memcmp(a, b, a_size) == 0 && area.unique.ecc.x.size == 32 && area.unique.ecc.y.size == 32;
 }
 
 }  // namespace tpmkey

@@ -1,9 +1,11 @@
-// The endorsement key (EK) templates of the TCG EK Credential Profile for
+// The endorsement hierarchy's keys: the endorsement key (EK) templates of
+// the TCG EK Credential Profile for
 // TPM 2.0 (version 2.5: the templates L-1, L-2, H-1..H-6 and their NV
 // indices), and the policies an EK is used with. A TPM's EK
 // certificate sits at the NV index that names its template; re-creating
 // the EK from that template (TPM2_CreatePrimary in the endorsement
-// hierarchy) gives the key the certificate is for.
+// hierarchy) gives the key the certificate is for. And the template of
+// tpmkey's attestation key, made the same way.
 #pragma once
 
 #include "core/keys/algorithms.hpp"
@@ -47,5 +49,20 @@ Bytes ek_policy_a(const HashAlgorithm& hash);
 Bytes ek_policy_c(const HashAlgorithm& hash);
 // Policy B: TPM2_PolicyOR(A, C).
 Bytes ek_policy_b(const HashAlgorithm& hash);
+
+// The attestation key's template (docs/attestation.md, "The attestation
+// key"): a primary key in the endorsement hierarchy, re-created from this
+// template whenever it is needed, like the EK (so it needs no file and
+// survives TPM2_Clear, which changes only the storage hierarchy's seed).
+// ECC P-256, nameAlg SHA-256, fixedTPM | fixedParent | sensitiveDataOrigin
+// | userWithAuth | noDA | restricted | sign, empty auth value and policy,
+// scheme ECDSA with SHA-256, empty unique: what `tpm2_createprimary -C e
+// -g sha256 -G ecc256:ecdsa-sha256 -a 'fixedtpm|fixedparent|
+// sensitivedataorigin|userwithauth|noda|restricted|sign'` makes.
+TPM2B_PUBLIC ak_public_template();
+
+// Whether `area` is an AK made from ak_public_template() (its unique, the
+// key itself, aside): what a CA checks before it certifies one.
+bool is_ak_public(const TPMT_PUBLIC& area);
 
 }  // namespace tpmkey

@@ -4,6 +4,7 @@
 #include "core/keys/algorithms.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace tpmkey {
 
@@ -30,6 +31,30 @@ std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count) 
         next = list.tpmProperty[list.count - 1].property + 1;
     }
     return out;
+}
+
+TpmIdentity tpm_identity(Tpm& tpm) {
+    const auto props = tpm_properties(tpm, TPM2_PT_MANUFACTURER, TPM2_PT_FIRMWARE_VERSION_1 - TPM2_PT_MANUFACTURER + 1);
+    const auto value = [&](TPM2_PT pt) {
+        const auto it = props.find(pt);
+        return it == props.end() ? 0u : it->second;
+    };
+    const auto id = [](UINT32 v) {
+        char text[12];
+        std::snprintf(text, sizeof text, "id:%08X", v);
+        return std::string(text);
+    };
+    // Each vendor string holds four characters, big-endian.
+    std::string model;
+    for (TPM2_PT pt = TPM2_PT_VENDOR_STRING_1; pt <= TPM2_PT_VENDOR_STRING_4; ++pt)
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            const char c = static_cast<char>((value(pt) >> shift) & 0xff);
+            if (c >= 0x20 && c < 0x7f)
+                model += c;
+        }
+    while (!model.empty() && model.back() == ' ')
+        model.pop_back();
+    return {id(value(TPM2_PT_MANUFACTURER)), model, id(value(TPM2_PT_FIRMWARE_VERSION_1))};
 }
 
 DictionaryAttackState dictionary_attack_state(Tpm& tpm) {

@@ -6,6 +6,7 @@
 #include "core/tpm/tpm.hpp"
 
 #include <map>
+#include <string>
 #include <vector>
 
 namespace tpmkey {
@@ -15,6 +16,20 @@ EsysPtr<TPMS_CAPABILITY_DATA> get_capability(Tpm& tpm, TPM2_CAP capability, UINT
 
 // TPM2_CAP_TPM_PROPERTIES for `count` properties from `first`.
 std::map<TPM2_PT, UINT32> tpm_properties(Tpm& tpm, TPM2_PT first, UINT32 count);
+
+// What the TPM says it is, as the TCG EK Credential Profile writes it in
+// an EK certificate's subjectAltName (and WebAuthn asks of an AK
+// certificate): TPM_PT_MANUFACTURER as "id:" and 8 hex digits
+// ("id:49424D00", IBM), the vendor strings TPM_PT_VENDOR_STRING_1..4 as
+// text ("SW   TPM", trailing NULs and spaces dropped, printable only), and
+// TPM_PT_FIRMWARE_VERSION_1 as "id:" and 8 hex digits. Reported by the
+// TPM, not proven by anything.
+struct TpmIdentity {
+    std::string manufacturer;
+    std::string model;
+    std::string version;
+};
+TpmIdentity tpm_identity(Tpm& tpm);
 
 // The TPM's dictionary-attack protection (TPM 2.0 Part 1, 19.8): every key
 // without 'noda' (all of ours) counts wrong auth values against it.

@@ -1,0 +1,120 @@
+#include "core/keys/exchange_file.hpp"
+
+#include "core/base/printable.hpp"
+#include "core/files/atomic_file.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/public_key.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+
+namespace tpmkey {
+
+namespace {
+
+constexpr std::size_t max_file_size = 1024 * 1024;
+
+bool is_name(std::string_view name) {
+    return !name.empty() && name.size() <= 64 &&
+           name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
+}
+
+// Strict base64: the alphabet and '=' padding only, a length that is a
+// multiple of 4 (EVP_DecodeBlock would take spaces and more).
+bool decode_base64(const std::string& text, Bytes& out) {
+    if (text.size() % 4 != 0 ||
+        text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != std::string::npos)
+        return false;
+    const std::size_t padding = text.size() - std::min(text.size(), text.find('='));
+    if (padding > 2 || (padding > 0 && text.find_first_not_of('=', text.size() - padding) != std::string::npos))
+        return false;
+    out.resize(text.size() / 4 * 3);
+    const int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()),
+                                  static_cast<int>(text.size()));
+    if (n < 0 || static_cast<std::size_t>(n) < padding)
+        return false;
+    out.resize(static_cast<std::size_t>(n) - padding);
+    return true;
+}
+
+}  // namespace
+
+void ExchangeFile::set_text(const std::string& name, const std::string& value) {
+    if (!is_name(name) || value.find_first_of("\r\n") != std::string::npos || printable(value) != value)
+        throw Error("cannot write '" + name + "': not a printable value on one line");
+    fields_[name] = value;
+}
+
+void ExchangeFile::set_bytes(const std::string& name, const Bytes& value) { set_text(name, base64(value)); }
+
+std::string ExchangeFile::text(const std::string& name) const {
+    const auto it = fields_.find(name);
+    if (it == fields_.end())
+        throw Error(what_ + ": no " + name);
+    return it->second;
+}
+
+Bytes ExchangeFile::bytes(const std::string& name, std::size_t max_size) const {
+    Bytes out;
+    if (!decode_base64(text(name), out))
+        throw Error(what_ + ": " + name + " is not base64");
+    if (out.size() > max_size)
+        throw Error(what_ + ": " + name + " is too long (" + std::to_string(out.size()) + " bytes)");
+    return out;
+}
+
+std::string ExchangeFile::to_string() const {
+    std::string out = "tpmkey-" + kind_ + " 1\n";
+    for (const auto& [name, value] : fields_)
+        out += name + " " + value + "\n";
+    return out;
+}
+
+ExchangeFile ExchangeFile::parse(std::string_view contents, const std::string& kind,
+                                 std::initializer_list<const char*> names, const std::string& what) {
+    ExchangeFile file(kind);
+    file.what_ = what;
+    const std::string header = "tpmkey-" + kind + " 1";
+    bool first = true;
+    while (!contents.empty()) {
+        const std::size_t end = contents.find('\n');
+        if (end == std::string_view::npos)
+            throw Error(what + ": the last line has no end (a cut file?)");
+        const std::string_view line = contents.substr(0, end);
+        contents.remove_prefix(end + 1);
+        if (first) {
+            if (line != header)
+                throw Error(what + ": not a tpmkey " + kind + " file (its first line must be '" + header + "')");
+            first = false;
+            continue;
+        }
+        const std::size_t space = line.find(' ');
+        const std::string name(line.substr(0, space));
+        if (space == std::string_view::npos || !is_name(name))
+            throw Error(what + ": a line is not 'NAME VALUE'");
+        if (std::none_of(names.begin(), names.end(), [&](const char* n) { return name == n; }))
+            throw Error(what + ": unknown field '" + name + "'");
+        const std::string value(line.substr(space + 1));
+        if (value.find('\r') != std::string::npos || printable(value) != value)
+            throw Error(what + ": " + name + " is not printable text");
+        if (!file.fields_.emplace(name, value).second)
+            throw Error(what + ": " + name + " given twice");
+    }
+    if (first)
+        throw Error(what + ": empty, not a tpmkey " + kind + " file");
+    return file;
+}
+
+ExchangeFile read_exchange_file(const std::filesystem::path& path, const std::string& kind,
+                                std::initializer_list<const char*> names) {
+    const FileRead read = read_regular_file(path, max_file_size);
+    return ExchangeFile::parse({reinterpret_cast<const char*>(read.data.data()), read.data.size()}, kind, names,
+                               path.string());
+}
+
+void write_exchange_file(const std::filesystem::path& path, const ExchangeFile& file, mode_t mode) {
+    write_file_atomically(path, file.to_string(), mode, Replace::yes);
+}
+
+}  // namespace tpmkey
