@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace tpmkey {
 
@@ -37,6 +38,10 @@ struct EkTemplate {
 // range before high. Not H-5 (SM2) nor H-7.
 std::span<const EkTemplate> ek_templates();
 const EkTemplate* find_ek_template(std::uint32_t cert_index);
+// The template of the certificate index `text` names, written as
+// handle_text() writes it ("0x01c0000a": the exchange files'
+// ek-certificate-index); throws Error for any other text.
+const EkTemplate& ek_template_of(const std::string& text);
 // L-2 (ECC P-256): the EK re-created and pinned on a TPM without a certificate.
 const EkTemplate& uncertified_ek_template();
 
