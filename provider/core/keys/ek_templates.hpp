@@ -62,8 +62,10 @@ Bytes ek_policy_b(const HashAlgorithm& hash);
 // ECC P-256, nameAlg SHA-256, fixedTPM | fixedParent | sensitiveDataOrigin
 // | userWithAuth | noDA | restricted | sign, empty auth value and policy,
 // scheme ECDSA with SHA-256, empty unique: what `tpm2_createprimary -C e
-// -g sha256 -G ecc256:ecdsa-sha256 -a 'fixedtpm|fixedparent|
-// sensitivedataorigin|userwithauth|noda|restricted|sign'` makes.
+// -g sha256 -G ecc256:ecdsa-sha256:null -a 'fixedtpm|fixedparent|
+// sensitivedataorigin|userwithauth|noda|restricted|sign'` makes (without
+// ':null' tpm2-tools gives a restricted key AES-128-CFB, which a signing
+// key may not have: the TPM refuses it; test/e2e/tools/attest-enroll.sh).
 TPM2B_PUBLIC ak_public_template();
 
 // Whether `area` is an AK made from ak_public_template() (its unique, the
