@@ -64,7 +64,12 @@ cmp -s "$w/ek.der" "$w/ek.der2" && cmp -s "$w/ek.der" <(head -c "$(stat -c %s "$
 expect_clean_tpm "after attest enroll"
 ok "attest enroll: the request has the EK certificate at $index; nothing left in the TPM"
 
-# 3. The challenge, refused for EK roots that do not certify the EK.
+# 3. The challenge: --ek-roots is required; refused for EK roots that do
+# not certify the EK.
+run tpmkey_ca challenge --ca "$ca" "$w/laptop.req"
+expect_rc 2 "challenge without --ek-roots"
+expect_err "tpmkey-ca challenge: --ek-roots DIR is required" "challenge without --ek-roots"
+expect_err "(see 'tpmkey-ca challenge --help')" "challenge without --ek-roots"
 mkdir "$w/no-roots"
 run tpmkey_ca challenge --ca "$ca" --ek-roots "$w/no-roots" -o "$w/x.chal" "$w/laptop.req"
 expect_rc 1 "--ek-roots of an empty directory"
@@ -232,3 +237,26 @@ expect_err "$w/forged.chal: this TPM could not activate the challenge: it was ma
 [ ! -e "$w/other.proof" ] && [ ! -e "$w/forged.proof" ] || fail "a refused activation wrote a proof"
 (. "$w/other.env" && expect_clean_tpm "the other TPM, after the refused activations")
 ok "activate on another TPM: a challenge for another AK, or made for another TPM's EK, is refused; nothing written"
+
+# 9. A TPM whose endorsement hierarchy has a password, and one without an
+# EK certificate, cannot enrol; --days is checked.
+(. "$w/other.env" && tpm2_changeauth -c e endorsement-password)
+run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest enroll -o "$w/x.req"
+expect_rc 1 "enroll with an endorsement password"
+expect_err "tpmkey: the TPM's endorsement hierarchy has a password (endorsementAuth); tpmkey makes the attestation key there and supports only an empty one" \
+    "enroll with an endorsement password"
+run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest activate -o "$w/x.proof" "$w/forged.chal"
+expect_rc 1 "activate with an endorsement password"
+expect_err "the TPM's endorsement hierarchy has a password" "activate with an endorsement password"
+(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start) >"$w/plain.env" ||
+    fail "tpmkey-swtpm start (a TPM without EK certificate) failed"
+on_exit "(. '$w/plain.env' && '$helper' stop) >/dev/null 2>&1 || true"
+run env TPMKEY_TCTI="$(. "$w/plain.env" && echo "$TPMKEY_TCTI")" "$TPMKEY_TOOL" attest enroll -o "$w/x.req"
+expect_rc 1 "enroll without an EK certificate"
+expect_err "tpmkey: this TPM has no EK certificate in its NV: an attestation CA checks the attestation key against the TPM's certified endorsement key, so this TPM cannot be enrolled" \
+    "enroll without an EK certificate"
+[ ! -e "$w/x.req" ] && [ ! -e "$w/x.proof" ] || fail "a refused enroll or activate wrote a file"
+run tpmkey_ca issue-ak --ca "$ca" --days 0 "$w/laptop.proof"
+expect_rc 2 "--days 0"
+expect_err "tpmkey-ca issue-ak: --days needs a whole number of days from 1 to 36500" "--days 0"
+ok "enroll is refused on a TPM with an endorsement password or without an EK certificate; --days 0 is a usage error"
