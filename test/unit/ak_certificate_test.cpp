@@ -45,8 +45,8 @@ X509Cert ek_certificate() {
     X509Cert cert(X509_new());
     REQUIRE(ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), 0x1234) == 1);
     X509_NAME* name = X509_get_subject_name(cert.get());
-    REQUIRE(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("EK CA"), -1, -1,
-                                       0) == 1);
+    const auto* cn = reinterpret_cast<const unsigned char*>("EK CA");
+    REQUIRE(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, cn, -1, -1, 0) == 1);
     REQUIRE(X509_set_issuer_name(cert.get(), name) == 1);
     X509_gmtime_adj(X509_getm_notBefore(cert.get()), 0);
     X509_gmtime_adj(X509_getm_notAfter(cert.get()), 3600);

@@ -111,8 +111,8 @@ void init_ca(const CaDirectory& ca, const std::string& name, int days) {
             return PEM_write_bio_PrivateKey(bio, static_cast<EVP_PKEY*>(k), nullptr, nullptr, 0, nullptr, nullptr);
         },
         key.get(), "key");
-    const std::string cert_pem = pem_of([](BIO* bio, void* c) { return PEM_write_bio_X509(bio, static_cast<X509*>(c)); },
-                                        cert.get(), "certificate");
+    const std::string cert_pem = pem_of(
+        [](BIO* bio, void* c) { return PEM_write_bio_X509(bio, static_cast<X509*>(c)); }, cert.get(), "certificate");
     // The key first, refusing one that appeared meanwhile: two inits never
     // leave a certificate of one with the key of the other.
     write_file_atomically(ca.key_file(), key_pem, 0600, Replace::no);
@@ -121,8 +121,8 @@ void init_ca(const CaDirectory& ca, const std::string& name, int days) {
 
 CaKeys load_ca(const CaDirectory& ca) {
     if (!std::filesystem::exists(std::filesystem::symlink_status(ca.key_file())))
-        throw Error(ca.dir.string() + " holds no CA (no ca.key): make one with 'tpmkey-ca init --ca " + ca.dir.string() +
-                    "'");
+        throw Error(ca.dir.string() + " holds no CA (no ca.key): make one with 'tpmkey-ca init --ca " +
+                    ca.dir.string() + "'");
     const FileRead key_file = read_regular_file(ca.key_file(), max_pem_size);
     if (key_file.mode & 0077)
         throw Error(ca.key_file().string() + ": others may read the CA's key (mode " +

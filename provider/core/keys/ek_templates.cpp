@@ -58,7 +58,8 @@ const EkTemplate& ek_template_of(const std::string& text) {
     const EkTemplate* t = well_formed ? find_ek_template(static_cast<std::uint32_t>(std::stoul(text, nullptr, 16)))
                                       : nullptr;
     if (!t)
-        throw Error("'" + text + "' is not the NV index of an EK certificate tpmkey knows (0x01c0000a, 0x01c00002, ...)");
+        throw Error("'" + text +
+                    "' is not the NV index of an EK certificate tpmkey knows (0x01c0000a, 0x01c00002, ...)");
     return *t;
 }
 
