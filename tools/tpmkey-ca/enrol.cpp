@@ -6,6 +6,7 @@
 // once the machine returns the secret.
 
 #include "ak_certificate.hpp"
+#include "ak_request.hpp"
 #include "ca.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"
@@ -19,7 +20,6 @@
 #include <openssl/crypto.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
-#include <tss2/tss2_mu.h>
 
 #include <charconv>
 #include <ctime>
@@ -30,7 +30,6 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr std::size_t max_ek_certificate_size = 8192;
 constexpr std::size_t secret_size = 32;
 // tpmkey's AK has nameAlg SHA-256: its name is 0x000b || 32 bytes.
 constexpr std::size_t ak_name_size = 34;
@@ -40,58 +39,6 @@ constexpr std::size_t ak_name_size = 34;
 constexpr std::initializer_list<const char*> pending_fields = {
     "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
     "secret",         "created"};
-
-// An enrolment request, every field checked.
-struct AkRequest {
-    Bytes ek_der;
-    X509Cert ek_certificate;
-    const EkTemplate* ek_template = nullptr;
-    TPMT_PUBLIC ak{};
-    Bytes ak_name;
-    std::string manufacturer, model, version;
-};
-
-// "id:" and 8 upper-case hex digits, as tpm_identity() writes them.
-bool is_tcg_id(const std::string& text) {
-    return text.size() == 11 && text.compare(0, 3, "id:") == 0 &&
-           text.find_first_not_of("0123456789ABCDEF", 3) == std::string::npos;
-}
-
-// The request's fields, hostile until each is checked; `what` names the file.
-AkRequest checked_request(const ExchangeFile& file, const std::string& what) {
-    AkRequest r;
-    r.ek_der = file.bytes("ek-certificate", max_ek_certificate_size);
-    const unsigned char* p = r.ek_der.data();
-    r.ek_certificate.reset(d2i_X509(nullptr, &p, static_cast<long>(r.ek_der.size())));
-    if (!r.ek_certificate || p != r.ek_der.data() + r.ek_der.size())
-        throw Error(what + ": ek-certificate is not one X.509 certificate (DER)");
-    r.ek_template = &ek_template_of(file.text("ek-certificate-index"));
-
-    const Bytes ak_public = file.bytes("ak-public", sizeof(TPM2B_PUBLIC));
-    TPM2B_PUBLIC ak{};
-    size_t offset = 0;
-    if (Tss2_MU_TPM2B_PUBLIC_Unmarshal(ak_public.data(), ak_public.size(), &offset, &ak) != TSS2_RC_SUCCESS ||
-        offset != ak_public.size())
-        throw Error(what + ": ak-public is not a TPM2B_PUBLIC");
-    if (!is_ak_public(ak.publicArea))
-        throw Error(what + ": ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 signing key with "
-                           "fixedTPM, fixedParent and sensitiveDataOrigin, made from tpmkey's template): refused");
-    r.ak = ak.publicArea;
-    r.ak_name = tpm_name(r.ak);
-
-    r.manufacturer = file.text("tpm-manufacturer");
-    r.model = file.text("tpm-model");
-    r.version = file.text("tpm-version");
-    if (!is_tcg_id(r.manufacturer) || !is_tcg_id(r.version))
-        throw Error(what + ": tpm-manufacturer and tpm-version must be 'id:' and 8 hex digits (as the TPM reports "
-                           "them), not '" + r.manufacturer + "', '" + r.version + "'");
-    // Four vendor strings of four characters.
-    if (r.model.size() > 16 || r.model.find_first_not_of(
-                                   " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`"
-                                   "abcdefghijklmnopqrstuvwxyz{|}~") != std::string::npos)
-        throw Error(what + ": tpm-model must be at most 16 printable ASCII characters");
-    return r;
-}
 
 std::string now_text() {
     const std::time_t now = std::time(nullptr);
