@@ -191,8 +191,11 @@ int cmd_issue_ak(const Parsed& p) {
         throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) + " in " +
                     ca.pending_dir().string() + " (a proof works once; make a new challenge with tpmkey-ca challenge)");
     const ExchangeFile pending = read_exchange_file(pending_path, "ak-pending", pending_fields);
-    // Used up before the secret is compared: one guess per challenge.
-    std::filesystem::remove(pending_path);
+    // Used up before the secret is compared: one guess per challenge. Two
+    // issue-ak at once both read it, but only one removes it.
+    if (!std::filesystem::remove(pending_path))
+        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) +
+                    " was used meanwhile (a proof works once)");
     Bytes expected = pending.bytes("secret", 64);
     const bool same = secret.size() == expected.size() &&
                       CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
