@@ -114,8 +114,14 @@ tamper "$w/laptop.req" "$w/long.req" 'b + b"\0"'
 run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/long.req"
 expect_rc 1 "an AK public area with a byte more"
 expect_err "$w/long.req: ak-public is not a TPM2B_PUBLIC" "an AK public area with a byte more"
+# The EK certificate under another template's index (RSA 2048, L-1).
+sed 's/^ek-certificate-index .*/ek-certificate-index 0x01c00002/' "$w/laptop.req" >"$w/other-index.req"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/other-index.req"
+expect_rc 1 "an EK certificate under another template's index"
+expect_err "$w/other-index.req: refused: its EK certificate does not fit template L-1 of its index: " \
+    "an EK certificate under another template's index"
 [ ! -e "$w/x.chal" ] && [ -z "$(ls "$ca/pending")" ] || fail "a refused request left a challenge or a pending file"
-ok "challenge: an ak-public without 'restricted', or with a byte more, is refused; nothing written"
+ok "challenge: an ak-public without 'restricted', or with a byte more, or an EK certificate under another template's index is refused; nothing written"
 
 # 5. The challenge, the proof, the certificate.
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop.chal" "$w/laptop.req"
