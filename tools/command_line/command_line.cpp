@@ -129,11 +129,12 @@ int report_usage_error(const Program& program, const UsageError& e) {
         return 2;
     }
     // The command's name is the usage line's lower-case words after the
-    // program's: "tpmkey policy sign [--policy-signer FILE] KEY".
+    // program's, up to its first option: "tpmkey policy sign
+    // [--policy-signer FILE] KEY", "tpmkey-ca challenge --ek-roots DIR ...".
     std::string name;
     const std::vector<std::string> words = words_of(e.usage().c_str());
     for (std::size_t i = 1; i < words.size(); ++i) {
-        if (words[i].find_first_not_of("abcdefghijklmnopqrstuvwxyz-") != std::string::npos)
+        if (words[i].front() == '-' || words[i].find_first_not_of("abcdefghijklmnopqrstuvwxyz-") != std::string::npos)
             break;
         name += " " + words[i];
     }

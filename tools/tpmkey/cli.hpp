@@ -28,6 +28,7 @@ extern const Command policy_command;                                            
 extern const Command bench_command;                                               // bench.cpp
 extern const Command setup_command;                                               // setup.cpp
 extern const Command forget_tpm_command;                                          // forget_tpm.cpp
+extern const Command attest_enroll_command, attest_activate_command;              // attest_enroll.cpp
 
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
 // match now (policy.cpp), which it returns too (nullopt: no PCRs, no TPM,

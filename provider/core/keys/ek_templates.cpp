@@ -52,6 +52,17 @@ const EkTemplate* find_ek_template(std::uint32_t cert_index) {
     return t == std::end(templates) ? nullptr : t;
 }
 
+const EkTemplate& ek_template_of(const std::string& text) {
+    const bool well_formed = text.size() == 10 && text.compare(0, 2, "0x") == 0 &&
+                             text.find_first_not_of("0123456789abcdef", 2) == std::string::npos;
+    const EkTemplate* t = well_formed ? find_ek_template(static_cast<std::uint32_t>(std::stoul(text, nullptr, 16)))
+                                      : nullptr;
+    if (!t)
+        throw Error("'" + text +
+                    "' is not the NV index of an EK certificate tpmkey knows (0x01c0000a, 0x01c00002, ...)");
+    return *t;
+}
+
 const EkTemplate& uncertified_ek_template() { return templates[0]; }
 
 TPM2B_PUBLIC ek_public_template(const EkTemplate& t) {

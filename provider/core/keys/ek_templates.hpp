@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace tpmkey {
 
@@ -37,6 +38,10 @@ struct EkTemplate {
 // range before high. Not H-5 (SM2) nor H-7.
 std::span<const EkTemplate> ek_templates();
 const EkTemplate* find_ek_template(std::uint32_t cert_index);
+// The template of the certificate index `text` names, written as
+// handle_text() writes it ("0x01c0000a": the exchange files'
+// ek-certificate-index); throws Error for any other text.
+const EkTemplate& ek_template_of(const std::string& text);
 // L-2 (ECC P-256): the EK re-created and pinned on a TPM without a certificate.
 const EkTemplate& uncertified_ek_template();
 
@@ -57,8 +62,10 @@ Bytes ek_policy_b(const HashAlgorithm& hash);
 // ECC P-256, nameAlg SHA-256, fixedTPM | fixedParent | sensitiveDataOrigin
 // | userWithAuth | noDA | restricted | sign, empty auth value and policy,
 // scheme ECDSA with SHA-256, empty unique: what `tpm2_createprimary -C e
-// -g sha256 -G ecc256:ecdsa-sha256 -a 'fixedtpm|fixedparent|
-// sensitivedataorigin|userwithauth|noda|restricted|sign'` makes.
+// -g sha256 -G ecc256:ecdsa-sha256:null -a 'fixedtpm|fixedparent|
+// sensitivedataorigin|userwithauth|noda|restricted|sign'` makes (without
+// ':null' tpm2-tools gives a restricted key AES-128-CFB, which a signing
+// key may not have: the TPM refuses it; test/e2e/tools/attest-enroll.sh).
 TPM2B_PUBLIC ak_public_template();
 
 // Whether `area` is an AK made from ak_public_template() (its unique, the

@@ -62,4 +62,13 @@ ExchangeFile read_exchange_file(const std::filesystem::path& path, const std::st
 // secret in it), replacing what was there.
 void write_exchange_file(const std::filesystem::path& path, const ExchangeFile& file, mode_t mode = 0644);
 
+// The fields of enrolment's files: tpmkey attest enroll writes the
+// request, tpmkey-ca challenge the challenge, tpmkey attest activate the
+// proof, which tpmkey-ca issue-ak reads.
+inline constexpr std::initializer_list<const char*> ak_request_fields = {
+    "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version"};
+inline constexpr std::initializer_list<const char*> ak_challenge_fields = {"ak-name", "ek-certificate-index",
+                                                                          "credential-blob", "encrypted-secret"};
+inline constexpr std::initializer_list<const char*> ak_proof_fields = {"ak-name", "secret"};
+
 }  // namespace tpmkey

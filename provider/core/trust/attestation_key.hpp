@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/keys/ek_templates.hpp"
+#include "core/keys/exchange_file.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/trust/endorsement.hpp"
 
@@ -14,5 +15,19 @@ namespace tpmkey {
 // endorsement hierarchy, whose auth value must be empty); `out` gets its
 // public area.
 TpmObject create_ak(Tpm& tpm, TPMT_PUBLIC& out);
+
+// The enrolment request (an "ak-request" exchange file): the TPM's EK
+// certificate and its NV index, the AK's public area (marshalled
+// TPM2B_PUBLIC) and what the TPM says it is (tpm_identity()). Throws Error
+// for a TPM without an EK certificate (the CA has nothing to check the AK
+// against) or with an endorsement hierarchy password. Flushes what it makes.
+ExchangeFile make_ak_request(Tpm& tpm);
+
+// TPM2_ActivateCredential of an "ak-challenge" (tpmkey-ca challenge) with
+// the EK of its ek-certificate-index and the AK, both re-created: the
+// secret the CA chose, which only this TPM and this AK can recover. Throws
+// Error for a challenge made for another AK, or one this TPM cannot
+// activate (another TPM's EK). Flushes what it makes.
+Bytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge);
 
 }  // namespace tpmkey

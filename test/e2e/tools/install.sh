@@ -33,6 +33,7 @@ grep -qx "module: $MODULE" "$D$p11_file" || fail "$p11_file does not name $MODUL
 
 cat >"$TEST_DIR/expected" <<LIST
 $TPMKEY_BINDIR/tpmkey
+$TPMKEY_BINDIR/tpmkey-ca
 $TPMKEY_BINDIR/tpmkey-keygen
 $TPMKEY_BINDIR/tpmkey-swtpm
 $MODULE
@@ -49,7 +50,7 @@ for doc in README.md quick-start.md configuration.md troubleshooting.md ssh-agen
 done
 (cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$TEST_DIR/installed"
 sort "$TEST_DIR/expected" | diff - "$TEST_DIR/installed" >&2 || fail "installed files differ from the expected list (- expected, + installed)"
-for f in tpmkey tpmkey-keygen tpmkey-swtpm; do
+for f in tpmkey tpmkey-ca tpmkey-keygen tpmkey-swtpm; do
     [ -x "$D$TPMKEY_BINDIR/$f" ] || fail "$f is not executable"
     [ "$("$D$TPMKEY_BINDIR/$f" --version)" = "$f ${TPMKEY_VERSION:?}" ] || fail "installed $f --version is not '$f $TPMKEY_VERSION'"
 done

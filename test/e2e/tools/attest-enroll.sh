@@ -1,0 +1,268 @@
+#!/bin/bash
+# attest-enroll.sh: enrolling the TPM's attestation key (AK) with tpmkey-ca
+# on a swtpm with EK certificates (--ek-cert: its EK CA in
+# $TPMKEY_SWTPM_DIR/ek-ca). tpmkey attest enroll -> tpmkey-ca challenge
+# (the swtpm's EK CA as --ek-roots) -> tpmkey attest activate -> tpmkey-ca
+# issue-ak; the AK certificate judged by openssl (chain, empty subject,
+# the TPM's attributes as tpm2_getcap reports them, EKU 2.23.133.8.3,
+# CA:FALSE, the EK it was enrolled with) and its key compared with the AK
+# tpm2_createprimary makes. Refused, each with exit 1 and its reason: EK
+# roots that are empty or another CA's, an AK public area that is not an
+# AK, a proof given twice, a wrong secret, a challenge for another TPM's
+# EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
+# TPM.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/common.sh"
+[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
+ek_roots=$TPMKEY_SWTPM_DIR/ek-ca
+ca=$TEST_DIR/ca
+w=$TEST_DIR/work
+mkdir -m 0700 "$w"
+
+# tpmkey-ca with no TPM reachable: a TCTI where nothing answers.
+tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 TPM2TOOLS_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
+
+# 0. tpmkey-ca needs no TPM library beyond the types' marshalling.
+libs=$(ldd "$TPMKEY_CA")
+expect_in "$libs" "libtss2-mu" "tpmkey-ca links libtss2-mu"
+expect_not_in "$libs" "libtss2-(esys|tctildr|tcti|sys|fapi)" "tpmkey-ca's libraries"
+ok "tpmkey-ca links only libtss2-mu and libtss2-rc of tpm2-tss: $(grep -o 'libtss2-[a-z]*' <<<"$libs" | sort -u | tr '\n' ' ')"
+
+# 1. The CA.
+must tpmkey_ca init --ca "$ca" --name "test attestation CA"
+expect_out "Made the attestation CA 'test attestation CA' in $ca" "init"
+expect_eq "$(stat -c %a "$ca/ca.key") $(stat -c %a "$ca") $(stat -c %a "$ca/pending")" "600 700 700" "the CA's modes"
+ca_text=$(openssl x509 -in "$ca/ca.crt" -noout -text)
+expect_in "$ca_text" "Basic Constraints: critical" "ca.crt"
+expect_in "$ca_text" "CA:TRUE" "ca.crt"
+expect_in "$ca_text" "Certificate Sign, CRL Sign" "ca.crt"
+must openssl verify -CAfile "$ca/ca.crt" "$ca/ca.crt"
+cp "$ca/ca.key" "$w/ca.key.before"
+run tpmkey_ca init --ca "$ca"
+expect_rc 1 "a second init"
+expect_err "ca.key exists: this directory has a CA already; nothing was changed" "a second init"
+cmp -s "$ca/ca.key" "$w/ca.key.before" || fail "a second init changed ca.key"
+ok "init: ca.key 0600, ca.crt a CA root openssl verifies, pending/ 0700; a second init is refused, nothing changed"
+
+# 2. The request.
+must "$TPMKEY_TOOL" attest enroll -o "$w/laptop.req"
+expect_out "Wrote the enrolment request of this TPM's attestation key to $w/laptop.req" "enroll"
+must "$TPMKEY_TOOL" attest enroll
+expect_eq "$out" "$(cat "$w/laptop.req")" "enroll to standard output"
+[ "$(head -1 "$w/laptop.req")" = "tpmkey-ak-request 1" ] || fail "the request's first line"
+field() { sed -n "s/^$1 //p" "$2"; }
+index=$(field ek-certificate-index "$w/laptop.req")
+expect_in "$index" "^0x01c000[0-9a-f]{2}$" "ek-certificate-index"
+field ek-certificate "$w/laptop.req" | base64 -d >"$w/ek.der"
+tpm2_nvread -T "$TPMKEY_SWTPM_TCTI" "$index" >"$w/ek.nv"
+openssl x509 -inform DER -in "$w/ek.der" -outform DER -out "$w/ek.der2"
+cmp -s "$w/ek.der" "$w/ek.der2" && cmp -s "$w/ek.der" <(head -c "$(stat -c %s "$w/ek.der")" "$w/ek.nv") ||
+    fail "ek-certificate is not the certificate at $index"
+expect_clean_tpm "after attest enroll"
+ok "attest enroll: the request has the EK certificate at $index; nothing left in the TPM"
+
+# 3. The challenge: --ek-roots is required; refused for EK roots that do
+# not certify the EK.
+run tpmkey_ca challenge --ca "$ca" "$w/laptop.req"
+expect_rc 2 "challenge without --ek-roots"
+expect_err "tpmkey-ca challenge: --ek-roots DIR is required" "challenge without --ek-roots"
+expect_err "(see 'tpmkey-ca challenge --help')" "challenge without --ek-roots"
+mkdir "$w/no-roots"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$w/no-roots" -o "$w/x.chal" "$w/laptop.req"
+expect_rc 1 "--ek-roots of an empty directory"
+expect_err "refused: no trusted EK root certificate (self-signed) in $w/no-roots" "--ek-roots of an empty directory"
+# Another CA: the EK CA of a second swtpm (used again below).
+helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
+(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start --ek-cert) >"$w/other.env" ||
+    fail "tpmkey-swtpm start --ek-cert (a second TPM) failed"
+on_exit "(. '$w/other.env' && '$helper' stop) >/dev/null 2>&1 || true"
+other_dir=$(. "$w/other.env" && echo "$TPMKEY_SWTPM_DIR")
+other_tcti=$(. "$w/other.env" && echo "$TPMKEY_TCTI")
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$other_dir/ek-ca" -o "$w/x.chal" "$w/laptop.req"
+expect_rc 1 "--ek-roots of another CA"
+expect_err "$w/laptop.req: refused: its EK certificate (issued by CN = swtpm-localca) does not chain to a root in $other_dir/ek-ca: " \
+    "--ek-roots of another CA"
+expect_in "$err" "unable to get local issuer certificate|certificate signature failure|unable to get issuer certificate" \
+    "OpenSSL's reason"
+[ ! -e "$w/x.chal" ] && [ -z "$(ls "$ca/pending")" ] || fail "a refused request left a challenge or a pending file"
+ok "challenge: EK roots empty or another CA's are refused (exit 1, with OpenSSL's reason); nothing written"
+
+# 4. A request whose AK is not one: restricted cleared, a byte added.
+# TPM2B_PUBLIC: size (2), type (2), nameAlg (2), objectAttributes (4, restricted = 0x00010000).
+tamper() {  # tamper FROM TO PYTHON-EXPR-ON-b
+    python3 - "$1" "$2" "$3" <<'PY'
+import base64, sys
+src, dst, expr = sys.argv[1:]
+lines = open(src).read().splitlines()
+for i, l in enumerate(lines):
+    if l.startswith("ak-public "):
+        b = bytearray(base64.b64decode(l.split(" ", 1)[1]))
+        b = eval(expr)
+        lines[i] = "ak-public " + base64.b64encode(bytes(b)).decode()
+open(dst, "w").write("\n".join(lines) + "\n")
+PY
+}
+tamper "$w/laptop.req" "$w/not-restricted.req" 'b[:7] + bytes([b[7] & 0xfe]) + b[8:]'
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/not-restricted.req"
+expect_rc 1 "an AK without restricted"
+expect_err "$w/not-restricted.req: ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 signing key" \
+    "an AK without restricted"
+tamper "$w/laptop.req" "$w/long.req" 'b + b"\0"'
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/long.req"
+expect_rc 1 "an AK public area with a byte more"
+expect_err "$w/long.req: ak-public is not a TPM2B_PUBLIC" "an AK public area with a byte more"
+# The EK certificate under another template's index (RSA 2048, L-1).
+sed 's/^ek-certificate-index .*/ek-certificate-index 0x01c00002/' "$w/laptop.req" >"$w/other-index.req"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/other-index.req"
+expect_rc 1 "an EK certificate under another template's index"
+expect_err "$w/other-index.req: refused: its EK certificate does not fit template L-1 of its index: " \
+    "an EK certificate under another template's index"
+[ ! -e "$w/x.chal" ] && [ -z "$(ls "$ca/pending")" ] || fail "a refused request left a challenge or a pending file"
+ok "challenge: an ak-public without 'restricted', or with a byte more, or an EK certificate under another template's index is refused; nothing written"
+
+# 5. The challenge, the proof, the certificate.
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop.chal" "$w/laptop.req"
+expect_out "$w/laptop.req: the EK certificate (" "challenge"
+expect_out "issued by CN = swtpm-localca) chains to $ek_roots" "challenge"
+[ "$(head -1 "$w/laptop.chal")" = "tpmkey-ak-challenge 1" ] || fail "the challenge's first line"
+ak_name=$(field ak-name "$w/laptop.chal" | base64 -d | od -An -tx1 | tr -d ' \n')
+expect_eq "$(stat -c %a "$ca/pending/$ak_name")" 600 "the pending file's mode"
+must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
+expect_out "This TPM activated the challenge $w/laptop.chal; wrote the proof to $w/laptop.proof" "activate"
+expect_eq "$(stat -c %a "$w/laptop.proof")" 600 "the proof's mode"
+expect_clean_tpm "after attest activate"
+must tpmkey_ca issue-ak --ca "$ca" -o "$w/laptop.ak.crt" "$w/laptop.proof"
+expect_out "$w/laptop.proof: the TPM activated the challenge. Issued the certificate of attestation key $ak_name" "issue-ak"
+[ ! -e "$ca/pending/$ak_name" ] || fail "issue-ak left the pending challenge"
+ok "challenge, activate, issue-ak: the AK certificate is issued; the pending challenge is used up"
+
+# 6. The certificate, judged by openssl.
+must openssl verify -CAfile "$ca/ca.crt" "$w/laptop.ak.crt"
+cert=$(openssl x509 -in "$w/laptop.ak.crt" -noout -text)
+expect_in "$cert" "Version: 3 \(0x2\)" "the AK certificate's version"
+expect_in "$cert" "^ *Subject: *$" "the AK certificate's empty subject"
+expect_in "$cert" "Issuer: CN = test attestation CA" "the issuer"
+expect_in "$cert" "X509v3 Subject Alternative Name: critical" "the SAN"
+expect_in "$cert" "X509v3 Extended Key Usage: *$" "the EKU (not critical)"
+expect_in "$cert" "^ *2\.23\.133\.8\.3$" "EKU tcg-kp-AIKCertificate"
+expect_in "$cert" "X509v3 Basic Constraints: critical" "basicConstraints"
+expect_in "$cert" "^ *CA:FALSE$" "CA:FALSE"
+expect_in "$cert" "X509v3 Key Usage: critical" "keyUsage"
+expect_in "$cert" "^ *Digital Signature$" "keyUsage digitalSignature"
+expect_in "$cert" "X509v3 Subject Key Identifier" "SKI"
+expect_in "$cert" "X509v3 Authority Key Identifier" "AKI"
+# The TPM's attributes, as tpm2_getcap reports them.
+caps=$(tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" properties-fixed)
+raw() { grep -A1 "^$1:" <<<"$caps" | sed -n 's/.*raw: 0x//p' | tr a-f A-F; }
+manufacturer=$(printf 'id:%08X' "0x$(raw TPM2_PT_MANUFACTURER)")
+version=$(printf 'id:%08X' "0x$(raw TPM2_PT_FIRMWARE_VERSION_1)")
+model=""
+for i in 1 2 3 4; do
+    model+=$(printf '%08X' "0x$(raw TPM2_PT_VENDOR_STRING_$i)" | xxd -r -p | tr -d '\0')
+done
+model=$(sed 's/ *$//' <<<"$model")
+expect_eq "$manufacturer" "id:49424D00" "swtpm's manufacturer (IBM)"
+expect_in "$cert" "DirName:/2\.23\.133\.2\.1=$manufacturer/2\.23\.133\.2\.2=$model/2\.23\.133\.2\.3=$version$" \
+    "the SAN's TPM attributes"
+# extension OBJECT-AS-ASN1PARSE-NAMES-IT: the parsed value of that extension.
+asn1=$(openssl asn1parse -in "$w/laptop.ak.crt")
+extension() {
+    local offset
+    offset=$(grep -A2 "prim: OBJECT *:$1$" <<<"$asn1" | sed -n 's/^ *\([0-9]*\):.*prim: OCTET STRING.*/\1/p' | head -1)
+    [ -n "$offset" ] || fail "the extension $1 not found in the certificate"
+    openssl asn1parse -in "$w/laptop.ak.crt" -strparse "$offset"
+}
+san=$(extension "X509v3 Subject Alternative Name")
+for v in "$manufacturer" "$model" "$version"; do
+    expect_in "$san" "UTF8STRING *:$v$" "the attribute '$v' as a UTF8String"
+done
+# tpmkey's EK binding: the EK certificate's issuer, serial and SHA-256.
+expect_in "$cert" "2\.25\.198418735271848410620917411187245785221: *$" "the EK binding extension (not critical)"
+binding=$(extension "2.25.198418735271848410620917411187245785221")
+ek_serial=$(openssl x509 -inform DER -in "$w/ek.der" -noout -serial | cut -d= -f2)
+expect_in "$binding" "prim: INTEGER *:0*$ek_serial$" "the EK binding's serial"
+expect_in "$binding" "prim: PRINTABLESTRING *:swtpm-localca$|UTF8STRING *:swtpm-localca$" "the EK binding's issuer"
+expect_in "$binding" "\[HEX DUMP\]:$(sha256sum "$w/ek.der" | cut -d' ' -f1 | tr a-f A-F)$" "the EK binding's hash"
+# The certificate's key is the AK tpm2-tools makes from the same template.
+tpm2_createprimary -T "$TPMKEY_SWTPM_TCTI" -Q -C e -g sha256 -G ecc256:ecdsa-sha256:null \
+    -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|sign' -c "$w/ak.ctx"
+tpm2_readpublic -T "$TPMKEY_SWTPM_TCTI" -Q -c "$w/ak.ctx" -f pem -o "$w/ak.pem" -n "$w/ak.name"
+tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -t  # tpm2_createprimary leaves it loaded
+openssl x509 -in "$w/laptop.ak.crt" -noout -pubkey >"$w/cert-key.pem"
+cmp -s "$w/cert-key.pem" "$w/ak.pem" || { show "$w/cert-key.pem" "$w/ak.pem"; fail "the certificate's key is not the AK"; }
+expect_eq "$(od -An -tx1 "$w/ak.name" | tr -d ' \n')" "$ak_name" "the AK's name (tpm2_readpublic) and the challenge's"
+ok "the AK certificate: openssl verifies it; v3, empty subject, critical SAN with $manufacturer '$model' $version (UTF8String), EKU 2.23.133.8.3, CA:FALSE, digitalSignature, SKI, AKI, the EK binding; its key is tpm2_createprimary's AK"
+
+# 7. A proof works once; a wrong secret voids the challenge.
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/again.crt" "$w/laptop.proof"
+expect_rc 1 "the proof a second time"
+expect_err "$w/laptop.proof: refused: no outstanding challenge for attestation key $ak_name" "the proof a second time"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop2.chal" "$w/laptop.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/laptop2.proof" "$w/laptop2.chal"
+python3 - "$w/laptop2.proof" "$w/wrong.proof" <<'PY'
+import base64, sys
+lines = open(sys.argv[1]).read().splitlines()
+for i, l in enumerate(lines):
+    if l.startswith("secret "):
+        b = bytearray(base64.b64decode(l.split(" ", 1)[1])); b[0] ^= 1
+        lines[i] = "secret " + base64.b64encode(bytes(b)).decode()
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+PY
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/wrong.crt" "$w/wrong.proof"
+expect_rc 1 "a wrong secret"
+expect_err "$w/wrong.proof: refused: its secret is not the one of the challenge for attestation key $ak_name; that challenge is void now" \
+    "a wrong secret"
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/late.crt" "$w/laptop2.proof"
+expect_rc 1 "the right proof after a wrong one"
+expect_err "refused: no outstanding challenge for attestation key $ak_name" "the right proof after a wrong one"
+[ ! -e "$w/again.crt" ] && [ ! -e "$w/wrong.crt" ] && [ ! -e "$w/late.crt" ] || fail "a refused proof wrote a certificate"
+ok "issue-ak: a proof given twice is refused; a wrong secret is refused and voids the challenge (one guess)"
+
+# 8. Another TPM: its AK cannot answer this TPM's challenge, and this TPM's
+# certified EK cannot vouch for another TPM's AK.
+run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest activate -o "$w/other.proof" "$w/laptop2.chal"
+expect_rc 1 "another TPM activates the challenge"
+expect_err "$w/laptop2.chal: the challenge is for another attestation key (its ak-name is $ak_name, this TPM's AK is " \
+    "another TPM activates the challenge"
+env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest enroll -o "$w/other.req" >/dev/null
+# The other TPM's AK with this TPM's EK certificate: what an attacker with
+# a certified EK of a TPM it does not control would send.
+{
+    head -1 "$w/laptop.req"
+    grep -E "^(ek-certificate|ek-certificate-index) " "$w/laptop.req"
+    grep -vE "^(tpmkey-ak-request|ek-certificate|ek-certificate-index) " "$w/other.req"
+} >"$w/forged.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/forged.chal" "$w/forged.req"
+run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest activate -o "$w/forged.proof" "$w/forged.chal"
+expect_rc 1 "a challenge for another TPM's EK"
+expect_err "$w/forged.chal: this TPM could not activate the challenge: it was made for another TPM's EK or another AK" \
+    "a challenge for another TPM's EK"
+[ ! -e "$w/other.proof" ] && [ ! -e "$w/forged.proof" ] || fail "a refused activation wrote a proof"
+(. "$w/other.env" && expect_clean_tpm "the other TPM, after the refused activations")
+ok "activate on another TPM: a challenge for another AK, or made for another TPM's EK, is refused; nothing written"
+
+# 9. A TPM whose endorsement hierarchy has a password, and one without an
+# EK certificate, cannot enrol; --days is checked.
+(. "$w/other.env" && tpm2_changeauth -c e endorsement-password)
+run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest enroll -o "$w/x.req"
+expect_rc 1 "enroll with an endorsement password"
+expect_err "tpmkey: the TPM's endorsement hierarchy has a password (endorsementAuth); tpmkey makes the attestation key there and supports only an empty one" \
+    "enroll with an endorsement password"
+run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest activate -o "$w/x.proof" "$w/forged.chal"
+expect_rc 1 "activate with an endorsement password"
+expect_err "the TPM's endorsement hierarchy has a password" "activate with an endorsement password"
+(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start) >"$w/plain.env" ||
+    fail "tpmkey-swtpm start (a TPM without EK certificate) failed"
+on_exit "(. '$w/plain.env' && '$helper' stop) >/dev/null 2>&1 || true"
+run env TPMKEY_TCTI="$(. "$w/plain.env" && echo "$TPMKEY_TCTI")" "$TPMKEY_TOOL" attest enroll -o "$w/x.req"
+expect_rc 1 "enroll without an EK certificate"
+expect_err "tpmkey: this TPM has no EK certificate in its NV: an attestation CA checks the attestation key against the TPM's certified endorsement key, so this TPM cannot be enrolled" \
+    "enroll without an EK certificate"
+[ ! -e "$w/x.req" ] && [ ! -e "$w/x.proof" ] || fail "a refused enroll or activate wrote a file"
+run tpmkey_ca issue-ak --ca "$ca" --days 0 "$w/laptop.proof"
+expect_rc 2 "--days 0"
+expect_err "tpmkey-ca issue-ak: --days needs a whole number of days from 1 to 36500" "--days 0"
+ok "enroll is refused on a TPM with an endorsement password or without an EK certificate; --days 0 is a usage error"

@@ -1,0 +1,173 @@
+// tpmkey-ca without a TPM (tools/tpmkey-ca): the CA directory init makes
+// and load_ca reads, and the AK certificate issue_ak_certificate builds,
+// read back field by field with OpenSSL: what WebAuthn §8.3.1 asks of it
+// and tpmkey's EK binding. The whole flow with a TPM, judged by the
+// openssl command, is test/e2e/tools/attest-enroll.sh.
+#include "ak_certificate.hpp"
+#include "ca_directory.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/algorithms.hpp"
+
+#include <catch2/catch.hpp>
+#include <openssl/evp.h>
+#include <openssl/x509v3.h>
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+using namespace tpmkey;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        std::string pattern = (std::filesystem::temp_directory_path() / "tpmkey-ca-test.XXXXXX").string();
+        REQUIRE(mkdtemp(pattern.data()) != nullptr);
+        path = pattern;
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+mode_t mode_of(const std::filesystem::path& p) {
+    struct stat st {};
+    REQUIRE(stat(p.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+}
+
+// A stand-in EK certificate: self-signed, issuer "CN=EK CA", serial 0x1234.
+X509Cert ek_certificate() {
+    const EvpPkey key(EVP_EC_gen("P-384"));
+    X509Cert cert(X509_new());
+    REQUIRE(ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), 0x1234) == 1);
+    X509_NAME* name = X509_get_subject_name(cert.get());
+    const auto* cn = reinterpret_cast<const unsigned char*>("EK CA");
+    REQUIRE(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, cn, -1, -1, 0) == 1);
+    REQUIRE(X509_set_issuer_name(cert.get(), name) == 1);
+    X509_gmtime_adj(X509_getm_notBefore(cert.get()), 0);
+    X509_gmtime_adj(X509_getm_notAfter(cert.get()), 3600);
+    REQUIRE(X509_set_pubkey(cert.get(), key.get()) == 1);
+    REQUIRE(X509_sign(cert.get(), key.get(), EVP_sha256()) > 0);
+    return cert;
+}
+
+const X509_EXTENSION* extension(X509* cert, const char* oid) {
+    const Owned<ASN1_OBJECT, ASN1_OBJECT_free> obj(OBJ_txt2obj(oid, 1));
+    const int i = X509_get_ext_by_OBJ(cert, obj.get(), -1);
+    REQUIRE(i >= 0);
+    return X509_get_ext(cert, i);
+}
+
+}  // namespace
+
+TEST_CASE("tpmkey-ca: init makes the CA directory, a second init and a readable key are refused", "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "sub" / "ca"};
+    init_ca(ca, "unit CA", 30);
+    CHECK(mode_of(ca.dir) == 0700);
+    CHECK(mode_of(ca.pending_dir()) == 0700);
+    CHECK(mode_of(ca.key_file()) == 0600);
+    const CaKeys keys = load_ca(ca);
+    X509* root = keys.certificate.get();
+    CHECK(X509_check_ca(root) >= 1);
+    CHECK(X509_verify(root, keys.key.get()) == 1);
+    CHECK((X509_get_key_usage(root) & (KU_KEY_CERT_SIGN | KU_CRL_SIGN)) == (KU_KEY_CERT_SIGN | KU_CRL_SIGN));
+    CHECK(X509_get0_subject_key_id(root) != nullptr);
+    CHECK(EVP_PKEY_get_base_id(keys.key.get()) == EVP_PKEY_EC);
+
+    CHECK_THROWS_WITH(init_ca(ca, "again", 30), Contains("ca.key exists: this directory has a CA already"));
+    CHECK(X509_cmp(load_ca(ca).certificate.get(), root) == 0);
+
+    REQUIRE(chmod(ca.key_file().c_str(), 0640) == 0);
+    CHECK_THROWS_WITH(load_ca(ca), Contains("others may read the CA's key (mode 640)"));
+    CHECK_THROWS_WITH(load_ca(CaDirectory{tmp.path / "none"}), Contains("holds no CA (no ca.key)"));
+}
+
+TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK binding", "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const CaKeys keys = load_ca(ca);
+    const EvpPkey ak(EVP_EC_gen("P-256"));
+    const X509Cert ek = ek_certificate();
+    const X509Cert cert =
+        issue_ak_certificate({ak.get(), "id:49424D00", "SW   TPM", "id:20191023", ek.get()}, keys.certificate.get(),
+                             keys.key.get(), 10);
+    X509* c = cert.get();
+
+    CHECK(X509_get_version(c) == X509_VERSION_3);
+    CHECK(X509_NAME_entry_count(X509_get_subject_name(c)) == 0);
+    CHECK(X509_NAME_cmp(X509_get_issuer_name(c), X509_get_subject_name(keys.certificate.get())) == 0);
+    CHECK(X509_verify(c, keys.key.get()) == 1);
+    CHECK(EVP_PKEY_eq(X509_get0_pubkey(c), ak.get()) == 1);
+    const ASN1_INTEGER* serial = X509_get0_serialNumber(c);
+    CHECK(serial->length == 16);
+    CHECK((serial->type & V_ASN1_NEG) == 0);
+
+    // subjectAltName: critical, one directoryName of three UTF8String attributes.
+    const X509_EXTENSION* san = extension(c, "2.5.29.17");
+    CHECK(X509_EXTENSION_get_critical(san) == 1);
+    const Owned<GENERAL_NAMES, GENERAL_NAMES_free> names(
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(c, NID_subject_alt_name, nullptr, nullptr)));
+    REQUIRE(sk_GENERAL_NAME_num(names.get()) == 1);
+    const GENERAL_NAME* dir = sk_GENERAL_NAME_value(names.get(), 0);
+    REQUIRE(dir->type == GEN_DIRNAME);
+    REQUIRE(X509_NAME_entry_count(dir->d.directoryName) == 3);
+    const char* oids[] = {"2.23.133.2.1", "2.23.133.2.2", "2.23.133.2.3"};
+    const char* values[] = {"id:49424D00", "SW   TPM", "id:20191023"};
+    for (int i = 0; i < 3; ++i) {
+        const X509_NAME_ENTRY* e = X509_NAME_get_entry(dir->d.directoryName, i);
+        char oid[64];
+        OBJ_obj2txt(oid, sizeof oid, X509_NAME_ENTRY_get_object(e), 1);
+        CHECK(std::string(oid) == oids[i]);
+        const ASN1_STRING* v = X509_NAME_ENTRY_get_data(e);
+        CHECK(ASN1_STRING_type(v) == V_ASN1_UTF8STRING);
+        CHECK(std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(v)),
+                          static_cast<std::size_t>(ASN1_STRING_length(v))) == values[i]);
+    }
+
+    // EKU tcg-kp-AIKCertificate; CA:FALSE and digitalSignature, both critical.
+    const Owned<EXTENDED_KEY_USAGE, EXTENDED_KEY_USAGE_free> eku(
+        static_cast<EXTENDED_KEY_USAGE*>(X509_get_ext_d2i(c, NID_ext_key_usage, nullptr, nullptr)));
+    REQUIRE(sk_ASN1_OBJECT_num(eku.get()) == 1);
+    char eku_oid[64];
+    OBJ_obj2txt(eku_oid, sizeof eku_oid, sk_ASN1_OBJECT_value(eku.get(), 0), 1);
+    CHECK(std::string(eku_oid) == "2.23.133.8.3");
+    CHECK(X509_EXTENSION_get_critical(extension(c, "2.5.29.19")) == 1);
+    CHECK(X509_check_ca(c) == 0);
+    CHECK(X509_EXTENSION_get_critical(extension(c, "2.5.29.15")) == 1);
+    CHECK(X509_get_key_usage(c) == KU_DIGITAL_SIGNATURE);
+    REQUIRE(X509_get0_subject_key_id(c) != nullptr);
+    REQUIRE(X509_get0_authority_key_id(c) != nullptr);
+    CHECK(ASN1_OCTET_STRING_cmp(X509_get0_authority_key_id(c), X509_get0_subject_key_id(keys.certificate.get())) == 0);
+
+    // The EK binding: SEQUENCE { issuer Name, serialNumber INTEGER, SHA-256 OCTET STRING }, not critical.
+    const X509_EXTENSION* binding = extension(c, ek_binding_oid);
+    CHECK(X509_EXTENSION_get_critical(binding) == 0);
+    const ASN1_OCTET_STRING* value = X509_EXTENSION_get_data(const_cast<X509_EXTENSION*>(binding));
+    const unsigned char* p = value->data;
+    const unsigned char* const end = value->data + value->length;
+    long length = 0;
+    int tag = 0, cls = 0;
+    REQUIRE(ASN1_get_object(&p, &length, &tag, &cls, end - p) == V_ASN1_CONSTRUCTED);
+    REQUIRE(tag == V_ASN1_SEQUENCE);
+    REQUIRE(p + length == end);
+    const Owned<X509_NAME, X509_NAME_free> issuer(d2i_X509_NAME(nullptr, &p, end - p));
+    REQUIRE(issuer);
+    CHECK(X509_NAME_cmp(issuer.get(), X509_get_issuer_name(ek.get())) == 0);
+    const Owned<ASN1_INTEGER, ASN1_INTEGER_free> ek_serial(d2i_ASN1_INTEGER(nullptr, &p, end - p));
+    REQUIRE(ek_serial);
+    CHECK(ASN1_INTEGER_get(ek_serial.get()) == 0x1234);
+    const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> hash(d2i_ASN1_OCTET_STRING(nullptr, &p, end - p));
+    REQUIRE(hash);
+    CHECK(p == end);
+    unsigned char* der = nullptr;
+    const int der_size = i2d_X509(ek.get(), &der);
+    const Owned<unsigned char, openssl_free> der_owner(der);
+    const Bytes expected = digest_of(EVP_sha256(), {{der, static_cast<std::size_t>(der_size)}});
+    CHECK(Bytes(hash->data, hash->data + hash->length) == expected);
+}

@@ -1,0 +1,40 @@
+// The attestation key's certificate (docs/attestation.md, "The AK
+// certificate"): what WebAuthn asks of a TPM attestation statement's
+// certificate (§8.3.1, "TPM Attestation Statement Certificate
+// Requirements") and the TCG's AK profile, plus a record of the EK
+// certificate the AK was enrolled with.
+#pragma once
+
+#include "core/base/owned.hpp"
+
+#include <openssl/x509.h>
+
+#include <string>
+
+namespace tpmkey {
+
+// tpmkey's extension naming the EK certificate an AK was enrolled with:
+// SEQUENCE { issuer Name, serialNumber INTEGER, certificateHash OCTET
+// STRING (SHA-256 of its DER) }, non-critical. The OID is a UUID under
+// 2.25 (ITU-T X.667), so it needs no registration.
+inline constexpr const char* ek_binding_oid = "2.25.198418735271848410620917411187245785221";
+
+// What the certificate says about the AK and its TPM.
+struct AkCertificateSubject {
+    EVP_PKEY* ak = nullptr;          // the AK's public key
+    std::string tpm_manufacturer;    // "id:49424D00": tcg-at-tpmManufacturer 2.23.133.2.1
+    std::string tpm_model;           // "SW   TPM": tcg-at-tpmModel 2.23.133.2.2
+    std::string tpm_version;         // "id:20191023": tcg-at-tpmVersion 2.23.133.2.3
+    X509* ek_certificate = nullptr;  // the EK certificate of the enrolment
+};
+
+// An X.509 v3 certificate for `subject`, issued and signed (ECDSA with
+// SHA-256) by `ca_certificate`'s `ca_key`, valid from now for `days`:
+// empty subject, random 16-byte serial, critical subjectAltName with a
+// directoryName of the three TPM attributes (UTF8String), extended key
+// usage tcg-kp-AIKCertificate (2.23.133.8.3), critical basicConstraints
+// CA:FALSE, critical keyUsage digitalSignature, subject and authority key
+// identifiers, and the EK binding above.
+X509Cert issue_ak_certificate(const AkCertificateSubject& subject, X509* ca_certificate, EVP_PKEY* ca_key, int days);
+
+}  // namespace tpmkey

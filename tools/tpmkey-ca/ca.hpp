@@ -1,0 +1,22 @@
+// What the commands of tpmkey-ca share: their entries in main.cpp's table
+// (one line per file), the CA directory of --ca, and writing a result to
+// -o FILE or standard output.
+#pragma once
+
+#include "ca_directory.hpp"
+#include "command_line.hpp"
+
+#include <string_view>
+#include <sys/types.h>
+
+namespace tpmkey::cli {
+
+extern const Command init_command, challenge_command, issue_ak_command;  // enrol.cpp
+
+// --ca DIR, else default_ca_directory().
+CaDirectory ca_directory_of(const Parsed& p);
+
+// `contents` to -o FILE (atomically, `mode`), else to standard output.
+void write_output(const Parsed& p, std::string_view contents, mode_t mode);
+
+}  // namespace tpmkey::cli

@@ -1,0 +1,150 @@
+#include "ca_directory.hpp"
+
+#include "core/base/error.hpp"
+#include "core/base/home.hpp"
+#include "core/files/atomic_file.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/public_key.hpp"
+
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509v3.h>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace tpmkey {
+
+namespace {
+
+constexpr std::size_t max_pem_size = 64 * 1024;
+
+void check(int ok, const char* what) {
+    if (ok != 1)
+        throw Error(std::string("cannot make the CA: ") + what + " failed (OpenSSL)");
+}
+
+// mkdir DIR 0700 unless it is there; it must then be a directory.
+void make_private_directory(const std::filesystem::path& dir) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        throw Error(dir.string() + ": cannot make the directory (" + std::strerror(errno) + ")");
+    if (!std::filesystem::is_directory(dir))
+        throw Error(dir.string() + ": not a directory");
+}
+
+std::string pem_of(int (*write)(BIO*, void*), void* value, const char* what) {
+    Bio bio(BIO_new(BIO_s_mem()));
+    if (!bio || write(bio.get(), value) != 1)
+        throw Error(std::string("cannot write the CA's ") + what + " (OpenSSL)");
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio.get(), &data);
+    return std::string(data, static_cast<std::size_t>(size));
+}
+
+X509Cert self_signed(EVP_PKEY* key, const std::string& name, int days) {
+    X509Cert cert(X509_new());
+    check(cert ? 1 : 0, "X509_new");
+    check(X509_set_version(cert.get(), X509_VERSION_3), "X509_set_version");
+    unsigned char random[16];
+    check(RAND_bytes(random, sizeof random), "RAND_bytes");
+    random[0] = static_cast<unsigned char>((random[0] & 0x7f) | 0x40);
+    const Owned<BIGNUM, BN_free> bn(BN_bin2bn(random, sizeof random, nullptr));
+    check(bn && BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert.get())) ? 1 : 0, "the serial number");
+    X509_NAME* subject = X509_get_subject_name(cert.get());
+    check(X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(name.data()),
+                                     static_cast<int>(name.size()), -1, 0),
+          "the CA's name");
+    check(X509_set_issuer_name(cert.get(), subject), "X509_set_issuer_name");
+    check(X509_gmtime_adj(X509_getm_notBefore(cert.get()), 0) ? 1 : 0, "X509_gmtime_adj");
+    check(X509_time_adj_ex(X509_getm_notAfter(cert.get()), days, 0, nullptr) ? 1 : 0, "X509_time_adj_ex");
+    check(X509_set_pubkey(cert.get(), key), "X509_set_pubkey");
+
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
+    for (const auto& [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE"},
+                                     std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"},
+                                     std::pair{NID_subject_key_identifier, "hash"}}) {
+        X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+        const int ok = ext ? X509_add_ext(cert.get(), ext, -1) : 0;
+        X509_EXTENSION_free(ext);
+        check(ok, OBJ_nid2sn(nid));
+    }
+    if (X509_sign(cert.get(), key, EVP_sha256()) <= 0)
+        check(0, "X509_sign");
+    return cert;
+}
+
+}  // namespace
+
+std::filesystem::path default_ca_directory() {
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    if (xdg && xdg[0] == '/')
+        return std::filesystem::path(xdg) / "tpmkey-ca";
+    const std::filesystem::path home = home_directory();
+    if (home.empty())
+        throw Error("no home directory (HOME is not set): give the CA directory with --ca DIR");
+    return home / ".local" / "share" / "tpmkey-ca";
+}
+
+std::filesystem::path CaDirectory::pending_file(std::span<const std::uint8_t> ak_name) const {
+    return pending_dir() / hex(ak_name);
+}
+
+void init_ca(const CaDirectory& ca, const std::string& name, int days) {
+    if (std::filesystem::exists(std::filesystem::symlink_status(ca.key_file())))
+        throw Error(ca.key_file().string() + " exists: this directory has a CA already; nothing was changed");
+    std::filesystem::create_directories(ca.dir.parent_path());
+    make_private_directory(ca.dir);
+    make_private_directory(ca.pending_dir());
+
+    const EvpPkey key(EVP_EC_gen("P-256"));
+    check(key ? 1 : 0, "EVP_EC_gen");
+    const X509Cert cert = self_signed(key.get(), name, days);
+    const std::string key_pem = pem_of(
+        [](BIO* bio, void* k) {
+            return PEM_write_bio_PrivateKey(bio, static_cast<EVP_PKEY*>(k), nullptr, nullptr, 0, nullptr, nullptr);
+        },
+        key.get(), "key");
+    const std::string cert_pem = pem_of(
+        [](BIO* bio, void* c) { return PEM_write_bio_X509(bio, static_cast<X509*>(c)); }, cert.get(), "certificate");
+    // The key first, refusing one that appeared meanwhile: two inits never
+    // leave a certificate of one with the key of the other.
+    write_file_atomically(ca.key_file(), key_pem, 0600, Replace::no);
+    write_file_atomically(ca.certificate_file(), cert_pem, 0644, Replace::yes);
+}
+
+CaKeys load_ca(const CaDirectory& ca) {
+    if (!std::filesystem::exists(std::filesystem::symlink_status(ca.key_file())))
+        throw Error(ca.dir.string() + " holds no CA (no ca.key): make one with 'tpmkey-ca init --ca " +
+                    ca.dir.string() + "'");
+    const FileRead key_file = read_regular_file(ca.key_file(), max_pem_size);
+    if (key_file.mode & 0077)
+        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " +
+                    std::to_string((key_file.mode >> 6) & 7) + std::to_string((key_file.mode >> 3) & 7) +
+                    std::to_string(key_file.mode & 7) + "): chmod 600 it, and make a new CA if they may have");
+    const FileRead cert_file = read_regular_file(ca.certificate_file(), max_pem_size);
+    CaKeys keys;
+    {
+        Bio bio(BIO_new_mem_buf(key_file.data.data(), static_cast<int>(key_file.data.size())));
+        keys.key.reset(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+    }
+    {
+        Bio bio(BIO_new_mem_buf(cert_file.data.data(), static_cast<int>(cert_file.data.size())));
+        keys.certificate.reset(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+    }
+    if (!keys.key)
+        throw Error(ca.key_file().string() + ": not a PEM private key");
+    if (!keys.certificate)
+        throw Error(ca.certificate_file().string() + ": not a PEM certificate");
+    if (X509_check_private_key(keys.certificate.get(), keys.key.get()) != 1)
+        throw Error(ca.certificate_file().string() + " is not the certificate of " + ca.key_file().string());
+    return keys;
+}
+
+}  // namespace tpmkey

@@ -1,0 +1,45 @@
+// The CA directory of tpmkey-ca (--ca DIR; docs/attestation.md, "The CA"):
+//
+//   ca.key    the CA's private key: EC P-256, PKCS#8 PEM, mode 0600
+//   ca.crt    its self-signed root certificate (what verifiers trust)
+//   pending/  one file per outstanding challenge, named by the AK's name
+//             in hex, holding the request and the secret (0600); issue-ak
+//             consumes it, so a proof works once
+#pragma once
+
+#include "core/base/owned.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+
+namespace tpmkey {
+
+// $XDG_DATA_HOME/tpmkey-ca, else ~/.local/share/tpmkey-ca.
+std::filesystem::path default_ca_directory();
+
+struct CaDirectory {
+    std::filesystem::path dir;
+
+    std::filesystem::path key_file() const { return dir / "ca.key"; }
+    std::filesystem::path certificate_file() const { return dir / "ca.crt"; }
+    std::filesystem::path pending_dir() const { return dir / "pending"; }
+    // pending/<the AK's name in hex>
+    std::filesystem::path pending_file(std::span<const std::uint8_t> ak_name) const;
+};
+
+// Makes the CA: the directory (0700) and pending/ if missing, a new key
+// and a self-signed certificate named `name` (CN), valid for `days`.
+// Throws Error, changing nothing, when DIR/ca.key exists.
+void init_ca(const CaDirectory& ca, const std::string& name, int days);
+
+// The CA's key and certificate, checked to belong together. Throws Error
+// for a directory without a CA, or a key others may read.
+struct CaKeys {
+    X509Cert certificate;
+    EvpPkey key;
+};
+CaKeys load_ca(const CaDirectory& ca);
+
+}  // namespace tpmkey
