@@ -20,7 +20,9 @@ set -euo pipefail
 # shellcheck source=../../lib/sshd.sh
 . "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
-TPMKEY_CA=${TPMKEY_CA:-$(dirname "$TPMKEY_TOOL")/../tpmkey-ca/tpmkey-ca}
+# tpmkey-ca: TPMKEY_CA, else the one built next to tpmkey (build/tools/tpmkey
+# and build/tools/tpmkey-ca/tpmkey-ca).
+TPMKEY_CA=${TPMKEY_CA:-$(dirname "$TPMKEY_TOOL")/tpmkey-ca/tpmkey-ca}
 [ -x "$TPMKEY_CA" ] || fail "no tpmkey-ca at $TPMKEY_CA (TPMKEY_CA)"
 ek_roots=$TPMKEY_SWTPM_DIR/ek-ca
 [ -s "$ek_roots/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
