@@ -40,12 +40,13 @@ $MODULE
 $TPMKEY_MANDIR/man1/tpmkey.1
 $TPMKEY_MANDIR/man1/tpmkey-keygen.1
 $TPMKEY_MANDIR/man1/tpmkey-swtpm.1
+$TPMKEY_MANDIR/man1/tpmkey-ca.1
 $TPMKEY_MANDIR/man8/tpmkey-pkcs11.8
 $p11_file
 LIST
 # The user documentation, which tpmkey-pkcs11(8) points at.
 for doc in README.md quick-start.md configuration.md troubleshooting.md ssh-agent-and-more.md pcr-bound-keys.md \
-    migration.md security.md pkcs11.md performance.md performance.svg; do
+    attestation.md migration.md security.md pkcs11.md performance.md performance.svg; do
     echo "$TPMKEY_DOCDIR/$doc" >>"$TEST_DIR/expected"
 done
 (cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$TEST_DIR/installed"
@@ -54,7 +55,7 @@ for f in tpmkey tpmkey-ca tpmkey-keygen tpmkey-swtpm; do
     [ -x "$D$TPMKEY_BINDIR/$f" ] || fail "$f is not executable"
     [ "$("$D$TPMKEY_BINDIR/$f" --version)" = "$f ${TPMKEY_VERSION:?}" ] || fail "installed $f --version is not '$f $TPMKEY_VERSION'"
 done
-for page in man1/tpmkey.1 man1/tpmkey-keygen.1 man1/tpmkey-swtpm.1 man8/tpmkey-pkcs11.8; do
+for page in man1/tpmkey.1 man1/tpmkey-keygen.1 man1/tpmkey-swtpm.1 man1/tpmkey-ca.1 man8/tpmkey-pkcs11.8; do
     MANWIDTH=80 man -l "$D$TPMKEY_MANDIR/$page" 2>/dev/null | grep -q '^NAME' || fail "man -l $page (installed)"
 done
 MANWIDTH=200 man -l "$D$TPMKEY_MANDIR/man8/tpmkey-pkcs11.8" 2>/dev/null | grep -qF "$TPMKEY_DOCDIR/troubleshooting.md" ||

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The man pages: built by the normal build (scdoc), rendered by man -l
 # without warnings, and complete: every option of each program's --help
-# and every subcommand and environment variable are in them.
+# and every subcommand and environment variable are in them. tpmkey-ca's
+# commands are checked when TPMKEY_CA (its path) is set.
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
 : "${TPMKEY_MAN_DIR:?set by CMakeLists.txt}"
@@ -22,7 +23,8 @@ in_page() {
     grep -qF -- "$2" "$TEST_DIR/$1.txt" || fail "$1 does not mention '$2'"
 }
 
-for page in tpmkey.1 tpmkey-keygen.1 tpmkey-swtpm.1 tpmkey-pkcs11.8; do
+pages="tpmkey.1 tpmkey-keygen.1 tpmkey-swtpm.1 tpmkey-ca.1 tpmkey-pkcs11.8"
+for page in $pages; do
     render "$page"
     name=${page%.*}
     section=${page##*.}
@@ -32,7 +34,7 @@ for page in tpmkey.1 tpmkey-keygen.1 tpmkey-swtpm.1 tpmkey-pkcs11.8; do
         grep -qx "$s" "$TEST_DIR/$page.txt" || fail "$page: no $s section"
     done
 done
-ok "all four pages render with man -l, without warnings, with NAME, SYNOPSIS, DESCRIPTION, SEE ALSO"
+ok "$pages render with man -l, without warnings, with NAME, SYNOPSIS, DESCRIPTION, SEE ALSO"
 
 # tpmkey-keygen(1): every option its --help lists.
 "$TPMKEY_KEYGEN" --help | grep -oE '^ +(-[a-zA-Z]|--[a-z-]+)' | tr -d ' ' | sort -u >"$TEST_DIR/keygen.opts"
@@ -40,17 +42,33 @@ ok "all four pages render with man -l, without warnings, with NAME, SYNOPSIS, DE
 while read -r opt; do in_page tpmkey-keygen.1 "$opt"; done <"$TEST_DIR/keygen.opts"
 ok "tpmkey-keygen.1 has every option: $(tr '\n' ' ' <"$TEST_DIR/keygen.opts")"
 
-# tpmkey(1): every subcommand 'tpmkey --help' lists (the command table) and its options.
-"$TPMKEY_TOOL" --help | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' >"$TEST_DIR/commands"
-[ "$(wc -l <"$TEST_DIR/commands")" -ge 7 ] || fail "could not read the commands from tpmkey --help"
-for cmd in $(cat "$TEST_DIR/commands"); do
-    in_page tpmkey.1 "tpmkey $cmd"
-    "$TPMKEY_TOOL" "$cmd" --help >"$TEST_DIR/help" || fail "tpmkey $cmd --help failed"
-    for opt in $(head -1 "$TEST_DIR/help" | grep -oE '(-[a-zA-Z]|--[a-z-]+)' || true); do
-        in_page tpmkey.1 "$opt"
-    done
-done
-ok "tpmkey.1 has every subcommand and option: $(tr '\n' ' ' <"$TEST_DIR/commands")"
+# commands_in_page PROGRAM PAGE MIN: every command 'PROGRAM --help' lists
+# (its command table; at least MIN), by its name ("policy sign": the
+# lower-case words that start its usage line), is in PAGE as "PROGRAM
+# COMMAND", and so is every option of that command's usage line.
+commands_in_page() {
+    local program=$1 page=$2 min=$3 name cmd opt
+    name=$(basename "$program")
+    "$program" --help | sed -n 's/^  \([a-z][a-z-]*\( [a-z][a-z-]*\)*\)\( .*\)\{0,1\}$/\1/p' >"$TEST_DIR/$name.commands"
+    [ "$(wc -l <"$TEST_DIR/$name.commands")" -ge "$min" ] || fail "could not read the commands from $name --help"
+    while read -r cmd; do
+        in_page "$page" "$name $cmd"
+        # shellcheck disable=SC2086 # a two-word command is two arguments
+        "$program" $cmd --help </dev/null >"$TEST_DIR/help" || fail "$name $cmd --help failed"
+        for opt in $(head -1 "$TEST_DIR/help" | grep -oE '(-[a-zA-Z]|--[a-z-]+)' || true); do
+            in_page "$page" "$opt"
+        done
+    done <"$TEST_DIR/$name.commands"
+    ok "$page has every subcommand and option: $(paste -sd, "$TEST_DIR/$name.commands")"
+}
+
+# tpmkey(1) and tpmkey-ca(1): their commands (the command tables) and options.
+commands_in_page "$TPMKEY_TOOL" tpmkey.1 7
+if [ -n "${TPMKEY_CA:-}" ]; then
+    commands_in_page "$TPMKEY_CA" tpmkey-ca.1 4
+else
+    echo "info: TPMKEY_CA is not set: tpmkey-ca's commands are not checked against tpmkey-ca.1"
+fi
 
 # tpmkey-pkcs11(8): the environment and the config file.
 for v in TPMKEY_KEYS TPMKEY_TCTI TPMKEY_LOG TPMKEY_LOG_FILE TSS2_LOG XDG_CONFIG_HOME; do

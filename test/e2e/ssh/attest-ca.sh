@@ -1,0 +1,126 @@
+#!/bin/bash
+# An SSH CA that certifies only keys proven to live in a TPM
+# (docs/attestation.md, "The script an SSH CA runs"), with stock OpenSSH as
+# the judge, on a swtpm with EK certificates (--ek-cert; its EK CA in
+# $TPMKEY_SWTPM_DIR/ek-ca):
+#   - the machine enrols once (tpmkey attest enroll / activate) with an
+#     attestation CA (tpmkey-ca init / challenge / issue-ak), which runs with
+#     no TPM reachable;
+#   - a TPM key's attestation for a fresh nonce passes `tpmkey-ca verify`,
+#     and only then `ssh-keygen -s` signs its .pub; sshd with
+#     TrustedUserCAKeys (and an empty authorized_keys) accepts the login
+#     with the TPM key through the module and that certificate;
+#   - the same attestation under another nonce (a replay) is refused;
+#   - a software key (ssh-keygen) passed off with the TPM key's attestation
+#     (its ssh-public-key line replaced) is refused by verify (exit 1,
+#     "REFUSED: ..."), gets no certificate, and cannot log in, neither alone
+#     nor with the TPM key's certificate.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
+
+# tpmkey-ca: TPMKEY_CA, else the one built next to tpmkey (build/tools/tpmkey
+# and build/tools/tpmkey-ca/tpmkey-ca).
+TPMKEY_CA=${TPMKEY_CA:-$(dirname "$TPMKEY_TOOL")/tpmkey-ca/tpmkey-ca}
+[ -x "$TPMKEY_CA" ] || fail "no tpmkey-ca at $TPMKEY_CA (TPMKEY_CA)"
+ek_roots=$TPMKEY_SWTPM_DIR/ek-ca
+[ -s "$ek_roots/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
+
+# ca_tool ARGS...: tpmkey-ca as the CA runs it, on a machine without a TPM:
+# no TPM answers at the TCTI it would find.
+ca_tool() {
+    TPMKEY_TCTI=$(closed_tcti) TPM2TOOLS_TCTI=$(closed_tcti) "$TPMKEY_CA" "$@"
+}
+
+ca=$TEST_DIR/attestation-ca     # tpmkey-ca's directory: ca.key, ca.crt, pending/
+ssh_ca=$TEST_DIR/ssh-ca         # the SSH CA's signing key
+machine=$TEST_DIR/machine       # what the machine keeps: its AK certificate, its keys
+keys=$machine/keys
+mkdir -m 0700 "$ssh_ca" "$machine"
+ssh-keygen -q -t ed25519 -N '' -C ssh-user-ca -f "$ssh_ca/user_ca"
+ssh_ca_fp=$(fingerprint "$ssh_ca/user_ca.pub")
+
+# ---- enrolment, once per machine ------------------------------------------------
+must ca_tool init --ca "$ca"
+[ -s "$ca/ca.crt" ] && [ -s "$ca/ca.key" ] || fail "tpmkey-ca init wrote no ca.crt and ca.key in $ca"
+must "$TPMKEY_TOOL" attest enroll -o "$machine/laptop.req"
+must ca_tool challenge "$machine/laptop.req" --ek-roots "$ek_roots" --ca "$ca" -o "$machine/laptop.chal"
+must "$TPMKEY_TOOL" attest activate "$machine/laptop.chal" -o "$machine/laptop.ak-proof"
+must ca_tool issue-ak "$machine/laptop.ak-proof" --ca "$ca" -o "$machine/laptop.ak.crt"
+run openssl verify -CAfile "$ca/ca.crt" "$machine/laptop.ak.crt"
+expect_rc 0 "openssl verify of the AK certificate against the CA's root"
+expect_clean_tpm "after the enrolment"
+ok "enrolled: the AK certificate is issued by the attestation CA, which ran without a TPM"
+
+run ca_tool issue-ak "$machine/laptop.ak-proof" --ca "$ca" -o "$machine/again.ak.crt"
+expect_rc 1 "the same proof a second time"
+[ ! -e "$machine/again.ak.crt" ] || fail "a used proof gave a second AK certificate"
+ok "a proof of activation works once"
+
+# ---- a TPM key, attested for the CA's nonce -------------------------------------
+keygen "$keys/id_tpm.tpm" ecdsa 256
+openssl rand 32 >"$ssh_ca/nonce"     # the CA's challenge for this key
+must "$TPMKEY_TOOL" attest "$keys/id_tpm.tpm" --ak-cert "$machine/laptop.ak.crt" --challenge "$ssh_ca/nonce" \
+    -o "$machine/id_tpm.att"
+expect_clean_tpm "after tpmkey attest"
+expect_eq "$(head -1 "$machine/id_tpm.att")" "tpmkey-attestation 1" "the attestation file's first line"
+expect_eq "$(sed -n 's/^ssh-public-key //p' "$machine/id_tpm.att" | pub_blob -)" "$(pub_blob "$keys/id_tpm.pub")" \
+    "the attestation's ssh-public-key line"
+ok "tpmkey attest: one file with the key's .pub line and its attestation"
+
+# ---- the SSH CA's script ----------------------------------------------------------
+# issue_cert ATT NONCE: the script of docs/attestation.md, step by step:
+# verify, and only then extract the .pub and sign it (-> ATT without .att
+# + -cert.pub). tpmkey-ca verify's output is in $OUT/$ERR.
+issue_cert() {
+    local att=$1 nonce=$2 pub=${1%.att}.pub
+    run ca_tool verify "$att" --roots "$ca/ca.crt" --challenge "$nonce"
+    [ "$rc" = 0 ] || return 1
+    sed -n 's/^ssh-public-key //p' "$att" >"$pub"
+    ssh-keygen -q -s "$ssh_ca/user_ca" -I laptop -n "$SSH_USER" -V +52w "$pub" ||
+        fail "ssh-keygen -s $pub failed"
+}
+
+issue_cert "$machine/id_tpm.att" "$ssh_ca/nonce" || fail "tpmkey-ca verify refused the TPM key's attestation"
+expect_out "$(fingerprint "$keys/id_tpm.pub")" "verify names the key's fingerprint"
+cert=$machine/id_tpm-cert.pub
+ssh-keygen -L -f "$cert" >"$TEST_DIR/cert.txt" || fail "ssh-keygen -L $cert failed"
+grep -qF "Signing CA: ED25519 $ssh_ca_fp" "$TEST_DIR/cert.txt" || { show "$TEST_DIR/cert.txt"; fail "the certificate does not name the SSH CA"; }
+ok "verify said yes: user certificate for the TPM key signed by the SSH CA"
+
+sshd_start   # authorized_keys empty: only a certificate of a trusted CA logs in
+cp "$ssh_ca/user_ca.pub" "$USER_CAS"
+export TPMKEY_KEYS=$keys/id_tpm.tpm
+askpass_pin
+sshd_log_mark
+login_ok "the TPM key with its certificate" -o "PKCS11Provider=$TPMKEY_MODULE" -o "CertificateFile=$cert"
+expect_prompts
+expect_accepted "the TPM key's certificate" "ID laptop (serial 0) CA ED25519 $ssh_ca_fp"
+ok "sshd with TrustedUserCAKeys accepts the TPM key through the module with its certificate"
+
+# ---- refused: a replay, a software key -------------------------------------------
+openssl rand 32 >"$ssh_ca/nonce2"
+rm -f "$machine/id_tpm-cert.pub"
+if issue_cert "$machine/id_tpm.att" "$ssh_ca/nonce2"; then fail "an attestation for another nonce got a certificate"; fi
+expect_rc 1 "verify of a replayed attestation"
+expect_err "REFUSED: " "verify of a replayed attestation"
+[ ! -e "$machine/id_tpm-cert.pub" ] || fail "a replayed attestation got a certificate"
+ok "an attestation made for another nonce (a replay) is refused: $(head -1 "$ERR")"
+
+ssh-keygen -q -t ecdsa -b 256 -N '' -C soft -f "$machine/soft"
+sed "s|^ssh-public-key .*|ssh-public-key $(cat "$machine/soft.pub")|" "$machine/id_tpm.att" >"$machine/soft.att"
+expect_eq "$(sed -n 's/^ssh-public-key //p' "$machine/soft.att")" "$(cat "$machine/soft.pub")" "the forged attestation's key line"
+rm -f "$machine/soft-cert.pub"
+if issue_cert "$machine/soft.att" "$ssh_ca/nonce"; then fail "a software key with the TPM key's attestation got a certificate"; fi
+expect_rc 1 "verify of the software key's forged attestation"
+expect_err "REFUSED: " "verify of the software key's forged attestation"
+[ ! -e "$machine/soft-cert.pub" ] || fail "the software key got a certificate"
+ok "a software key with the TPM key's attestation is refused, no certificate: $(head -1 "$ERR")"
+
+unset TPMKEY_KEYS
+sshd_log_mark
+login_fails "the software key without a certificate" -i "$machine/soft"
+login_fails "the software key with the TPM key's certificate" -i "$machine/soft" -o "CertificateFile=$cert"
+if sshd_log_has "^Accepted publickey"; then fail "sshd accepted a login with the software key"; fi
+ok "the software key cannot log in, neither alone nor with the TPM key's certificate"
