@@ -32,7 +32,7 @@ constexpr std::uint32_t first_cert_index = 0x01C00002;
 constexpr std::uint32_t last_cert_index = 0x01C0001C;
 
 struct NvCertificate {
-    std::uint32_t index = 0;
+    const EkTemplate* ek_template = nullptr;  // the template of its index
     Bytes der;  // exactly the certificate, without the index's padding
     X509Cert cert;
 };
@@ -49,18 +49,18 @@ bool holds(const std::vector<std::uint32_t>& indices, std::uint32_t index) {
     return std::find(indices.begin(), indices.end(), index) != indices.end();
 }
 
-// The first certificate in ek_templates()' order, if any.
-const EkTemplate* certified_template(const std::vector<std::uint32_t>& indices) {
-    for (const EkTemplate& t : ek_templates())
-        if (holds(indices, t.cert_index))
-            return &t;
-    return nullptr;
-}
-
 // TPM2_NV_ReadPublic, then TPM2_NV_Read in pieces of at most
 // TPM_PT_NV_BUFFER_MAX, authorised by the index itself (TPMA_NV_AUTHREAD,
 // empty auth value, as the profile defines EK certificate indices).
-NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
+// nullopt, with the index and why in `ignored`, for an index the platform
+// did not create or never wrote: the profile's EK certificate indices are
+// TPMA_NV_PLATFORMCREATE (the manufacturer's, defined with platform
+// authorization), while anyone with owner authorization may define an
+// index anywhere in the range (TPM2_NV_DefineSpace), and one it chose must
+// neither stand for the TPM's certificate nor stop the proof.
+std::optional<NvCertificate> read_certificate(Tpm& tpm, const EkTemplate& ek_template,
+                                              std::vector<std::string>& ignored) {
+    const std::uint32_t index = ek_template.cert_index;
     const std::string where = "the EK certificate at NV index " + handle_text(index);
     ESYS_TR handle = ESYS_TR_NONE;
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), index, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
@@ -70,10 +70,19 @@ NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
     check_rc(Esys_NV_ReadPublic(tpm.esys(), nv.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, out_ptr(nv_public),
                                 nullptr),
              "TPM2_NV_ReadPublic of the EK certificate");
+    const TPMA_NV attributes = nv_public->nvPublic.attributes;
+    if (!(attributes & TPMA_NV_PLATFORMCREATE)) {
+        ignored.push_back("NV index " + handle_text(index) + ", which the platform did not create");
+        return std::nullopt;
+    }
+    if (!(attributes & TPMA_NV_WRITTEN)) {
+        ignored.push_back("NV index " + handle_text(index) + ", which was never written");
+        return std::nullopt;
+    }
     const std::size_t size = nv_public->nvPublic.dataSize;
     if (size == 0 || size > max_certificate_size)
         throw ParentProofFailed(where + " claims " + std::to_string(size) + " bytes; refusing to read it");
-    if (!(nv_public->nvPublic.attributes & TPMA_NV_AUTHREAD))
+    if (!(attributes & TPMA_NV_AUTHREAD))
         throw ParentProofFailed(where + " cannot be read with its own (empty) auth value");
     const auto props = tpm_properties(tpm, TPM2_PT_NV_BUFFER_MAX, 1);
     const auto max = props.find(TPM2_PT_NV_BUFFER_MAX);
@@ -96,7 +105,7 @@ NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
     if (!cert)
         throw ParentProofFailed(where + " is not an X.509 certificate");
     data.resize(static_cast<std::size_t>(p - data.data()));
-    return {index, std::move(data), std::move(cert)};
+    return NvCertificate{&ek_template, std::move(data), std::move(cert)};
 }
 
 std::string sha256_hex(const Bytes& data) { return hex(digest_of(EVP_sha256(), {data})); }
@@ -119,11 +128,13 @@ TpmObject start_policy_session(Tpm& tpm, TPMI_ALG_HASH hash) {
 }  // namespace
 
 std::optional<EkCertificate> read_ek_certificate(Tpm& tpm) {
-    const EkTemplate* t = certified_template(ek_nv_indices(tpm));
-    if (!t)
-        return std::nullopt;
-    NvCertificate certificate = read_certificate(tpm, t->cert_index);
-    return EkCertificate{certificate.index, std::move(certificate.der), t};
+    const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
+    std::vector<std::string> ignored;
+    for (const EkTemplate& t : ek_templates())
+        if (holds(indices, t.cert_index))
+            if (std::optional<NvCertificate> certificate = read_certificate(tpm, t, ignored))
+                return EkCertificate{t.cert_index, std::move(certificate->der), &t};
+    return std::nullopt;
 }
 
 TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out, const char* step) {
@@ -210,41 +221,61 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         throw ParentProofFailed("the parent's proof failed: it may be used by a policy in the ADMIN role "
                                 "(adminWithPolicy), as an object the TPM holds without its private part could");
 
+    // The certificate is about the EK the TPM re-creates from its
+    // template, or about nothing we can use: the first certificate (in
+    // ek_templates()' order) whose EK the TPM re-creates is the TPM's.
     EndorsementKey result;
     std::optional<NvCertificate> certificate;
-    const EkTemplate* ek_template = &uncertified_ek_template();
-    const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
-    if (const EkTemplate* t = certified_template(indices)) {
-        certificate = read_certificate(tpm, t->cert_index);
-        ek_template = t;
-    }
+    TpmObject ek;
     TPMT_PUBLIC ek_public{};
-    const TpmObject ek = create_ek(tpm, *ek_template, ek_public);
-    result.algorithm = ek_template->algorithm;
-    if (certificate) {
-        result.nv_index = certificate->index;
-        result.issuer = name_line(X509_get_issuer_name(certificate->cert.get()));
-        // The certificate is about the EK the TPM re-creates from its
-        // template, or about nothing we can use.
-        const EvpPkey ek_key = PublicKey(ek_public).to_evp();
-        if (EVP_PKEY_eq(X509_get0_pubkey(certificate->cert.get()), ek_key.get()) != 1) {
+    std::vector<std::string> ignored;
+    std::string mismatch;  // about the first certificate that is not its EK's
+    const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
+    for (const EkTemplate& t : ek_templates()) {
+        if (!holds(indices, t.cert_index))
+            continue;
+        std::optional<NvCertificate> found = read_certificate(tpm, t, ignored);
+        if (!found)
+            continue;
+        TPMT_PUBLIC made_public{};
+        TpmObject made = create_ek(tpm, t, made_public);
+        const EvpPkey ek_key = PublicKey(made_public).to_evp();
+        if (EVP_PKEY_eq(X509_get0_pubkey(found->cert.get()), ek_key.get()) == 1) {
+            certificate = std::move(found);
+            ek = std::move(made);
+            ek_public = made_public;
+            break;
+        }
+        if (mismatch.empty()) {
             // The low range lets a manufacturer put an EK nonce or template
             // in NV (index + 1, + 2) that the EK was made with; tpmkey
             // re-creates the EK from the profile's template only.
-            const bool own_template = !ek_template->high_range && (holds(indices, ek_template->cert_index + 1) ||
-                                                                   holds(indices, ek_template->cert_index + 2));
-            throw ParentProofFailed("the parent's proof failed: the endorsement key the TPM re-created from template " +
-                                    std::string(ek_template->label) + " is not the key of its certificate at " +
-                                    handle_text(certificate->index) +
-                                    (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does "
-                                                    "not use)"
-                                                  : ""));
+            const bool own_template = !t.high_range &&
+                                      (holds(indices, t.cert_index + 1) || holds(indices, t.cert_index + 2));
+            mismatch = "the parent's proof failed: the endorsement key the TPM re-created from template " +
+                       std::string(t.label) + " is not the key of its certificate at " + handle_text(t.cert_index) +
+                       (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does not use)"
+                                     : "");
         }
+    }
+    if (!certificate && !mismatch.empty())
+        throw ParentProofFailed(mismatch);
+    const EkTemplate& ek_template = certificate ? *certificate->ek_template : uncertified_ek_template();
+    if (!certificate)
+        ek = create_ek(tpm, ek_template, ek_public);
+    result.algorithm = ek_template.algorithm;
+    if (certificate) {
+        result.nv_index = ek_template.cert_index;
+        result.issuer = name_line(X509_get_issuer_name(certificate->cert.get()));
         result.why_not_certified = ek_chain_problem(certificate->der, roots);
         if (!result.why_not_certified.empty())
             result.why_not_certified = "no trusted root: " + result.why_not_certified;
     } else {
         result.why_not_certified = "no EK certificate in the TPM";
+        for (std::size_t i = 0; i < ignored.size(); ++i)
+            result.why_not_certified += (i == 0 ? " (ignored: " : "; ") + ignored[i];
+        if (!ignored.empty())
+            result.why_not_certified += ")";
     }
     if (!result.why_not_certified.empty() && has_trusted_ek_root(roots))
         throw ParentProofFailed("the parent's proof failed: trusted EK roots are installed (" + dirs_text(roots) +
@@ -261,7 +292,7 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
     const Credential credential = make_credential(ek_public, tpm_name(area), secret);
     Bytes answer;
     try {
-        answer = activate_credential(tpm, parent, ek, *ek_template, credential);
+        answer = activate_credential(tpm, parent, ek, ek_template, credential);
     } catch (const TpmError& e) {
         if (e.tpm_unreachable())
             throw;

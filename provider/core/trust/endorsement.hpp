@@ -2,9 +2,10 @@
 // (docs/security.md, "A parent proven by the endorsement key").
 //
 // A parent is proven to live in the TPM that owns the EK: the EK's
-// certificate (from the TPM's NV) is verified against the trusted EK roots,
-// the EK is re-created from the template that matches it and compared with
-// the certificate's key, a credential for a random secret is made in
+// certificate (from an index of the TPM's NV the platform created) is
+// verified against the trusted EK roots, the EK is re-created from the
+// template that matches it and compared with the certificate's key (the
+// next certificate is tried when it is another's), a credential for a random secret is made in
 // software for the parent's name (TPM2_MakeCredential, TPM 2.0 Part 1,
 // "Credential Protection"), and only the TPM that holds both the EK and an
 // object of exactly that name can return the secret
@@ -59,7 +60,9 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
 
 // The TPM's EK certificate: the first of ek_templates()' order in its NV,
 // read with the index's own (empty) auth value; nullopt when it has none.
-// Throws ParentProofFailed for an index that holds no certificate.
+// Only indices the platform created (TPMA_NV_PLATFORMCREATE) and wrote
+// count: one an owner defined in the range is passed over. Throws
+// ParentProofFailed for such an index that holds no certificate.
 struct EkCertificate {
     std::uint32_t index = 0;
     Bytes der;                              // exactly the certificate, without the index's padding
