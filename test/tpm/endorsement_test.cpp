@@ -187,6 +187,38 @@ Bytes nv_contents(Tpm& tpm, std::uint32_t index) {
     return out;
 }
 
+// Sets the endorsement hierarchy's auth value (as `tpm2_changeauth -c e
+// NEWPASS` does) for as long as it lives.
+class EndorsementPassword {
+public:
+    explicit EndorsementPassword(Tpm& tpm) : tpm_(tpm) {
+        TPM2B_AUTH password{};
+        password.size = 7;
+        std::memcpy(password.buffer, "NEWPASS", 7);
+        check_rc(Esys_HierarchyChangeAuth(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                                          ESYS_TR_NONE, &password),
+                 "TPM2_HierarchyChangeAuth");
+        // ESAPI uses the new value for the hierarchy from now on; the code
+        // under test must not have it.
+        const TPM2B_AUTH empty{};
+        check_rc(Esys_TR_SetAuth(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, &empty), "Esys_TR_SetAuth");
+    }
+    EndorsementPassword(const EndorsementPassword&) = delete;
+    EndorsementPassword& operator=(const EndorsementPassword&) = delete;
+    ~EndorsementPassword() {
+        TPM2B_AUTH password{};
+        password.size = 7;
+        std::memcpy(password.buffer, "NEWPASS", 7);
+        const TPM2B_AUTH empty{};
+        CHECK(Esys_TR_SetAuth(tpm_.esys(), ESYS_TR_RH_ENDORSEMENT, &password) == TSS2_RC_SUCCESS);
+        CHECK(Esys_HierarchyChangeAuth(tpm_.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                                       ESYS_TR_NONE, &empty) == TSS2_RC_SUCCESS);
+    }
+
+private:
+    Tpm& tpm_;
+};
+
 }  // namespace
 
 TEST_CASE("a certified EK proves the real parent", "[ek-cert]") {
@@ -406,5 +438,56 @@ TEST_CASE("a platform certificate that is no EK's the TPM makes fails the proof"
     } catch (const ParentProofFailed& e) {
         CHECK(std::string(e.what()) == "the parent's proof failed: the endorsement key the TPM re-created from "
                                        "template L-2 is not the key of its certificate at 0x01c0000a");
+    }
+}
+
+TEST_CASE("an endorsement hierarchy with a password is said to have one, not taken for an impostor",
+          "[no-ek-cert]") {
+    // `tpm2_changeauth -c e NEWPASS`. tpmkey supports no password there.
+    // Was: a TpmError with TPM_RC_BAD_AUTH re-creating the EK (which the
+    // module counts as a wrong PIN), and, for an EK made before,
+    // "... it is not the storage key it claims to be".
+    Tpm tpm(tcti(), std::nullopt);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
+    const TPM2B_PUBLIC pub = public_of(tpm, parent);
+    const EkTemplate& t = uncertified_ek_template();
+    TPMT_PUBLIC ek_public{};
+    const TpmObject ek = create_ek(tpm, t, ek_public);
+    const Credential credential = make_credential(ek_public, tpm_name(pub.publicArea), random_secret());
+    const EndorsementPassword password(tpm);
+    const std::string expected = "the endorsement hierarchy has a password";
+    for (int step = 0; step < 2; ++step) {
+        try {
+            if (step == 0)
+                prove_parent(tpm, parent, pub, EkRoots{{empty_dir()}});
+            else
+                activate_credential(tpm, parent, ek, t, credential);
+            FAIL("the proof went on");
+        } catch (const TpmError& e) {
+            FAIL_CHECK("a TpmError: " << e.what());
+        } catch (const ParentProofFailed& e) {
+            FAIL_CHECK("taken for an impostor: " << e.what());
+        } catch (const Error& e) {
+            CHECK_THAT(e.what(), Catch::StartsWith(expected));
+        }
+    }
+}
+
+TEST_CASE("only a credential that does not open is CredentialRefused", "[no-ek-cert]") {
+    // A name the object does not have: TPM_RC_INTEGRITY. The answers
+    // that prove nothing (a full TPM, TPM_RC_RETRY) stay TpmErrors, so
+    // that the module makes room and asks again.
+    Tpm tpm(tcti(), std::nullopt);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
+    const EkTemplate& t = uncertified_ek_template();
+    TPMT_PUBLIC ek_public{};
+    const TpmObject ek = create_ek(tpm, t, ek_public);
+    Bytes other_name = tpm_name(public_of(tpm, parent).publicArea);
+    other_name.back() ^= 1;
+    try {
+        activate_credential(tpm, parent, ek, t, make_credential(ek_public, other_name, random_secret()));
+        FAIL("a credential for another name opened");
+    } catch (const CredentialRefused& e) {
+        CHECK(e.is(TPM2_RC_INTEGRITY));
     }
 }

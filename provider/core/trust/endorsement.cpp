@@ -125,6 +125,38 @@ TpmObject start_policy_session(Tpm& tpm, TPMI_ALG_HASH hash) {
     return owned;
 }
 
+// check_rc for a command authorised with the endorsement hierarchy's
+// (empty) auth value: TPM_RC_BAD_AUTH there means it has a password
+// (hierarchy auth values are not subject to dictionary-attack protection,
+// so the TPM answers BAD_AUTH, not AUTH_FAIL). Not a TpmError: nothing
+// about it is a key's PIN, nor an impostor.
+void check_endorsement_auth(TSS2_RC rc, const char* call) {
+    try {
+        check_rc(rc, call);
+    } catch (const TpmError& e) {
+        if (!e.is(TPM2_RC_BAD_AUTH) && !e.is(TPM2_RC_AUTH_FAIL))
+            throw;
+        throw Error("the endorsement hierarchy has a password (" + std::string(e.what()) +
+                    "), which tpmkey does not support: the endorsement key cannot be used, so the TPM's storage "
+                    "key cannot be proven");
+    }
+}
+
+// Whether TPM2_ActivateCredential's error says that this credential does
+// not open for this object under this EK (TPM 2.0 Part 3,
+// ActivateCredential): the outer HMAC over the object's name fails
+// (TPM_RC_INTEGRITY), or the seed does not decrypt with the EK's private
+// key (TPM_RC_VALUE for RSA; TPM_RC_ECC_POINT, TPM_RC_INSUFFICIENT,
+// TPM_RC_NO_RESULT for ECC; TPM_RC_SIZE). Anything else (a full TPM,
+// TPM_RC_RETRY, lockout, a refused session) proves nothing either way.
+bool wrong_credential(const TpmError& e) {
+    for (const TSS2_RC rc : {TPM2_RC_INTEGRITY, TPM2_RC_VALUE, TPM2_RC_ECC_POINT, TPM2_RC_INSUFFICIENT,
+                             TPM2_RC_NO_RESULT, TPM2_RC_SIZE})
+        if (e.is(rc))
+            return true;
+    return false;
+}
+
 }  // namespace
 
 std::optional<EkCertificate> read_ek_certificate(Tpm& tpm) {
@@ -145,10 +177,10 @@ TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TP
     EsysPtr<TPM2B_PUBLIC> pub;
     // The endorsement hierarchy's auth value is empty (as for the owner
     // hierarchy, we support no other): the password session carries nothing.
-    check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                &sensitive, &in_public, &outside_info, &pcrs, &handle, out_ptr(pub), nullptr, nullptr,
-                                nullptr),
-             step);
+    check_endorsement_auth(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                                              ESYS_TR_NONE, &sensitive, &in_public, &outside_info, &pcrs, &handle,
+                                              out_ptr(pub), nullptr, nullptr, nullptr),
+                           step);
     TpmObject key(tpm, handle, TpmObject::Kind::transient);
     out = pub->publicArea;
     return key;
@@ -173,9 +205,10 @@ Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek
     const TpmObject session = start_policy_session(tpm, ek_template.name_alg);
     EsysPtr<TPM2B_TIMEOUT> timeout;
     EsysPtr<TPMT_TK_AUTH> ticket;
-    check_rc(Esys_PolicySecret(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, session.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE,
-                               ESYS_TR_NONE, nullptr, nullptr, nullptr, 0, out_ptr(timeout), out_ptr(ticket)),
-             "TPM2_PolicySecret(TPM_RH_ENDORSEMENT)");
+    check_endorsement_auth(Esys_PolicySecret(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, session.handle(), ESYS_TR_PASSWORD,
+                                             ESYS_TR_NONE, ESYS_TR_NONE, nullptr, nullptr, nullptr, 0,
+                                             out_ptr(timeout), out_ptr(ticket)),
+                           "TPM2_PolicySecret(TPM_RH_ENDORSEMENT)");
     if (ek_template.high_range) {
         const HashAlgorithm* hash = find_hash(ek_template.name_alg);
         TPML_DIGEST digests{};
@@ -191,9 +224,15 @@ Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek
     // the password session carries nothing); keyHandle: the EK (USER
     // role), in the policy session.
     EsysPtr<TPM2B_DIGEST> secret;
-    check_rc(Esys_ActivateCredential(tpm.esys(), object.handle(), ek.handle(), ESYS_TR_PASSWORD, session.handle(),
-                                     ESYS_TR_NONE, &blob, &seed, out_ptr(secret)),
-             "TPM2_ActivateCredential");
+    try {
+        check_rc(Esys_ActivateCredential(tpm.esys(), object.handle(), ek.handle(), ESYS_TR_PASSWORD,
+                                         session.handle(), ESYS_TR_NONE, &blob, &seed, out_ptr(secret)),
+                 "TPM2_ActivateCredential");
+    } catch (const TpmError& e) {
+        if (wrong_credential(e))
+            throw CredentialRefused(e);
+        throw;
+    }
     Bytes out(secret->buffer, secret->buffer + secret->size);
     OPENSSL_cleanse(secret->buffer, sizeof secret->buffer);
     return out;
@@ -293,12 +332,19 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
     Bytes answer;
     try {
         answer = activate_credential(tpm, parent, ek, ek_template, credential);
-    } catch (const TpmError& e) {
-        if (e.tpm_unreachable())
-            throw;
+    } catch (const CredentialRefused& e) {
         throw ParentProofFailed("the parent's proof failed: the TPM that holds the endorsement key did not activate "
                                 "a credential for the parent's name (" + std::string(e.what()) +
                                 "); it is not the storage key it claims to be");
+    } catch (const TpmError& e) {
+        // Same code, so that diagnose() and the module (a full TPM is
+        // made room in, then asked again) read it as before.
+        if (e.tpm_unreachable())
+            throw;
+        throw TpmError(e.step(), e.rc(),
+                       "the TPM did not complete the parent's proof (" + std::string(e.what()) +
+                           "): this says nothing against the storage key, but it is not proven",
+                       e.handle());
     }
     const bool same = answer.size() == secret.size() && CRYPTO_memcmp(answer.data(), secret.data(), secret.size()) == 0;
     OPENSSL_cleanse(answer.data(), answer.size());
