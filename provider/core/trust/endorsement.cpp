@@ -191,7 +191,7 @@ TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out) {
                                       "TPM2_CreatePrimary of the endorsement key");
 }
 
-Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
+SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
                           const Credential& credential) {
     TPM2B_ID_OBJECT blob{};
     TPM2B_ENCRYPTED_SECRET seed{};
@@ -233,7 +233,7 @@ Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek
             throw CredentialRefused(e);
         throw;
     }
-    Bytes out(secret->buffer, secret->buffer + secret->size);
+    SecretBytes out(secret->buffer, secret->buffer + secret->size);
     OPENSSL_cleanse(secret->buffer, sizeof secret->buffer);
     return out;
 }
@@ -325,11 +325,13 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                                 "point the config file's ek-roots at an empty directory to trust its EK on first "
                                 "use (docs/configuration.md)");
 
-    Bytes secret(32);
+    // The secret and the TPM's answer are wiped on every way out (a
+    // refusal included): SecretBytes.
+    SecretBytes secret(32);
     if (RAND_bytes(secret.data(), static_cast<int>(secret.size())) != 1)
         throw Error("cannot get random bytes (OpenSSL)");
     const Credential credential = make_credential(ek_public, tpm_name(area), secret);
-    Bytes answer;
+    SecretBytes answer;
     try {
         answer = activate_credential(tpm, parent, ek, ek_template, credential);
     } catch (const CredentialRefused& e) {
@@ -346,9 +348,7 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                            "): this says nothing against the storage key, but it is not proven",
                        e.handle());
     }
-    const bool same = answer.size() == secret.size() && CRYPTO_memcmp(answer.data(), secret.data(), secret.size()) == 0;
-    OPENSSL_cleanse(answer.data(), answer.size());
-    if (!same)
+    if (answer.size() != secret.size() || CRYPTO_memcmp(answer.data(), secret.data(), secret.size()) != 0)
         throw ParentProofFailed("the parent's proof failed: the TPM returned a different secret from the credential");
 
     result.certified = result.why_not_certified.empty();

@@ -94,10 +94,11 @@ TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TP
 // TPM2_ActivateCredential of `credential` for `object`, with `ek` (made by
 // create_ek from `ek_template`) in a policy session that satisfies its
 // template's policy: PolicySecret(TPM_RH_ENDORSEMENT), and for the high
-// range PolicyOR(A, C). Returns the secret; CredentialRefused when the
-// credential does not open for `object` under `ek`, TpmError when the TPM
-// refuses otherwise, Error when the endorsement hierarchy has a password.
-Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
+// range PolicyOR(A, C). Returns the secret (wiped when freed);
+// CredentialRefused when the credential does not open for `object` under
+// `ek`, TpmError when the TPM refuses otherwise, Error when the endorsement
+// hierarchy has a password.
+SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
                           const Credential& credential);
 
 }  // namespace tpmkey
