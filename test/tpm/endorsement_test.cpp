@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 using namespace tpmkey;
 
@@ -65,12 +66,16 @@ TpmObject other_primary(Tpm& tpm) {
 }
 
 // A storage key the TPM made under `parent` without fixedTPM and
-// fixedParent: duplicable, so its private part can leave the TPM.
-TpmObject duplicable_storage_key(Tpm& tpm, const TpmObject& parent) {
+// fixedParent: duplicable, so its private part can leave the TPM. With
+// `auth`, one that keeps fixedTPM and fixedParent but has an auth value.
+TpmObject duplicable_storage_key(Tpm& tpm, const TpmObject& parent, std::string_view auth = {}) {
     TPM2B_PUBLIC tmpl = storage_key_template();
-    tmpl.publicArea.objectAttributes &= ~(TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT);
+    if (auth.empty())
+        tmpl.publicArea.objectAttributes &= ~(TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT);
     tmpl.publicArea.unique = {};
-    const TPM2B_SENSITIVE_CREATE sensitive{};
+    TPM2B_SENSITIVE_CREATE sensitive{};
+    sensitive.sensitive.userAuth.size = static_cast<UINT16>(auth.size());
+    std::memcpy(sensitive.sensitive.userAuth.buffer, auth.data(), auth.size());
     const TPM2B_DATA outside{};
     const TPML_PCR_SELECTION pcrs{};
     EsysPtr<TPM2B_PRIVATE> priv;
@@ -489,5 +494,28 @@ TEST_CASE("only a credential that does not open is CredentialRefused", "[no-ek-c
         FAIL("a credential for another name opened");
     } catch (const CredentialRefused& e) {
         CHECK(e.is(TPM2_RC_INTEGRITY));
+    }
+}
+
+TEST_CASE("a refused authorisation of the parent is neither an impostor nor a wrong PIN", "[no-ek-cert]") {
+    // TPM2_ActivateCredential asks the parent for the ADMIN role with its
+    // (empty) auth value; a storage key with a password answers
+    // TPM_RC_BAD_AUTH. That proves nothing about the key. Was: "... it is
+    // not the storage key it claims to be"; as a bare TpmError with
+    // BAD_AUTH the module would have counted it as a wrong PIN.
+    Tpm tpm(tcti(), std::nullopt);
+    const TpmObject parent = load_parent(tpm, owner_hierarchy);
+    const TpmObject with_password = duplicable_storage_key(tpm, parent, "pw");
+    try {
+        prove_parent(tpm, with_password, public_of(tpm, with_password), EkRoots{{empty_dir()}});
+        FAIL("proven without its auth value");
+    } catch (const TpmError& e) {
+        FAIL("a TpmError: " << e.what());
+    } catch (const ParentProofFailed& e) {
+        FAIL("taken for an impostor: " << e.what());
+    } catch (const Error& e) {
+        CHECK_THAT(e.what(), Catch::StartsWith("the TPM did not complete the parent's proof (TPM2_ActivateCredential "
+                                               "failed (tpm:session(1):"));
+        CHECK_THAT(e.what(), Catch::EndsWith("): this says nothing against the storage key, but it is not proven"));
     }
 }

@@ -191,8 +191,8 @@ TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out) {
                                       "TPM2_CreatePrimary of the endorsement key");
 }
 
-SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
-                          const Credential& credential) {
+SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek,
+                                const EkTemplate& ek_template, const Credential& credential) {
     TPM2B_ID_OBJECT blob{};
     TPM2B_ENCRYPTED_SECRET seed{};
     if (credential.blob.size() > sizeof blob.credential || credential.encrypted_seed.size() > sizeof seed.secret)
@@ -339,14 +339,17 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                                 "a credential for the parent's name (" + std::string(e.what()) +
                                 "); it is not the storage key it claims to be");
     } catch (const TpmError& e) {
-        // Same code, so that diagnose() and the module (a full TPM is
-        // made room in, then asked again) read it as before.
         if (e.tpm_unreachable())
             throw;
-        throw TpmError(e.step(), e.rc(),
-                       "the TPM did not complete the parent's proof (" + std::string(e.what()) +
-                           "): this says nothing against the storage key, but it is not proven",
-                       e.handle());
+        const std::string text = "the TPM did not complete the parent's proof (" + std::string(e.what()) +
+                                 "): this says nothing against the storage key, but it is not proven";
+        // A refused authorisation is no key's PIN (the module counts a
+        // TpmError with BAD_AUTH at a login as a wrong one).
+        if (e.is(TPM2_RC_BAD_AUTH) || e.is(TPM2_RC_AUTH_FAIL))
+            throw Error(text);
+        // Otherwise the same code, so that diagnose() and the module (a
+        // full TPM is made room in, then asked again) read it as before.
+        throw TpmError(e.step(), e.rc(), text, e.handle());
     }
     if (answer.size() != secret.size() || CRYPTO_memcmp(answer.data(), secret.data(), secret.size()) != 0)
         throw ParentProofFailed("the parent's proof failed: the TPM returned a different secret from the credential");
