@@ -5,7 +5,8 @@
 # no .pub and no temporary file behind, does not touch an existing key (nor
 # an existing .pub of another key),
 # and (checked by with-swtpm afterwards) leaves nothing loaded in the TPM.
-# CASE: unreachable | bad-flags | bad-pin | existing | unwritable | interrupt
+# CASE: unreachable | bad-flags | bad-pin | existing | unwritable | interrupt |
+#       endorsement-password
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 . "$(dirname "$(readlink -f "$0")")/../lib/common.sh"
@@ -158,6 +159,23 @@ interrupt)
     # with-swtpm checks again after we exit; this message is the clearer one.
     left=$(tpm2_getcap handles-transient; tpm2_getcap handles-loaded-session)
     [ -z "$left" ] || fail "SIGINT left objects or sessions in the TPM: $left"
+    ;;
+
+endorsement-password)
+    # `tpm2_changeauth -c e`: the EK cannot be re-created, so the parent
+    # cannot be proven; tpmkey supports no password there. Said so, not
+    # taken for an interposer, nor left as a bare TPM_RC_BAD_AUTH (which
+    # the module would count as a wrong PIN).
+    tpm2_changeauth -c e NEWPASS
+    run "$keygen" -f key.tpm -N '' -C c
+    expect_failure 1 "^tpmkey-keygen: the endorsement hierarchy has a password .*, which tpmkey does not support" \
+        "endorsement hierarchy with a password"
+    grep -q "claims to be\|interposer" "$ERR" && fail "a password taken for an interposer: $(cat "$ERR")"
+    expect_no_files . "endorsement hierarchy with a password"
+    [ ! -e "$XDG_CONFIG_HOME/tpmkey/known_parents" ] || fail "a parent was pinned without its proof"
+    tpm2_changeauth -c e -p NEWPASS
+    run "$keygen" -f key.tpm -N '' -C c
+    [ $rc -eq 0 ] || fail "keygen failed once the password was gone: $(cat "$ERR")"
     ;;
 
 *) fail "unknown case '$case'" ;;

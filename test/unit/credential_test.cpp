@@ -21,6 +21,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 using namespace tpmkey;
 
@@ -68,7 +69,7 @@ std::uint16_t u16(const Bytes& b, std::size_t at) {
 // when the HMAC does not match (another name, another key).
 Bytes activate(EVP_PKEY* ek_key, const TPMT_PUBLIC& ek, std::span<const std::uint8_t> name, const Credential& cred) {
     const HashAlgorithm& hash = *find_hash(ek.nameAlg);
-    Bytes seed;
+    SecretBytes seed;
     if (ek.type == TPM2_ALG_RSA) {
         const EvpPkeyCtx ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, ek_key, nullptr));
         static const char label[] = "IDENTITY";
@@ -118,7 +119,7 @@ Bytes activate(EVP_PKEY* ek_key, const TPMT_PUBLIC& ek, std::span<const std::uin
     REQUIRE(hmac_size == hash.size);
     const Bytes outer_hmac(blob.begin() + 2, blob.begin() + 2 + static_cast<long>(hmac_size));
     const Bytes enc_identity(blob.begin() + 2 + static_cast<long>(hmac_size), blob.end());
-    const Bytes hmac_key = kdfa(hash, seed, "INTEGRITY", {}, {}, hash.size * 8);
+    const SecretBytes hmac_key = kdfa(hash, seed, "INTEGRITY", {}, {}, hash.size * 8);
     Bytes mac_input = enc_identity;
     mac_input.insert(mac_input.end(), name.begin(), name.end());
     Bytes mac(EVP_MAX_MD_SIZE);
@@ -131,7 +132,7 @@ Bytes activate(EVP_PKEY* ek_key, const TPMT_PUBLIC& ek, std::span<const std::uin
 
     const unsigned aes_bits = ek.type == TPM2_ALG_RSA ? ek.parameters.rsaDetail.symmetric.keyBits.aes
                                                      : ek.parameters.eccDetail.symmetric.keyBits.aes;
-    const Bytes sym_key = kdfa(hash, seed, "STORAGE", name, {}, aes_bits);
+    const SecretBytes sym_key = kdfa(hash, seed, "STORAGE", name, {}, aes_bits);
     Bytes plain(enc_identity.size());
     const std::uint8_t iv[16] = {};
     const EvpCipherCtx ctx(EVP_CIPHER_CTX_new());
@@ -180,6 +181,24 @@ TEST_CASE("KDFe is SP 800-56A's concatenation KDF (OpenSSL's SSKDF agrees)", "[c
           "2f3c20005613f7c41bc27f110dac6074bb8054bb79ddf228ab2ccfb5cb86ed27");
     CHECK(hex(kdfe(*find_hash(TPM2_ALG_SHA384), z, "IDENTITY", from_hex("aabbcc"), from_hex("dd0102"), 384)) ==
           "ef5e1b71c085d86ba9da83b1bbe3f016b6df077802dfa5cdc280c61daf1602836aae9f8603a5008949b101f2e8d47276");
+}
+
+TEST_CASE("the KDFs and the EK proof's activation give key material in buffers wiped when freed", "[credential]") {
+    // The credential's seed, the keys derived from it and the secret the
+    // TPM returns (review F8): SecretBytes wipe on every path, a thrown
+    // OpenSSL failure included, where OPENSSL_cleanse after the last use
+    // missed every early exit. A caller cannot keep them in a Bytes by
+    // accident: the types do not convert.
+    const HashAlgorithm& sha256 = *find_hash(TPM2_ALG_SHA256);
+    const Bytes key(32, 1);
+    STATIC_REQUIRE(std::is_same_v<decltype(kdfa(sha256, key, "STORAGE", {}, {}, 128)), SecretBytes>);
+    STATIC_REQUIRE(std::is_same_v<decltype(kdfe(sha256, key, "IDENTITY", {}, {}, 256)), SecretBytes>);
+    STATIC_REQUIRE(!std::is_convertible_v<SecretBytes, Bytes>);
+    STATIC_REQUIRE(std::is_same_v<SecretBytes::allocator_type, WipingAllocator<std::uint8_t>>);
+    // Results are unchanged by the growth of the buffer (KDFe in one
+    // block per digest, several blocks).
+    CHECK(kdfe(sha256, key, "IDENTITY", {}, {}, 512).size() == 64);
+    CHECK(hex(kdfe(sha256, key, "IDENTITY", {}, {}, 512)).substr(0, 64) == hex(kdfe(sha256, key, "IDENTITY", {}, {}, 256)));
 }
 
 TEST_CASE("EK policies A and B are the TCG profile's (as tpm2-tools has them)", "[credential]") {

@@ -70,7 +70,7 @@ int cmd_attest_activate(const Parsed& p) {
     const ExchangeFile challenge = read_exchange_file(path, "ak-challenge", ak_challenge_fields);
     const Config config = load_config();
     Tpm tpm(config.tcti, config.tpm_timeout);
-    Bytes secret;
+    SecretBytes secret;
     try {
         secret = activate_ak_credential(tpm, challenge);
     } catch (const TpmError&) {
@@ -81,7 +81,6 @@ int cmd_attest_activate(const Parsed& p) {
     ExchangeFile proof("ak-proof");
     proof.set_bytes("ak-name", challenge.bytes("ak-name"));
     proof.set_bytes("secret", secret);
-    OPENSSL_cleanse(secret.data(), secret.size());
     write_output(p, proof, 0600);
     if (p.has_value("-o"))
         std::cout << "This TPM activated the challenge " << path << "; wrote the proof to " << p.value("-o")

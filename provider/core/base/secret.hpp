@@ -28,6 +28,12 @@ struct WipingAllocator {
     bool operator==(const WipingAllocator<U>&) const noexcept { return true; }
 };
 
+// Key material made on the way (a KDF's output, a credential's seed and
+// secret): wiped when freed or grown, on every path, exceptions included.
+// Unlike Secret, it can be written into and copied: it never leaves the
+// function that makes it but as a return value.
+using SecretBytes = std::vector<std::uint8_t, WipingAllocator<std::uint8_t>>;
+
 // A secret byte string (a PIN, an auth value). Move-only: copies of
 // secrets are made on purpose with clone(), never by accident.
 class Secret {

@@ -18,14 +18,24 @@ namespace {
 using EvpPkeyCtx = Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free>;
 using EvpCipherCtx = Owned<EVP_CIPHER_CTX, EVP_CIPHER_CTX_free>;
 
-void append(Bytes& out, std::span<const std::uint8_t> part) { out.insert(out.end(), part.begin(), part.end()); }
+using EvpMdCtx = Owned<EVP_MD_CTX, EVP_MD_CTX_free>;
 
-void append_u32(Bytes& out, std::uint32_t value) {
+// Every buffer that holds the seed, a key derived from it or the secret is
+// a SecretBytes (wiped when freed, also when an OpenSSL call throws us out
+// half-way); the rest (labels, names, what is encrypted) are Bytes.
+template <class Buffer>
+void append(Buffer& out, std::span<const std::uint8_t> part) {
+    out.insert(out.end(), part.begin(), part.end());
+}
+
+template <class Buffer>
+void append_u32(Buffer& out, std::uint32_t value) {
     for (int shift = 24; shift >= 0; shift -= 8)
         out.push_back(static_cast<std::uint8_t>(value >> shift));
 }
 
-void append_u16(Bytes& out, std::size_t value) {
+template <class Buffer>
+void append_u16(Buffer& out, std::size_t value) {
     out.push_back(static_cast<std::uint8_t>(value >> 8));
     out.push_back(static_cast<std::uint8_t>(value));
 }
@@ -34,8 +44,8 @@ std::span<const std::uint8_t> bytes_of(std::string_view text) {
     return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
 }
 
-Bytes hmac(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::span<const std::uint8_t> data) {
-    Bytes out(EVP_MAX_MD_SIZE);
+SecretBytes hmac(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::span<const std::uint8_t> data) {
+    SecretBytes out(EVP_MAX_MD_SIZE);
     unsigned size = 0;
     if (!HMAC(hash.md(), key.data(), static_cast<int>(key.size()), data.data(), data.size(), out.data(), &size))
         throw Error("cannot compute an HMAC (OpenSSL)");
@@ -64,15 +74,15 @@ const EVP_CIPHER* aes_cfb_of(const TPMT_PUBLIC& ek) {
     throw Error("the endorsement key's symmetric algorithm is not AES-128-CFB or AES-256-CFB");
 }
 
-Bytes random_bytes(std::size_t size) {
-    Bytes out(size);
+SecretBytes random_bytes(std::size_t size) {
+    SecretBytes out(size);
     if (RAND_bytes(out.data(), static_cast<int>(size)) != 1)
         throw Error("cannot get random bytes (OpenSSL)");
     return out;
 }
 
 struct ProtectedSeed {
-    Bytes seed;
+    SecretBytes seed;
     Bytes encrypted;  // TPM2B_ENCRYPTED_SECRET contents
 };
 
@@ -118,22 +128,19 @@ ProtectedSeed ecc_seed(const TPMT_PUBLIC& ek, const HashAlgorithm& hash) {
     std::size_t z_size = 0;
     bool ok = ctx && EVP_PKEY_derive_init(ctx.get()) == 1 && EVP_PKEY_derive_set_peer(ctx.get(), peer.get()) == 1 &&
               EVP_PKEY_derive(ctx.get(), nullptr, &z_size) == 1;
-    Bytes z(z_size);
+    SecretBytes z(z_size);
     ok = ok && EVP_PKEY_derive(ctx.get(), z.data(), &z_size) == 1 && z_size == ek_key.ec_field_size();
     Bytes point(1 + 2 * ek_key.ec_field_size());
     std::size_t point_size = 0;
     ok = ok && EVP_PKEY_get_octet_string_param(ephemeral.get(), OSSL_PKEY_PARAM_PUB_KEY, point.data(), point.size(),
                                                &point_size) == 1 &&
          point_size == point.size() && point[0] == 0x04;
-    if (!ok) {
-        OPENSSL_cleanse(z.data(), z.size());
+    if (!ok)
         throw Error("cannot agree on the credential's seed with the endorsement key (OpenSSL)");
-    }
     const std::size_t field = ek_key.ec_field_size();
     const std::span<const std::uint8_t> x_e(point.data() + 1, field), y_e(point.data() + 1 + field, field);
     const std::span<const std::uint8_t> x_ek(ek.unique.ecc.x.buffer, ek.unique.ecc.x.size);
     ProtectedSeed out{kdfe(hash, z, "IDENTITY", x_e, x_ek, hash.size * 8), {}};
-    OPENSSL_cleanse(z.data(), z.size());
     append_u16(out.encrypted, field);
     append(out.encrypted, x_e);
     append_u16(out.encrypted, field);
@@ -143,9 +150,9 @@ ProtectedSeed ecc_seed(const TPMT_PUBLIC& ek, const HashAlgorithm& hash) {
 
 }  // namespace
 
-Bytes kdfa(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::string_view label,
-           std::span<const std::uint8_t> context_u, std::span<const std::uint8_t> context_v, std::size_t bits) {
-    Bytes out;
+SecretBytes kdfa(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::string_view label,
+                 std::span<const std::uint8_t> context_u, std::span<const std::uint8_t> context_v, std::size_t bits) {
+    SecretBytes out;
     for (std::uint32_t counter = 1; out.size() * 8 < bits; ++counter) {
         Bytes data;
         append_u32(data, counter);
@@ -161,14 +168,24 @@ Bytes kdfa(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::st
     return out;
 }
 
-Bytes kdfe(const HashAlgorithm& hash, std::span<const std::uint8_t> z, std::string_view label,
-           std::span<const std::uint8_t> party_u, std::span<const std::uint8_t> party_v, std::size_t bits) {
-    Bytes out;
+SecretBytes kdfe(const HashAlgorithm& hash, std::span<const std::uint8_t> z, std::string_view label,
+                 std::span<const std::uint8_t> party_u, std::span<const std::uint8_t> party_v, std::size_t bits) {
+    SecretBytes out;
     for (std::uint32_t counter = 1; out.size() * 8 < bits; ++counter) {
         Bytes count;
         append_u32(count, counter);
         const std::uint8_t zero = 0;
-        append(out, digest_of(hash.md(), {count, z, bytes_of(label), {&zero, 1}, party_u, party_v}));
+        // Into `out` itself: digest_of() would leave a copy in a Bytes.
+        const std::size_t at = out.size();
+        out.resize(at + hash.size);
+        const EvpMdCtx ctx(EVP_MD_CTX_new());
+        bool ok = ctx && EVP_DigestInit_ex(ctx.get(), hash.md(), nullptr) == 1;
+        for (const std::span<const std::uint8_t> part :
+             {std::span<const std::uint8_t>(count), z, bytes_of(label), {&zero, 1}, party_u, party_v})
+            ok = ok && EVP_DigestUpdate(ctx.get(), part.data(), part.size()) == 1;
+        unsigned size = 0;
+        if (!ok || EVP_DigestFinal_ex(ctx.get(), out.data() + at, &size) != 1 || size != hash.size)
+            throw Error("cannot compute a digest (OpenSSL)");
     }
     out.resize((bits + 7) / 8);
     return out;
@@ -184,8 +201,9 @@ Bytes credential_blob(const TPMT_PUBLIC& ek, std::span<const std::uint8_t> seed,
     // Part 1, "Protected Storage": the symmetric key is bound to the name
     // of the object the credential is for; the IV is zero (the key is
     // never used twice: a fresh seed each time).
-    Bytes sym_key = kdfa(hash, seed, "STORAGE", name, {}, static_cast<std::size_t>(EVP_CIPHER_get_key_length(cipher)) * 8);
-    Bytes plain;
+    const SecretBytes sym_key =
+        kdfa(hash, seed, "STORAGE", name, {}, static_cast<std::size_t>(EVP_CIPHER_get_key_length(cipher)) * 8);
+    SecretBytes plain;
     append_u16(plain, secret.size());
     append(plain, secret);
     Bytes enc_identity(plain.size());
@@ -197,17 +215,14 @@ Bytes credential_blob(const TPMT_PUBLIC& ek, std::span<const std::uint8_t> seed,
                                       static_cast<int>(plain.size())) == 1 &&
                     EVP_EncryptFinal_ex(ctx.get(), enc_identity.data() + written, &final_written) == 1 &&
                     static_cast<std::size_t>(written + final_written) == plain.size();
-    OPENSSL_cleanse(sym_key.data(), sym_key.size());
-    OPENSSL_cleanse(plain.data(), plain.size());
     if (!ok)
         throw Error("cannot encrypt the credential (OpenSSL)");
 
     // Part 1, "Integrity": HMAC over encIdentity || name.
-    Bytes hmac_key = kdfa(hash, seed, "INTEGRITY", {}, {}, hash.size * 8);
+    const SecretBytes hmac_key = kdfa(hash, seed, "INTEGRITY", {}, {}, hash.size * 8);
     Bytes mac_input = enc_identity;
     append(mac_input, name);
-    const Bytes outer_hmac = hmac(hash, hmac_key, mac_input);
-    OPENSSL_cleanse(hmac_key.data(), hmac_key.size());
+    const SecretBytes outer_hmac = hmac(hash, hmac_key, mac_input);
 
     Bytes blob;
     append_u16(blob, outer_hmac.size());
@@ -229,9 +244,7 @@ Credential make_credential(const TPMT_PUBLIC& ek, std::span<const std::uint8_t> 
         seed = ecc_seed(ek, hash);
     else
         throw Error("the endorsement key is neither RSA nor ECC");
-    Credential out{credential_blob(ek, seed.seed, name, secret), std::move(seed.encrypted)};
-    OPENSSL_cleanse(seed.seed.data(), seed.seed.size());
-    return out;
+    return {credential_blob(ek, seed.seed, name, secret), std::move(seed.encrypted)};
 }
 
 }  // namespace tpmkey

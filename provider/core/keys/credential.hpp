@@ -5,6 +5,7 @@
 // activate it; test/unit/credential_test.cpp checks it against tpm2-tools.
 #pragma once
 
+#include "core/base/secret.hpp"
 #include "core/keys/algorithms.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
@@ -15,13 +16,14 @@
 namespace tpmkey {
 
 // KDFa (Part 1, "KDFa()"): SP 800-108 in counter mode with HMAC over
-// [i]32 || label || 0x00 || context_u || context_v || [bits]32.
-Bytes kdfa(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::string_view label,
+// [i]32 || label || 0x00 || context_u || context_v || [bits]32. Both KDFs
+// return key material, so in a buffer that is wiped when freed.
+SecretBytes kdfa(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::string_view label,
            std::span<const std::uint8_t> context_u, std::span<const std::uint8_t> context_v, std::size_t bits);
 
 // KDFe (Part 1, "KDFe()"): SP 800-56A's concatenation KDF,
 // H([i]32 || z || label || 0x00 || party_u || party_v).
-Bytes kdfe(const HashAlgorithm& hash, std::span<const std::uint8_t> z, std::string_view label,
+SecretBytes kdfe(const HashAlgorithm& hash, std::span<const std::uint8_t> z, std::string_view label,
            std::span<const std::uint8_t> party_u, std::span<const std::uint8_t> party_v, std::size_t bits);
 
 // What TPM2_ActivateCredential takes: the credential blob (the contents of

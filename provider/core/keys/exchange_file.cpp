@@ -46,7 +46,9 @@ void ExchangeFile::set_text(const std::string& name, const std::string& value) {
     fields_[name] = value;
 }
 
-void ExchangeFile::set_bytes(const std::string& name, const Bytes& value) { set_text(name, base64(value)); }
+void ExchangeFile::set_bytes(const std::string& name, std::span<const std::uint8_t> value) {
+    set_text(name, base64(Bytes(value.begin(), value.end())));
+}
 
 std::string ExchangeFile::text(const std::string& name) const {
     const auto it = fields_.find(name);

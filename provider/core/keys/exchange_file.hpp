@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -34,7 +35,7 @@ public:
 
     const std::string& kind() const noexcept { return kind_; }
     void set_text(const std::string& name, const std::string& value);
-    void set_bytes(const std::string& name, const Bytes& value);
+    void set_bytes(const std::string& name, std::span<const std::uint8_t> value);
     bool has(const std::string& name) const { return fields_.count(name) != 0; }
     // Throw Error "FILE: no NAME" / "FILE: NAME is not base64" / "... too long".
     std::string text(const std::string& name) const;

@@ -50,7 +50,7 @@ ExchangeFile make_ak_request(Tpm& tpm) {
     return request;
 }
 
-Bytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge) {
+SecretBytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge) {
     const EkTemplate& ek_template = ek_template_of(challenge.text("ek-certificate-index"));
     const Bytes ak_name = challenge.bytes("ak-name", sizeof(TPM2B_NAME::name));
     const Credential credential{challenge.bytes("credential-blob", sizeof(TPM2B_ID_OBJECT::credential)),
@@ -66,9 +66,7 @@ Bytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge) {
     const TpmObject ek = create_ek(tpm, ek_template, ek_public);
     try {
         return activate_credential(tpm, ak, ek, ek_template, credential);
-    } catch (const TpmError& e) {
-        if (e.tpm_unreachable())
-            throw;
+    } catch (const CredentialRefused& e) {
         throw Error("this TPM could not activate the challenge: it was made for another TPM's EK or another AK (" +
                     std::string(e.what()) + ")");
     }

@@ -28,6 +28,6 @@ ExchangeFile make_ak_request(Tpm& tpm);
 // secret the CA chose, which only this TPM and this AK can recover. Throws
 // Error for a challenge made for another AK, or one this TPM cannot
 // activate (another TPM's EK). Flushes what it makes.
-Bytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge);
+SecretBytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge);
 
 }  // namespace tpmkey

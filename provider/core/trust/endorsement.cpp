@@ -32,7 +32,7 @@ constexpr std::uint32_t first_cert_index = 0x01C00002;
 constexpr std::uint32_t last_cert_index = 0x01C0001C;
 
 struct NvCertificate {
-    std::uint32_t index = 0;
+    const EkTemplate* ek_template = nullptr;  // the template of its index
     Bytes der;  // exactly the certificate, without the index's padding
     X509Cert cert;
 };
@@ -49,18 +49,18 @@ bool holds(const std::vector<std::uint32_t>& indices, std::uint32_t index) {
     return std::find(indices.begin(), indices.end(), index) != indices.end();
 }
 
-// The first certificate in ek_templates()' order, if any.
-const EkTemplate* certified_template(const std::vector<std::uint32_t>& indices) {
-    for (const EkTemplate& t : ek_templates())
-        if (holds(indices, t.cert_index))
-            return &t;
-    return nullptr;
-}
-
 // TPM2_NV_ReadPublic, then TPM2_NV_Read in pieces of at most
 // TPM_PT_NV_BUFFER_MAX, authorised by the index itself (TPMA_NV_AUTHREAD,
 // empty auth value, as the profile defines EK certificate indices).
-NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
+// nullopt, with the index and why in `ignored`, for an index the platform
+// did not create or never wrote: the profile's EK certificate indices are
+// TPMA_NV_PLATFORMCREATE (the manufacturer's, defined with platform
+// authorization), while anyone with owner authorization may define an
+// index anywhere in the range (TPM2_NV_DefineSpace), and one it chose must
+// neither stand for the TPM's certificate nor stop the proof.
+std::optional<NvCertificate> read_certificate(Tpm& tpm, const EkTemplate& ek_template,
+                                              std::vector<std::string>& ignored) {
+    const std::uint32_t index = ek_template.cert_index;
     const std::string where = "the EK certificate at NV index " + handle_text(index);
     ESYS_TR handle = ESYS_TR_NONE;
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), index, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
@@ -70,10 +70,19 @@ NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
     check_rc(Esys_NV_ReadPublic(tpm.esys(), nv.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, out_ptr(nv_public),
                                 nullptr),
              "TPM2_NV_ReadPublic of the EK certificate");
+    const TPMA_NV attributes = nv_public->nvPublic.attributes;
+    if (!(attributes & TPMA_NV_PLATFORMCREATE)) {
+        ignored.push_back("NV index " + handle_text(index) + ", which the platform did not create");
+        return std::nullopt;
+    }
+    if (!(attributes & TPMA_NV_WRITTEN)) {
+        ignored.push_back("NV index " + handle_text(index) + ", which was never written");
+        return std::nullopt;
+    }
     const std::size_t size = nv_public->nvPublic.dataSize;
     if (size == 0 || size > max_certificate_size)
         throw ParentProofFailed(where + " claims " + std::to_string(size) + " bytes; refusing to read it");
-    if (!(nv_public->nvPublic.attributes & TPMA_NV_AUTHREAD))
+    if (!(attributes & TPMA_NV_AUTHREAD))
         throw ParentProofFailed(where + " cannot be read with its own (empty) auth value");
     const auto props = tpm_properties(tpm, TPM2_PT_NV_BUFFER_MAX, 1);
     const auto max = props.find(TPM2_PT_NV_BUFFER_MAX);
@@ -96,7 +105,7 @@ NvCertificate read_certificate(Tpm& tpm, std::uint32_t index) {
     if (!cert)
         throw ParentProofFailed(where + " is not an X.509 certificate");
     data.resize(static_cast<std::size_t>(p - data.data()));
-    return {index, std::move(data), std::move(cert)};
+    return NvCertificate{&ek_template, std::move(data), std::move(cert)};
 }
 
 std::string sha256_hex(const Bytes& data) { return hex(digest_of(EVP_sha256(), {data})); }
@@ -116,14 +125,48 @@ TpmObject start_policy_session(Tpm& tpm, TPMI_ALG_HASH hash) {
     return owned;
 }
 
+// check_rc for a command authorised with the endorsement hierarchy's
+// (empty) auth value: TPM_RC_BAD_AUTH there means it has a password
+// (hierarchy auth values are not subject to dictionary-attack protection,
+// so the TPM answers BAD_AUTH, not AUTH_FAIL). Not a TpmError: nothing
+// about it is a key's PIN, nor an impostor.
+void check_endorsement_auth(TSS2_RC rc, const char* call) {
+    try {
+        check_rc(rc, call);
+    } catch (const TpmError& e) {
+        if (!e.is(TPM2_RC_BAD_AUTH) && !e.is(TPM2_RC_AUTH_FAIL))
+            throw;
+        throw Error("the endorsement hierarchy has a password (" + std::string(e.what()) +
+                    "), which tpmkey does not support: the endorsement key cannot be used, so the TPM's storage "
+                    "key cannot be proven");
+    }
+}
+
+// Whether TPM2_ActivateCredential's error says that this credential does
+// not open for this object under this EK (TPM 2.0 Part 3,
+// ActivateCredential): the outer HMAC over the object's name fails
+// (TPM_RC_INTEGRITY), or the seed does not decrypt with the EK's private
+// key (TPM_RC_VALUE for RSA; TPM_RC_ECC_POINT, TPM_RC_INSUFFICIENT,
+// TPM_RC_NO_RESULT for ECC; TPM_RC_SIZE). Anything else (a full TPM,
+// TPM_RC_RETRY, lockout, a refused session) proves nothing either way.
+bool wrong_credential(const TpmError& e) {
+    for (const TSS2_RC rc : {TPM2_RC_INTEGRITY, TPM2_RC_VALUE, TPM2_RC_ECC_POINT, TPM2_RC_INSUFFICIENT,
+                             TPM2_RC_NO_RESULT, TPM2_RC_SIZE})
+        if (e.is(rc))
+            return true;
+    return false;
+}
+
 }  // namespace
 
 std::optional<EkCertificate> read_ek_certificate(Tpm& tpm) {
-    const EkTemplate* t = certified_template(ek_nv_indices(tpm));
-    if (!t)
-        return std::nullopt;
-    NvCertificate certificate = read_certificate(tpm, t->cert_index);
-    return EkCertificate{certificate.index, std::move(certificate.der), t};
+    const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
+    std::vector<std::string> ignored;
+    for (const EkTemplate& t : ek_templates())
+        if (holds(indices, t.cert_index))
+            if (std::optional<NvCertificate> certificate = read_certificate(tpm, t, ignored))
+                return EkCertificate{t.cert_index, std::move(certificate->der), &t};
+    return std::nullopt;
 }
 
 TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TPMT_PUBLIC& out, const char* step) {
@@ -134,10 +177,10 @@ TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TP
     EsysPtr<TPM2B_PUBLIC> pub;
     // The endorsement hierarchy's auth value is empty (as for the owner
     // hierarchy, we support no other): the password session carries nothing.
-    check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                &sensitive, &in_public, &outside_info, &pcrs, &handle, out_ptr(pub), nullptr, nullptr,
-                                nullptr),
-             step);
+    check_endorsement_auth(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                                              ESYS_TR_NONE, &sensitive, &in_public, &outside_info, &pcrs, &handle,
+                                              out_ptr(pub), nullptr, nullptr, nullptr),
+                           step);
     TpmObject key(tpm, handle, TpmObject::Kind::transient);
     out = pub->publicArea;
     return key;
@@ -148,8 +191,8 @@ TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out) {
                                       "TPM2_CreatePrimary of the endorsement key");
 }
 
-Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
-                          const Credential& credential) {
+SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek,
+                                const EkTemplate& ek_template, const Credential& credential) {
     TPM2B_ID_OBJECT blob{};
     TPM2B_ENCRYPTED_SECRET seed{};
     if (credential.blob.size() > sizeof blob.credential || credential.encrypted_seed.size() > sizeof seed.secret)
@@ -162,9 +205,10 @@ Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek
     const TpmObject session = start_policy_session(tpm, ek_template.name_alg);
     EsysPtr<TPM2B_TIMEOUT> timeout;
     EsysPtr<TPMT_TK_AUTH> ticket;
-    check_rc(Esys_PolicySecret(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, session.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE,
-                               ESYS_TR_NONE, nullptr, nullptr, nullptr, 0, out_ptr(timeout), out_ptr(ticket)),
-             "TPM2_PolicySecret(TPM_RH_ENDORSEMENT)");
+    check_endorsement_auth(Esys_PolicySecret(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, session.handle(), ESYS_TR_PASSWORD,
+                                             ESYS_TR_NONE, ESYS_TR_NONE, nullptr, nullptr, nullptr, 0,
+                                             out_ptr(timeout), out_ptr(ticket)),
+                           "TPM2_PolicySecret(TPM_RH_ENDORSEMENT)");
     if (ek_template.high_range) {
         const HashAlgorithm* hash = find_hash(ek_template.name_alg);
         TPML_DIGEST digests{};
@@ -180,10 +224,16 @@ Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek
     // the password session carries nothing); keyHandle: the EK (USER
     // role), in the policy session.
     EsysPtr<TPM2B_DIGEST> secret;
-    check_rc(Esys_ActivateCredential(tpm.esys(), object.handle(), ek.handle(), ESYS_TR_PASSWORD, session.handle(),
-                                     ESYS_TR_NONE, &blob, &seed, out_ptr(secret)),
-             "TPM2_ActivateCredential");
-    Bytes out(secret->buffer, secret->buffer + secret->size);
+    try {
+        check_rc(Esys_ActivateCredential(tpm.esys(), object.handle(), ek.handle(), ESYS_TR_PASSWORD,
+                                         session.handle(), ESYS_TR_NONE, &blob, &seed, out_ptr(secret)),
+                 "TPM2_ActivateCredential");
+    } catch (const TpmError& e) {
+        if (wrong_credential(e))
+            throw CredentialRefused(e);
+        throw;
+    }
+    SecretBytes out(secret->buffer, secret->buffer + secret->size);
     OPENSSL_cleanse(secret->buffer, sizeof secret->buffer);
     return out;
 }
@@ -210,41 +260,61 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         throw ParentProofFailed("the parent's proof failed: it may be used by a policy in the ADMIN role "
                                 "(adminWithPolicy), as an object the TPM holds without its private part could");
 
+    // The certificate is about the EK the TPM re-creates from its
+    // template, or about nothing we can use: the first certificate (in
+    // ek_templates()' order) whose EK the TPM re-creates is the TPM's.
     EndorsementKey result;
     std::optional<NvCertificate> certificate;
-    const EkTemplate* ek_template = &uncertified_ek_template();
-    const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
-    if (const EkTemplate* t = certified_template(indices)) {
-        certificate = read_certificate(tpm, t->cert_index);
-        ek_template = t;
-    }
+    TpmObject ek;
     TPMT_PUBLIC ek_public{};
-    const TpmObject ek = create_ek(tpm, *ek_template, ek_public);
-    result.algorithm = ek_template->algorithm;
-    if (certificate) {
-        result.nv_index = certificate->index;
-        result.issuer = name_line(X509_get_issuer_name(certificate->cert.get()));
-        // The certificate is about the EK the TPM re-creates from its
-        // template, or about nothing we can use.
-        const EvpPkey ek_key = PublicKey(ek_public).to_evp();
-        if (EVP_PKEY_eq(X509_get0_pubkey(certificate->cert.get()), ek_key.get()) != 1) {
+    std::vector<std::string> ignored;
+    std::string mismatch;  // about the first certificate that is not its EK's
+    const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
+    for (const EkTemplate& t : ek_templates()) {
+        if (!holds(indices, t.cert_index))
+            continue;
+        std::optional<NvCertificate> found = read_certificate(tpm, t, ignored);
+        if (!found)
+            continue;
+        TPMT_PUBLIC made_public{};
+        TpmObject made = create_ek(tpm, t, made_public);
+        const EvpPkey ek_key = PublicKey(made_public).to_evp();
+        if (EVP_PKEY_eq(X509_get0_pubkey(found->cert.get()), ek_key.get()) == 1) {
+            certificate = std::move(found);
+            ek = std::move(made);
+            ek_public = made_public;
+            break;
+        }
+        if (mismatch.empty()) {
             // The low range lets a manufacturer put an EK nonce or template
             // in NV (index + 1, + 2) that the EK was made with; tpmkey
             // re-creates the EK from the profile's template only.
-            const bool own_template = !ek_template->high_range && (holds(indices, ek_template->cert_index + 1) ||
-                                                                   holds(indices, ek_template->cert_index + 2));
-            throw ParentProofFailed("the parent's proof failed: the endorsement key the TPM re-created from template " +
-                                    std::string(ek_template->label) + " is not the key of its certificate at " +
-                                    handle_text(certificate->index) +
-                                    (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does "
-                                                    "not use)"
-                                                  : ""));
+            const bool own_template = !t.high_range &&
+                                      (holds(indices, t.cert_index + 1) || holds(indices, t.cert_index + 2));
+            mismatch = "the parent's proof failed: the endorsement key the TPM re-created from template " +
+                       std::string(t.label) + " is not the key of its certificate at " + handle_text(t.cert_index) +
+                       (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does not use)"
+                                     : "");
         }
+    }
+    if (!certificate && !mismatch.empty())
+        throw ParentProofFailed(mismatch);
+    const EkTemplate& ek_template = certificate ? *certificate->ek_template : uncertified_ek_template();
+    if (!certificate)
+        ek = create_ek(tpm, ek_template, ek_public);
+    result.algorithm = ek_template.algorithm;
+    if (certificate) {
+        result.nv_index = ek_template.cert_index;
+        result.issuer = name_line(X509_get_issuer_name(certificate->cert.get()));
         result.why_not_certified = ek_chain_problem(certificate->der, roots);
         if (!result.why_not_certified.empty())
             result.why_not_certified = "no trusted root: " + result.why_not_certified;
     } else {
         result.why_not_certified = "no EK certificate in the TPM";
+        for (std::size_t i = 0; i < ignored.size(); ++i)
+            result.why_not_certified += (i == 0 ? " (ignored: " : "; ") + ignored[i];
+        if (!ignored.empty())
+            result.why_not_certified += ")";
     }
     if (!result.why_not_certified.empty() && has_trusted_ek_root(roots))
         throw ParentProofFailed("the parent's proof failed: trusted EK roots are installed (" + dirs_text(roots) +
@@ -255,23 +325,33 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                                 "point the config file's ek-roots at an empty directory to trust its EK on first "
                                 "use (docs/configuration.md)");
 
-    Bytes secret(32);
+    // The secret and the TPM's answer are wiped on every way out (a
+    // refusal included): SecretBytes.
+    SecretBytes secret(32);
     if (RAND_bytes(secret.data(), static_cast<int>(secret.size())) != 1)
         throw Error("cannot get random bytes (OpenSSL)");
     const Credential credential = make_credential(ek_public, tpm_name(area), secret);
-    Bytes answer;
+    SecretBytes answer;
     try {
-        answer = activate_credential(tpm, parent, ek, *ek_template, credential);
-    } catch (const TpmError& e) {
-        if (e.tpm_unreachable())
-            throw;
+        answer = activate_credential(tpm, parent, ek, ek_template, credential);
+    } catch (const CredentialRefused& e) {
         throw ParentProofFailed("the parent's proof failed: the TPM that holds the endorsement key did not activate "
                                 "a credential for the parent's name (" + std::string(e.what()) +
                                 "); it is not the storage key it claims to be");
+    } catch (const TpmError& e) {
+        if (e.tpm_unreachable())
+            throw;
+        const std::string text = "the TPM did not complete the parent's proof (" + std::string(e.what()) +
+                                 "): this says nothing against the storage key, but it is not proven";
+        // A refused authorisation is no key's PIN (the module counts a
+        // TpmError with BAD_AUTH at a login as a wrong one).
+        if (e.is(TPM2_RC_BAD_AUTH) || e.is(TPM2_RC_AUTH_FAIL))
+            throw Error(text);
+        // Otherwise the same code, so that diagnose() and the module (a
+        // full TPM is made room in, then asked again) read it as before.
+        throw TpmError(e.step(), e.rc(), text, e.handle());
     }
-    const bool same = answer.size() == secret.size() && CRYPTO_memcmp(answer.data(), secret.data(), secret.size()) == 0;
-    OPENSSL_cleanse(answer.data(), answer.size());
-    if (!same)
+    if (answer.size() != secret.size() || CRYPTO_memcmp(answer.data(), secret.data(), secret.size()) != 0)
         throw ParentProofFailed("the parent's proof failed: the TPM returned a different secret from the credential");
 
     result.certified = result.why_not_certified.empty();

@@ -2,13 +2,14 @@
 // (docs/security.md, "A parent proven by the endorsement key").
 //
 // A parent is proven to live in the TPM that owns the EK: the EK's
-// certificate (from the TPM's NV) is verified against the trusted EK roots,
-// the EK is re-created from the template that matches it and compared with
-// the certificate's key, a credential for a random secret is made in
-// software for the parent's name (TPM2_MakeCredential, TPM 2.0 Part 1,
-// "Credential Protection"), and only the TPM that holds both the EK and an
-// object of exactly that name can return the secret
-// (TPM2_ActivateCredential). Where the TPM has no EK certificate, or none
+// certificate (from an index of the TPM's NV the platform created) is
+// verified against the trusted EK roots, the EK is re-created from the
+// template that matches it and compared with the certificate's key (the
+// next certificate is tried when it is another's), a credential for a
+// random secret is made in software for the parent's name
+// (TPM2_MakeCredential, TPM 2.0 Part 1, "Credential Protection"), and only
+// the TPM that holds both the EK and an object of exactly that name can
+// return the secret (TPM2_ActivateCredential). Where the TPM has no EK certificate, or none
 // that chains to a trusted root, the same proof runs and the EK itself is
 // trusted on first use (it survives TPM2_Clear; the storage key does not).
 #pragma once
@@ -35,6 +36,15 @@ public:
     using UnverifiedParent::UnverifiedParent;
 };
 
+// TPM2_ActivateCredential's answer that the credential does not open for
+// this object under this EK (its outer HMAC over the object's name, or the
+// seed's decryption, failed): the one refusal that says the object is not
+// the one the credential was made for. Other refusals stay TpmErrors.
+class CredentialRefused : public TpmError {
+public:
+    explicit CredentialRefused(const TpmError& e) : TpmError(e) {}
+};
+
 // What the proof found out about the EK.
 struct EndorsementKey {
     bool certified = false;          // its certificate chains to a trusted root and matches the re-created EK
@@ -48,8 +58,10 @@ struct EndorsementKey {
 
 // Proves that `parent` (loaded, with `parent_public` as the TPM reported
 // it) lives in the TPM that owns the EK. Throws ParentProofFailed naming
-// the failed step; Error / TpmError for a TPM that cannot be asked. Flushes
-// every object and session it makes.
+// the failed step; Error / TpmError for a TPM that cannot be asked or does
+// not complete the proof (a full TPM, TPM_RC_RETRY; Error when the
+// endorsement hierarchy has a password). Flushes every object and session
+// it makes.
 EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
                             const EkRoots& roots);
 
@@ -59,7 +71,9 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
 
 // The TPM's EK certificate: the first of ek_templates()' order in its NV,
 // read with the index's own (empty) auth value; nullopt when it has none.
-// Throws ParentProofFailed for an index that holds no certificate.
+// Only indices the platform created (TPMA_NV_PLATFORMCREATE) and wrote
+// count: one an owner defined in the range is passed over. Throws
+// ParentProofFailed for such an index that holds no certificate.
 struct EkCertificate {
     std::uint32_t index = 0;
     Bytes der;                              // exactly the certificate, without the index's padding
@@ -68,8 +82,8 @@ struct EkCertificate {
 std::optional<EkCertificate> read_ek_certificate(Tpm& tpm);
 
 // The EK re-created from `ek_template` (TPM2_CreatePrimary in the
-// endorsement hierarchy, whose auth value must be empty); `out` gets its
-// public area.
+// endorsement hierarchy, whose auth value must be empty: Error saying so
+// when it is not); `out` gets its public area.
 TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out);
 
 // TPM2_CreatePrimary of `in_public` in the endorsement hierarchy (the EK,
@@ -80,8 +94,11 @@ TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TP
 // TPM2_ActivateCredential of `credential` for `object`, with `ek` (made by
 // create_ek from `ek_template`) in a policy session that satisfies its
 // template's policy: PolicySecret(TPM_RH_ENDORSEMENT), and for the high
-// range PolicyOR(A, C). Returns the secret; TpmError when the TPM refuses.
-Bytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
+// range PolicyOR(A, C). Returns the secret (wiped when freed);
+// CredentialRefused when the credential does not open for `object` under
+// `ek`, TpmError when the TPM refuses otherwise, Error when the endorsement
+// hierarchy has a password.
+SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
                           const Credential& credential);
 
 }  // namespace tpmkey
