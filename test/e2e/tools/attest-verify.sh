@@ -15,7 +15,7 @@
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
 
-CA_TOOL=${TPMKEY_CA:?TPMKEY_CA: the tpmkey-ca program}
+CA_TOOL=$TPMKEY_CA
 FORGE=$(dirname "$0")/attest-forge.py
 VERIFIERS=$(dirname "$0")/attest-verifiers.py
 W=$TEST_DIR/attest

@@ -22,7 +22,7 @@ in_page() {
     grep -qF -- "$2" "$TEST_DIR/$1.txt" || fail "$1 does not mention '$2'"
 }
 
-for page in tpmkey.1 tpmkey-keygen.1 tpmkey-swtpm.1 tpmkey-pkcs11.8; do
+for page in tpmkey.1 tpmkey-keygen.1 tpmkey-swtpm.1 tpmkey-pkcs11.8 tpmkey-ca.1; do
     render "$page"
     name=${page%.*}
     section=${page##*.}
@@ -32,7 +32,7 @@ for page in tpmkey.1 tpmkey-keygen.1 tpmkey-swtpm.1 tpmkey-pkcs11.8; do
         grep -qx "$s" "$TEST_DIR/$page.txt" || fail "$page: no $s section"
     done
 done
-ok "all four pages render with man -l, without warnings, with NAME, SYNOPSIS, DESCRIPTION, SEE ALSO"
+ok "all five pages render with man -l, without warnings, with NAME, SYNOPSIS, DESCRIPTION, SEE ALSO"
 
 # tpmkey-keygen(1): every option its --help lists.
 "$TPMKEY_KEYGEN" --help | grep -oE '^ +(-[a-zA-Z]|--[a-z-]+)' | tr -d ' ' | sort -u >"$TEST_DIR/keygen.opts"
@@ -51,6 +51,18 @@ for cmd in $(cat "$TEST_DIR/commands"); do
     done
 done
 ok "tpmkey.1 has every subcommand and option: $(tr '\n' ' ' <"$TEST_DIR/commands")"
+
+# tpmkey-ca(1): every subcommand 'tpmkey-ca --help' lists and its options.
+"$TPMKEY_CA" --help | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' >"$TEST_DIR/ca-commands"
+[ -s "$TEST_DIR/ca-commands" ] || fail "could not read the commands from tpmkey-ca --help"
+for cmd in $(cat "$TEST_DIR/ca-commands"); do
+    in_page tpmkey-ca.1 "tpmkey-ca $cmd"
+    "$TPMKEY_CA" "$cmd" --help >"$TEST_DIR/help" || fail "tpmkey-ca $cmd --help failed"
+    for opt in $(head -1 "$TEST_DIR/help" | grep -oE '(-[a-zA-Z]|--[a-z-]+)' || true); do
+        in_page tpmkey-ca.1 "$opt"
+    done
+done
+ok "tpmkey-ca.1 has every subcommand and option: $(tr '\n' ' ' <"$TEST_DIR/ca-commands")"
 
 # tpmkey-pkcs11(8): the environment and the config file.
 for v in TPMKEY_KEYS TPMKEY_TCTI TPMKEY_LOG TPMKEY_LOG_FILE TSS2_LOG XDG_CONFIG_HOME; do
