@@ -25,7 +25,7 @@ namespace {
 constexpr CommandSpec verify_spec{
     "verify",
     "check a key's attestation; print what it proves, or refuse it",
-    "tpmkey-ca verify --roots FILE --challenge FILE [--key-file KEY] ATTESTATION",
+    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY]",
     "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
     "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
     "the AK signed TPM2_Certify's result over the key (certInfo) for the\n"
@@ -262,7 +262,7 @@ void print_policy(const TPMT_PUBLIC& area, const std::optional<std::vector<Polic
 
 int cmd_verify(const Parsed& p) {
     if (!p.has_value("--roots") || !p.has_value("--challenge"))
-        throw UsageError("--roots and --challenge are needed", verify_spec.usage);
+        throw UsageError("tpmkey-ca verify: --roots and --challenge are needed", verify_spec.usage);
     const std::string path = p.positional[0];
     const std::string challenge_file = p.value("--challenge");
     const Bytes challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;

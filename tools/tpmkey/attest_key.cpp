@@ -25,7 +25,7 @@ namespace {
 constexpr CommandSpec attest_key_spec{
     "attest",
     "prove to an attestation CA that KEY lives in this TPM",
-    "tpmkey attest --ak-cert FILE --challenge FILE [--pin-file FILE] [-o FILE] KEY",
+    "tpmkey attest KEY --ak-cert FILE --challenge FILE [--pin-file FILE] [-o FILE]",
     "Writes KEY's attestation for tpmkey-ca verify: this TPM's attestation key\n"
     "(AK) certifies KEY's public area (TPM2_Certify), which says that KEY was\n"
     "made in this TPM and cannot leave it, bound to the CA's challenge. The\n"
@@ -77,7 +77,7 @@ bool certifies(const Bytes& certificate_der, const TPMT_PUBLIC& ak) {
 int cmd_attest_key(const Parsed& p) {
     const std::filesystem::path path = p.positional[0];
     if (!p.has_value("--ak-cert") || !p.has_value("--challenge"))
-        throw UsageError("--ak-cert and --challenge are needed", attest_key_spec.usage);
+        throw UsageError("tpmkey attest: --ak-cert and --challenge are needed", attest_key_spec.usage);
     const std::filesystem::path output = p.has_value("-o") ? std::filesystem::path(p.value("-o")) : default_output(path);
     const KeyFile key = read_key_file(path);
     check_usable(key, path.string());

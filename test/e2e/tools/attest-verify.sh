@@ -124,7 +124,7 @@ verified "$K/pin.att" "ECDSA P-256 with a PIN"
 run "$TPMKEY_TOOL" attest "$K/pin.tpm" --ak-cert "$W/ak.crt" --challenge "$W/nonce" --pin-file "$(pin_file wrong)" \
     -o "$W/wrong-pin.att"
 expect_rc 1 "a wrong PIN"
-expect_err "wrong PIN" "a wrong PIN"
+expect_err "tpmkey: $K/pin.tpm: wrong PIN (the TPM counts wrong PINs and locks out after too many)" "a wrong PIN"
 [ ! -e "$W/wrong-pin.att" ] || fail "a wrong PIN: a file was written"
 ok "a wrong PIN: exit 1, nothing written"
 
