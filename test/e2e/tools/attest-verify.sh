@@ -39,21 +39,37 @@ make_ca() {  # make_ca NAME: $W/NAME.key, $W/NAME.crt
         openssl req -new -x509 -key "$W/$1.key" -subj "/CN=$1" -days 2 -out "$W/$1.crt" 2>/dev/null ||
         fail "openssl: cannot make the CA $1"
 }
-# ak_cert PUBKEY.pem CA OUT: an AK certificate as WebAuthn 8.3.1 wants it:
-# v3, empty subject, critical SAN directoryName with the TPM's manufacturer
-# (TPM_PT_MANUFACTURER), model and version, EKU 2.23.133.8.3, CA:FALSE. In
+# ak_cert PUBKEY.pem CA OUT [EK_ISSUER_CN EK_SERIAL]: an AK certificate as
+# WebAuthn 8.3.1 wants it: v3, empty subject, critical SAN directoryName with
+# the TPM's manufacturer (TPM_PT_MANUFACTURER), model and version, EKU
+# 2.23.133.8.3, CA:FALSE; with the last two, the plan's record of the EK
+# certificate (2.25.1984...: SEQUENCE { issuer, serial, SHA-256 }). In
 # openssl's config a field name "2.x" is read as "2." + "x" (its multi-value
-# prefix), hence the leading "0.".
+# prefix), hence the leading "0." in the directoryName.
 ak_cert() {
+    local ek_record=""
+    [ -z "${4:-}" ] || ek_record="2.25.198418735271848410620917411187245785221=ASN1:SEQUENCE:ek_record"
     cat >"$W/ak.ext" <<EXT
 basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=2.23.133.8.3
 subjectAltName=critical,dirName:tpm_dn
+$ek_record
 [tpm_dn]
 0.2.23.133.2.1=id:$manufacturer
 0.2.23.133.2.2=SW TPM
 0.2.23.133.2.3=id:20191023
+[ek_record]
+issuer=SEQUENCE:ek_issuer
+serial=INTEGER:${5:-0}
+hash=FORMAT:HEX,OCTETSTRING:$(printf '%064d' 0)
+[ek_issuer]
+rdn=SET:ek_rdn
+[ek_rdn]
+cn=SEQUENCE:ek_cn
+[ek_cn]
+oid=OID:commonName
+value=UTF8:${4:-}
 EXT
     openssl ecparam -name prime256v1 -genkey -noout -out "$W/dummy.key" 2>/dev/null
     openssl req -new -key "$W/dummy.key" -subj / -out "$W/dummy.csr" 2>/dev/null &&
@@ -146,6 +162,31 @@ expect_rc 1 "--key-file of another key"
 expect_err "REFUSED: $K/p256.tpm holds another key than the attested one" "--key-file of another key"
 ok "a PCR-bound key: its PCRs, bank and digest, recomputed; --key-file must be the attested key"
 
+keygen "$K/pcr-pin.tpm" ecdsa 256 "4321" --pcr 0,7
+attest "$K/pcr-pin.tpm" "4321"
+verified "$K/pcr-pin.att" "ECDSA P-256 bound to PCRs 0 and 7, with a PIN"
+expect_out "bound to PCRs 0, 7 (sha256)" "the PCR policy with a PIN"
+expect_out "PolicyAuthValue: the key's PIN is required with the policy" "the PCR policy with a PIN"
+
+keygen "$K/p384.tpm" ecdsa 384
+attest "$K/p384.tpm"
+verified "$K/p384.att" "ECDSA P-384"
+
+# The EK the AK was enrolled with, as the CA records it in the AK certificate.
+ak_cert "$W/ak.pem" ca "$W/ak-ek.crt" "swtpm-localca" 0x1234
+run "$TPMKEY_TOOL" attest "$K/p256.tpm" --ak-cert "$W/ak-ek.crt" --challenge "$W/nonce" -o "$W/ek.att"
+expect_rc 0 "attest with an EK record"
+run "$CA_TOOL" verify "$W/ek.att" --roots "$W/ca.crt" --challenge "$W/nonce"
+expect_rc 0 "verify with an EK record"
+expect_out "EK:            issuer CN = swtpm-localca, serial 1234" "the EK record"
+ok "the EK the CA recorded is reported"
+
+# The CA side needs no TPM and links no TCTI loader nor ESAPI.
+run env TPMKEY_TCTI="$(closed_tcti)" "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/nonce"
+expect_rc 0 "verify with no TPM reachable"
+expect_eq "$(ldd "$CA_TOOL" | grep -o '^[[:space:]]*libtss2-[a-z]*' | tr -d '[:blank:]' | sort | tr '\n' ' ')" "libtss2-mu libtss2-rc " "tpmkey-ca's tpm2-tss libraries"
+ok "tpmkey-ca verify runs with no TPM, linking only libtss2-mu and libtss2-rc"
+
 # ---- refused
 openssl rand 32 >"$W/other-nonce"
 run "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/other-nonce"
@@ -182,7 +223,7 @@ run "$TPMKEY_TOOL" attest "$K/p256.tpm" --ak-cert "$W/not-ak.crt" --challenge "$
 expect_rc 1 "another key's AK certificate"
 expect_err "$W/not-ak.crt: the certificate of another attestation key, not this TPM's" "another key's AK certificate"
 [ ! -e "$W/not-ak.att" ] || fail "another key's AK certificate: a file was written"
-ok "tpmkey attest refuses an AK certificate that is not this TPM's AK's"
+ok "tpmkey attest refuses an AK certificate that is not this TPM's AK's (so the one tpm2-tools' AK got is create_ak()'s)"
 
 # A key tpm2-tools made without fixedTPM (and fixedParent) under the SRK,
 # put in a key file by tpm2_encodeobject, certified by the real AK: tpmkey
