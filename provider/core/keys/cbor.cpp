@@ -119,7 +119,7 @@ public:
                     if (k.type == key.type && k.integer == key.integer && k.text == key.text)
                         fail("a map key given twice");
                 Item value = item(depth + 1);
-                out.entries.emplace_back(std::move(key), std::move(value));
+                out.entries.push_back(Item::Entry{std::move(key), std::move(value)});
             }
             return out;
         default:

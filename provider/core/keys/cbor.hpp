@@ -14,7 +14,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace tpmkey::cbor {
@@ -29,17 +28,23 @@ void put_array(Bytes& out, std::size_t items);
 void put_map(Bytes& out, std::size_t entries);
 
 struct Item {
+    struct Entry;  // a map's key and value
     enum class Type { integer, bytes, text, array, map };
     Type type = Type::integer;
     std::int64_t integer = 0;  // integer: from -2^63 to 2^63-1; others do not fit
     Bytes bytes;               // bytes
     std::string text;          // text: valid UTF-8
     std::vector<Item> items;   // array
-    std::vector<std::pair<Item, Item>> entries;  // map, in the order read
+    std::vector<Entry> entries;  // map, in the order read
 
     // The value of the map entry with that key, or nullptr.
     const Item* find(std::string_view key) const;
     const Item* find(std::int64_t key) const;
+};
+
+struct Item::Entry {
+    Item key;
+    Item value;
 };
 
 inline constexpr unsigned max_depth = 8;
