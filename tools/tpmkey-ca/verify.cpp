@@ -17,6 +17,9 @@
 #include <openssl/x509v3.h>
 
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace tpmkey::cli {
 
