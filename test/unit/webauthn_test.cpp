@@ -162,6 +162,12 @@ TEST_CASE("webauthn: COSE keys of ECC and RSA public areas", "[webauthn]") {
     p384.parameters.eccDetail.curveID = TPM2_ECC_NIST_P384;
     CHECK(to_hex(cose_key(p384)).substr(0, 14) == "a5010203382220");
     CHECK(to_hex(cose_key(p384)).substr(14, 2) == "02");
+    TPMT_PUBLIC p521 = ecc;
+    p521.parameters.eccDetail.curveID = TPM2_ECC_NIST_P521;
+    CHECK(to_hex(cose_key(p521)).substr(0, 16) == "a501020338232003");  // alg -36, crv 3
+    TPMT_PUBLIC p192 = ecc;
+    p192.parameters.eccDetail.curveID = TPM2_ECC_NIST_P192;
+    CHECK_THROWS_WITH(cose_key(p192), Catch::Contains("not supported"));
 
     TPMT_PUBLIC rsa{};
     rsa.type = TPM2_ALG_RSA;
@@ -276,6 +282,49 @@ TEST_CASE("webauthn: the attestation object is built and read back; others are r
     const auto sig_at = to_hex(sig_text).find("63736967" "4130") / 2;
     sig_text[sig_at + 4] = 0x61;
     refuses(sig_text, "sig has the wrong type");
+    // attStmt without alg, with a seventh field, with a non-certificate in x5c
+    const auto statement = [&](std::size_t fields, bool with_alg, bool text_in_x5c) {
+        Bytes out;
+        cbor::put_map(out, 3);
+        cbor::put_text(out, "fmt");
+        cbor::put_text(out, "tpm");
+        cbor::put_text(out, "attStmt");
+        cbor::put_map(out, fields);
+        cbor::put_text(out, with_alg ? "alg" : "ecdaaKeyId");
+        cbor::put_int(out, -7);
+        for (const char* name : {"sig", "pubArea", "certInfo"}) {
+            cbor::put_text(out, name);
+            cbor::put_bytes(out, a.sig);
+        }
+        cbor::put_text(out, "ver");
+        cbor::put_text(out, "2.0");
+        cbor::put_text(out, "x5c");
+        cbor::put_array(out, 1);
+        if (text_in_x5c)
+            cbor::put_text(out, "cert");
+        else
+            cbor::put_bytes(out, a.x5c[0]);
+        if (fields == 7) {
+            cbor::put_text(out, "extra");
+            cbor::put_int(out, 0);
+        }
+        cbor::put_text(out, "authData");
+        cbor::put_bytes(out, a.auth_data);
+        return out;
+    };
+    CHECK_NOTHROW(parse_attestation_object(statement(6, true, false)));
+    refuses(statement(6, false, false), "attStmt: no alg");
+    refuses(statement(7, true, false), "not exactly ver, alg, x5c, sig, certInfo and pubArea");
+    refuses(statement(6, true, true), "x5c holds something other than certificates");
+    Bytes no_auth_data;
+    cbor::put_map(no_auth_data, 3);
+    cbor::put_text(no_auth_data, "fmt");
+    cbor::put_text(no_auth_data, "tpm");
+    cbor::put_text(no_auth_data, "attStmt");
+    cbor::put_map(no_auth_data, 0);
+    cbor::put_text(no_auth_data, "authDatum");
+    cbor::put_bytes(no_auth_data, a.auth_data);
+    refuses(no_auth_data, "attestation-object: no authData");
 }
 
 TEST_CASE("webauthn: certInfo of TPM2_Certify is read; others are refused", "[webauthn]") {
