@@ -4,9 +4,15 @@
 # PyPI fido2 (TpmAttestation and its x5c chain), in a venv under the build
 # tree (TPMKEY_TEST_VENV; made by the first test that needs it, pip needs
 # PyPI: without it this test fails). The AK certificate is made here with
-# openssl, from the AK tpm2-tools makes from the same template as
-# create_ak(): an AK certificate tpmkey-ca did not issue is accepted too.
-# Keys: ECDSA P-256 without and with a PIN, RSA 2048, P-256 bound to PCR 7.
+# openssl, from the AK tpm2-tools make from the same template as
+# create_ak() (-G ecc256:ecdsa-sha256:null: a restricted signing key's
+# symmetric must be NULL, and swtpm refuses it otherwise): an AK
+# certificate tpmkey-ca did not issue is accepted too, and tpmkey attest
+# accepting it shows that it holds create_ak()'s key.
+# Keys: ECDSA P-256 without and with a PIN, RSA 2048, P-256 bound to PCR 7,
+# P-256 bound to PCRs 0 and 7 with a PIN, P-384. Also: the EK record of
+# the AK certificate reported; verify with no TPM reachable, linking only
+# libtss2-mu and libtss2-rc.
 # Refused, one each: another challenge (replay), a certInfo, sig or pubArea
 # byte changed, an AK certificate of another CA, a key tpm2-tools made
 # without fixedTPM (certified by the real AK), a software key with a forged
@@ -116,9 +122,9 @@ verified() {
     ok "$2: $judges and tpmkey-ca verify accept it"
 }
 
-# refused ATT REASON WHAT [ROOTS]: tpmkey-ca verify says no, exit 1, and why
+# refused ATT REASON WHAT: tpmkey-ca verify says no, exit 1, and why
 refused() {
-    run "$CA_TOOL" verify "$1" --roots "${4:-$W/ca.crt}" --challenge "$W/nonce"
+    run "$CA_TOOL" verify "$1" --roots "$W/ca.crt" --challenge "$W/nonce"
     expect_rc 1 "$3: tpmkey-ca verify"
     expect_err "tpmkey-ca: REFUSED: $2" "$3"
     expect_eq "$out" "" "$3: stdout"
