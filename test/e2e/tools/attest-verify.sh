@@ -10,7 +10,8 @@
 # certificate tpmkey-ca did not issue is accepted too, and tpmkey attest
 # accepting it shows that it holds create_ak()'s key.
 # Keys: ECDSA P-256 without and with a PIN, RSA 2048, P-256 bound to PCR 7,
-# P-256 bound to PCRs 0 and 7 with a PIN, P-384. Also: the EK record of
+# P-256 bound to PCRs 0 and 7 with a PIN, P-256 bound to PCR 7 through
+# signed policies (--policy-signer), P-384. Also: the EK record of
 # the AK certificate reported; verify with no TPM reachable, linking only
 # libtss2-mu and libtss2-rc.
 # Refused, one each: another challenge (replay), a certInfo, sig or pubArea
@@ -173,6 +174,11 @@ attest "$K/pcr-pin.tpm" "4321"
 verified "$K/pcr-pin.att" "ECDSA P-256 bound to PCRs 0 and 7, with a PIN"
 expect_out "bound to PCRs 0, 7 (sha256)" "the PCR policy with a PIN"
 expect_out "PolicyAuthValue: the key's PIN is required with the policy" "the PCR policy with a PIN"
+
+keygen "$K/signed.tpm" ecdsa 256 "" --pcr 7 --policy-signer "$W/signer.pem"
+attest "$K/signed.tpm"
+verified "$K/signed.att" "ECDSA P-256 bound to PCR 7 through signed policies"
+expect_out "PolicyAuthorize: PCR policies signed by the key named 000b" "the signed policy"
 
 keygen "$K/p384.tpm" ecdsa 384
 attest "$K/p384.tpm"
