@@ -6,6 +6,7 @@
 # tpm2-tss's pcap TCTI: tpmkey-keygen with a PIN, C_Login with a wrong and
 # with the right PIN, C_Sign (pkcs11-tool, a client we did not write),
 # `tpmkey passwd` (old and new PIN), a login and signature with the new PIN,
+# `tpmkey attest` with the new PIN (TPM2_Certify, the key's ADMIN role),
 # and a signature with a PIN key bound to PCR 7 by a signed policy.
 # The capture, the module's TPMKEY_LOG=debug log (whose trace must show the
 # caller's sequence of PKCS#11 calls) and every stdout/stderr are
@@ -54,6 +55,21 @@ p11 right "$PIN" || { show "$OUT/right.err"; fail "C_Login + C_Sign with the PIN
     >"$OUT/passwd.out" 2>"$OUT/passwd.err" || { show "$OUT/passwd.err"; fail "tpmkey passwd failed"; }
 p11 new "$NEW_PIN" || { show "$OUT/new.err"; fail "C_Login + C_Sign with the new PIN failed"; }
 ! p11 old "$PIN" || fail "the old PIN still works after tpmkey passwd"
+# tpmkey attest: TPM2_Certify by the AK needs the key's PIN. The AK
+# certificate need only hold the AK's key (tpm2-tools make the AK from the
+# same template, outside the capture).
+tpm2_createprimary -Q -T "$PCAP_PLAIN_TCTI" -C e -g sha256 -G ecc256:ecdsa-sha256:null \
+    -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|sign' -c "$TEST_DIR/ak.ctx" &&
+    tpm2_readpublic -Q -T "$PCAP_PLAIN_TCTI" -c "$TEST_DIR/ak.ctx" -f pem -o "$TEST_DIR/ak.pem" &&
+    tpm2_flushcontext -T "$PCAP_PLAIN_TCTI" -t || fail "tpm2_createprimary of the AK failed"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TEST_DIR/ca.key" -subj /CN=ca \
+    -out "$TEST_DIR/ca.crt" 2>/dev/null &&
+    openssl req -new -key "$TEST_DIR/ca.key" -subj /CN=ak 2>/dev/null |
+    openssl x509 -req -force_pubkey "$TEST_DIR/ak.pem" -CA "$TEST_DIR/ca.crt" -CAkey "$TEST_DIR/ca.key" \
+        -set_serial 1 -out "$TEST_DIR/ak.crt" 2>/dev/null || fail "openssl: no AK certificate"
+head -c 32 /dev/urandom >"$TEST_DIR/nonce"
+"$TPMKEY_TOOL" attest "$KEY" --ak-cert "$TEST_DIR/ak.crt" --challenge "$TEST_DIR/nonce" --pin-file "$TEST_DIR/pin.new" \
+    -o "$TEST_DIR/key.att" >"$OUT/attest.out" 2>"$OUT/attest.err" || { show "$OUT/attest.err"; fail "tpmkey attest failed"; }
 # A key bound to PCR 7 by a signed policy: its PIN goes into the HMAC of
 # TPM2_Sign through TPM2_PolicyAuthValue (never TPM2_PolicyPassword).
 "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$TEST_DIR/pcr-keys/pcr.tpm" -C pcr --pin-file "$TEST_DIR/pin.old" \
@@ -61,7 +77,7 @@ p11 new "$NEW_PIN" || { show "$OUT/new.err"; fail "C_Login + C_Sign with the new
     { show "$OUT/keygen-pcr.err"; fail "keygen --pcr 7 with a PIN failed"; }
 TPMKEY_KEYS=$TEST_DIR/pcr-keys p11 pcr "$PIN" || { show "$OUT/pcr.err"; fail "C_Login + C_Sign of the PCR-bound key failed"; }
 pcap_stop
-ok "keygen, wrong PIN, C_Login, C_Sign, passwd, new PIN, a PCR-bound key's signature: all behaved"
+ok "keygen, wrong PIN, C_Login, C_Sign, passwd, new PIN, attest, a PCR-bound key's signature: all behaved"
 
 # The module's debug trace: one line per PKCS#11 call, naming the function,
 # the slot or session and the answer, and nothing else of the call (the
@@ -94,10 +110,10 @@ ok "the debug trace shows the caller's sequence of calls: C_Login -> CKR_PIN_INC
 
 # The capture holds what we claim it holds.
 commands=$(pcap_commands bus)
-for cc in Create Load ObjectChangeAuth Sign StartAuthSession PolicyAuthValue PolicyPCR PolicyAuthorize; do
+for cc in Create Load ObjectChangeAuth Certify Sign StartAuthSession PolicyAuthValue PolicyPCR PolicyAuthorize; do
     [[ " $commands " == *" $cc "* ]] || fail "the capture has no TPM2_$cc: $commands"
 done
-ok "captured $(pcap_count bus) TPM commands (keygen, logins, signatures, PIN change)"
+ok "captured $(pcap_count bus) TPM commands (keygen, logins, signatures, PIN change, attestation)"
 cp "$TEST_DIR/bus.pcap" "$OUT/bus.pcap" 2>/dev/null || true
 
 # Control: tpm2-tools sends a key's auth value in the clear (TPM2_CreatePrimary

@@ -9,6 +9,8 @@
 #include "core/keys/public_key.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <openssl/pem.h>
 #include <tss2/tss2_mu.h>
 
@@ -409,6 +411,23 @@ TEST_CASE("a PCR-bound key's policy round-trips, with the engine's bytes") {
          pcr16_digest, parent_owner});
     CHECK(Der(der.begin() + 4, der.begin() + 4 + static_cast<long>(expected.size())) == expected);
     CHECK(usable_error(key) == "(usable)");
+}
+
+TEST_CASE("a policy alone (an attestation's key-policy) is the key file's policy [1], and read back") {
+    const std::vector<PolicyCommand> policy{policy_auth_value(), pcr16()};
+    const Der alone = format_policy(policy);
+    // The SEQUENCE OF TPMPolicy inside the key file's [1] of the test above.
+    const Der in_file = der_of(format_key_file(policy_key(policy)));
+    CHECK(std::search(in_file.begin(), in_file.end(), alone.begin(), alone.end()) != in_file.end());
+    CHECK(alone.size() == 0x44);
+    CHECK(parse_policy(alone, "x.att: key-policy") == policy);
+    Der trailing = alone;
+    trailing.push_back(0);
+    CHECK_THROWS_WITH(parse_policy(trailing, "x.att: key-policy"),
+                      Catch::Contains("x.att: key-policy") && Catch::Contains("unexpected data after the policy"));
+    CHECK_THROWS_WITH(parse_policy(Der(alone.begin(), alone.end() - 1), "x.att: key-policy"),
+                      Catch::Contains("x.att: key-policy"));
+    CHECK_THROWS_WITH(parse_policy(Der{0x04, 0x00}, "x.att: key-policy"), Catch::Contains("expected a policy"));
 }
 
 TEST_CASE("a signed-policy key round-trips byte for byte, fields in tag order") {

@@ -11,7 +11,7 @@ namespace {
 using namespace tpmkey;
 using namespace tpmkey::cli;
 constexpr const Command* commands[] = {
-    &init_command, &challenge_command, &issue_ak_command,
+    &init_command, &challenge_command, &issue_ak_command, &verify_command,
 };
 constexpr Program ca_program{"tpmkey-ca", commands, version};
 }  // namespace

@@ -1,8 +1,17 @@
 #include "cli.hpp"
 
+#include "core/base/prompt.hpp"
 #include "core/tpm/tpm_keys.hpp"
 
 namespace tpmkey::cli {
+
+Secret pin_from_terminal(const std::string& prompt, const char* option) {
+    try {
+        return read_pin_from_terminal(prompt);
+    } catch (const Error& e) {
+        throw Error(std::string(e.what()) + " (no terminal? give the PIN with " + option + " FILE)");
+    }
+}
 
 std::filesystem::path rewritten_key_file(const std::string& key) {
     std::error_code ec;

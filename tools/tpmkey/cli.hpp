@@ -29,6 +29,7 @@ extern const Command bench_command;                                             
 extern const Command setup_command;                                               // setup.cpp
 extern const Command forget_tpm_command;                                          // forget_tpm.cpp
 extern const Command attest_enroll_command, attest_activate_command;              // attest_enroll.cpp
+extern const Command attest_key_command;                                          // attest_key.cpp
 
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
 // match now (policy.cpp), which it returns too (nullopt: no PCRs, no TPM,
@@ -37,6 +38,9 @@ std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm);
 // For a key bound to PCRs: whether they hold values its policy (or one of
 // its signed policies) allows now; nullopt for a key without PCRs.
 std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key);
+
+// A PIN from the terminal; without one, say how else to give it (`option`).
+Secret pin_from_terminal(const std::string& prompt, const char* option);
 
 // "RSA 2048", "ECDSA P-256"
 inline std::string key_type_text(const PublicKey& pub) {

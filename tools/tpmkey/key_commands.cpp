@@ -176,15 +176,6 @@ constexpr CommandSpec passwd_spec{
     "'tpmkey doctor'). The public key stays the same.\n",
     {"--old-pin-file", "--new-pin-file", nullptr}, {nullptr}, 1};
 
-// A PIN from the terminal; without one, say how else to give it.
-Secret pin_from_terminal(const std::string& prompt, const char* option) {
-    try {
-        return read_pin_from_terminal(prompt);
-    } catch (const Error& e) {
-        throw Error(std::string(e.what()) + " (no terminal? give the PIN with " + option + " FILE)");
-    }
-}
-
 Secret ask_new_pin() {
     while (true) {
         Secret first = pin_from_terminal("Enter the new PIN (empty for no PIN): ", "--new-pin-file");

@@ -2,7 +2,7 @@
 //
 // This file: the command table, the one list of the commands ('tpmkey
 // --help' is made from it; ../command_line parses it); the commands are in
-// key_commands.cpp, doctor.cpp, ssh_config.cpp, policy.cpp, setup.cpp, bench.cpp, forget_tpm.cpp and attest_enroll.cpp.
+// key_commands.cpp, doctor.cpp, ssh_config.cpp, policy.cpp, setup.cpp, bench.cpp, forget_tpm.cpp, attest_enroll.cpp and attest_key.cpp.
 
 #include "cli.hpp"
 #include "core/files/config.hpp"
@@ -25,7 +25,7 @@ constexpr const Command* commands[] = {
     &list_command,   &pubkey_command, &info_command,
     &passwd_command, &doctor_command, &ssh_config_command, &policy_command,
     &setup_command, &bench_command, &forget_tpm_command,
-    &attest_enroll_command, &attest_activate_command,
+    &attest_enroll_command, &attest_activate_command, &attest_key_command,
 };
 
 constexpr Program tpmkey_program{"tpmkey", commands, version};

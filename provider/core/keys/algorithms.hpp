@@ -77,13 +77,14 @@ struct CurveAlgorithm {
     std::size_t field_size;  // bytes of one coordinate, and of r and of s
     unsigned bits;           // the key size (keygen's -b)
     TPMI_ALG_HASH hash;      // the hash of the curve's size (RFC 5656, 6.2.1), with which the TPM signs
+    int cose_alg;            // ECDSA with that hash in COSE (RFC 9053, 2.1): ES256, ES384, ES512
 };
 
 // NIST P-256, P-384, P-521, smallest first.
 inline constexpr CurveAlgorithm curve_table[] = {
-    {TPM2_ECC_NIST_P256, NID_X9_62_prime256v1, "nistp256", 32, 256, TPM2_ALG_SHA256},
-    {TPM2_ECC_NIST_P384, NID_secp384r1, "nistp384", 48, 384, TPM2_ALG_SHA384},
-    {TPM2_ECC_NIST_P521, NID_secp521r1, "nistp521", 66, 521, TPM2_ALG_SHA512},
+    {TPM2_ECC_NIST_P256, NID_X9_62_prime256v1, "nistp256", 32, 256, TPM2_ALG_SHA256, -7},
+    {TPM2_ECC_NIST_P384, NID_secp384r1, "nistp384", 48, 384, TPM2_ALG_SHA384, -35},
+    {TPM2_ECC_NIST_P521, NID_secp521r1, "nistp521", 66, 521, TPM2_ALG_SHA512, -36},
 };
 
 // nullptr when not in the table.

@@ -397,6 +397,17 @@ bool before_auth_policy(const std::vector<std::uint8_t>& field) {
 
 }  // namespace
 
+Bytes format_policy(const std::vector<PolicyCommand>& policy) { return policy_der(policy); }
+
+std::vector<PolicyCommand> parse_policy(std::span<const std::uint8_t> der, const std::string& name) {
+    if (der.size() > max_key_file_size)
+        throw Error(name + ": too large for a policy");
+    DerReader reader(der.data(), static_cast<long>(der.size()), name);
+    std::vector<PolicyCommand> policy = read_policy(reader);
+    reader.expect_end("the policy");
+    return policy;
+}
+
 std::string format_key_file(const KeyFile& key) {
     der::Bytes body = der::object_identifier(loadable_key_oid);
     if (key.empty_auth.has_value())

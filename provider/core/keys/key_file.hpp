@@ -77,6 +77,13 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
 // a PIN.
 std::string format_key_file(const KeyFile& key);
 
+// A key's policy [1] alone: its DER (SEQUENCE OF TPMPolicy), as the key
+// file holds it; the `key-policy` of an attestation (tpmkey attest), from
+// which tpmkey-ca verify recomputes the key's authPolicy. parse_policy
+// throws Error (prefixed by `name`) for anything else.
+Bytes format_policy(const std::vector<PolicyCommand>& policy);
+std::vector<PolicyCommand> parse_policy(std::span<const std::uint8_t> der, const std::string& name);
+
 // Throws Error unless tpmkey runs `policy`: PolicyAuthValue and PolicyPCR
 // commands, then the PolicyAuthorize that carries the signature. A key's
 // signed policies that fail this are skipped when it signs.

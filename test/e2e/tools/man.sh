@@ -70,6 +70,18 @@ else
     echo "info: TPMKEY_CA is not set: tpmkey-ca's commands are not checked against tpmkey-ca.1"
 fi
 
+# tpmkey-ca(1): every subcommand 'tpmkey-ca --help' lists and its options.
+"$TPMKEY_CA" --help | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' >"$TEST_DIR/ca-commands"
+[ -s "$TEST_DIR/ca-commands" ] || fail "could not read the commands from tpmkey-ca --help"
+for cmd in $(cat "$TEST_DIR/ca-commands"); do
+    in_page tpmkey-ca.1 "tpmkey-ca $cmd"
+    "$TPMKEY_CA" "$cmd" --help >"$TEST_DIR/help" || fail "tpmkey-ca $cmd --help failed"
+    for opt in $(head -1 "$TEST_DIR/help" | grep -oE '(-[a-zA-Z]|--[a-z-]+)' || true); do
+        in_page tpmkey-ca.1 "$opt"
+    done
+done
+ok "tpmkey-ca.1 has every subcommand and option: $(tr '\n' ' ' <"$TEST_DIR/ca-commands")"
+
 # tpmkey-pkcs11(8): the environment and the config file.
 for v in TPMKEY_KEYS TPMKEY_TCTI TPMKEY_LOG TPMKEY_LOG_FILE TSS2_LOG XDG_CONFIG_HOME; do
     in_page tpmkey-pkcs11.8 "$v"

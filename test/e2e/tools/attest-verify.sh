@@ -1,0 +1,274 @@
+#!/bin/bash
+# tpmkey attest and tpmkey-ca verify, judged also by verifiers we did not
+# write: PyPI webauthn (its "tpm" format, the CA root as trusted root) and
+# PyPI fido2 (TpmAttestation and its x5c chain), in a venv under the build
+# tree (TPMKEY_TEST_VENV; made by the first test that needs it, pip needs
+# PyPI: without it this test fails). The AK certificate is made here with
+# openssl, from the AK tpm2-tools make from the same template as
+# create_ak() (-G ecc256:ecdsa-sha256:null: a restricted signing key's
+# symmetric must be NULL, and swtpm refuses it otherwise): an AK
+# certificate tpmkey-ca did not issue is accepted too, and tpmkey attest
+# accepting it shows that it holds create_ak()'s key.
+# Keys: ECDSA P-256 without and with a PIN, RSA 2048, P-256 bound to PCR 7,
+# P-256 bound to PCRs 0 and 7 with a PIN, P-256 bound to PCR 7 through
+# signed policies (--policy-signer), P-384. Also: the EK record of
+# the AK certificate reported; verify with no TPM reachable, linking only
+# libtss2-mu and libtss2-rc.
+# Refused, one each: another challenge (replay), a certInfo, sig or pubArea
+# byte changed, an AK certificate of another CA, a key tpm2-tools made
+# without fixedTPM (certified by the real AK), a software key with a forged
+# pubArea certified by a software AK. Runs with the persistent SRK (--srk),
+# the parent tpm2_create is given.
+# shellcheck source=../../lib/common.sh
+. "$(dirname "$0")/../../lib/common.sh"
+
+CA_TOOL=$TPMKEY_CA
+FORGE=$(dirname "$0")/attest-forge.py
+VERIFIERS=$(dirname "$0")/attest-verifiers.py
+W=$TEST_DIR/attest
+mkdir -p "$W"
+
+# ---- the PyPI verifiers, one venv for every test that needs them
+venv=${TPMKEY_TEST_VENV:?TPMKEY_TEST_VENV: where the PyPI verifiers go}
+mkdir -p "$(dirname "$venv")"
+(
+    flock 9
+    if ! "$venv/bin/python" -c 'import webauthn, fido2' 2>/dev/null; then
+        rm -rf "$venv"
+        python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check webauthn fido2
+    fi
+) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn and fido2 (python3-venv, and PyPI reachable?)"
+PY=$venv/bin/python
+
+# ---- a test CA and the AK certificate, made with openssl
+make_ca() {  # make_ca NAME: $W/NAME.key, $W/NAME.crt
+    openssl ecparam -name prime256v1 -genkey -noout -out "$W/$1.key" 2>/dev/null &&
+        openssl req -new -x509 -key "$W/$1.key" -subj "/CN=$1" -days 2 -out "$W/$1.crt" 2>/dev/null ||
+        fail "openssl: cannot make the CA $1"
+}
+# ak_cert PUBKEY.pem CA OUT [EK_ISSUER_CN EK_SERIAL]: an AK certificate as
+# WebAuthn 8.3.1 wants it: v3, empty subject, critical SAN directoryName with
+# the TPM's manufacturer (TPM_PT_MANUFACTURER), model and version, EKU
+# 2.23.133.8.3, CA:FALSE; with the last two, the plan's record of the EK
+# certificate (2.25.1984...: SEQUENCE { issuer, serial, SHA-256 }). In
+# openssl's config a field name "2.x" is read as "2." + "x" (its multi-value
+# prefix), hence the leading "0." in the directoryName.
+ak_cert() {
+    local ek_record=""
+    [ -z "${4:-}" ] || ek_record="2.25.198418735271848410620917411187245785221=ASN1:SEQUENCE:ek_record"
+    cat >"$W/ak.ext" <<EXT
+basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=2.23.133.8.3
+subjectAltName=critical,dirName:tpm_dn
+$ek_record
+[tpm_dn]
+0.2.23.133.2.1=id:$manufacturer
+0.2.23.133.2.2=SW TPM
+0.2.23.133.2.3=id:20191023
+[ek_record]
+issuer=SEQUENCE:ek_issuer
+serial=INTEGER:${5:-0}
+hash=FORMAT:HEX,OCTETSTRING:$(printf '%064d' 0)
+[ek_issuer]
+rdn=SET:ek_rdn
+[ek_rdn]
+cn=SEQUENCE:ek_cn
+[ek_cn]
+oid=OID:commonName
+value=UTF8:${4:-}
+EXT
+    openssl ecparam -name prime256v1 -genkey -noout -out "$W/dummy.key" 2>/dev/null
+    openssl req -new -key "$W/dummy.key" -subj / -out "$W/dummy.csr" 2>/dev/null &&
+        openssl x509 -req -in "$W/dummy.csr" -force_pubkey "$1" -CA "$W/$2.crt" -CAkey "$W/$2.key" \
+            -set_serial "0x$(openssl rand -hex 16)" -days 2 -extfile "$W/ak.ext" -out "$3" 2>/dev/null ||
+        fail "openssl: cannot make an AK certificate"
+}
+
+manufacturer=$(tpm2_getcap properties-fixed | awk '/TPM2_PT_MANUFACTURER:/ { getline; print substr($2, 3) }')
+expect_eq "$manufacturer" 49424D00 "swtpm's TPM_PT_MANUFACTURER"
+AK_TEMPLATE=(-C e -g sha256 -G ecc256:ecdsa-sha256:null
+             -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|sign')
+tpm2_createprimary -Q "${AK_TEMPLATE[@]}" -c "$W/ak.ctx" && tpm2_readpublic -Q -c "$W/ak.ctx" -f pem -o "$W/ak.pem" ||
+    fail "tpm2_createprimary of the AK"
+tpm2_flushcontext -t
+make_ca ca
+ak_cert "$W/ak.pem" ca "$W/ak.crt"
+openssl rand 32 >"$W/nonce"
+
+# attest KEY [PIN]: tpmkey attest with the AK certificate and the nonce; KEY.att
+attest() {
+    local pin_args=()
+    [ -z "${2:-}" ] || pin_args=(--pin-file "$(pin_file "$2")")
+    run "$TPMKEY_TOOL" attest "$1" --ak-cert "$W/ak.crt" --challenge "$W/nonce" "${pin_args[@]}"
+    expect_rc 0 "attest $1"
+    expect_out "Wrote the attestation of $1 to ${1%.tpm}.att" "attest $1"
+}
+
+# verified ATT WHAT: webauthn and fido2 accept it, and so does tpmkey-ca
+# verify (whose output the caller may check further)
+verified() {
+    local judges
+    run "$PY" "$VERIFIERS" "$1" "$W/ca.crt" "$W/nonce"
+    expect_rc 0 "$2: the PyPI verifiers"
+    expect_out "ok: webauthn" "$2"
+    expect_out "ok: fido2" "$2"
+    judges="$(grep -o 'webauthn [0-9.]*' "$OUT") and $(grep -o 'fido2 [0-9.]*' "$OUT")"
+    run "$CA_TOOL" verify "$1" --roots "$W/ca.crt" --challenge "$W/nonce"
+    expect_rc 0 "$2: tpmkey-ca verify"
+    expect_out "TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)" "$2"
+    expect_out "EK:            not recorded by the CA" "$2"
+    expect_out "TPM:           manufacturer IBM (id:49424D00), model SW TPM, version id:20191023" "$2"
+    expect_out "Not proven:    whether the key has a PIN" "$2"
+    ok "$2: $judges and tpmkey-ca verify accept it"
+}
+
+# refused ATT REASON WHAT: tpmkey-ca verify says no, exit 1, and why
+refused() {
+    run "$CA_TOOL" verify "$1" --roots "$W/ca.crt" --challenge "$W/nonce"
+    expect_rc 1 "$3: tpmkey-ca verify"
+    expect_err "tpmkey-ca: REFUSED: $2" "$3"
+    expect_eq "$out" "" "$3: stdout"
+}
+
+# ---- TPM keys, attested and verified
+K=$HOME/.ssh
+keygen "$K/p256.tpm" ecdsa 256
+attest "$K/p256.tpm"
+verified "$K/p256.att" "ECDSA P-256 without a PIN"
+expect_out "SSH key:       $(fingerprint_line "$K/p256.pub")" "the fingerprint as ssh-keygen -l prints it"
+expect_out "Policy:        none" "no policy"
+expect_out "AK:            certificate serial $(openssl x509 -in "$W/ak.crt" -noout -serial | cut -d= -f2)" "AK serial"
+ok "the fingerprint, the AK certificate's serial, no policy"
+
+keygen "$K/pin.tpm" ecdsa 256 "12345678"
+attest "$K/pin.tpm" "12345678"
+verified "$K/pin.att" "ECDSA P-256 with a PIN"
+run "$TPMKEY_TOOL" attest "$K/pin.tpm" --ak-cert "$W/ak.crt" --challenge "$W/nonce" --pin-file "$(pin_file wrong)" \
+    -o "$W/wrong-pin.att"
+expect_rc 1 "a wrong PIN"
+expect_err "tpmkey: $K/pin.tpm: wrong PIN (the TPM counts wrong PINs and locks out after too many)" "a wrong PIN"
+[ ! -e "$W/wrong-pin.att" ] || fail "a wrong PIN: a file was written"
+ok "a wrong PIN: exit 1, nothing written"
+
+keygen "$K/rsa.tpm" rsa 2048
+attest "$K/rsa.tpm"
+verified "$K/rsa.att" "RSA 2048"
+
+keygen "$K/pcr.tpm" ecdsa 256 "" --pcr 7
+attest "$K/pcr.tpm"
+verified "$K/pcr.att" "ECDSA P-256 bound to PCR 7"
+expect_out "PCR 7 (sha256)" "the PCR policy"
+expect_out "bound to PCR 7 (sha256), PCR digest $(tpm2_pcrread sha256:7 -o "$W/pcr7" >/dev/null && openssl dgst -sha256 -r "$W/pcr7" | cut -d' ' -f1)" \
+    "the PCR digest"
+expect_out "(recomputed from the key's policy)" "the policy digest"
+run "$CA_TOOL" verify "$K/pcr.att" --roots "$W/ca.crt" --challenge "$W/nonce" --key-file "$K/pcr.tpm"
+expect_rc 0 "--key-file"
+run "$CA_TOOL" verify "$K/pcr.att" --roots "$W/ca.crt" --challenge "$W/nonce" --key-file "$K/p256.tpm"
+expect_rc 1 "--key-file of another key"
+expect_err "REFUSED: $K/p256.tpm holds another key than the attested one" "--key-file of another key"
+ok "a PCR-bound key: its PCRs, bank and digest, recomputed; --key-file must be the attested key"
+
+keygen "$K/pcr-pin.tpm" ecdsa 256 "4321" --pcr 0,7
+attest "$K/pcr-pin.tpm" "4321"
+verified "$K/pcr-pin.att" "ECDSA P-256 bound to PCRs 0 and 7, with a PIN"
+expect_out "bound to PCRs 0, 7 (sha256)" "the PCR policy with a PIN"
+expect_out "PolicyAuthValue: the key's PIN is required with the policy" "the PCR policy with a PIN"
+
+keygen "$K/signed.tpm" ecdsa 256 "" --pcr 7 --policy-signer "$W/signer.pem"
+attest "$K/signed.tpm"
+verified "$K/signed.att" "ECDSA P-256 bound to PCR 7 through signed policies"
+expect_out "PolicyAuthorize: PCR policies signed by the key named 000b" "the signed policy"
+
+keygen "$K/p384.tpm" ecdsa 384
+attest "$K/p384.tpm"
+verified "$K/p384.att" "ECDSA P-384"
+
+# The EK the AK was enrolled with, as the CA records it in the AK certificate.
+ak_cert "$W/ak.pem" ca "$W/ak-ek.crt" "swtpm-localca" 0x1234
+run "$TPMKEY_TOOL" attest "$K/p256.tpm" --ak-cert "$W/ak-ek.crt" --challenge "$W/nonce" -o "$W/ek.att"
+expect_rc 0 "attest with an EK record"
+run "$CA_TOOL" verify "$W/ek.att" --roots "$W/ca.crt" --challenge "$W/nonce"
+expect_rc 0 "verify with an EK record"
+expect_out "EK:            issuer CN = swtpm-localca, serial 1234" "the EK record"
+ok "the EK the CA recorded is reported"
+
+# The CA side needs no TPM and links no TCTI loader nor ESAPI.
+run env TPMKEY_TCTI="$(closed_tcti)" "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/nonce"
+expect_rc 0 "verify with no TPM reachable"
+expect_eq "$(ldd "$CA_TOOL" | grep -o '^[[:space:]]*libtss2-[a-z]*' | tr -d '[:blank:]' | sort | tr '\n' ' ')" "libtss2-mu libtss2-rc " "tpmkey-ca's tpm2-tss libraries"
+ok "tpmkey-ca verify runs with no TPM, linking only libtss2-mu and libtss2-rc"
+
+# ---- refused
+openssl rand 32 >"$W/other-nonce"
+run "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/other-nonce"
+expect_rc 1 "replay"
+expect_err "tpmkey-ca: REFUSED: the attestation was made for another challenge" "replay"
+run "$PY" "$VERIFIERS" "$K/p256.att" "$W/ca.crt" "$W/other-nonce"
+expect_rc 1 "replay: the PyPI verifiers"
+ok "a replayed attestation (another challenge) is refused"
+
+for field in certInfo sig pubArea; do
+    must "$PY" "$FORGE" tamper "$K/p256.att" "$W/tampered-$field.att" "$field"
+    case $field in
+    certInfo|sig) reason="the AK's signature over certInfo does not verify" ;;
+    pubArea) reason="certInfo certifies another key than pubArea" ;;
+    esac
+    refused "$W/tampered-$field.att" "$reason" "a changed $field byte"
+    run "$PY" "$VERIFIERS" "$W/tampered-$field.att" "$W/ca.crt" "$W/nonce"
+    expect_rc 1 "a changed $field byte: the PyPI verifiers"
+    ok "a changed $field byte is refused (and by webauthn)"
+done
+
+make_ca other-ca
+ak_cert "$W/ak.pem" other-ca "$W/other-ak.crt"
+run "$TPMKEY_TOOL" attest "$K/p256.tpm" --ak-cert "$W/other-ak.crt" --challenge "$W/nonce" -o "$W/other-ca.att"
+expect_rc 0 "attest with another CA's AK certificate"
+refused "$W/other-ca.att" "the AK certificate is not issued by a CA of $W/ca.crt" "another CA's AK certificate"
+ok "an AK certificate of another CA is refused"
+
+# An AK certificate for another key: tpmkey attest refuses it before anything.
+openssl ecparam -name prime256v1 -genkey -noout -out "$W/not-ak.key" 2>/dev/null
+openssl ec -in "$W/not-ak.key" -pubout -out "$W/not-ak.pem" 2>/dev/null
+ak_cert "$W/not-ak.pem" ca "$W/not-ak.crt"
+run "$TPMKEY_TOOL" attest "$K/p256.tpm" --ak-cert "$W/not-ak.crt" --challenge "$W/nonce" -o "$W/not-ak.att"
+expect_rc 1 "another key's AK certificate"
+expect_err "$W/not-ak.crt: the certificate of another attestation key, not this TPM's" "another key's AK certificate"
+[ ! -e "$W/not-ak.att" ] || fail "another key's AK certificate: a file was written"
+ok "tpmkey attest refuses an AK certificate that is not this TPM's AK's (so the one tpm2-tools' AK got is create_ak()'s)"
+
+# A key tpm2-tools made without fixedTPM (and fixedParent) under the SRK,
+# put in a key file by tpm2_encodeobject, certified by the real AK: tpmkey
+# attest certifies what it is given, the CA refuses it. (tpm2_certify of
+# tpm2-tools 5.4 takes no qualifyingData, so it cannot bind a challenge.)
+tpm2_create -Q -C 0x81000001 -G ecc256:null -a 'sign|userwithauth|sensitivedataorigin' \
+    -u "$W/loose.pub" -r "$W/loose.priv" &&
+    tpm2_encodeobject -Q -C 0x81000001 -u "$W/loose.pub" -r "$W/loose.priv" -o "$K/loose.tpm" ||
+    fail "tpm2_create of a key without fixedTPM"
+# tpm2-tools leave their objects and sessions loaded (no resource manager).
+tpm2_flushcontext -t
+tpm2_flushcontext -l
+chmod 600 "$K/loose.tpm"
+# (tpm2_encodeobject leaves emptyAuth out: tpmkey asks for a PIN, here none)
+run "$TPMKEY_TOOL" attest "$K/loose.tpm" --ak-cert "$W/ak.crt" --challenge "$W/nonce" --pin-file "$(pin_file "")"
+expect_rc 0 "attest the key without fixedTPM"
+refused "$K/loose.att" "the key lacks fixedTPM, fixedParent or sensitiveDataOrigin: not generated in a TPM, or may be exportable" \
+    "a key without fixedTPM"
+ok "a key made without fixedTPM, certified by the real AK, is refused"
+
+# A software key, its pubArea forged with fixedTPM set, certified by a software "AK".
+ssh-keygen -q -t ecdsa -b 256 -N '' -m PEM -f "$W/soft" || fail "ssh-keygen"
+openssl ecparam -name prime256v1 -genkey -noout -out "$W/soft-ak.key" 2>/dev/null
+openssl ec -in "$W/soft-ak.key" -pubout -out "$W/soft-ak.pem" 2>/dev/null
+make_ca forger
+ak_cert "$W/soft-ak.pem" forger "$W/soft-ak.crt"
+mkdir -p "$W/soft.d"
+must "$PY" "$FORGE" forge-software "$W/soft" "$W/soft-ak.key" "$W/nonce" "$W/soft.d"
+must "$PY" "$FORGE" package "$W/soft.d" "$W/soft.d/certInfo" "$W/soft.d/sig" "$W/soft.pub" "$W/soft.att" "$W/soft-ak.crt"
+refused "$W/soft.att" "the AK certificate is not issued by a CA of $W/ca.crt" "a software key with a forged pubArea"
+# Only the chain stops it: with the forger's root, everything else holds.
+run "$CA_TOOL" verify "$W/soft.att" --roots "$W/forger.crt" --challenge "$W/nonce"
+expect_rc 0 "the forgery under its own root"
+ok "a software key with a forged pubArea and a software AK is refused (the AK is not the CA's)"
+
+expect_clean_tpm "after the attestations"

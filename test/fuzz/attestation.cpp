@@ -1,0 +1,49 @@
+// Fuzz target: the decoder of a key's attestation (the attestation-object
+// field of an `attestation` file: core/keys/cbor.cpp, core/keys/webauthn.cpp),
+// what tpmkey-ca verify reads from a hostile file before any signature is
+// checked.
+//
+// Properties: decoding throws only tpmkey::Error, never crashes; an object
+// that is read back is built again (attestation_object) into one that reads
+// back to the same fields; authData, certInfo and pubArea inside it are read
+// or refused with Error the same way.
+#include "fuzz.hpp"
+
+#include "core/base/error.hpp"
+#include "core/keys/cbor.hpp"
+#include "core/keys/webauthn.hpp"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return 0; }
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::span<const std::uint8_t> input(data, size);
+    try {
+        (void)tpmkey::cbor::decode(input, "input");
+    } catch (const tpmkey::Error&) {
+    }
+    tpmkey::TpmAttestation a;
+    try {
+        a = tpmkey::parse_attestation_object(input);
+    } catch (const tpmkey::Error&) {
+        return 0;
+    }
+    const tpmkey::TpmAttestation again = tpmkey::parse_attestation_object(tpmkey::attestation_object(a));
+    FUZZ_CHECK(again.auth_data == a.auth_data && again.alg == a.alg && again.x5c == a.x5c && again.sig == a.sig &&
+               again.cert_info == a.cert_info && again.pub_area == a.pub_area);
+    FUZZ_CHECK(!a.x5c.empty());
+    try {
+        const tpmkey::AuthData auth = tpmkey::parse_auth_data(a.auth_data);
+        FUZZ_CHECK(auth.rp_id_hash.size() == 32 && auth.aaguid.size() == 16);
+    } catch (const tpmkey::Error&) {
+    }
+    try {
+        (void)tpmkey::parse_certify_info(a.cert_info);
+    } catch (const tpmkey::Error&) {
+    }
+    try {
+        const TPMT_PUBLIC area = tpmkey::parse_public_area(a.pub_area);
+        FUZZ_CHECK(tpmkey::public_area_bytes(area) == a.pub_area);
+    } catch (const tpmkey::Error&) {
+    }
+    return 0;
+}

@@ -1,0 +1,391 @@
+#include "verify.hpp"
+
+#include "core/base/owned.hpp"
+#include "core/base/printable.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/ek_certificate.hpp"
+#include "core/keys/exchange_file.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/keys/key_parts.hpp"
+#include "core/keys/public_key.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/keys/webauthn.hpp"
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpmkey::cli {
+
+namespace {
+
+constexpr CommandSpec verify_spec{
+    "verify",
+    "check a key's attestation; print what it proves, or refuse it",
+    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY]",
+    "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
+    "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
+    "the AK signed TPM2_Certify's result over the key (certInfo) for the\n"
+    "challenge in --challenge (the same file the machine was given: a replay\n"
+    "of an older attestation is refused); the certified key is the SSH key in\n"
+    "the file and was made in a TPM that will not let it out (fixedTPM,\n"
+    "fixedParent, sensitiveDataOrigin). Then prints what that proves, and\n"
+    "what it cannot prove. Exit 0 only if every check holds; a refusal is\n"
+    "'tpmkey-ca: REFUSED: REASON', exit 1.\n"
+    "\n"
+    "  --roots FILE       the CA certificates to trust (PEM)\n"
+    "  --challenge FILE   the challenge the machine was given (16 to 1024 bytes)\n"
+    "  --key-file KEY     the key file (KEY.tpm), whose policy then explains\n"
+    "                     the key's authPolicy; its public key must be the\n"
+    "                     attested one\n",
+    {"--roots", "--challenge", "--key-file", nullptr},
+    {nullptr},
+    1};
+
+// The attestation does not prove what it must: main() prints
+// "tpmkey-ca: REFUSED: REASON" and exits 1.
+[[noreturn]] void refuse(const std::string& reason) { throw Error("REFUSED: " + reason); }
+
+using X509Store = Owned<X509_STORE, X509_STORE_free>;
+using X509StoreCtx = Owned<X509_STORE_CTX, X509_STORE_CTX_free>;
+void free_x509_stack(STACK_OF(X509) * stack) noexcept { sk_X509_pop_free(stack, X509_free); }
+using X509Stack = Owned<STACK_OF(X509), free_x509_stack>;
+void free_general_names(GENERAL_NAMES* names) noexcept { GENERAL_NAMES_free(names); }
+using GeneralNames = Owned<GENERAL_NAMES, free_general_names>;
+void free_eku(EXTENDED_KEY_USAGE* eku) noexcept { EXTENDED_KEY_USAGE_free(eku); }
+using Eku = Owned<EXTENDED_KEY_USAGE, free_eku>;
+using Asn1Object = Owned<ASN1_OBJECT, ASN1_OBJECT_free>;
+
+// The extension of the plan where the CA records the EK certificate it
+// enrolled the AK with: SEQUENCE { issuer Name, serialNumber INTEGER,
+// certificateHash OCTET STRING }.
+constexpr const char* ek_record_oid = "2.25.198418735271848410620917411187245785221";
+constexpr const char* aik_certificate_oid = "2.23.133.8.3";  // tcg-kp-AIKCertificate
+constexpr const char* tpm_manufacturer_oid = "2.23.133.2.1";
+constexpr const char* tpm_model_oid = "2.23.133.2.2";
+constexpr const char* tpm_version_oid = "2.23.133.2.3";
+
+X509Cert certificate(const Bytes& der, const std::string& what) {
+    const unsigned char* p = der.data();
+    X509Cert cert(d2i_X509(nullptr, &p, static_cast<long>(der.size())));
+    if (!cert || p != der.data() + der.size())
+        refuse(what + " is not an X.509 certificate (DER)");
+    return cert;
+}
+
+std::string oid_text(const ASN1_OBJECT* object) {
+    char text[128];
+    const int n = OBJ_obj2txt(text, sizeof text, object, 1);
+    return n > 0 && static_cast<std::size_t>(n) < sizeof text ? std::string(text) : std::string("?");
+}
+
+// 1. The AK certificate chains to --roots (x5c's other certificates may
+//    be intermediates). OpenSSL handles the critical SAN itself, so
+//    nothing is forgiven.
+void check_chain(X509* leaf, const std::vector<Bytes>& x5c, const std::string& roots_file) {
+    const Bytes roots_data = read_regular_file(roots_file, 1024 * 1024).data;
+    std::vector<X509Cert> roots = certificates_in(roots_data);
+    if (roots.empty())
+        throw Error(roots_file + ": no certificate in it (PEM)");
+    const X509Store store(X509_STORE_new());
+    const X509Stack untrusted(sk_X509_new_null());
+    if (!store || !untrusted)
+        throw Error("cannot verify a certificate chain (OpenSSL)");
+    for (const X509Cert& root : roots)
+        if (X509_STORE_add_cert(store.get(), root.get()) != 1)
+            throw Error(roots_file + ": cannot use its certificates (OpenSSL)");
+    for (std::size_t i = 1; i < x5c.size(); ++i) {
+        X509Cert cert = certificate(x5c[i], "a CA certificate in x5c");
+        if (!sk_X509_push(untrusted.get(), cert.get()))
+            throw std::bad_alloc();
+        (void)cert.release();
+    }
+    const X509StoreCtx ctx(X509_STORE_CTX_new());
+    if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf, untrusted.get()) != 1)
+        throw Error("cannot verify a certificate chain (OpenSSL)");
+    if (X509_verify_cert(ctx.get()) != 1)
+        refuse("the AK certificate is not issued by a CA of " + roots_file + " (" +
+               X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get())) + ")");
+}
+
+struct TpmIdentity {
+    std::string manufacturer, model, version;
+};
+
+// 1b. What WebAuthn 8.3.1 asks of an AK certificate, as the verifiers we
+//     did not write check it.
+TpmIdentity check_ak_profile(X509* ak) {
+    if (X509_get_version(ak) != X509_VERSION_3)
+        refuse("the AK certificate is not X.509 version 3");
+    if (X509_NAME_entry_count(X509_get_subject_name(ak)) != 0)
+        refuse("the AK certificate's subject is not empty");
+    int critical = -1;
+    const Eku eku(static_cast<EXTENDED_KEY_USAGE*>(X509_get_ext_d2i(ak, NID_ext_key_usage, &critical, nullptr)));
+    bool aik = false;
+    for (int i = 0; eku && i < sk_ASN1_OBJECT_num(eku.get()); ++i)
+        aik = aik || oid_text(sk_ASN1_OBJECT_value(eku.get(), i)) == aik_certificate_oid;
+    if (!aik)
+        refuse("the AK certificate's extended key usage lacks tcg-kp-AIKCertificate (2.23.133.8.3)");
+    const Owned<BASIC_CONSTRAINTS, BASIC_CONSTRAINTS_free> basic(
+        static_cast<BASIC_CONSTRAINTS*>(X509_get_ext_d2i(ak, NID_basic_constraints, &critical, nullptr)));
+    if (!basic || basic->ca)
+        refuse("the AK certificate does not say CA:FALSE (basicConstraints)");
+    const GeneralNames names(static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(ak, NID_subject_alt_name, &critical, nullptr)));
+    if (!names || critical != 1)
+        refuse("the AK certificate has no critical subjectAltName (the TPM's manufacturer, model and version)");
+    TpmIdentity identity;
+    for (int i = 0; i < sk_GENERAL_NAME_num(names.get()); ++i) {
+        const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), i);
+        if (name->type != GEN_DIRNAME)
+            continue;
+        for (int j = 0; j < X509_NAME_entry_count(name->d.dirn); ++j) {
+            const X509_NAME_ENTRY* entry = X509_NAME_get_entry(name->d.dirn, j);
+            const ASN1_STRING* value = X509_NAME_ENTRY_get_data(entry);
+            const std::string text(reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)),
+                                   static_cast<std::size_t>(ASN1_STRING_length(value)));
+            const std::string oid = oid_text(X509_NAME_ENTRY_get_object(entry));
+            if (oid == tpm_manufacturer_oid)
+                identity.manufacturer = printable(text);
+            else if (oid == tpm_model_oid)
+                identity.model = printable(text);
+            else if (oid == tpm_version_oid)
+                identity.version = printable(text);
+        }
+    }
+    if (identity.manufacturer.empty() || identity.model.empty() || identity.version.empty())
+        refuse("the AK certificate's subjectAltName lacks the TPM's manufacturer, model or version");
+    return identity;
+}
+
+// "id:49424D00" -> "IBM" (TPM_PT_MANUFACTURER: four ASCII bytes).
+std::string manufacturer_text(const std::string& id) {
+    std::string out;
+    if (id.size() == 11 && id.rfind("id:", 0) == 0)
+        for (std::size_t i = 3; i < 11; i += 2) {
+            const int c = std::stoi(id.substr(i, 2), nullptr, 16);
+            if (c >= 0x21 && c < 0x7f)
+                out += static_cast<char>(c);
+        }
+    return out.empty() ? id : out + " (" + id + ")";
+}
+
+// 2. The AK's signature over certInfo (ES256: ECDSA P-256 with SHA-256, DER).
+void check_signature(X509* ak, const TpmAttestation& a) {
+    if (a.alg != cose_es256)
+        refuse("the attestation's algorithm is not ES256 (-7), the AK's");
+    EVP_PKEY* key = X509_get0_pubkey(ak);
+    const EvpMdCtx ctx(EVP_MD_CTX_new());
+    if (!key || !ctx || EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key) != 1)
+        refuse("the AK certificate's key cannot verify an ES256 signature");
+    if (EVP_DigestVerify(ctx.get(), a.sig.data(), a.sig.size(), a.cert_info.data(), a.cert_info.size()) != 1) {
+        ERR_clear_error();
+        refuse("the AK's signature over certInfo does not verify");
+    }
+}
+
+// The ssh-public-key line's type and key (the comment aside).
+bool same_ssh_key(const std::string& line, const PublicKey& key) {
+    const std::string expected = key.ssh_type() + " " + base64(key.ssh_blob());
+    return line == expected || line.rfind(expected + " ", 0) == 0;
+}
+
+struct EkRecord {
+    std::string issuer, serial;
+};
+
+// The EK the CA enrolled the AK with, if the certificate records it.
+std::optional<EkRecord> ek_record(X509* ak) {
+    const Asn1Object oid(OBJ_txt2obj(ek_record_oid, 1));
+    const int at = oid ? X509_get_ext_by_OBJ(ak, oid.get(), -1) : -1;
+    if (at < 0)
+        return std::nullopt;
+    const ASN1_OCTET_STRING* data = X509_EXTENSION_get_data(X509_get_ext(ak, at));
+    const unsigned char* p = ASN1_STRING_get0_data(data);
+    const unsigned char* end = p + ASN1_STRING_length(data);
+    long length = 0;
+    int tag = 0, cls = 0;
+    const int ret = ASN1_get_object(&p, &length, &tag, &cls, end - p);
+    if ((ret & 0x80) || tag != V_ASN1_SEQUENCE || p + length != end)
+        refuse("the AK certificate's EK record is damaged");
+    const Owned<X509_NAME, X509_NAME_free> issuer(d2i_X509_NAME(nullptr, &p, end - p));
+    const Owned<ASN1_INTEGER, ASN1_INTEGER_free> serial(issuer ? d2i_ASN1_INTEGER(nullptr, &p, end - p) : nullptr);
+    const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> hash(serial ? d2i_ASN1_OCTET_STRING(nullptr, &p, end - p)
+                                                                       : nullptr);
+    if (!hash || p != end)
+        refuse("the AK certificate's EK record is damaged");
+    const Owned<BIGNUM, BN_free> bn(ASN1_INTEGER_to_BN(serial.get(), nullptr));
+    const Owned<char, openssl_free> hex_serial(bn ? BN_bn2hex(bn.get()) : nullptr);
+    return EkRecord{name_line(issuer.get()), hex_serial ? hex_serial.get() : "?"};
+}
+
+std::string serial_text(X509* cert) {
+    const Owned<BIGNUM, BN_free> bn(ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr));
+    const Owned<char, openssl_free> hex_serial(bn ? BN_bn2hex(bn.get()) : nullptr);
+    return hex_serial ? hex_serial.get() : "?";
+}
+
+// What the key's policy proves, recomputed from `policy` (the file's
+// key-policy or --key-file's); refused when it does not give authPolicy.
+void print_policy(const TPMT_PUBLIC& area, const std::optional<std::vector<PolicyCommand>>& policy) {
+    const Bytes auth_policy(area.authPolicy.buffer, area.authPolicy.buffer + area.authPolicy.size);
+    if (auth_policy.empty()) {
+        std::cout << "Policy:        none\n";
+        return;
+    }
+    if (!policy) {
+        std::cout << "Policy:        authPolicy " << hex(auth_policy)
+                  << " (not explained: no key-policy in the file; give --key-file KEY.tpm)\n";
+        return;
+    }
+    if (area.nameAlg != TPM2_ALG_SHA256 || policy_digest(*policy) != auth_policy)
+        refuse("the key's policy does not give its authPolicy " + hex(auth_policy));
+    std::cout << "Policy:        authPolicy " << hex(auth_policy) << " (recomputed from the key's policy)\n";
+    for (const PolicyCommand& command : *policy) {
+        if (command.code == TPM2_CC_PolicyPCR) {
+            const PcrParts pcr = pcr_parts_of(command);
+            std::cout << "               bound to " << pcr_selection_text(pcr.selection) << ", PCR digest "
+                      << hex(std::span(pcr.digest.buffer, pcr.digest.size)) << "\n";
+        } else if (command.code == TPM2_CC_PolicyAuthValue) {
+            std::cout << "               PolicyAuthValue: the key's PIN is required with the policy\n";
+        } else if (command.code == TPM2_CC_PolicyAuthorize) {
+            const AuthorizeParts parts = authorize_parts_of(command);
+            std::cout << "               PolicyAuthorize: PCR policies signed by the key named "
+                      << hex(tpm_name(parts.signer.publicArea)) << "\n";
+        } else {
+            std::cout << "               " << policy_command_text(command.code) << "\n";
+        }
+    }
+}
+
+int cmd_verify(const Parsed& p) {
+    if (!p.has_value("--roots") || !p.has_value("--challenge"))
+        throw UsageError("tpmkey-ca verify: --roots and --challenge are needed", verify_spec.usage);
+    const std::string path = p.positional[0];
+    const std::string challenge_file = p.value("--challenge");
+    const Bytes challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;
+    if (challenge.size() < min_challenge_size || challenge.size() > max_challenge_size)
+        throw Error(challenge_file + ": not a challenge (" + std::to_string(min_challenge_size) + " to " +
+                    std::to_string(max_challenge_size) + " bytes)");
+    std::optional<KeyFile> key_file;
+    if (p.has_value("--key-file"))
+        key_file = read_key_file(p.value("--key-file"));
+
+    // Whatever the file holds is hostile: a file that does not parse is refused.
+    ExchangeFile file("attestation");
+    TpmAttestation attestation;
+    std::string client_data;
+    try {
+        file = read_exchange_file(path, attestation_file_kind,
+                                  {"ssh-public-key", "client-data-json", "attestation-object", "key-policy"});
+        const Bytes json = file.bytes("client-data-json");
+        client_data.assign(json.begin(), json.end());
+        attestation = parse_attestation_object(file.bytes("attestation-object", 256 * 1024));
+    } catch (const Error& e) {
+        refuse(e.what());
+    }
+    const X509Cert ak = certificate(attestation.x5c.front(), "the AK certificate (x5c[0])");
+
+    // 1. The AK certificate: issued by the CA, an AK certificate.
+    check_chain(ak.get(), attestation.x5c, p.value("--roots"));
+    const TpmIdentity identity = check_ak_profile(ak.get());
+    // 2. The AK signed certInfo.
+    check_signature(ak.get(), attestation);
+    // 3. certInfo is TPM2_Certify's, made inside a TPM (its magic).
+    CertifyInfo info;
+    TPMT_PUBLIC area{};
+    AuthData auth;
+    try {
+        info = parse_certify_info(attestation.cert_info);
+        area = parse_public_area(attestation.pub_area);
+        auth = parse_auth_data(attestation.auth_data);
+    } catch (const Error& e) {
+        refuse(e.what());
+    }
+    // 4. It certifies authData and clientDataJSON ...
+    if (info.extra_data != certify_extra_data(attestation.auth_data, client_data))
+        refuse("certInfo's extraData is not the digest of authData and clientDataJSON");
+    // 5. ... made for this challenge: an older attestation is not accepted again.
+    if (client_data != client_data_json(challenge))
+        refuse("the attestation was made for another challenge than " + challenge_file + " (a replay?)");
+    // 6. The certified key is pubArea.
+    Bytes name;
+    try {
+        name = tpm_name(area);
+    } catch (const Error& e) {
+        refuse(std::string("pubArea: ") + e.what());
+    }
+    if (info.attested_name != name)
+        refuse("certInfo certifies another key than pubArea (its attested name differs)");
+    // 7. Made in the TPM, bound to it, never outside it.
+    constexpr TPMA_OBJECT resident =
+        TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN;
+    if ((area.objectAttributes & resident) != resident)
+        refuse("the key lacks fixedTPM, fixedParent or sensitiveDataOrigin: not generated in a TPM, or may be "
+               "exportable");
+    // 8. pubArea's key is authData's and the SSH key of the file.
+    std::optional<PublicKey> key;
+    try {
+        key.emplace(area);
+    } catch (const Error& e) {
+        refuse(std::string("pubArea: ") + e.what());
+    }
+    if (auth.rp_id_hash != digest_of(EVP_sha256(), {std::span(reinterpret_cast<const std::uint8_t*>(webauthn_rp_id),
+                                                              std::string_view(webauthn_rp_id).size())}))
+        refuse("authData is not for the relying party \"tpmkey\"");
+    if (auth.credential_id != name)
+        refuse("authData's credential ID is not the key's name");
+    if (auth.credential_public_key != cose_key(area))
+        refuse("authData's credential public key is not pubArea's key");
+    const std::string ssh_line = file.text("ssh-public-key");
+    if (!same_ssh_key(ssh_line, *key))
+        refuse("the file's ssh-public-key is not the attested key");
+    std::optional<std::vector<PolicyCommand>> policy;
+    if (key_file) {
+        if (public_area_bytes(key_file->blobs.pub.publicArea) != attestation.pub_area)
+            refuse(p.value("--key-file") + " holds another key than the attested one");
+        policy = key_file->policy;
+    }
+    if (file.has("key-policy")) {
+        std::vector<PolicyCommand> from_file;
+        try {
+            from_file = parse_policy(file.bytes("key-policy"), path + ": key-policy");
+        } catch (const Error& e) {
+            refuse(e.what());
+        }
+        if (policy && *policy != from_file)
+            refuse("the file's key-policy is not the policy of " + p.value("--key-file"));
+        policy = from_file;
+    }
+
+    std::cout << "Verified:      " << path << "\n"
+              << "SSH key:       " << key->bits() << " " << key->ssh_fingerprint() << " ("
+              << (key->is_rsa() ? "RSA" : "ECDSA") << ")\n"
+              << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n";
+    const std::optional<EkRecord> ek = ek_record(ak.get());
+    if (ek)
+        std::cout << "EK:            issuer " << ek->issuer << ", serial " << ek->serial << "\n";
+    else
+        std::cout << "EK:            not recorded by the CA\n";
+    std::cout << "AK:            certificate serial " << serial_text(ak.get()) << ", issuer "
+              << name_line(X509_get_issuer_name(ak.get())) << ", subject (empty)\n"
+              << "TPM:           manufacturer " << manufacturer_text(identity.manufacturer) << ", model "
+              << identity.model << ", version " << identity.version << "\n";
+    print_policy(area, policy);
+    std::cout << "Not proven:    whether the key has a PIN (its auth value is not in the public area)";
+    if (area.objectAttributes & TPMA_OBJECT_USERWITHAUTH)
+        std::cout << "; userWithAuth: the key is usable with its auth value alone";
+    std::cout << "\n";
+    return 0;
+}
+
+}  // namespace
+
+const Command verify_command{&verify_spec, cmd_verify};
+
+}  // namespace tpmkey::cli
