@@ -138,18 +138,21 @@ void add_ek_binding(X509* cert, X509* ek_certificate) {
 
 }  // namespace
 
-X509Cert issue_ak_certificate(const AkCertificateSubject& subject, X509* ca_certificate, EVP_PKEY* ca_key, int days) {
-    X509Cert cert(X509_new());
-    check(cert ? 1 : 0, "X509_new");
-    check(X509_set_version(cert.get(), X509_VERSION_3), "X509_set_version");
-
-    // A random positive serial of 16 bytes (RFC 5280, 4.1.2.2: at most 20).
+void set_random_serial(X509* cert) {
     unsigned char random[16];
     check(RAND_bytes(random, sizeof random), "RAND_bytes");
     random[0] = static_cast<unsigned char>((random[0] & 0x7f) | 0x40);
     const Owned<BIGNUM, BN_free> bn(BN_bin2bn(random, sizeof random, nullptr));
     check(bn ? 1 : 0, "BN_bin2bn");
-    check(BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert.get())) ? 1 : 0, "BN_to_ASN1_INTEGER");
+    check(BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert)) ? 1 : 0, "BN_to_ASN1_INTEGER");
+}
+
+X509Cert issue_ak_certificate(const AkCertificateSubject& subject, X509* ca_certificate, EVP_PKEY* ca_key, int days) {
+    X509Cert cert(X509_new());
+    check(cert ? 1 : 0, "X509_new");
+    check(X509_set_version(cert.get(), X509_VERSION_3), "X509_set_version");
+
+    set_random_serial(cert.get());
 
     check(X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_certificate)), "X509_set_issuer_name");
     const X509Name empty(X509_NAME_new());

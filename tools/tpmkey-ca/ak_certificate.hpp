@@ -37,4 +37,8 @@ struct AkCertificateSubject {
 // identifiers, and the EK binding above.
 X509Cert issue_ak_certificate(const AkCertificateSubject& subject, X509* ca_certificate, EVP_PKEY* ca_key, int days);
 
+// Gives `cert` a random positive serial number of 16 bytes (RFC 5280,
+// 4.1.2.2: at most 20), as every certificate tpmkey-ca issues has.
+void set_random_serial(X509* cert);
+
 }  // namespace tpmkey

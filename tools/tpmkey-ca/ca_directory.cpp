@@ -1,15 +1,15 @@
 #include "ca_directory.hpp"
 
+#include "ak_certificate.hpp"
+
 #include "core/base/error.hpp"
 #include "core/base/home.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/public_key.hpp"
 
-#include <openssl/bn.h>
 #include <openssl/ec.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
 #include <sys/stat.h>
@@ -50,11 +50,7 @@ X509Cert self_signed(EVP_PKEY* key, const std::string& name, int days) {
     X509Cert cert(X509_new());
     check(cert ? 1 : 0, "X509_new");
     check(X509_set_version(cert.get(), X509_VERSION_3), "X509_set_version");
-    unsigned char random[16];
-    check(RAND_bytes(random, sizeof random), "RAND_bytes");
-    random[0] = static_cast<unsigned char>((random[0] & 0x7f) | 0x40);
-    const Owned<BIGNUM, BN_free> bn(BN_bin2bn(random, sizeof random, nullptr));
-    check(bn && BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert.get())) ? 1 : 0, "the serial number");
+    set_random_serial(cert.get());
     X509_NAME* subject = X509_get_subject_name(cert.get());
     check(X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(name.data()),
                                      static_cast<int>(name.size()), -1, 0),
