@@ -76,11 +76,11 @@ std::vector<std::string> login_commands(bool resource_manager, bool pin, ParentK
     if (resource_manager && pin)
         return words(owner ? "CreatePrimary Load StartAuthSession ObjectChangeAuth Sign "
                              "FlushContext FlushContext FlushContext"
-                           : "ReadPublic ReadPublic Load StartAuthSession ObjectChangeAuth Sign "
+                           : "ReadPublic Load StartAuthSession ObjectChangeAuth Sign "
                              "FlushContext FlushContext");
     if (resource_manager)
         return words(owner ? "CreatePrimary Load Sign FlushContext FlushContext"
-                           : "ReadPublic ReadPublic Load Sign FlushContext");
+                           : "ReadPublic Load Sign FlushContext");
     // Without one it keeps nothing in the TPM between two calls: the parent
     // (and a key without PIN) stay as saved contexts in the process, loaded
     // again by each call (ContextLoad, no second CreatePrimary) and flushed
@@ -90,12 +90,12 @@ std::vector<std::string> login_commands(bool resource_manager, bool pin, ParentK
                              "FlushContext FlushContext FlushContext "
                              "ContextLoad Load StartAuthSession Sign "
                              "FlushContext FlushContext FlushContext"
-                           : "ReadPublic ReadPublic Load StartAuthSession ObjectChangeAuth "
+                           : "ReadPublic Load StartAuthSession ObjectChangeAuth "
                              "FlushContext FlushContext "
                              "Load StartAuthSession Sign "
                              "FlushContext FlushContext");
     return words(owner ? "CreatePrimary ContextSave Load ContextSave Sign FlushContext FlushContext"
-                       : "ReadPublic ReadPublic Load ContextSave Sign FlushContext");
+                       : "ReadPublic Load ContextSave Sign FlushContext");
 }
 
 }  // namespace tpmkey

@@ -157,7 +157,7 @@ TPM2B_PUBLIC read_public(Tpm& tpm, const TpmObject& object, std::uint32_t handle
     return *pub;
 }
 
-TpmObject load_parent(Tpm& tpm, std::uint32_t parent) {
+TpmObject open_parent(Tpm& tpm, std::uint32_t parent) {
     if (parent == owner_hierarchy) {
         TPMT_PUBLIC area{};
         TpmObject primary = create_primary(tpm, storage_key_template(), area);
@@ -170,8 +170,13 @@ TpmObject load_parent(Tpm& tpm, std::uint32_t parent) {
     ESYS_TR handle = ESYS_TR_NONE;
     check_rc(Esys_TR_FromTPMPublic(tpm.esys(), parent, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &handle),
              "reading the persistent parent key", TpmStep::parent, parent);
-    TpmObject object(tpm, handle, TpmObject::Kind::persistent);
-    check_storage_key(read_public(tpm, object, parent).publicArea, parent);
+    return TpmObject(tpm, handle, TpmObject::Kind::persistent);
+}
+
+TpmObject load_parent(Tpm& tpm, std::uint32_t parent) {
+    TpmObject object = open_parent(tpm, parent);
+    if (parent != owner_hierarchy)
+        check_storage_key(read_public(tpm, object, parent).publicArea, parent);
     return object;
 }
 

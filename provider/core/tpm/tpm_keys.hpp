@@ -62,6 +62,14 @@ TPM2B_PUBLIC read_public(Tpm& tpm, const TpmObject& object, std::uint32_t handle
 // for known_parents.hpp to say.
 TpmObject load_parent(Tpm& tpm, std::uint32_t parent);
 
+// The same without the second look at a persistent handle: ESAPI reads its
+// public area once (TPM2_ReadPublic) to learn its name, and
+// check_storage_key is the caller's to run, with read_public(), unless the
+// name alone settles it: a name pinned after the key passed the check and
+// its proof is the hash of that very public area (load_verified_parent).
+// 0x40000001 is checked as in load_parent: its area comes with it.
+TpmObject open_parent(Tpm& tpm, std::uint32_t parent);
+
 // What the TCG's SRK location 0x81000001 holds, for choosing the parent of a
 // new key and for tpmkey doctor.
 struct PersistentSrk {

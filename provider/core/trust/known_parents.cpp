@@ -320,13 +320,16 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
         throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
                               "until the file is fixed; nothing secret was sent to the TPM");
     const std::string id = Tcti(tpm.tcti()).identity();
-    TpmObject parent = load_parent(tpm, handle);
+    TpmObject parent = open_parent(tpm, handle);
     const std::string name = loaded_name_hex(tpm, parent);
     const std::optional<ParentPin> pin = known.pin(id, handle);
     ParentCheck found;
     found.pinned = pin.has_value();
     found.name_hex = name;
     // Proven before and unchanged: no TPM command more (the login budgets).
+    // The name is the hash of the public area that passed
+    // check_storage_key and the proof, so a persistent parent's attributes
+    // need no second TPM2_ReadPublic.
     if (pin && pin->name_hex == name && !pin->ek.empty()) {
         found.pin = *pin;
         if (check)
@@ -354,8 +357,11 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
                              " with a trusted source, then add the line '" + handle_text(handle) + " " + name + " " +
                              id + "' to " + file);
     }
-    // Not proven yet, or a new name: the endorsement key decides.
-    const EndorsementKey ek = prove_parent(tpm, parent, parent_public(tpm, parent, handle), default_ek_roots());
+    // Not proven yet, or a new name: it must be a storage key bound to the
+    // TPM, and the endorsement key decides.
+    const TPM2B_PUBLIC parent_area = parent_public(tpm, parent, handle);
+    check_storage_key(parent_area.publicArea, handle);
+    const EndorsementKey ek = prove_parent(tpm, parent, parent_area, default_ek_roots());
     if (pin && pin->name_hex != name) {
         if (ek.pin != pin->ek)
             throw ParentMismatch(mismatch + ", and not a cleared TPM: its endorsement key is not the pinned one (" +
