@@ -28,7 +28,7 @@ namespace {
 constexpr CommandSpec verify_spec{
     "verify",
     "check a key's attestation; print what it proves, or refuse it",
-    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY]",
+    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [-o FILE]",
     "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
     "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
     "the AK signed TPM2_Certify's result over the key (certInfo) for the\n"
@@ -37,14 +37,19 @@ constexpr CommandSpec verify_spec{
     "the file and was made in a TPM that will not let it out (fixedTPM,\n"
     "fixedParent, sensitiveDataOrigin). Then prints what that proves, and\n"
     "what it cannot prove. Exit 0 only if every check holds; a refusal is\n"
-    "'tpmkey-ca: REFUSED: REASON', exit 1.\n"
+    "'tpmkey-ca: REFUSED: REASON', exit 1, and prints nothing on standard\n"
+    "output. With -o, writes the verified key's .pub line to FILE: sign\n"
+    "that one (ssh-keygen -s), never the ATTESTATION file read again, which\n"
+    "its sender may have changed since.\n"
     "\n"
     "  --roots FILE       the CA certificates to trust (PEM)\n"
     "  --challenge FILE   the challenge the machine was given (16 to 1024 bytes)\n"
     "  --key-file KEY     the key file (KEY.tpm), whose policy then explains\n"
     "                     the key's authPolicy; its public key must be the\n"
-    "                     attested one\n",
-    {"--roots", "--challenge", "--key-file", nullptr},
+    "                     attested one\n"
+    "  -o FILE            write the verified key's .pub line to FILE (replaced\n"
+    "                     in one step; in a directory only the CA can write)\n",
+    {"--roots", "--challenge", "--key-file", "-o", nullptr},
     {nullptr},
     1};
 
@@ -231,36 +236,46 @@ std::string serial_text(X509* cert) {
 }
 
 // What the key's policy proves, recomputed from `policy` (the file's
-// key-policy or --key-file's); refused when it does not give authPolicy.
-void print_policy(const TPMT_PUBLIC& area, const std::optional<std::vector<PolicyCommand>>& policy) {
+// key-policy or --key-file's), as lines for the report; refused when it
+// does not give authPolicy. Nothing is printed before every check held.
+std::vector<std::string> explain_policy(const TPMT_PUBLIC& area,
+                                        const std::optional<std::vector<PolicyCommand>>& policy) {
     const Bytes auth_policy(area.authPolicy.buffer, area.authPolicy.buffer + area.authPolicy.size);
-    if (auth_policy.empty()) {
-        std::cout << "Policy:        none\n";
-        return;
-    }
-    if (!policy) {
-        std::cout << "Policy:        authPolicy " << hex(auth_policy)
-                  << " (not explained: no key-policy in the file; give --key-file KEY.tpm)\n";
-        return;
-    }
+    if (auth_policy.empty())
+        return {"none"};
+    if (!policy)
+        return {"authPolicy " + hex(auth_policy) + " (not explained: no key-policy in the file; give --key-file KEY.tpm)"};
     if (area.nameAlg != TPM2_ALG_SHA256 || policy_digest(*policy) != auth_policy)
         refuse("the key's policy does not give its authPolicy " + hex(auth_policy));
-    std::cout << "Policy:        authPolicy " << hex(auth_policy) << " (recomputed from the key's policy)\n";
+    // TPM2_PolicyAuthorize replaces the digest so far with the signer's
+    // (TPM 2.0 Part 3, PolicyAuthorize): commands before it add nothing to
+    // authPolicy, so the digest cannot show that they are part of it. Such
+    // a policy would report bindings the key does not have; tpmkey's keys
+    // (and openssl_tpm2_engine's) have nothing before PolicyAuthorize.
+    for (std::size_t i = 1; i < policy->size(); ++i)
+        if ((*policy)[i].code == TPM2_CC_PolicyAuthorize)
+            refuse("the key's policy has commands before PolicyAuthorize, which its authPolicy cannot show");
+    // With userWithAuth the key also signs with its auth value alone, the
+    // policy aside: it binds nothing then.
+    const bool enforced = !(area.objectAttributes & TPMA_OBJECT_USERWITHAUTH);
+    const std::string bound = enforced ? "bound to " : "not enforced (userWithAuth: the key also signs without it): ";
+    std::vector<std::string> lines{"authPolicy " + hex(auth_policy) + " (recomputed from the key's policy)"};
     for (const PolicyCommand& command : *policy) {
         if (command.code == TPM2_CC_PolicyPCR) {
             const PcrParts pcr = pcr_parts_of(command);
-            std::cout << "               bound to " << pcr_selection_text(pcr.selection) << ", PCR digest "
-                      << hex(std::span(pcr.digest.buffer, pcr.digest.size)) << "\n";
+            lines.push_back(bound + pcr_selection_text(pcr.selection) + ", PCR digest " +
+                            hex(std::span(pcr.digest.buffer, pcr.digest.size)));
         } else if (command.code == TPM2_CC_PolicyAuthValue) {
-            std::cout << "               PolicyAuthValue: the key's PIN is required with the policy\n";
+            lines.push_back("PolicyAuthValue: the key's auth value is required with the policy (it may be empty)");
         } else if (command.code == TPM2_CC_PolicyAuthorize) {
             const AuthorizeParts parts = authorize_parts_of(command);
-            std::cout << "               PolicyAuthorize: PCR policies signed by the key named "
-                      << hex(tpm_name(parts.signer.publicArea)) << "\n";
+            lines.push_back(bound + "PCR policies signed by the key named " +
+                            hex(tpm_name(parts.signer.publicArea)) + " (which PCRs is the signer's choice)");
         } else {
-            std::cout << "               " << policy_command_text(command.code) << "\n";
+            lines.push_back(policy_command_text(command.code));
         }
     }
+    return lines;
 }
 
 int cmd_verify(const Parsed& p) {
@@ -322,6 +337,9 @@ int cmd_verify(const Parsed& p) {
     }
     if (info.attested_name != name)
         refuse("certInfo certifies another key than pubArea (its attested name differs)");
+    // A name is only as good as its hash: tpmkey's keys use SHA-256 and up.
+    if (area.nameAlg == TPM2_ALG_SHA1)
+        refuse("pubArea's name algorithm is SHA-1");
     // 7. Made in the TPM, bound to it, never outside it.
     constexpr TPMA_OBJECT resident =
         TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN;
@@ -363,11 +381,15 @@ int cmd_verify(const Parsed& p) {
         policy = from_file;
     }
 
+    const std::vector<std::string> policy_lines = explain_policy(area, policy);
+    const std::optional<EkRecord> ek = ek_record(ak.get());
+    if (p.has_value("-o"))
+        write_output(p, ssh_line + "\n", 0644);
+
     std::cout << "Verified:      " << path << "\n"
               << "SSH key:       " << key->bits() << " " << key->ssh_fingerprint() << " ("
               << (key->is_rsa() ? "RSA" : "ECDSA") << ")\n"
               << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n";
-    const std::optional<EkRecord> ek = ek_record(ak.get());
     if (ek)
         std::cout << "EK:            issuer " << ek->issuer << ", serial " << ek->serial << "\n";
     else
@@ -375,8 +397,10 @@ int cmd_verify(const Parsed& p) {
     std::cout << "AK:            certificate serial " << serial_text(ak.get()) << ", issuer "
               << name_line(X509_get_issuer_name(ak.get())) << ", subject (empty)\n"
               << "TPM:           manufacturer " << manufacturer_text(identity.manufacturer) << ", model "
-              << identity.model << ", version " << identity.version << "\n";
-    print_policy(area, policy);
+              << identity.model << ", version " << identity.version
+              << " (as the machine reported them at enrolment; not proven)\n";
+    for (std::size_t i = 0; i < policy_lines.size(); ++i)
+        std::cout << (i == 0 ? "Policy:        " : "               ") << policy_lines[i] << "\n";
     std::cout << "Not proven:    whether the key has a PIN (its auth value is not in the public area)";
     if (area.objectAttributes & TPMA_OBJECT_USERWITHAUTH)
         std::cout << "; userWithAuth: the key is usable with its auth value alone";

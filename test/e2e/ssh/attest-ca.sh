@@ -71,20 +71,22 @@ ok "tpmkey attest: one file with the key's .pub line and its attestation"
 
 # ---- the SSH CA's script ----------------------------------------------------------
 # issue_cert ATT NONCE: the script of docs/attestation.md, step by step:
-# verify, and only then extract the .pub and sign it (-> ATT without .att
-# + -cert.pub). tpmkey-ca verify's output is in $OUT/$ERR.
+# verify, which writes the key it verified (-o, from its one read of ATT)
+# into the SSH CA's own directory, and only then sign that .pub (-> the
+# SSH CA's NAME.pub and NAME-cert.pub). tpmkey-ca verify's output is in
+# $OUT/$ERR.
 issue_cert() {
-    local att=$1 nonce=$2 pub=${1%.att}.pub
-    run ca_tool verify "$att" --roots "$ca/ca.crt" --challenge "$nonce"
+    local att=$1 nonce=$2 name
+    name=$(basename "${1%.att}")
+    run ca_tool verify "$att" --roots "$ca/ca.crt" --challenge "$nonce" -o "$ssh_ca/$name.pub"
     [ "$rc" = 0 ] || return 1
-    sed -n 's/^ssh-public-key //p' "$att" >"$pub"
-    ssh-keygen -q -s "$ssh_ca/user_ca" -I laptop -n "$SSH_USER" -V +52w "$pub" ||
-        fail "ssh-keygen -s $pub failed"
+    ssh-keygen -q -s "$ssh_ca/user_ca" -I laptop -n "$SSH_USER" -V +52w "$ssh_ca/$name.pub" ||
+        fail "ssh-keygen -s $ssh_ca/$name.pub failed"
 }
 
 issue_cert "$machine/id_tpm.att" "$ssh_ca/nonce" || fail "tpmkey-ca verify refused the TPM key's attestation"
 expect_out "$(fingerprint "$keys/id_tpm.pub")" "verify names the key's fingerprint"
-cert=$machine/id_tpm-cert.pub
+cert=$ssh_ca/id_tpm-cert.pub
 ssh-keygen -L -f "$cert" >"$TEST_DIR/cert.txt" || fail "ssh-keygen -L $cert failed"
 grep -qF "Signing CA: ED25519 $ssh_ca_fp" "$TEST_DIR/cert.txt" || { show "$TEST_DIR/cert.txt"; fail "the certificate does not name the SSH CA"; }
 ok "verify said yes: user certificate for the TPM key signed by the SSH CA"
@@ -101,21 +103,21 @@ ok "sshd with TrustedUserCAKeys accepts the TPM key through the module with its 
 
 # ---- refused: a replay, a software key -------------------------------------------
 openssl rand 32 >"$ssh_ca/nonce2"
-rm -f "$machine/id_tpm-cert.pub"
+rm -f "$ssh_ca/id_tpm-cert.pub" "$ssh_ca/id_tpm.pub"
 if issue_cert "$machine/id_tpm.att" "$ssh_ca/nonce2"; then fail "an attestation for another nonce got a certificate"; fi
 expect_rc 1 "verify of a replayed attestation"
 expect_err "REFUSED: " "verify of a replayed attestation"
-[ ! -e "$machine/id_tpm-cert.pub" ] || fail "a replayed attestation got a certificate"
+[ ! -e "$ssh_ca/id_tpm-cert.pub" ] && [ ! -e "$ssh_ca/id_tpm.pub" ] || fail "a replayed attestation got a certificate"
 ok "an attestation made for another nonce (a replay) is refused: $(head -1 "$ERR")"
 
 ssh-keygen -q -t ecdsa -b 256 -N '' -C soft -f "$machine/soft"
 sed "s|^ssh-public-key .*|ssh-public-key $(cat "$machine/soft.pub")|" "$machine/id_tpm.att" >"$machine/soft.att"
 expect_eq "$(sed -n 's/^ssh-public-key //p' "$machine/soft.att")" "$(cat "$machine/soft.pub")" "the forged attestation's key line"
-rm -f "$machine/soft-cert.pub"
+rm -f "$ssh_ca/soft-cert.pub" "$ssh_ca/soft.pub"
 if issue_cert "$machine/soft.att" "$ssh_ca/nonce"; then fail "a software key with the TPM key's attestation got a certificate"; fi
 expect_rc 1 "verify of the software key's forged attestation"
 expect_err "REFUSED: " "verify of the software key's forged attestation"
-[ ! -e "$machine/soft-cert.pub" ] || fail "the software key got a certificate"
+[ ! -e "$ssh_ca/soft-cert.pub" ] && [ ! -e "$ssh_ca/soft.pub" ] || fail "the software key got a certificate"
 ok "a software key with the TPM key's attestation is refused, no certificate: $(head -1 "$ERR")"
 
 unset TPMKEY_KEYS

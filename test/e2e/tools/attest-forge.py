@@ -65,6 +65,40 @@ def tamper(att, out, field):
     write_fields(out, fields)
 
 
+def der_contents(der):
+    """The contents of a DER SEQUENCE."""
+    assert der[0] == 0x30
+    n, i = der[1], 2
+    if n & 0x80:
+        k = n & 0x7F
+        n, i = int.from_bytes(der[2:2 + k], "big"), 2 + k
+    return der[i:i + n]
+
+
+def der_sequence(contents):
+    n = len(contents)
+    length = bytes([n]) if n < 128 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return b"\x30" + length + contents
+
+
+def prepend_policy(first, second, out):
+    """second's attestation with first's key-policy commands put before its
+    own: a policy whose digest is still second's (PolicyAuthorize resets
+    it), but which claims first's bindings too."""
+    before = der_contents(base64.b64decode(read_fields(first)["key-policy"]))
+    fields = read_fields(second)
+    own = der_contents(base64.b64decode(fields["key-policy"]))
+    fields["key-policy"] = base64.b64encode(der_sequence(before + own)).decode()
+    write_fields(out, fields)
+
+
+def copy_field(att, field, source, out):
+    """att with `field` taken from the attestation file `source`."""
+    fields = read_fields(att)
+    fields[field] = read_fields(source)[field]
+    write_fields(out, fields)
+
+
 def certify_input(pub_area, challenge, d):
     """authData, clientDataJSON and extraData for the key of `pub_area` (TPMT_PUBLIC)."""
     area = TpmPublicFormat.parse(pub_area)
@@ -122,6 +156,10 @@ def main(argv):
         tamper(*args)
     elif command == "package":
         package(args[0], args[1], args[2], args[3], args[4], args[5:])
+    elif command == "prepend-policy":
+        prepend_policy(*args)
+    elif command == "copy-field":
+        copy_field(*args)
     elif command == "forge-software":
         forge_software(args[0], args[1], read(args[2]), args[3])
     else:

@@ -173,12 +173,25 @@ keygen "$K/pcr-pin.tpm" ecdsa 256 "4321" --pcr 0,7
 attest "$K/pcr-pin.tpm" "4321"
 verified "$K/pcr-pin.att" "ECDSA P-256 bound to PCRs 0 and 7, with a PIN"
 expect_out "bound to PCRs 0, 7 (sha256)" "the PCR policy with a PIN"
-expect_out "PolicyAuthValue: the key's PIN is required with the policy" "the PCR policy with a PIN"
+expect_out "PolicyAuthValue: the key's auth value is required with the policy (it may be empty)" "the PCR policy with a PIN"
 
 keygen "$K/signed.tpm" ecdsa 256 "" --pcr 7 --policy-signer "$W/signer.pem"
 attest "$K/signed.tpm"
 verified "$K/signed.att" "ECDSA P-256 bound to PCR 7 through signed policies"
-expect_out "PolicyAuthorize: PCR policies signed by the key named 000b" "the signed policy"
+expect_out "bound to PCR policies signed by the key named 000b" "the signed policy"
+
+# A key-policy is the sender's to choose: TPM2_PolicyAuthorize resets the
+# digest, so commands put before it leave authPolicy unchanged, and would
+# have verify report a PCR binding the key does not have (was: exit 0,
+# "bound to PCR 7 ..." for the signed-policy key).
+"$PY" "$FORGE" prepend-policy "$K/pcr.att" "$K/signed.att" "$W/prepended.att" || fail "attest-forge.py prepend-policy"
+refused "$W/prepended.att" "the key's policy has commands before PolicyAuthorize, which its authPolicy cannot show" \
+    "a PolicyPCR put before the signed policy's PolicyAuthorize"
+# A policy that does not give the key's authPolicy is refused before
+# anything is printed (was: the 'Verified:' lines on stdout, then REFUSED).
+"$PY" "$FORGE" copy-field "$K/pcr.att" key-policy "$K/signed.att" "$W/mismatch.att" || fail "attest-forge.py copy-field"
+refused "$W/mismatch.att" "the key's policy does not give its authPolicy" "another key's policy"
+ok "a key-policy that does not explain authPolicy, or hides commands before PolicyAuthorize, is refused, stdout empty"
 
 keygen "$K/p384.tpm" ecdsa 384
 attest "$K/p384.tpm"
@@ -192,6 +205,19 @@ run "$CA_TOOL" verify "$W/ek.att" --roots "$W/ca.crt" --challenge "$W/nonce"
 expect_rc 0 "verify with an EK record"
 expect_out "EK:            issuer CN = swtpm-localca, serial 1234" "the EK record"
 ok "the EK the CA recorded is reported"
+
+# -o: the .pub line of the key verify checked, from its one read of the
+# file, for ssh-keygen -s (re-reading ATTESTATION would sign whatever its
+# sender swapped in meanwhile); nothing is written on a refusal.
+run "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/nonce" -o "$W/verified.pub"
+expect_rc 0 "verify -o"
+expect_eq "$(cut -d' ' -f1,2 "$W/verified.pub")" "$(cut -d' ' -f1,2 "$K/p256.pub")" "verify -o: the verified key"
+openssl rand 32 >"$W/another-nonce"
+run "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/another-nonce" -o "$W/refused.pub"
+expect_rc 1 "verify -o, refused"
+expect_err "REFUSED: the attestation was made for another challenge" "verify -o, refused"
+[ ! -e "$W/refused.pub" ] || fail "verify -o wrote a key it refused"
+ok "verify -o writes the verified key's .pub line, and nothing when it refuses"
 
 # The CA side needs no TPM and links no TCTI loader nor ESAPI.
 run env TPMKEY_TCTI="$(closed_tcti)" "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/nonce"
