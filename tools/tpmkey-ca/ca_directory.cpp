@@ -29,6 +29,11 @@ void check(int ok, const char* what) {
         throw Error(std::string("cannot make the CA: ") + what + " failed (OpenSSL)");
 }
 
+// "644" for mode 0644.
+std::string octal(mode_t mode) {
+    return std::to_string((mode >> 6) & 7) + std::to_string((mode >> 3) & 7) + std::to_string(mode & 7);
+}
+
 // mkdir DIR 0700 unless it is there; it must then be a directory.
 void make_private_directory(const std::filesystem::path& dir) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
@@ -121,9 +126,8 @@ CaKeys load_ca(const CaDirectory& ca) {
                     ca.dir.string() + "'");
     const FileRead key_file = read_regular_file(ca.key_file(), max_pem_size);
     if (key_file.mode & 0077)
-        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " +
-                    std::to_string((key_file.mode >> 6) & 7) + std::to_string((key_file.mode >> 3) & 7) +
-                    std::to_string(key_file.mode & 7) + "): chmod 600 it, and make a new CA if they may have");
+        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " + octal(key_file.mode) +
+                    "): chmod 600 it, and make a new CA if they may have");
     const FileRead cert_file = read_regular_file(ca.certificate_file(), max_pem_size);
     CaKeys keys;
     {
@@ -141,6 +145,28 @@ CaKeys load_ca(const CaDirectory& ca) {
     if (X509_check_private_key(keys.certificate.get(), keys.key.get()) != 1)
         throw Error(ca.certificate_file().string() + " is not the certificate of " + ca.key_file().string());
     return keys;
+}
+
+std::string utc_text(std::time_t time) {
+    std::tm tm{};
+    gmtime_r(&time, &tm);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return text;
+}
+
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what) {
+    const std::filesystem::path path = ca.pending_file(ak_name);
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
+        throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) + " in " +
+                    ca.pending_dir().string() + " (a proof works once; make a new challenge with tpmkey-ca challenge)");
+    const ExchangeFile pending = read_exchange_file(path, "ak-pending", pending_fields);
+    // Used up before the secret is compared: one guess per challenge.
+    // Two issue-ak at once both read it, but only one removes it.
+    if (!std::filesystem::remove(path))
+        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) +
+                    " was used meanwhile (a proof works once)");
+    return pending;
 }
 
 }  // namespace tpmkey

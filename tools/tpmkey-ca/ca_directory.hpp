@@ -8,9 +8,12 @@
 #pragma once
 
 #include "core/base/owned.hpp"
+#include "core/keys/exchange_file.hpp"
 
 #include <cstdint>
+#include <ctime>
 #include <filesystem>
+#include <initializer_list>
 #include <span>
 #include <string>
 
@@ -41,5 +44,18 @@ struct CaKeys {
     EvpPkey key;
 };
 CaKeys load_ca(const CaDirectory& ca);
+
+// A pending file: the request's fields plus what only the CA knows, the
+// secret of the challenge and when it was made ("created", utc_text()).
+constexpr std::initializer_list<const char*> pending_fields = {
+    "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
+    "secret",         "created"};
+// `time` as "YYYY-MM-DDTHH:MM:SSZ" (UTC).
+std::string utc_text(std::time_t time);
+
+// The outstanding challenge of the AK named `ak_name`, used up: it is
+// removed before it is returned (one proof per challenge, and one guess).
+// Throws Error, naming `what` (the proof), when there is none.
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what);
 
 }  // namespace tpmkey

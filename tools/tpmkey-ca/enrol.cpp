@@ -34,21 +34,6 @@ constexpr std::size_t secret_size = 32;
 // tpmkey's AK has nameAlg SHA-256: its name is 0x000b || 32 bytes.
 constexpr std::size_t ak_name_size = 34;
 
-// The request's fields plus what only the CA knows: the secret of the
-// challenge and when it was made.
-constexpr std::initializer_list<const char*> pending_fields = {
-    "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
-    "secret",         "created"};
-
-std::string now_text() {
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return text;
-}
-
 constexpr CommandSpec init_spec{
     "init",
     "make the attestation CA: its key and root certificate",
@@ -131,7 +116,7 @@ int cmd_challenge(const Parsed& p) {
     for (const char* field : ak_request_fields)
         pending.set_text(field, file.text(field));
     pending.set_bytes("secret", secret);
-    pending.set_text("created", now_text());
+    pending.set_text("created", utc_text(std::time(nullptr)));
     OPENSSL_cleanse(secret.data(), secret.size());
     write_exchange_file(ca.pending_file(request.ak_name), pending, 0600);
 
@@ -186,16 +171,7 @@ int cmd_issue_ak(const Parsed& p) {
         throw Error(what + ": ak-name is not the name of a tpmkey attestation key");
     Bytes secret = proof.bytes("secret", 64);
 
-    const std::filesystem::path pending_path = ca.pending_file(ak_name);
-    if (!std::filesystem::exists(std::filesystem::symlink_status(pending_path)))
-        throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) + " in " +
-                    ca.pending_dir().string() + " (a proof works once; make a new challenge with tpmkey-ca challenge)");
-    const ExchangeFile pending = read_exchange_file(pending_path, "ak-pending", pending_fields);
-    // Used up before the secret is compared: one guess per challenge. Two
-    // issue-ak at once both read it, but only one removes it.
-    if (!std::filesystem::remove(pending_path))
-        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) +
-                    " was used meanwhile (a proof works once)");
+    const ExchangeFile pending = take_pending(ca, ak_name, what);
     Bytes expected = pending.bytes("secret", 64);
     const bool same = secret.size() == expected.size() &&
                       CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
@@ -204,9 +180,10 @@ int cmd_issue_ak(const Parsed& p) {
     if (!same)
         throw Error(what + ": refused: its secret is not the one of the challenge for attestation key " +
                     hex(ak_name) + "; that challenge is void now (make a new one)");
-    const AkRequest request = checked_request(pending, pending_path.string());
+    const std::string pending_path = ca.pending_file(ak_name).string();
+    const AkRequest request = checked_request(pending, pending_path);
     if (request.ak_name != ak_name)
-        throw Error(pending_path.string() + ": holds the request of another attestation key");
+        throw Error(pending_path + ": holds the request of another attestation key");
 
     const EvpPkey ak = PublicKey(request.ak).to_evp();
     const X509Cert cert = issue_ak_certificate(
