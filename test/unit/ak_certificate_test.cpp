@@ -171,3 +171,53 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     const Bytes expected = digest_of(EVP_sha256(), {{der, static_cast<std::size_t>(der_size)}});
     CHECK(Bytes(hash->data, hash->data + hash->length) == expected);
 }
+
+TEST_CASE("tpmkey-ca: a CA directory or pending/ others may write, or a link, is refused by every command",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+
+    // challenge and issue-ak both start with load_ca.
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0770) == 0);
+    CHECK_THROWS_WITH(load_ca(ca), Contains("pending: others may write to it (mode 770)") &&
+                                       Contains("chmod 700 " + ca.pending_dir().string()));
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0700) == 0);
+    REQUIRE(chmod(ca.dir.c_str(), 0755 | S_IWOTH) == 0);
+    CHECK_THROWS_WITH(load_ca(ca), Contains("others may write to it (mode 757)"));
+    REQUIRE(chmod(ca.dir.c_str(), 0700) == 0);
+    (void)load_ca(ca);
+
+    const CaDirectory linked{tmp.path / "linked"};
+    std::filesystem::create_directory(linked.dir, tmp.path);
+    std::filesystem::copy_file(ca.key_file(), linked.key_file());
+    std::filesystem::copy_file(ca.certificate_file(), linked.certificate_file());
+    std::filesystem::create_directory_symlink(ca.pending_dir(), linked.pending_dir());
+    REQUIRE(chmod(linked.dir.c_str(), 0700) == 0);
+    CHECK_THROWS_WITH(load_ca(linked), Contains("a symbolic link, not a directory: refused"));
+}
+
+TEST_CASE("tpmkey-ca: init refuses an existing directory with a pending/ others may write, changing nothing",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    REQUIRE(mkdir(ca.dir.c_str(), 0700) == 0);
+    REQUIRE(mkdir(ca.pending_dir().c_str(), 0700) == 0);
+    REQUIRE(chmod(ca.dir.c_str(), 0755) == 0);
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0775) == 0);
+    CHECK_THROWS_WITH(init_ca(ca, "unit CA", 30), Contains("pending: others may write to it (mode 775)") &&
+                                                      Contains("chmod 700"));
+    CHECK(!std::filesystem::exists(ca.key_file()));
+    CHECK(!std::filesystem::exists(ca.certificate_file()));
+    CHECK(mode_of(ca.dir) == 0755);
+    CHECK(mode_of(ca.pending_dir()) == 0775);
+
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0700) == 0);
+    REQUIRE(chmod(ca.dir.c_str(), 0775) == 0);
+    CHECK_THROWS_WITH(init_ca(ca, "unit CA", 30), Contains("others may write to it (mode 775)"));
+    CHECK(!std::filesystem::exists(ca.key_file()));
+    // Not writable by others (0755) is fine: the fix the message names.
+    REQUIRE(chmod(ca.dir.c_str(), 0755) == 0);
+    init_ca(ca, "unit CA", 30);
+    (void)load_ca(ca);
+}

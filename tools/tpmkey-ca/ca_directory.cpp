@@ -13,6 +13,7 @@
 #include <openssl/x509v3.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -34,12 +35,34 @@ std::string octal(mode_t mode) {
     return std::to_string((mode >> 6) & 7) + std::to_string((mode >> 3) & 7) + std::to_string(mode & 7);
 }
 
-// mkdir DIR 0700 unless it is there; it must then be a directory.
+// lstat, so that a symbolic link in the directory's place is refused, not
+// followed to a directory someone else controls.
+void check_private_directory(const std::filesystem::path& dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0)
+        throw Error(dir.string() + ": " + std::strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        throw Error(dir.string() + ": a symbolic link, not a directory: refused (the CA keeps its challenges in a "
+                                   "directory of its own; replace the link with the directory it points to)");
+    if (!S_ISDIR(st.st_mode))
+        throw Error(dir.string() + ": not a directory: refused");
+    const uid_t me = ::geteuid();
+    if (st.st_uid != me)
+        throw Error(dir.string() + ": belongs to user " + std::to_string(st.st_uid) + ", not to us (" +
+                    std::to_string(me) + "): refused, its owner could plant a challenge and get an AK certificate "
+                    "for a key outside any TPM; chown " + std::to_string(me) + " " + dir.string());
+    if (st.st_mode & 022)
+        throw Error(dir.string() + ": others may write to it (mode " + octal(st.st_mode) +
+                    "): refused, they could plant a challenge and get an AK certificate for a key outside any "
+                    "TPM; chmod 700 " + dir.string());
+}
+
+// mkdir DIR 0700 unless it is there; it must then pass
+// check_private_directory().
 void make_private_directory(const std::filesystem::path& dir) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(dir.string() + ": cannot make the directory (" + std::strerror(errno) + ")");
-    if (!std::filesystem::is_directory(dir))
-        throw Error(dir.string() + ": not a directory");
+    check_private_directory(dir);
 }
 
 std::string pem_of(int (*write)(BIO*, void*), void* value, const char* what) {
@@ -97,9 +120,16 @@ std::filesystem::path CaDirectory::pending_file(std::span<const std::uint8_t> ak
     return pending_dir() / hex(ak_name);
 }
 
+void check_ca_directory(const CaDirectory& ca) {
+    check_private_directory(ca.dir);
+    check_private_directory(ca.pending_dir());
+}
+
 void init_ca(const CaDirectory& ca, const std::string& name, int days) {
     if (std::filesystem::exists(std::filesystem::symlink_status(ca.key_file())))
         throw Error(ca.key_file().string() + " exists: this directory has a CA already; nothing was changed");
+    // Each is checked before anything is made in it: a refused init
+    // changes nothing.
     std::filesystem::create_directories(ca.dir.parent_path());
     make_private_directory(ca.dir);
     make_private_directory(ca.pending_dir());
@@ -124,6 +154,7 @@ CaKeys load_ca(const CaDirectory& ca) {
     if (!std::filesystem::exists(std::filesystem::symlink_status(ca.key_file())))
         throw Error(ca.dir.string() + " holds no CA (no ca.key): make one with 'tpmkey-ca init --ca " +
                     ca.dir.string() + "'");
+    check_ca_directory(ca);
     const FileRead key_file = read_regular_file(ca.key_file(), max_pem_size);
     if (key_file.mode & 0077)
         throw Error(ca.key_file().string() + ": others may read the CA's key (mode " + octal(key_file.mode) +

@@ -5,6 +5,11 @@
 //   pending/  one file per outstanding challenge, named by the AK's name
 //             in hex, holding the request and the secret (0600); issue-ak
 //             consumes it, so a proof works once
+//
+// Whoever can write the directory or pending/ can plant a challenge for a
+// software key and get it certified (the EK chain is checked only when the
+// challenge is made): every command refuses a directory or pending/ that is
+// not ours alone.
 #pragma once
 
 #include "core/base/owned.hpp"
@@ -32,13 +37,20 @@ struct CaDirectory {
     std::filesystem::path pending_file(std::span<const std::uint8_t> ak_name) const;
 };
 
+// Throws Error, naming the chmod or chown that fixes it, unless the CA
+// directory and pending/ are directories (not symbolic links) of the
+// effective user that no one else may write to.
+void check_ca_directory(const CaDirectory& ca);
+
 // Makes the CA: the directory (0700) and pending/ if missing, a new key
 // and a self-signed certificate named `name` (CN), valid for `days`.
-// Throws Error, changing nothing, when DIR/ca.key exists.
+// Throws Error, changing nothing, when DIR/ca.key exists or an existing
+// directory fails check_ca_directory().
 void init_ca(const CaDirectory& ca, const std::string& name, int days);
 
 // The CA's key and certificate, checked to belong together. Throws Error
-// for a directory without a CA, or a key others may read.
+// for a directory without a CA, one that fails check_ca_directory(), or a
+// key others may read.
 struct CaKeys {
     X509Cert certificate;
     EvpPkey key;

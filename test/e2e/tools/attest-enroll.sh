@@ -8,8 +8,8 @@
 # CA:FALSE, the EK it was enrolled with) and its key compared with the AK
 # tpm2_createprimary makes. Refused, each with exit 1 and its reason: EK
 # roots that are empty or another CA's, an AK public area that is not an
-# AK, a proof given twice, a wrong secret, a challenge for another TPM's
-# EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
+# AK, a pending/ others may write, a proof given twice, a wrong secret, a
+# challenge for another TPM's EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
 # TPM.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
@@ -134,6 +134,20 @@ must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
 expect_out "This TPM activated the challenge $w/laptop.chal; wrote the proof to $w/laptop.proof" "activate"
 expect_eq "$(stat -c %a "$w/laptop.proof")" 600 "the proof's mode"
 expect_clean_tpm "after attest activate"
+# Whoever can write pending/ could plant a challenge for a key outside any
+# TPM: challenge and issue-ak refuse it, changing nothing.
+chmod 770 "$ca/pending"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/laptop.req"
+expect_rc 1 "challenge with a pending/ of mode 770"
+expect_err "$ca/pending: others may write to it (mode 770)" "challenge with a pending/ of mode 770"
+expect_err "chmod 700 $ca/pending" "challenge with a pending/ of mode 770"
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/x.crt" "$w/laptop.proof"
+expect_rc 1 "issue-ak with a pending/ of mode 770"
+expect_err "$ca/pending: others may write to it (mode 770)" "issue-ak with a pending/ of mode 770"
+[ ! -e "$w/x.chal" ] && [ ! -e "$w/x.crt" ] && [ -e "$ca/pending/$ak_name" ] ||
+    fail "a refused challenge or issue-ak wrote a file or used up the pending challenge"
+chmod 700 "$ca/pending"
+ok "challenge and issue-ak refuse a pending/ others may write (mode 770), changing nothing"
 must tpmkey_ca issue-ak --ca "$ca" -o "$w/laptop.ak.crt" "$w/laptop.proof"
 expect_out "$w/laptop.proof: the TPM activated the challenge. Issued the certificate of attestation key $ak_name" "issue-ak"
 [ ! -e "$ca/pending/$ak_name" ] || fail "issue-ak left the pending challenge"
