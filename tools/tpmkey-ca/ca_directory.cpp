@@ -4,6 +4,7 @@
 
 #include "core/base/error.hpp"
 #include "core/base/home.hpp"
+#include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/public_key.hpp"
@@ -16,8 +17,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace tpmkey {
 
@@ -29,6 +32,8 @@ void check(int ok, const char* what) {
     if (ok != 1)
         throw Error(std::string("cannot make the CA: ") + what + " failed (OpenSSL)");
 }
+
+constexpr std::size_t max_pending_size = 64 * 1024;
 
 // "644" for mode 0644.
 std::string octal(mode_t mode) {
@@ -63,6 +68,25 @@ void make_private_directory(const std::filesystem::path& dir) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(dir.string() + ": cannot make the directory (" + std::strerror(errno) + ")");
     check_private_directory(dir);
+}
+
+// The inverse of utc_text(); nullopt for anything utc_text() would not
+// have written.
+std::optional<std::time_t> parse_utc_text(const std::string& text) {
+    std::tm tm{};
+    int end = 0;
+    if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                    &tm.tm_min, &tm.tm_sec, &end) != 6 ||
+        static_cast<std::size_t>(end) != text.size())
+        return std::nullopt;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    const std::time_t time = ::timegm(&tm);
+    // timegm normalises 2026-02-30 to 2026-03-02: only a text that comes
+    // back the same is a time.
+    if (time == -1 || utc_text(time) != text)
+        return std::nullopt;
+    return time;
 }
 
 std::string pem_of(int (*write)(BIO*, void*), void* value, const char* what) {
@@ -186,17 +210,35 @@ std::string utc_text(std::time_t time) {
     return text;
 }
 
-ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what) {
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what,
+                          std::time_t now) {
     const std::filesystem::path path = ca.pending_file(ak_name);
     if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
         throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) + " in " +
                     ca.pending_dir().string() + " (a proof works once; make a new challenge with tpmkey-ca challenge)");
-    const ExchangeFile pending = read_exchange_file(path, "ak-pending", pending_fields);
-    // Used up before the secret is compared: one guess per challenge.
+    const FileRead file = read_regular_file(path, max_pending_size, /*follow_links=*/false);
+    // challenge writes it 0600: anything else was put there by someone else.
+    if (file.owner != ::geteuid() || (file.mode & 0077))
+        throw Error(path.string() + ": refused: not a challenge tpmkey-ca made (owner " + std::to_string(file.owner) +
+                    ", mode " + octal(file.mode) + "; its own are " + std::to_string(::geteuid()) +
+                    " and 600): find out who put it there, remove it and make a new challenge");
+    const ExchangeFile pending = ExchangeFile::parse(
+        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), "ak-pending",
+        pending_fields, path.string());
+    // Used up before anything else is looked at: one guess per challenge.
     // Two issue-ak at once both read it, but only one removes it.
     if (!std::filesystem::remove(path))
         throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) +
                     " was used meanwhile (a proof works once)");
+    const std::optional<std::time_t> created = parse_utc_text(pending.text("created"));
+    if (!created)
+        throw Error(path.string() + ": refused: its created time '" + printable(pending.text("created")) +
+                    "' is not YYYY-MM-DDTHH:MM:SSZ; it is removed now: make a new challenge");
+    const std::time_t expiry = *created + std::time_t{pending_days} * 24 * 60 * 60;
+    if (now > expiry)
+        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) + " expired on " +
+                    utc_text(expiry) + " (a challenge is good for " + std::to_string(pending_days) +
+                    " days): make a new one with tpmkey-ca challenge");
     return pending;
 }
 

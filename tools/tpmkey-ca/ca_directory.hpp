@@ -9,7 +9,7 @@
 // Whoever can write the directory or pending/ can plant a challenge for a
 // software key and get it certified (the EK chain is checked only when the
 // challenge is made): every command refuses a directory or pending/ that is
-// not ours alone.
+// not ours alone, and a pending file that is not ours with mode 0600.
 #pragma once
 
 #include "core/base/owned.hpp"
@@ -62,12 +62,20 @@ CaKeys load_ca(const CaDirectory& ca);
 constexpr std::initializer_list<const char*> pending_fields = {
     "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
     "secret",         "created"};
+// How long a challenge may wait for its proof: a secret kept forever is a
+// secret with forever to leak.
+constexpr int pending_days = 7;
+
 // `time` as "YYYY-MM-DDTHH:MM:SSZ" (UTC).
 std::string utc_text(std::time_t time);
 
 // The outstanding challenge of the AK named `ak_name`, used up: it is
 // removed before it is returned (one proof per challenge, and one guess).
-// Throws Error, naming `what` (the proof), when there is none.
-ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what);
+// Throws Error, naming `what` (the proof), when there is none, when the
+// file is not a regular file of ours with mode 0600 (left in place), or,
+// removing it, when its created time does not parse or is more than
+// pending_days before `now`.
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what,
+                          std::time_t now);
 
 }  // namespace tpmkey

@@ -145,7 +145,8 @@ constexpr CommandSpec issue_ak_spec{
     "Checks PROOF (tpmkey attest activate): its secret must be the one of the\n"
     "attestation key's outstanding challenge in DIR/pending/. That challenge\n"
     "is used up either way: a proof works once, and a wrong secret voids the\n"
-    "challenge (make a new one). Then issues the AK's certificate (PEM, to\n"
+    "challenge (make a new one). A challenge is good for 7 days: an older one\n"
+    "is refused and removed. Then issues the AK's certificate (PEM, to\n"
     "FILE or standard output): empty subject, the TPM's manufacturer, model\n"
     "and version in a critical subjectAltName, extended key usage\n"
     "2.23.133.8.3 (tcg-kp-AIKCertificate), CA:FALSE, and the EK certificate\n"
@@ -174,7 +175,7 @@ int cmd_issue_ak(const Parsed& p) {
         throw Error(what + ": ak-name is not the name of a tpmkey attestation key");
     Bytes secret = proof.bytes("secret", 64);
 
-    const ExchangeFile pending = take_pending(ca, ak_name, what);
+    const ExchangeFile pending = take_pending(ca, ak_name, what, std::time(nullptr));
     Bytes expected = pending.bytes("secret", 64);
     const bool same = secret.size() == expected.size() &&
                       CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
