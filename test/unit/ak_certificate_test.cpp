@@ -6,7 +6,9 @@
 #include "ak_certificate.hpp"
 #include "ca_directory.hpp"
 #include "core/base/error.hpp"
+#include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
+#include "core/keys/exchange_file.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/evp.h>
@@ -15,8 +17,10 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 using namespace tpmkey;
 using Catch::Matchers::Contains;
@@ -60,6 +64,17 @@ const X509_EXTENSION* extension(X509* cert, const char* oid) {
     const int i = X509_get_ext_by_OBJ(cert, obj.get(), -1);
     REQUIRE(i >= 0);
     return X509_get_ext(cert, i);
+}
+
+// A pending file as challenge writes it, made at `created`: issue-ak's
+// checks of the file itself need no TPM and no valid request.
+void write_pending(const CaDirectory& ca, const std::vector<std::uint8_t>& ak_name, const std::string& created,
+                   mode_t mode = 0600) {
+    ExchangeFile pending("ak-pending");
+    for (const char* field : pending_fields)
+        pending.set_text(field, "x");
+    pending.set_text("created", created);
+    write_exchange_file(ca.pending_file(ak_name), pending, mode);
 }
 
 }  // namespace
@@ -170,4 +185,94 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     const Owned<unsigned char, openssl_free> der_owner(der);
     const Bytes expected = digest_of(EVP_sha256(), {{der, static_cast<std::size_t>(der_size)}});
     CHECK(Bytes(hash->data, hash->data + hash->length) == expected);
+}
+
+TEST_CASE("tpmkey-ca: a CA directory or pending/ others may write, or a link, is refused by every command",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+
+    // challenge and issue-ak both start with load_ca.
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0770) == 0);
+    CHECK_THROWS_WITH(load_ca(ca), Contains("pending: others may write to it (mode 770)") &&
+                                       Contains("chmod 700 " + ca.pending_dir().string()));
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0700) == 0);
+    REQUIRE(chmod(ca.dir.c_str(), 0755 | S_IWOTH) == 0);
+    CHECK_THROWS_WITH(load_ca(ca), Contains("others may write to it (mode 757)"));
+    REQUIRE(chmod(ca.dir.c_str(), 0700) == 0);
+    (void)load_ca(ca);
+
+    const CaDirectory linked{tmp.path / "linked"};
+    std::filesystem::create_directory(linked.dir, tmp.path);
+    std::filesystem::copy_file(ca.key_file(), linked.key_file());
+    std::filesystem::copy_file(ca.certificate_file(), linked.certificate_file());
+    std::filesystem::create_directory_symlink(ca.pending_dir(), linked.pending_dir());
+    REQUIRE(chmod(linked.dir.c_str(), 0700) == 0);
+    CHECK_THROWS_WITH(load_ca(linked), Contains("a symbolic link, not a directory: refused"));
+}
+
+TEST_CASE("tpmkey-ca: init refuses an existing directory with a pending/ others may write, changing nothing",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    REQUIRE(mkdir(ca.dir.c_str(), 0700) == 0);
+    REQUIRE(mkdir(ca.pending_dir().c_str(), 0700) == 0);
+    REQUIRE(chmod(ca.dir.c_str(), 0755) == 0);
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0775) == 0);
+    CHECK_THROWS_WITH(init_ca(ca, "unit CA", 30), Contains("pending: others may write to it (mode 775)") &&
+                                                      Contains("chmod 700"));
+    CHECK(!std::filesystem::exists(ca.key_file()));
+    CHECK(!std::filesystem::exists(ca.certificate_file()));
+    CHECK(mode_of(ca.dir) == 0755);
+    CHECK(mode_of(ca.pending_dir()) == 0775);
+
+    REQUIRE(chmod(ca.pending_dir().c_str(), 0700) == 0);
+    REQUIRE(chmod(ca.dir.c_str(), 0775) == 0);
+    CHECK_THROWS_WITH(init_ca(ca, "unit CA", 30), Contains("others may write to it (mode 775)"));
+    CHECK(!std::filesystem::exists(ca.key_file()));
+    // Not writable by others (0755) is fine: the fix the message names.
+    REQUIRE(chmod(ca.dir.c_str(), 0755) == 0);
+    init_ca(ca, "unit CA", 30);
+    (void)load_ca(ca);
+}
+
+TEST_CASE("tpmkey-ca: issue-ak refuses a pending file not 0600, and one older than 7 days, removing that one",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const std::vector<std::uint8_t> ak_name(34, 0xab);
+    const std::time_t now = std::time(nullptr);
+
+    // A planted file, readable by others: refused and left for its owner to look at.
+    write_pending(ca, ak_name, utc_text(now), 0644);
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now),
+                      Contains("refused: not a challenge tpmkey-ca made") && Contains("mode 644"));
+    CHECK(std::filesystem::exists(ca.pending_file(ak_name)));
+    std::filesystem::remove(ca.pending_file(ak_name));
+    // A link in the file's place, even to a good pending file, is not followed.
+    write_pending(ca, ak_name, utc_text(now));
+    const std::filesystem::path elsewhere = tmp.path / "elsewhere";
+    std::filesystem::rename(ca.pending_file(ak_name), elsewhere);
+    std::filesystem::create_symlink(elsewhere, ca.pending_file(ak_name));
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now), Contains("is a symbolic link; refusing it"));
+    std::filesystem::remove(ca.pending_file(ak_name));
+
+    write_pending(ca, ak_name, utc_text(now - 6 * 24 * 3600));
+    CHECK(take_pending(ca, ak_name, "proof", now).text("secret") == "x");
+    CHECK(!std::filesystem::exists(ca.pending_file(ak_name)));
+
+    const std::time_t created = now - 8 * 24 * 3600;
+    write_pending(ca, ak_name, utc_text(created));
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now),
+                      Contains("expired on " + utc_text(created + 7 * 24 * 3600)) && Contains("make a new one"));
+    CHECK(!std::filesystem::exists(ca.pending_file(ak_name)));
+
+    for (const char* bad : {"", "2026-02-30T00:00:00Z", "2026-01-01 00:00:00", "2026-01-01T00:00:00Zx", "soon"}) {
+        write_pending(ca, ak_name, bad);
+        CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now), Contains("is not YYYY-MM-DDTHH:MM:SSZ"));
+        CHECK(!std::filesystem::exists(ca.pending_file(ak_name)));
+    }
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now), Contains("no outstanding challenge"));
 }

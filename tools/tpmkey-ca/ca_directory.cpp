@@ -4,6 +4,7 @@
 
 #include "core/base/error.hpp"
 #include "core/base/home.hpp"
+#include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/public_key.hpp"
@@ -13,10 +14,13 @@
 #include <openssl/x509v3.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace tpmkey {
 
@@ -29,12 +33,60 @@ void check(int ok, const char* what) {
         throw Error(std::string("cannot make the CA: ") + what + " failed (OpenSSL)");
 }
 
-// mkdir DIR 0700 unless it is there; it must then be a directory.
+constexpr std::size_t max_pending_size = 64 * 1024;
+
+// "644" for mode 0644.
+std::string octal(mode_t mode) {
+    return std::to_string((mode >> 6) & 7) + std::to_string((mode >> 3) & 7) + std::to_string(mode & 7);
+}
+
+// lstat, so that a symbolic link in the directory's place is refused, not
+// followed to a directory someone else controls.
+void check_private_directory(const std::filesystem::path& dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0)
+        throw Error(dir.string() + ": " + std::strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        throw Error(dir.string() + ": a symbolic link, not a directory: refused (the CA keeps its challenges in a "
+                                   "directory of its own; replace the link with the directory it points to)");
+    if (!S_ISDIR(st.st_mode))
+        throw Error(dir.string() + ": not a directory: refused");
+    const uid_t me = ::geteuid();
+    if (st.st_uid != me)
+        throw Error(dir.string() + ": belongs to user " + std::to_string(st.st_uid) + ", not to us (" +
+                    std::to_string(me) + "): refused, its owner could plant a challenge and get an AK certificate "
+                    "for a key outside any TPM; chown " + std::to_string(me) + " " + dir.string());
+    if (st.st_mode & 022)
+        throw Error(dir.string() + ": others may write to it (mode " + octal(st.st_mode) +
+                    "): refused, they could plant a challenge and get an AK certificate for a key outside any "
+                    "TPM; chmod 700 " + dir.string());
+}
+
+// mkdir DIR 0700 unless it is there; it must then pass
+// check_private_directory().
 void make_private_directory(const std::filesystem::path& dir) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(dir.string() + ": cannot make the directory (" + std::strerror(errno) + ")");
-    if (!std::filesystem::is_directory(dir))
-        throw Error(dir.string() + ": not a directory");
+    check_private_directory(dir);
+}
+
+// The inverse of utc_text(); nullopt for anything utc_text() would not
+// have written.
+std::optional<std::time_t> parse_utc_text(const std::string& text) {
+    std::tm tm{};
+    int end = 0;
+    if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                    &tm.tm_min, &tm.tm_sec, &end) != 6 ||
+        static_cast<std::size_t>(end) != text.size())
+        return std::nullopt;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    const std::time_t time = ::timegm(&tm);
+    // timegm normalises 2026-02-30 to 2026-03-02: only a text that comes
+    // back the same is a time.
+    if (time == -1 || utc_text(time) != text)
+        return std::nullopt;
+    return time;
 }
 
 std::string pem_of(int (*write)(BIO*, void*), void* value, const char* what) {
@@ -92,9 +144,16 @@ std::filesystem::path CaDirectory::pending_file(std::span<const std::uint8_t> ak
     return pending_dir() / hex(ak_name);
 }
 
+void check_ca_directory(const CaDirectory& ca) {
+    check_private_directory(ca.dir);
+    check_private_directory(ca.pending_dir());
+}
+
 void init_ca(const CaDirectory& ca, const std::string& name, int days) {
     if (std::filesystem::exists(std::filesystem::symlink_status(ca.key_file())))
         throw Error(ca.key_file().string() + " exists: this directory has a CA already; nothing was changed");
+    // Each is checked before anything is made in it: a refused init
+    // changes nothing.
     std::filesystem::create_directories(ca.dir.parent_path());
     make_private_directory(ca.dir);
     make_private_directory(ca.pending_dir());
@@ -119,11 +178,11 @@ CaKeys load_ca(const CaDirectory& ca) {
     if (!std::filesystem::exists(std::filesystem::symlink_status(ca.key_file())))
         throw Error(ca.dir.string() + " holds no CA (no ca.key): make one with 'tpmkey-ca init --ca " +
                     ca.dir.string() + "'");
+    check_ca_directory(ca);
     const FileRead key_file = read_regular_file(ca.key_file(), max_pem_size);
     if (key_file.mode & 0077)
-        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " +
-                    std::to_string((key_file.mode >> 6) & 7) + std::to_string((key_file.mode >> 3) & 7) +
-                    std::to_string(key_file.mode & 7) + "): chmod 600 it, and make a new CA if they may have");
+        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " + octal(key_file.mode) +
+                    "): chmod 600 it, and make a new CA if they may have");
     const FileRead cert_file = read_regular_file(ca.certificate_file(), max_pem_size);
     CaKeys keys;
     {
@@ -141,6 +200,46 @@ CaKeys load_ca(const CaDirectory& ca) {
     if (X509_check_private_key(keys.certificate.get(), keys.key.get()) != 1)
         throw Error(ca.certificate_file().string() + " is not the certificate of " + ca.key_file().string());
     return keys;
+}
+
+std::string utc_text(std::time_t time) {
+    std::tm tm{};
+    gmtime_r(&time, &tm);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return text;
+}
+
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what,
+                          std::time_t now) {
+    const std::filesystem::path path = ca.pending_file(ak_name);
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
+        throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) + " in " +
+                    ca.pending_dir().string() + " (a proof works once; make a new challenge with tpmkey-ca challenge)");
+    const FileRead file = read_regular_file(path, max_pending_size, /*follow_links=*/false);
+    // challenge writes it 0600: anything else was put there by someone else.
+    if (file.owner != ::geteuid() || (file.mode & 0077))
+        throw Error(path.string() + ": refused: not a challenge tpmkey-ca made (owner " + std::to_string(file.owner) +
+                    ", mode " + octal(file.mode) + "; its own are " + std::to_string(::geteuid()) +
+                    " and 600): find out who put it there, remove it and make a new challenge");
+    const ExchangeFile pending = ExchangeFile::parse(
+        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), "ak-pending",
+        pending_fields, path.string());
+    // Used up before anything else is looked at: one guess per challenge.
+    // Two issue-ak at once both read it, but only one removes it.
+    if (!std::filesystem::remove(path))
+        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) +
+                    " was used meanwhile (a proof works once)");
+    const std::optional<std::time_t> created = parse_utc_text(pending.text("created"));
+    if (!created)
+        throw Error(path.string() + ": refused: its created time '" + printable(pending.text("created")) +
+                    "' is not YYYY-MM-DDTHH:MM:SSZ; it is removed now: make a new challenge");
+    const std::time_t expiry = *created + std::time_t{pending_days} * 24 * 60 * 60;
+    if (now > expiry)
+        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) + " expired on " +
+                    utc_text(expiry) + " (a challenge is good for " + std::to_string(pending_days) +
+                    " days): make a new one with tpmkey-ca challenge");
+    return pending;
 }
 
 }  // namespace tpmkey

@@ -5,12 +5,20 @@
 //   pending/  one file per outstanding challenge, named by the AK's name
 //             in hex, holding the request and the secret (0600); issue-ak
 //             consumes it, so a proof works once
+//
+// Whoever can write the directory or pending/ can plant a challenge for a
+// software key and get it certified (the EK chain is checked only when the
+// challenge is made): every command refuses a directory or pending/ that is
+// not ours alone, and a pending file that is not ours with mode 0600.
 #pragma once
 
 #include "core/base/owned.hpp"
+#include "core/keys/exchange_file.hpp"
 
 #include <cstdint>
+#include <ctime>
 #include <filesystem>
+#include <initializer_list>
 #include <span>
 #include <string>
 
@@ -29,17 +37,45 @@ struct CaDirectory {
     std::filesystem::path pending_file(std::span<const std::uint8_t> ak_name) const;
 };
 
+// Throws Error, naming the chmod or chown that fixes it, unless the CA
+// directory and pending/ are directories (not symbolic links) of the
+// effective user that no one else may write to.
+void check_ca_directory(const CaDirectory& ca);
+
 // Makes the CA: the directory (0700) and pending/ if missing, a new key
 // and a self-signed certificate named `name` (CN), valid for `days`.
-// Throws Error, changing nothing, when DIR/ca.key exists.
+// Throws Error, changing nothing, when DIR/ca.key exists or an existing
+// directory fails check_ca_directory().
 void init_ca(const CaDirectory& ca, const std::string& name, int days);
 
 // The CA's key and certificate, checked to belong together. Throws Error
-// for a directory without a CA, or a key others may read.
+// for a directory without a CA, one that fails check_ca_directory(), or a
+// key others may read.
 struct CaKeys {
     X509Cert certificate;
     EvpPkey key;
 };
 CaKeys load_ca(const CaDirectory& ca);
+
+// A pending file: the request's fields plus what only the CA knows, the
+// secret of the challenge and when it was made ("created", utc_text()).
+constexpr std::initializer_list<const char*> pending_fields = {
+    "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
+    "secret",         "created"};
+// How long a challenge may wait for its proof: a secret kept forever is a
+// secret with forever to leak.
+constexpr int pending_days = 7;
+
+// `time` as "YYYY-MM-DDTHH:MM:SSZ" (UTC).
+std::string utc_text(std::time_t time);
+
+// The outstanding challenge of the AK named `ak_name`, used up: it is
+// removed before it is returned (one proof per challenge, and one guess).
+// Throws Error, naming `what` (the proof), when there is none, when the
+// file is not a regular file of ours with mode 0600 (left in place), or,
+// removing it, when its created time does not parse or is more than
+// pending_days before `now`.
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what,
+                          std::time_t now);
 
 }  // namespace tpmkey

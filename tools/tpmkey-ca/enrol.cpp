@@ -34,21 +34,6 @@ constexpr std::size_t secret_size = 32;
 // tpmkey's AK has nameAlg SHA-256: its name is 0x000b || 32 bytes.
 constexpr std::size_t ak_name_size = 34;
 
-// The request's fields plus what only the CA knows: the secret of the
-// challenge and when it was made.
-constexpr std::initializer_list<const char*> pending_fields = {
-    "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
-    "secret",         "created"};
-
-std::string now_text() {
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return text;
-}
-
 constexpr CommandSpec init_spec{
     "init",
     "make the attestation CA: its key and root certificate",
@@ -56,8 +41,11 @@ constexpr CommandSpec init_spec{
     "Makes the attestation CA in DIR (default $XDG_DATA_HOME/tpmkey-ca, i.e.\n"
     "~/.local/share/tpmkey-ca; made 0700): ca.key (EC P-256, PKCS#8 PEM, 0600),\n"
     "ca.crt (its self-signed root certificate, valid 20 years: what verifiers\n"
-    "trust) and pending/ (the outstanding challenges). Refuses a directory\n"
-    "that has a ca.key already.\n"
+    "trust) and pending/ (the outstanding challenges). Refuses, changing\n"
+    "nothing, a directory that has a ca.key already, and a DIR or DIR/pending/\n"
+    "that is there but not a directory of the user's that no one else may\n"
+    "write to (as challenge and issue-ak do: whoever can write pending/ can\n"
+    "get any key certified).\n"
     "\n"
     "  --ca DIR          the CA directory\n"
     "  --name TEXT       the root certificate's common name (default\n"
@@ -131,7 +119,7 @@ int cmd_challenge(const Parsed& p) {
     for (const char* field : ak_request_fields)
         pending.set_text(field, file.text(field));
     pending.set_bytes("secret", secret);
-    pending.set_text("created", now_text());
+    pending.set_text("created", utc_text(std::time(nullptr)));
     OPENSSL_cleanse(secret.data(), secret.size());
     write_exchange_file(ca.pending_file(request.ak_name), pending, 0600);
 
@@ -157,7 +145,8 @@ constexpr CommandSpec issue_ak_spec{
     "Checks PROOF (tpmkey attest activate): its secret must be the one of the\n"
     "attestation key's outstanding challenge in DIR/pending/. That challenge\n"
     "is used up either way: a proof works once, and a wrong secret voids the\n"
-    "challenge (make a new one). Then issues the AK's certificate (PEM, to\n"
+    "challenge (make a new one). A challenge is good for 7 days: an older one\n"
+    "is refused and removed. Then issues the AK's certificate (PEM, to\n"
     "FILE or standard output): empty subject, the TPM's manufacturer, model\n"
     "and version in a critical subjectAltName, extended key usage\n"
     "2.23.133.8.3 (tcg-kp-AIKCertificate), CA:FALSE, and the EK certificate\n"
@@ -186,16 +175,7 @@ int cmd_issue_ak(const Parsed& p) {
         throw Error(what + ": ak-name is not the name of a tpmkey attestation key");
     Bytes secret = proof.bytes("secret", 64);
 
-    const std::filesystem::path pending_path = ca.pending_file(ak_name);
-    if (!std::filesystem::exists(std::filesystem::symlink_status(pending_path)))
-        throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) + " in " +
-                    ca.pending_dir().string() + " (a proof works once; make a new challenge with tpmkey-ca challenge)");
-    const ExchangeFile pending = read_exchange_file(pending_path, "ak-pending", pending_fields);
-    // Used up before the secret is compared: one guess per challenge. Two
-    // issue-ak at once both read it, but only one removes it.
-    if (!std::filesystem::remove(pending_path))
-        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) +
-                    " was used meanwhile (a proof works once)");
+    const ExchangeFile pending = take_pending(ca, ak_name, what, std::time(nullptr));
     Bytes expected = pending.bytes("secret", 64);
     const bool same = secret.size() == expected.size() &&
                       CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
@@ -204,9 +184,10 @@ int cmd_issue_ak(const Parsed& p) {
     if (!same)
         throw Error(what + ": refused: its secret is not the one of the challenge for attestation key " +
                     hex(ak_name) + "; that challenge is void now (make a new one)");
-    const AkRequest request = checked_request(pending, pending_path.string());
+    const std::string pending_path = ca.pending_file(ak_name).string();
+    const AkRequest request = checked_request(pending, pending_path);
     if (request.ak_name != ak_name)
-        throw Error(pending_path.string() + ": holds the request of another attestation key");
+        throw Error(pending_path + ": holds the request of another attestation key");
 
     const EvpPkey ak = PublicKey(request.ak).to_evp();
     const X509Cert cert = issue_ak_certificate(

@@ -8,8 +8,9 @@
 # CA:FALSE, the EK it was enrolled with) and its key compared with the AK
 # tpm2_createprimary makes. Refused, each with exit 1 and its reason: EK
 # roots that are empty or another CA's, an AK public area that is not an
-# AK, a proof given twice, a wrong secret, a challenge for another TPM's
-# EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
+# AK, a pending/ others may write, a pending file others may read, a
+# challenge older than 7 days, a proof given twice, a wrong secret, a
+# challenge for another TPM's EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
 # TPM.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
@@ -134,6 +135,20 @@ must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
 expect_out "This TPM activated the challenge $w/laptop.chal; wrote the proof to $w/laptop.proof" "activate"
 expect_eq "$(stat -c %a "$w/laptop.proof")" 600 "the proof's mode"
 expect_clean_tpm "after attest activate"
+# Whoever can write pending/ could plant a challenge for a key outside any
+# TPM: challenge and issue-ak refuse it, changing nothing.
+chmod 770 "$ca/pending"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/laptop.req"
+expect_rc 1 "challenge with a pending/ of mode 770"
+expect_err "$ca/pending: others may write to it (mode 770)" "challenge with a pending/ of mode 770"
+expect_err "chmod 700 $ca/pending" "challenge with a pending/ of mode 770"
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/x.crt" "$w/laptop.proof"
+expect_rc 1 "issue-ak with a pending/ of mode 770"
+expect_err "$ca/pending: others may write to it (mode 770)" "issue-ak with a pending/ of mode 770"
+[ ! -e "$w/x.chal" ] && [ ! -e "$w/x.crt" ] && [ -e "$ca/pending/$ak_name" ] ||
+    fail "a refused challenge or issue-ak wrote a file or used up the pending challenge"
+chmod 700 "$ca/pending"
+ok "challenge and issue-ak refuse a pending/ others may write (mode 770), changing nothing"
 must tpmkey_ca issue-ak --ca "$ca" -o "$w/laptop.ak.crt" "$w/laptop.proof"
 expect_out "$w/laptop.proof: the TPM activated the challenge. Issued the certificate of attestation key $ak_name" "issue-ak"
 [ ! -e "$ca/pending/$ak_name" ] || fail "issue-ak left the pending challenge"
@@ -220,6 +235,26 @@ expect_rc 1 "the right proof after a wrong one"
 expect_err "refused: no outstanding challenge for attestation key $ak_name" "the right proof after a wrong one"
 [ ! -e "$w/again.crt" ] && [ ! -e "$w/wrong.crt" ] && [ ! -e "$w/late.crt" ] || fail "a refused proof wrote a certificate"
 ok "issue-ak: a proof given twice is refused; a wrong secret is refused and voids the challenge (one guess)"
+
+# 7b. A pending file others may read (as a planted one would be) is
+# refused and left; a challenge older than 7 days is refused and removed.
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop3.chal" "$w/laptop.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/laptop3.proof" "$w/laptop3.chal"
+chmod 644 "$ca/pending/$ak_name"
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/planted.crt" "$w/laptop3.proof"
+expect_rc 1 "a pending file of mode 644"
+expect_err "$ca/pending/$ak_name: refused: not a challenge tpmkey-ca made (owner $(id -u), mode 644" "a pending file of mode 644"
+[ -e "$ca/pending/$ak_name" ] || fail "a refused pending file of mode 644 was removed"
+chmod 600 "$ca/pending/$ak_name"
+created=$(date -u -d '8 days ago' +%Y-%m-%dT%H:%M:%SZ)
+sed -i "s/^created .*/created $created/" "$ca/pending/$ak_name"
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/old.crt" "$w/laptop3.proof"
+expect_rc 1 "a challenge made 8 days ago"
+expect_err "$w/laptop3.proof: refused: the challenge for attestation key $ak_name expired on $(date -u -d "$created 7 days" +%Y-%m-%dT%H:%M:%SZ)" \
+    "a challenge made 8 days ago"
+[ ! -e "$ca/pending/$ak_name" ] || fail "an expired challenge was left in pending/"
+[ ! -e "$w/planted.crt" ] && [ ! -e "$w/old.crt" ] || fail "a refused pending file gave a certificate"
+ok "issue-ak: a pending file of mode 644 is refused and left; a challenge made 8 days ago is refused and removed"
 
 # 8. Another TPM: its AK cannot answer this TPM's challenge, and this TPM's
 # certified EK cannot vouch for another TPM's AK.
