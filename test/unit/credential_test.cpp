@@ -12,6 +12,7 @@
 #include "core/keys/ek_templates.hpp"
 #include "core/keys/public_key.hpp"
 #include "software_key.hpp"
+#include "hex.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/core_names.h>
@@ -30,12 +31,7 @@ namespace {
 using EvpPkeyCtx = Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free>;
 using EvpCipherCtx = Owned<EVP_CIPHER_CTX, EVP_CIPHER_CTX_free>;
 
-Bytes from_hex(const std::string& hex) {
-    Bytes out;
-    for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-        out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-    return out;
-}
+using test::from_hex;
 
 std::span<const std::uint8_t> text(const char* s) { return {reinterpret_cast<const std::uint8_t*>(s), std::strlen(s)}; }
 

@@ -7,6 +7,7 @@
 #include "core/keys/key_file.hpp"
 #include "core/keys/tpm_policy.hpp"
 #include "core/policy/tpm_policy_session.hpp"
+#include "hex.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/ec.h>
@@ -20,12 +21,7 @@ using namespace tpmkey;
 
 namespace {
 
-Bytes from_hex(const std::string& hex) {
-    Bytes out;
-    for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-        out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-    return out;
-}
+using test::from_hex;
 
 
 Bytes sha256(std::initializer_list<std::span<const std::uint8_t>> parts) {

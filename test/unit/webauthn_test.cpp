@@ -7,6 +7,7 @@
 #include "core/keys/algorithms.hpp"
 #include "core/keys/cbor.hpp"
 #include "core/keys/webauthn.hpp"
+#include "hex.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/evp.h>
@@ -18,12 +19,7 @@ using namespace tpmkey;
 
 namespace {
 
-Bytes from_hex(const std::string& hex) {
-    Bytes out;
-    for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-        out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-    return out;
-}
+using test::from_hex;
 
 std::string to_hex(const Bytes& data) {
     static const char digits[] = "0123456789abcdef";
