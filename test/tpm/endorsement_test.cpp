@@ -75,7 +75,7 @@ TpmObject duplicable_storage_key(Tpm& tpm, const TpmObject& parent, std::string_
     tmpl.publicArea.unique = {};
     TPM2B_SENSITIVE_CREATE sensitive{};
     sensitive.sensitive.userAuth.size = static_cast<UINT16>(auth.size());
-    std::memcpy(sensitive.sensitive.userAuth.buffer, auth.data(), auth.size());
+    std::copy(auth.begin(), auth.end(), sensitive.sensitive.userAuth.buffer);  // memcpy's source may not be null
     const TPM2B_DATA outside{};
     const TPML_PCR_SELECTION pcrs{};
     EsysPtr<TPM2B_PRIVATE> priv;
