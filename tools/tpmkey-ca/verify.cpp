@@ -57,10 +57,6 @@ constexpr CommandSpec verify_spec{
 // "tpmkey-ca: REFUSED: REASON" and exits 1.
 [[noreturn]] void refuse(const std::string& reason) { throw Error("REFUSED: " + reason); }
 
-using X509Store = Owned<X509_STORE, X509_STORE_free>;
-using X509StoreCtx = Owned<X509_STORE_CTX, X509_STORE_CTX_free>;
-void free_x509_stack(STACK_OF(X509) * stack) noexcept { sk_X509_pop_free(stack, X509_free); }
-using X509Stack = Owned<STACK_OF(X509), free_x509_stack>;
 void free_general_names(GENERAL_NAMES* names) noexcept { GENERAL_NAMES_free(names); }
 using GeneralNames = Owned<GENERAL_NAMES, free_general_names>;
 void free_eku(EXTENDED_KEY_USAGE* eku) noexcept { EXTENDED_KEY_USAGE_free(eku); }

@@ -38,6 +38,10 @@ using Bio = Owned<BIO, BIO_free>;
 using EvpMdCtx = Owned<EVP_MD_CTX, EVP_MD_CTX_free>;
 using EvpPkey = Owned<EVP_PKEY, EVP_PKEY_free>;
 using X509Cert = Owned<X509, X509_free>;
+using X509Store = Owned<X509_STORE, X509_STORE_free>;
+using X509StoreCtx = Owned<X509_STORE_CTX, X509_STORE_CTX_free>;
+inline void free_x509_stack(STACK_OF(X509) * stack) noexcept { sk_X509_pop_free(stack, X509_free); }
+using X509Stack = Owned<STACK_OF(X509), free_x509_stack>;
 
 // For a function that hands out what it allocates through `T**`:
 //   EsysPtr<TPM2B_PUBLIC> pub;  Esys_ReadPublic(..., out_ptr(pub), ...);

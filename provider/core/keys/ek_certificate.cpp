@@ -17,11 +17,6 @@ namespace tpmkey {
 
 namespace {
 
-using X509Store = Owned<X509_STORE, X509_STORE_free>;
-using X509StoreCtx = Owned<X509_STORE_CTX, X509_STORE_CTX_free>;
-void free_x509_stack(STACK_OF(X509) * stack) noexcept { sk_X509_pop_free(stack, X509_free); }
-using X509Stack = Owned<STACK_OF(X509), free_x509_stack>;
-
 // A root or intermediate certificate file (PEM, may hold several).
 constexpr std::size_t max_root_file_size = 1024 * 1024;
 
