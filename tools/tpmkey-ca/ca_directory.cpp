@@ -154,7 +154,15 @@ void init_ca(const CaDirectory& ca, const std::string& name, int days) {
         throw Error(ca.key_file().string() + " exists: this directory has a CA already; nothing was changed");
     // Each is checked before anything is made in it: a refused init
     // changes nothing.
-    std::filesystem::create_directories(ca.dir.parent_path());
+    // Only the parents are made here: the directory itself is made (0700)
+    // or checked by make_private_directory. "ca", "./ca" and "ca/" have no
+    // parent to make, or the current directory ("ca/" would otherwise make
+    // ca itself with the umask's mode).
+    std::filesystem::path dir = ca.dir.lexically_normal();
+    if (!dir.has_filename())
+        dir = dir.parent_path();
+    if (!dir.parent_path().empty())
+        std::filesystem::create_directories(dir.parent_path());
     make_private_directory(ca.dir);
     make_private_directory(ca.pending_dir());
 

@@ -12,6 +12,8 @@
 # challenge older than 7 days, a proof given twice, a wrong secret, a
 # challenge for another TPM's EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
 # TPM.
+# init --ca with a name relative to the current directory (ca, ./ca, ca/,
+# sub/ca) makes the CA there, 0700.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -47,6 +49,17 @@ expect_rc 1 "a second init"
 expect_err "ca.key exists: this directory has a CA already; nothing was changed" "a second init"
 cmp -s "$ca/ca.key" "$w/ca.key.before" || fail "a second init changed ca.key"
 ok "init: ca.key 0600, ca.crt a CA root openssl verifies, pending/ 0700; a second init is refused, nothing changed"
+# A CA named relative to the current directory, as a new user types it:
+# "ca", "./ca", "ca/" (each made 0700, not with the umask's mode).
+mkdir -m 0700 "$w/rel"
+for name in ca ./ca2 ca3/ sub/ca4; do
+    (cd "$w/rel" && umask 022 && tpmkey_ca init --ca "$name" >"$w/rel.out" 2>"$w/rel.err") ||
+        fail "tpmkey-ca init --ca $name (relative): $(cat "$w/rel.err")"
+    dir=$w/rel/${name%/}
+    expect_eq "$(stat -c %a "$dir") $(stat -c %a "$dir/pending") $(stat -c %a "$dir/ca.key")" "700 700 600" "init --ca $name: modes"
+    must openssl verify -CAfile "$dir/ca.crt" "$dir/ca.crt"
+done
+ok "init --ca with a relative name (ca, ./ca2, ca3/, sub/ca4): each CA made 0700 in the current directory"
 
 # 2. The request.
 must "$TPMKEY_TOOL" attest enroll -o "$w/laptop.req"
