@@ -60,6 +60,16 @@ for page in man1/tpmkey.1 man1/tpmkey-keygen.1 man1/tpmkey-swtpm.1 man1/tpmkey-c
 done
 MANWIDTH=200 man -l "$D$TPMKEY_MANDIR/man8/tpmkey-pkcs11.8" 2>/dev/null | grep -qF "$TPMKEY_DOCDIR/troubleshooting.md" ||
     fail "tpmkey-pkcs11(8) does not point at the installed $TPMKEY_DOCDIR/troubleshooting.md"
+# man_paths ROOT PAGE: the paths of module, programs and docs PAGE names.
+man_paths() {
+    MANWIDTH=200 man -l "$1/$2" 2>/dev/null | col -b | grep -oE '/[^ ()]*(pkcs11/tpmkey-pkcs11\.so|bin/tpmkey|doc/tpmkey/[a-z-]+\.md)' | sort -u
+}
+# The pages name the module where this installation put it, nowhere else
+# (no /usr/local/lib/pkcs11 unless that is where it is).
+for page in man8/tpmkey-pkcs11.8 man1/tpmkey.1 man1/tpmkey-swtpm.1; do
+    named=$(man_paths "$D$TPMKEY_MANDIR" "$page" | grep 'tpmkey-pkcs11\.so$' | sort -u)
+    expect_eq "$named" "$MODULE" "the module's path in the installed $page"
+done
 cmp -s "$D$TPMKEY_DOCDIR/troubleshooting.md" "$(dirname "$0")/../../../docs/troubleshooting.md" ||
     fail "the installed troubleshooting.md is not docs/troubleshooting.md"
 case $MODULE in
@@ -178,7 +188,17 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     [ -z "$outside" ] || fail "user prefix: installed outside the prefix: $outside"
     run "$U/prefix/bin/tpmkey" ssh-config
     expect_out "PKCS11Provider $U/prefix/lib/pkcs11/tpmkey-pkcs11.so" "user prefix: tpmkey ssh-config"
-    ok "as a user without root: cmake --install --prefix PREFIX puts everything under PREFIX"
+    # The man pages name what was installed under the prefix, not the
+    # configured prefix's paths.
+    for page in man8/tpmkey-pkcs11.8 man1/tpmkey.1 man1/tpmkey-ca.1 man1/tpmkey-swtpm.1; do
+        [ -f "$U/prefix/share/man/$page" ] || fail "user prefix: no $page under PREFIX/share/man"
+        elsewhere=$(man_paths "$U/prefix/share/man" "$page" | grep -v "^$U/prefix/" || true)
+        [ -z "$elsewhere" ] || fail "user prefix: the installed $page names paths outside the prefix: $elsewhere"
+    done
+    expect_eq "$(man_paths "$U/prefix/share/man" man8/tpmkey-pkcs11.8 | tr '\n' ' ')" \
+        "$U/prefix/lib/pkcs11/tpmkey-pkcs11.so $U/prefix/share/doc/tpmkey/troubleshooting.md " \
+        "user prefix: the paths tpmkey-pkcs11(8) names"
+    ok "as a user without root: cmake --install --prefix PREFIX puts everything under PREFIX, and the man pages name it"
 else
     skip "not root: cannot become another user to install as one"
 fi
