@@ -1,6 +1,7 @@
 #!/bin/bash
-# The Debian package on this machine: tools/build-deb builds it, lintian
-# finds no error in it, `apt-get install ./tpmkey_*.deb` installs it, the
+# The Debian package on this machine: tools/build-deb builds it, each
+# document is in it once, its copyright file is LICENSE's BSD-2-Clause,
+# lintian finds no error in it, `apt-get install ./tpmkey_*.deb` installs it, the
 # installed tpmkey-keygen makes a key in the private swtpm, the installed
 # `tpmkey ssh-config` names the installed module, ssh logs in to a
 # throwaway sshd through it, and `apt-get purge` leaves none of the
@@ -40,6 +41,26 @@ for f in /usr/bin/tpmkey /usr/bin/tpmkey-keygen "$MODULE" /usr/share/p11-kit/mod
     /usr/share/doc/tpmkey/copyright /usr/share/doc/tpmkey/changelog.gz /usr/share/doc/tpmkey/README.md; do
     grep -qx -- "$f" "$TEST_DIR/contents" || { cat "$TEST_DIR/contents" >&2; fail "the package lacks $f"; }
 done
+# Each document once: what `cmake --install` puts in /usr/share/doc/tpmkey,
+# no second copy (once there was a docs/ beside it with every file again).
+mkdir "$TEST_DIR/unpacked"
+dpkg-deb -x "$DEB" "$TEST_DIR/unpacked"
+(cd "$TEST_DIR/unpacked" && find usr/share/doc -type f -exec md5sum {} + | sort) >"$TEST_DIR/doc.md5"
+twice=$(awk '{ print $1 }' "$TEST_DIR/doc.md5" | uniq -d)
+[ -z "$twice" ] || { grep -F "$twice" "$TEST_DIR/doc.md5" >&2; fail "the package ships a document twice"; }
+for f in README.md troubleshooting.md quick-start.md ci.md; do
+    expect_eq "$(grep -c "/$f\$" "$TEST_DIR/contents")" 1 "copies of $f in the package"
+done
+# The licence: the copyright file says BSD-2-Clause with LICENSE's text
+# (LICENSE itself is not shipped beside it: lintian's extra-license-file).
+copyright=$TEST_DIR/unpacked/usr/share/doc/tpmkey/copyright
+grep -qx 'License: BSD-2-Clause' "$copyright" || { cat "$copyright" >&2; fail "the copyright file does not name BSD-2-Clause"; }
+grep -qx 'Copyright: 2026 the tpmkey authors' "$copyright" || { cat "$copyright" >&2; fail "the copyright file's Copyright line"; }
+diff <(sed '1,/^License: BSD-2-Clause$/d; s/^ //; s/^\.$//' "$copyright") \
+    <(sed '1,/^Copyright (c) /d' "$SRC/LICENSE" | sed '/./,$!d') >&2 ||
+    fail "the copyright file's licence text is not LICENSE's"
+! grep -q '/usr/share/doc/tpmkey/LICENSE$' "$TEST_DIR/contents" || fail "LICENSE shipped beside the copyright file"
+ok "each document once in /usr/share/doc/tpmkey ($(grep -c . "$TEST_DIR/doc.md5") files); copyright: BSD-2-Clause, LICENSE's text"
 # Only /usr: nothing in /etc (no conffiles to leave behind), /usr/local, /opt.
 outside=$(grep -v -e '^/usr/' -e '^/$' "$TEST_DIR/contents" || true)
 [ -z "$outside" ] || fail "the package has files outside /usr: $outside"

@@ -45,8 +45,8 @@ $TPMKEY_MANDIR/man8/tpmkey-pkcs11.8
 $p11_file
 LIST
 # The user documentation, which tpmkey-pkcs11(8) points at.
-for doc in README.md quick-start.md configuration.md troubleshooting.md ssh-agent-and-more.md pcr-bound-keys.md \
-    attestation.md migration.md security.md pkcs11.md performance.md performance.svg; do
+for doc in README.md LICENSE quick-start.md configuration.md troubleshooting.md ssh-agent-and-more.md ci.md \
+    pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg; do
     echo "$TPMKEY_DOCDIR/$doc" >>"$TEST_DIR/expected"
 done
 (cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$TEST_DIR/installed"
