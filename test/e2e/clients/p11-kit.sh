@@ -2,7 +2,8 @@
 # clients: p11-kit finds tpmkey through a module config file, and clients
 # that go through p11-kit see its tokens: `p11-kit list-modules`, GnuTLS's
 # p11tool without --provider (p11-kit's registry), pkcs11-tool on
-# p11-kit-proxy.so (listing, and signing through the proxy).
+# p11-kit-proxy.so (listing, and signing through the proxy); programs not in
+# the shipped enable-in see none of its tokens, and a user's file adds one.
 #
 # The module config is the one we install (provider/module/tpmkey.module.in)
 # with its module: line pointed at the built module, registered as a user
@@ -38,9 +39,11 @@ if [ "$(id -u)" = 0 ]; then
     chown -R nobody: "$TEST_DIR/p11kit"
     as_user=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --)
 fi
-# user CMD...: CMD with the private HOME, as 'nobody' when we are root.
+# user CMD...: CMD with the private HOME ($user_home: $home unless set), as
+# 'nobody' when we are root.
 user() {
-    env -u P11_KIT_NO_USER_CONFIG HOME="$home" XDG_CONFIG_HOME="$home/.config" \
+    local h=${user_home:-$home}
+    env -u P11_KIT_NO_USER_CONFIG HOME="$h" XDG_CONFIG_HOME="$h/.config" \
         TPMKEY_KEYS="$TEST_DIR/p11kit/keys" "${as_user[@]}" "$@" </dev/null
 }
 
@@ -82,3 +85,53 @@ must user pkcs11-tool --module "$proxy" --token-label ec384 --login --pin "$PIN"
 verify_message ec384 sha384 "$TEST_DIR/p11kit/ec384.sig" "$TEST_DIR/long"
 ok "p11-kit-proxy.so: pkcs11-tool lists both tokens and signs through it (ECDSA, ECDSA-SHA384 with login)"
 
+# Which programs see tpmkey: the shipped file's enable-in. p11-kit goes by
+# the process's name, so p11tool and pkcs11-tool started as 'firefox-esr' and
+# 'chromium' are programs not in the list: they see no tpmkey token, in the
+# registry or through p11-kit-proxy.so (and ask for no PIN).
+expect_eq "$(grep '^enable-in:' "$shipped_config")" "enable-in: p11-kit, p11tool, pkcs11-tool" "the shipped enable-in"
+mkdir "$TEST_DIR/p11kit/bin"
+ln -s "$(command -v p11tool)" "$TEST_DIR/p11kit/bin/firefox-esr"
+ln -s "$(command -v pkcs11-tool)" "$TEST_DIR/p11kit/bin/chromium"
+must user "$TEST_DIR/p11kit/bin/firefox-esr" --list-tokens
+expect_not_in "$out" "manufacturer=tpmkey" "p11tool started as 'firefox-esr' (not in enable-in): tokens"
+run user "$TEST_DIR/p11kit/bin/chromium" --module "$proxy" -L
+expect_not_in "$out" "token label *: ec(256|384)" "pkcs11-tool on p11-kit-proxy.so started as 'chromium': tokens"
+expect_not_in "$out$err" "tpmkey" "pkcs11-tool on p11-kit-proxy.so started as 'chromium'"
+ok "programs not in enable-in (p11tool as 'firefox-esr', pkcs11-tool on the proxy as 'chromium') see no tpmkey token"
+
+# How to change it (docs/ssh-agent-and-more.md, "p11-kit"): the shipped
+# file where the package puts it, and a user's file of the same name with
+# only an enable-in line that adds firefox-esr. p11-kit reads the user's file
+# first and takes the rest (module:) from the package's. The package
+# directory is this test's, bind-mounted in a mount namespace of its own.
+if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null; then
+    package_dir=$(pkg-config --variable=p11_module_configs p11-kit-1)
+    [ -d "$package_dir" ] || fail "p11-kit's module directory $package_dir is missing"
+    mkdir -p "$TEST_DIR/p11kit/package" "$TEST_DIR/p11kit/home2/.config/pkcs11/modules"
+    cp "$home/.config/pkcs11/modules/tpmkey.module" "$TEST_DIR/p11kit/package/"
+    echo "enable-in: p11-kit, p11tool, pkcs11-tool, firefox-esr" >"$TEST_DIR/p11kit/home2/.config/pkcs11/modules/tpmkey.module"
+    chown -R nobody: "$TEST_DIR/p11kit/package" "$TEST_DIR/p11kit/home2"
+    # packaged_user CMD...: user's CMD, with the test's package directory.
+    packaged_user() {
+        local h=${user_home:-$home}
+        unshare --mount --propagation private bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' bash \
+            "$TEST_DIR/p11kit/package" "$package_dir" \
+            env -u P11_KIT_NO_USER_CONFIG HOME="$h" XDG_CONFIG_HOME="$h/.config" TPMKEY_KEYS="$TEST_DIR/p11kit/keys" \
+            "${as_user[@]}" "$@" </dev/null
+    }
+    must packaged_user "$TEST_DIR/p11kit/bin/firefox-esr" --list-tokens
+    expect_not_in "$out" "manufacturer=tpmkey" "firefox-esr, the package's file alone"
+    user_home=$TEST_DIR/p11kit/home2 must packaged_user "$TEST_DIR/p11kit/bin/firefox-esr" --list-tokens
+    for name in ec256 ec384; do
+        expect_in "$out" "manufacturer=tpmkey;serial=[0-9a-f]{16};token=$name$" "firefox-esr with the user's enable-in: $name"
+    done
+    user_home=$TEST_DIR/p11kit/home2 must packaged_user p11tool --list-tokens
+    expect_in "$out" "manufacturer=tpmkey;serial=[0-9a-f]{16};token=ec256$" "p11tool with the user's enable-in"
+    # (exit 1, "No slots.": the test's package directory has no other module)
+    user_home=$TEST_DIR/p11kit/home2 run packaged_user "$TEST_DIR/p11kit/bin/chromium" --module "$proxy" -L
+    expect_not_in "$out" "token label *: ec(256|384)" "chromium with the user's enable-in"
+    ok "the package's tpmkey.module and a user's file with 'enable-in: ..., firefox-esr': firefox-esr sees both tokens, chromium none"
+else
+    echo "info: not root (or no mount namespace): the override of the package's file was not checked"
+fi
