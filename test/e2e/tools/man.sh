@@ -82,6 +82,20 @@ for cmd in $(cat "$TEST_DIR/ca-commands"); do
 done
 ok "tpmkey-ca.1 has every subcommand and option: $(tr '\n' ' ' <"$TEST_DIR/ca-commands")"
 
+# tpmkey-swtpm(1): every command and option of its --help (which exits 0).
+"$TPMKEY_FIXTURES/../tools/tpmkey-swtpm" --help >"$TEST_DIR/swtpm.help" 2>"$TEST_DIR/swtpm.help.err" ||
+    fail "tpmkey-swtpm --help: exit status $?"
+[ ! -s "$TEST_DIR/swtpm.help.err" ] || fail "tpmkey-swtpm --help wrote to stderr: $(head -1 "$TEST_DIR/swtpm.help.err")"
+# Each usage line: "tpmkey-swtpm CMD ... | CMD ..."; the commands follow
+# the program's name or a "|".
+sed 's/^usage: eval "\$(//' "$TEST_DIR/swtpm.help" | grep -oE '(tpmkey-swtpm|\|) [a-z][a-z-]*' |
+    awk '{ print $2 }' | sort -u >"$TEST_DIR/swtpm.commands"
+[ "$(wc -l <"$TEST_DIR/swtpm.commands")" -ge 6 ] || fail "could not read the commands from tpmkey-swtpm --help"
+while read -r cmd; do in_page tpmkey-swtpm.1 "tpmkey-swtpm $cmd"; done <"$TEST_DIR/swtpm.commands"
+grep -oE -- '--[a-z-]+' "$TEST_DIR/swtpm.help" | sort -u >"$TEST_DIR/swtpm.opts"
+while read -r opt; do in_page tpmkey-swtpm.1 "$opt"; done <"$TEST_DIR/swtpm.opts"
+ok "tpmkey-swtpm.1 has every command and option of its --help: $(paste -sd' ' "$TEST_DIR/swtpm.commands") $(paste -sd' ' "$TEST_DIR/swtpm.opts")"
+
 # tpmkey-pkcs11(8): the environment and the config file.
 for v in TPMKEY_KEYS TPMKEY_TCTI TPMKEY_LOG TPMKEY_LOG_FILE TSS2_LOG XDG_CONFIG_HOME; do
     in_page tpmkey-pkcs11.8 "$v"

@@ -2,7 +2,8 @@
 # tpmkey-swtpm, the installed software-TPM helper (tools/tpmkey-swtpm):
 # start/stop with eval'd exports, two at once without a pin clash, --state
 # kept between steps, run's exit status, --abrmd, --ek-cert (a certificate
-# chain OpenSSL verifies), and a clear message when swtpm is missing.
+# chain OpenSSL verifies), a clear message when swtpm is missing, --help
+# on stdout with exit 0 and usage errors on stderr with exit 2.
 # The swtpm of with-swtpm around this script is not used.
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
@@ -104,3 +105,21 @@ expect_rc 1 "start without swtpm"
 expect_err "'swtpm' not found: install the Debian package swtpm" "start without swtpm"
 [ -z "$(ls -A "$TEST_DIR/none")" ] || fail "a failed start left its state dir"
 ok "without swtpm: $(head -1 "$ERR")"
+
+# 8. --help: the usage on stdout, exit 0 (also after a command); a usage
+#    error: the usage on stderr, exit 2.
+for args in "--help" "-h" "start --help" "stop --help" "run --help" "launch --help" "halt --help" "provision --help"; do
+    # shellcheck disable=SC2086 # the words of args are the arguments
+    run "$helper" $args
+    expect_rc 0 "tpmkey-swtpm $args"
+    expect_out "usage: eval" "tpmkey-swtpm $args"
+    expect_eq "$err" "" "tpmkey-swtpm $args: stderr"
+done
+for args in "" "--bogus" "start --bogus" "halt" "launch --port"; do
+    # shellcheck disable=SC2086
+    run "$helper" $args
+    expect_rc 2 "tpmkey-swtpm $args (a usage error)"
+    expect_eq "$out" "" "tpmkey-swtpm $args (a usage error): stdout"
+    expect_err "usage: eval" "tpmkey-swtpm $args (a usage error)"
+done
+ok "--help prints the usage on stdout with exit 0 (also after each command); usage errors: stderr, exit 2"
