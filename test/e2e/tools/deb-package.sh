@@ -36,8 +36,9 @@ DEB=$TEST_DIR/tpmkey_${TPMKEY_VERSION}_${ARCH}.deb
 [ -f "$DEB" ] || { ls "$TEST_DIR" >&2; fail "no $(basename "$DEB")"; }
 expect_eq "$(tail -1 "$TEST_DIR/build.log")" "$DEB" "tools/build-deb's last line"
 dpkg-deb -c "$DEB" | awk '{ print $6 }' | sed 's|^\.||' >"$TEST_DIR/contents"
-for f in /usr/bin/tpmkey /usr/bin/tpmkey-keygen "$MODULE" /usr/share/p11-kit/modules/tpmkey.module \
-    /usr/share/man/man1/tpmkey.1.gz /usr/share/man/man1/tpmkey-keygen.1.gz /usr/share/man/man8/tpmkey-pkcs11.8.gz \
+for f in /usr/bin/tpmkey /usr/bin/tpmkey-keygen /usr/bin/tpmkey-ca /usr/bin/tpmkey-swtpm "$MODULE" /usr/share/p11-kit/modules/tpmkey.module \
+    /usr/share/man/man1/tpmkey.1.gz /usr/share/man/man1/tpmkey-keygen.1.gz /usr/share/man/man1/tpmkey-ca.1.gz \
+    /usr/share/man/man1/tpmkey-swtpm.1.gz /usr/share/man/man8/tpmkey-pkcs11.8.gz \
     /usr/share/doc/tpmkey/copyright /usr/share/doc/tpmkey/changelog.gz /usr/share/doc/tpmkey/README.md; do
     grep -qx -- "$f" "$TEST_DIR/contents" || { cat "$TEST_DIR/contents" >&2; fail "the package lacks $f"; }
 done
