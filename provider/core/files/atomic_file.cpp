@@ -20,6 +20,20 @@ namespace {
     throw Error(path.string() + ": cannot " + what + ": " + std::strerror(errno));
 }
 
+const char* file_type_name(mode_t mode) {
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a file";
+}
+
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view contents,
@@ -33,6 +47,23 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
         fail(dir, "use the directory");
     if ((dir_st.st_mode & S_IWOTH) && !(dir_st.st_mode & S_ISVTX))
         throw Error(dir.string() + ": the directory is writable by everyone; choose a private one");
+
+    // rename(2) replaces whatever has the name: given /dev/null (as root,
+    // e.g. "-o /dev/null"), it would put a regular file in the device's
+    // place for the whole machine. Only a regular file, or a link to one (or
+    // to nothing), is replaced; anything else is refused before a temporary
+    // file is made next to it.
+    if (replace == Replace::yes) {
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0) {
+            if (errno != ENOENT)
+                fail(path, "use");
+        } else if (S_ISLNK(st.st_mode) ? (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+                                       : !S_ISREG(st.st_mode)) {
+            throw Error(path.string() + ": not a regular file (" + file_type_name(st.st_mode) +
+                        "); not replaced: give the path of a file");
+        }
+    }
 
     std::filesystem::path tmp;
     UniqueFd file;
