@@ -88,6 +88,10 @@ dpkg -L tpmkey >"$TEST_DIR/files"
 run /usr/bin/tpmkey --version
 expect_eq "$out" "tpmkey $TPMKEY_VERSION" "installed tpmkey --version"
 grep -qx "module: $MODULE" /usr/share/p11-kit/modules/tpmkey.module || fail "tpmkey.module does not name $MODULE"
+# The installed man pages name the installed module, and no /usr/local path.
+MANWIDTH=200 man -l /usr/share/man/man8/tpmkey-pkcs11.8.gz 2>/dev/null | grep -qF "PKCS11Provider $MODULE" ||
+    fail "the installed tpmkey-pkcs11(8) does not name $MODULE"
+! zgrep -l '/usr/local/lib/pkcs11' /usr/share/man/man*/tpmkey*.gz || fail "an installed man page names /usr/local/lib/pkcs11"
 ok "installed with apt-get: $(grep -c . "$TEST_DIR/files") paths"
 
 # 4. The installed programs: a key, the ssh config line, a login.
