@@ -66,6 +66,13 @@ must "$TPMKEY_TOOL" attest enroll -o "$w/laptop.req"
 expect_out "Wrote the enrolment request of this TPM's attestation key to $w/laptop.req" "enroll"
 must "$TPMKEY_TOOL" attest enroll
 expect_eq "$out" "$(cat "$w/laptop.req")" "enroll to standard output"
+# -o a FIFO (or a device such as /dev/null): refused, left as it is (the
+# file is written by renaming a new one into place).
+mkfifo "$w/fifo"
+run timeout 20 "$TPMKEY_TOOL" attest enroll -o "$w/fifo"
+expect_rc 1 "enroll -o FIFO"
+expect_err "$w/fifo: not a regular file (a FIFO); not replaced: give the path of a file" "enroll -o FIFO"
+[ -p "$w/fifo" ] || fail "enroll -o FIFO replaced the FIFO"
 [ "$(head -1 "$w/laptop.req")" = "tpmkey-ak-request 1" ] || fail "the request's first line"
 field() { sed -n "s/^$1 //p" "$2"; }
 index=$(field ek-certificate-index "$w/laptop.req")
