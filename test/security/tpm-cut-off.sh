@@ -36,10 +36,13 @@ export TPMKEY_TPM_TIMEOUT=2
 relay sign-hangs --hang-command Sign
 for run in 1 2 3 4; do
     for key in pin nopin; do
-        if [ $key = pin ]; then sign "$TEST_DIR/pin" 1234; else sign "$TEST_DIR/nopin"; fi
+        if [ $key = pin ]; then TPMKEY_LOG=debug sign "$TEST_DIR/pin" 1234; else sign "$TEST_DIR/nopin"; fi
         [ $rc != 0 ] || fail "run $run, key $key: C_Sign succeeded although TPM2_Sign was never answered"
         grep -q "the TPM did not answer within 2 s" "$TEST_DIR/sign.err" ||
             { show "$TEST_DIR/sign.err"; fail "run $run, key $key: no 'the TPM did not answer within 2 s'"; }
+        # The parent, the key and the PIN's session.
+        [ $key = nopin ] || grep -q "flushed 3 of 3 TPM objects left by a call that was cut off" "$TEST_DIR/sign.err" ||
+            { show "$TEST_DIR/sign.err"; fail "run $run: no debug line 'flushed 3 of 3 TPM objects ...'"; }
         TPMKEY_TCTI=$direct_tcti expect_clean_tpm "after cut-off C_Sign $run with the key $([ $key = pin ] && echo with || echo without) a PIN"
     done
 done
