@@ -50,9 +50,9 @@ constexpr const char* usage_text =
     "  -b bits            ecdsa: 256 (default), 384 or 521; rsa: 2048 (default) or 3072\n"
     "  -f keyfile         where to write the key (.tpm is added unless it is there);\n"
     "                     the .pub goes next to it\n"
-    "  -C comment         comment of the .pub line (default user@host); also kept\n"
-    "                     in the key file, for 'tpmkey pubkey' (tpm2-openssl\n"
-    "                     cannot read a key file that has one)\n"
+    "  -C comment         comment of the .pub line (default user@host); the key file\n"
+    "                     keeps no comment, so that every reader of the format\n"
+    "                     (tpm2-openssl, tpm2_print) takes it\n"
     "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"
     "  --pin-file FILE    read the PIN from the first line of FILE\n"
     "  --parent HANDLE    0x40000001 (re-created storage key) or a persistent\n"
@@ -185,7 +185,7 @@ Options parse_options(int argc, char** argv) {
         }
         case 'f': o.file = arg; break;
         case 'C':
-            // It goes into the .pub line and the key file's description.
+            // It goes into the .pub line (the key file keeps no comment).
             if (!is_printable_utf8(arg))
                 throw UsageError("-C: the comment must be printable UTF-8 text (no control characters)");
             o.comment = arg;
@@ -431,12 +431,9 @@ KeyFile make_key(Tpm& tpm, const TpmObject& parent, std::uint32_t parent_handle,
     }
     key.blobs = create_key(tpm, parent, o.spec, pin, auth_policy);
     key.empty_auth = pin.empty();
-    // A comment given is kept in the file's description, where ssh-tpm-agent
-    // keeps it, so that 'tpmkey pubkey' makes the same .pub again. Only when
-    // given: tpm2-openssl reads no optional field but emptyAuth and refuses
-    // a file with a description.
-    if (o.comment)
-        key.description = *o.comment;
+    // No description [4], whatever -C says: tpm2-openssl and tpm2_print
+    // read no optional field but emptyAuth (and a policy's) and refuse a
+    // file with one. The comment lives in the .pub (docs/design.md, "Key file").
     return key;
 }
 
@@ -461,7 +458,9 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
         if (!dest.replace_key)
             std::filesystem::remove(dest.key, ec);
         throw Error(std::string(e.what()) + (dest.replace_key
-                                                 ? "; the key was written, run 'tpmkey pubkey' to make the .pub"
+                                                 ? "; the key was written, run 'tpmkey pubkey -C COMMENT " +
+                                                       dest.key.string() + " > " + dest.pub.string() +
+                                                       "' to make the .pub"
                                                  : "; nothing was written"));
     }
 }
@@ -469,7 +468,7 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
 void print_summary(const Destination& dest, const Options& o, const KeyFile& key, const PublicKey& pub,
                    const std::string& comment, const PcrBinding& binding) {
     std::cout << "Your TPM key is in " << dest.key.string() << " (usable only with this TPM"
-              << (key.empty_auth ? ", no PIN" : ", PIN protected") << ").\n"
+              << (key.needs_pin() ? ", PIN protected" : ", no PIN") << ").\n"
               << "Your public key is in " << dest.pub.string() << ".\n"
               << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
     if (o.pcrs)

@@ -44,7 +44,8 @@ grep -q "^tpmkey: the TPM did not answer within 2 s" "$TEST_DIR/sign.err" ||
 grep -q "^Sign [0-9]* held$" "$TEST_DIR/sign-hangs.log" || { show "$TEST_DIR/sign-hangs.log"; fail "the relay held no TPM2_Sign"; }
 ok "C_Sign on a TPM that never answers: CKR_DEVICE_ERROR after $took s: $(grep '^tpmkey: the TPM' "$TEST_DIR/sign.err")"
 # What was loaded before the hung command cannot be flushed through a TPM
-# that stopped answering (a real one would be reset): flush it here.
+# that stopped answering (the module tries for 1 s through a new connection;
+# a real one would be reset): flush it here.
 TPMKEY_TCTI=$direct_tcti flush_leftovers
 
 # This time the bound comes from the config file.

@@ -45,8 +45,8 @@ if tpm2_getcap handles-persistent | grep -qi '0x81000001'; then has_srk=srk; els
     fail "test set-up: parent=$parent, but 0x81000001 is $([ $has_srk = srk ] || echo "not ")present (with-swtpm --srk makes it)"
 
 # No -C: the default comment (user@host, as ssh-keygen), and a key file of
-# the five fields every reader knows (a -C comment is kept in a sixth,
-# which tpm2-openssl refuses: keygen-comment.sh).
+# the five fields every reader knows (a -C comment stays out of it too:
+# keygen-comment.sh, keygen-options.sh).
 comment="$(id -un)@$(hostname)"
 if [ "$pin" = yes ]; then
     # A pipe, as in the documented --pin-file <(pass show ...).

@@ -179,7 +179,7 @@ TEST_CASE("rewriting a key keeps every optional field it does not change (tpmkey
     CHECK(parse_text(format_key_file(key)).description == "ssh-tpm-agent comment");
 }
 
-TEST_CASE("a description (tpmkey-keygen -C) is written as [4], as ssh-tpm-agent writes it, and read back") {
+TEST_CASE("a description read from a file (ssh-tpm-agent, an earlier tpmkey-keygen -C) is written back as [4], and read back") {
     const Parts& p = sample();
     KeyFile key = read_key_file(data("ecdsa256.tpm"));
     key.description = "me@laptop";

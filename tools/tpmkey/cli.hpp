@@ -21,7 +21,8 @@
 
 namespace tpmkey::cli {
 
-extern const Command list_command, pubkey_command, info_command, passwd_command;  // key_commands.cpp
+extern const Command list_command, pubkey_command, info_command, passwd_command,
+    drop_comment_command;  // key_commands.cpp
 extern const Command doctor_command;                                              // doctor.cpp
 extern const Command ssh_config_command;                                          // ssh_config.cpp
 extern const Command policy_command;                                              // policy.cpp

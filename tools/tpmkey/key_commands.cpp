@@ -1,5 +1,5 @@
-// tpmkey list, pubkey, info and passwd: the commands about one key file or
-// all of them.
+// tpmkey list, pubkey, info, passwd and drop-comment: the commands about
+// one key file or all of them.
 
 #include "core/files/atomic_file.hpp"
 #include "cli.hpp"
@@ -82,8 +82,9 @@ constexpr CommandSpec pubkey_spec{
     "\n"
     "Reads the file only: no TPM needed.\n"
     "\n"
-    "  -C COMMENT   the comment at the end of the line (default: the key file's\n"
-    "               description if it has one, else NAME)\n",
+    "  -C COMMENT   the comment at the end of the line (default: the comment\n"
+    "               an earlier tpmkey-keygen or ssh-tpm-agent kept in the key\n"
+    "               file, else NAME; tpmkey-keygen keeps none in the file)\n",
     {"-C", nullptr}, {nullptr}, 1};
 
 int cmd_pubkey(const Parsed& p) {
@@ -260,11 +261,42 @@ int cmd_passwd(const Parsed& p) {
     return 0;
 }
 
+// ---- drop-comment ----------------------------------------------------------
+
+constexpr CommandSpec drop_comment_spec{
+    "drop-comment",
+    "rewrite KEY without the comment kept in it (for tpm2-openssl)",
+    "tpmkey drop-comment KEY",
+    "Rewrites KEY without its description field: the -C comment that\n"
+    "an earlier tpmkey-keygen kept in the key file (ssh-tpm-agent keeps one\n"
+    "there too). tpm2-openssl and tpm2_print refuse a key file with that field.\n"
+    "Every other field stays as it was, the key is the same (the TPM-wrapped\n"
+    "private part does not change) and so is its public key; the comment\n"
+    "stays in NAME.pub. Reads and writes the file only: no TPM needed.\n",
+    {nullptr}, {nullptr}, 1};
+
+int cmd_drop_comment(const Parsed& p) {
+    const std::filesystem::path path = rewritten_key_file(p.positional[0]);
+    KeyFile key = read_key_file(path);
+    if (key.description.empty()) {
+        std::cout << path.string() << " keeps no comment; nothing changed.\n";
+        return 0;
+    }
+    const std::string comment = printable(key.description);
+    key.description.clear();
+    write_file_atomically(path, format_key_file(key), 0600, Replace::yes);
+    std::cout << "Dropped the comment '" << comment << "' from " << path.string()
+              << ": tpm2-openssl reads it now. The comment stays in the .pub ('tpmkey pubkey -C COMMENT "
+              << path.string() << "' makes a lost one again).\n";
+    return 0;
+}
+
 }  // namespace
 
 const Command list_command{&list_spec, cmd_list};
 const Command pubkey_command{&pubkey_spec, cmd_pubkey};
 const Command info_command{&info_spec, cmd_info};
 const Command passwd_command{&passwd_spec, cmd_passwd};
+const Command drop_comment_command{&drop_comment_spec, cmd_drop_comment};
 
 }  // namespace tpmkey::cli

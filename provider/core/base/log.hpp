@@ -17,12 +17,17 @@ enum class LogLevel { off = 0, error = 1, info = 2, debug = 3 };
 
 // Reads TPMKEY_LOG and TPMKEY_LOG_FILE; called by C_Initialize and the CLIs.
 // Only the module keeps lines that would go to a lost stderr (a CLI whose
-// stderr was sent to /dev/null was asked to be quiet).
+// stderr was sent to /dev/null was asked to be quiet): whether stderr is
+// lost, and the state log, are looked at when the first line is written,
+// not here (every ssh connection runs C_Initialize).
 enum class LostStderr { drop, to_state_log };
 void configure_logging(LostStderr lost = LostStderr::drop);
 
 // $XDG_STATE_HOME/tpmkey/log, else ~/.local/state/tpmkey/log; empty
-// without a home directory.
+// without a home directory. Written to only through directories opened
+// without following links, each the user's and writable by no one else
+// (tpmkey/ itself 0700), when the file is the user's with a single link;
+// kept under 64 KiB while it is written.
 std::filesystem::path state_log_path();
 
 LogLevel log_level() noexcept;

@@ -209,6 +209,11 @@ TSS2_RC TimeoutTcti::receive(TSS2_TCTI_CONTEXT* context, size_t* size, uint8_t* 
     return rc == TSS2_TCTI_RC_TRY_AGAIN ? t.timed_out() : rc;
 }
 
+TSS2_RC TimeoutTcti::exchange(const uint8_t* command, size_t size, uint8_t* answer, size_t* answer_size) {
+    const TSS2_RC rc = transmit(context(), size, command);
+    return rc != TSS2_RC_SUCCESS ? rc : receive(context(), answer_size, answer, TSS2_TCTI_TIMEOUT_BLOCK);
+}
+
 void TimeoutTcti::finalize(TSS2_TCTI_CONTEXT*) {
     // Nothing: the owner of this object finalizes the inner TCTI (~TimeoutTcti).
 }

@@ -35,6 +35,15 @@ public:
 
     // What ESAPI is given.
     TSS2_TCTI_CONTEXT* context() noexcept { return reinterpret_cast<TSS2_TCTI_CONTEXT*>(&table_); }
+    // A command was cut off by the bound: from then on nothing is sent
+    // through this connection (a late answer would be taken for the next
+    // command's), so what the TPM holds for it can only be flushed through
+    // a new one (Tpm's destructor).
+    bool cut_off() const noexcept { return gone_; }
+    // One command sent as it is and its answer received, within the bound:
+    // for a command sent without ESAPI (TPM2_FlushContext of a handle whose
+    // ESAPI context is gone).
+    TSS2_RC exchange(const uint8_t* command, size_t size, uint8_t* answer, size_t* answer_size);
 
 private:
     // The function table tpm2-tss calls through must come first in the

@@ -1,6 +1,7 @@
 #include "core/tpm/tpm.hpp"
 
 #include "core/base/error.hpp"
+#include "core/base/log.hpp"
 #include "core/tpm/tcti.hpp"
 
 #include <tss2/tss2_rc.h>
@@ -38,7 +39,8 @@ QuietTss2::~QuietTss2() {
     }
 }
 
-Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout) : tcti_(tcti) {
+Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout)
+    : tcti_(tcti), opened_(tcti), timeout_(timeout) {
     const QuietTss2 quiet;
     TSS2_TCTI_CONTEXT* inner = nullptr;
     TSS2_RC rc = TSS2_RC_SUCCESS;
@@ -48,8 +50,10 @@ Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout) :
         TSS2_RC first = TSS2_RC_SUCCESS;
         for (const std::string& candidate : Tcti::default_search_order()) {
             rc = Tss2_TctiLdr_Initialize(candidate.c_str(), &inner);
-            if (rc == TSS2_RC_SUCCESS)
+            if (rc == TSS2_RC_SUCCESS) {
+                opened_ = candidate;
                 break;
+            }
             if (first == TSS2_RC_SUCCESS)
                 first = rc;
         }
@@ -69,6 +73,58 @@ Tpm::~Tpm() {
     // ESAPI first, then the TCTI it was using (ESAPI spec, Esys_Finalize).
     Esys_Finalize(&esys_);
     tcti_ctx_.reset();
+    flush_stranded();
+}
+
+void Tpm::strand(ESYS_TR handle) noexcept {
+    // A resource manager flushes a client's objects when its connection
+    // closes, and its handles are virtual: nothing to do, nothing to send.
+    try {
+        TPM2_HANDLE tpm_handle = 0;
+        if (!Tcti(opened_).has_resource_manager() &&
+            Esys_TR_GetTpmHandle(esys(), handle, &tpm_handle) == TSS2_RC_SUCCESS)
+            stranded_.push_back(tpm_handle);
+    } catch (...) {
+    }
+}
+
+// TPM2_FlushContext of each stranded handle, sent as it is (TPM 2.0 Part 3,
+// 28.4: no sessions, no handle area, the handle as its one parameter) through
+// a new connection: ESAPI's context, like the old TCTI, is done with. The
+// handles are still ours: without a resource manager the TPM gives a
+// transient handle to no one else until it is flushed, or the TPM is reset,
+// which flushes it too. Bounded by 1 s, and given up at the first command
+// that times out: a TPM that still does not answer cannot be helped here,
+// and the call that failed must not wait much longer (a real TPM that
+// stopped answering is reset, which empties its slots).
+void Tpm::flush_stranded() noexcept {
+    if (stranded_.empty())
+        return;
+    try {
+        TSS2_TCTI_CONTEXT* inner = nullptr;
+        if (Tss2_TctiLdr_Initialize(opened_.c_str(), &inner) != TSS2_RC_SUCCESS) {
+            log_debug(std::to_string(stranded_.size()) + " TPM objects of a call that was cut off stay in the TPM: "
+                      "no new connection to flush them");
+            return;
+        }
+        TimeoutTcti connection(inner, opened_, std::chrono::seconds(1));
+        std::size_t flushed = 0;
+        for (const TPM2_HANDLE handle : stranded_) {
+            std::uint8_t command[14] = {0x80, 0x01, 0, 0, 0, sizeof command, 0, 0, 0x01, 0x65};
+            for (int i = 0; i < 4; ++i)
+                command[10 + i] = static_cast<std::uint8_t>(handle >> (24 - 8 * i));
+            std::uint8_t answer[64] = {};
+            size_t size = sizeof answer;
+            if (connection.exchange(command, sizeof command, answer, &size) != TSS2_RC_SUCCESS)
+                break;
+            if (size >= 10 && answer[6] == 0 && answer[7] == 0 && answer[8] == 0 && answer[9] == 0)
+                ++flushed;
+        }
+        log_debug("flushed " + std::to_string(flushed) + " of " + std::to_string(stranded_.size()) +
+                  " TPM objects left by a call that was cut off");
+    } catch (...) {
+    }
+    stranded_.clear();
 }
 
 TpmObject::~TpmObject() {
@@ -76,9 +132,14 @@ TpmObject::~TpmObject() {
         return;
     // Failure here cannot be reported from a destructor; the TPM (or its
     // resource manager) reclaims the slot when the connection closes.
-    if (kind_ == Kind::transient)
-        (void)Esys_FlushContext(tpm_->esys(), handle_);
-    else
+    if (kind_ == Kind::transient) {
+        if (Esys_FlushContext(tpm_->esys(), handle_) != TSS2_RC_SUCCESS && tpm_->cut_off()) {
+            // Nothing goes through a connection whose command was cut off:
+            // flushed through a new one when the Tpm goes away.
+            tpm_->strand(handle_);
+            (void)Esys_TR_Close(tpm_->esys(), &handle_);
+        }
+    } else
         (void)Esys_TR_Close(tpm_->esys(), &handle_);
 }
 

@@ -9,7 +9,9 @@
 #include <tss2/tss2_esys.h>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace tpmkey {
 
@@ -72,8 +74,21 @@ public:
     // What the connection was opened with, for messages.
     const std::string& tcti() const noexcept { return tcti_; }
 
+    // A transient object or session of this context that could not be
+    // flushed because a command was cut off by its time bound (TpmObject's
+    // destructor): without a resource manager it stays in the TPM's few
+    // slots after the process ends, so ~Tpm flushes it through a new
+    // connection (docs/design.md, "What stays loaded").
+    void strand(ESYS_TR handle) noexcept;
+    bool cut_off() const noexcept { return tcti_ctx_ && tcti_ctx_->cut_off(); }
+
 private:
+    void flush_stranded() noexcept;
+
     std::string tcti_;
+    std::string opened_;  // the TCTI that answered (one of the default search's when tcti_ is empty)
+    std::optional<std::chrono::seconds> timeout_;
+    std::vector<TPM2_HANDLE> stranded_;
     std::unique_ptr<TimeoutTcti> tcti_ctx_;
     ESYS_CONTEXT* esys_ = nullptr;
 };

@@ -43,7 +43,7 @@ for cmd in list doctor bench; do
     usage_error "tpmkey $cmd" "$cmd" extra
     usage_error "tpmkey $cmd" "$cmd" --bogus
 done
-for cmd in pubkey info passwd; do
+for cmd in pubkey info passwd drop-comment; do
     help_ok "tpmkey $cmd" "$cmd" --help
     help_ok "tpmkey $cmd" "$cmd" "$K" --help
     usage_error "tpmkey $cmd" "$cmd"
