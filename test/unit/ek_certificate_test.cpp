@@ -6,13 +6,18 @@
 // `tpmkey-ca challenge` go through.
 #include "core/keys/ek_certificate.hpp"
 
+#include "core/files/file_read.hpp"
+#include "core/keys/key_parts.hpp"
 #include "software_key.hpp"
 
 #include <catch2/catch.hpp>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -140,7 +145,7 @@ TEST_CASE("EK certificate rule: the profile's RSA and ECC EK certificates are ac
     });
     CHECK(ek_chain_problem(ecc_ek, ca.roots()).empty());
 
-    // No extendedKeyUsage at all, as Infineon's EK certificates: accepted.
+    // No extendedKeyUsage at all (the profile makes it optional): accepted.
     const auto no_eku = ca.issue(rsa.get(), [](X509* cert) {
         add_extension(cert, NID_key_usage, "critical,keyEncipherment");
         add_directory_name(cert, tpm_fields, true, true);
@@ -258,4 +263,123 @@ TEST_CASE("EK roots: the shipped makers' roots certify an EK but do not make a c
     CHECK(ek_chain_problem(ca.issue(rsa.get(), rsa_ek_extensions), shipped_only).empty());
     CHECK_THAT(ek_chain_problem(ca.issue(rsa.get(), rsa_ek_extensions), EkRoots{{empty.path}}),
                Contains("no trusted EK root"));
+}
+
+namespace {
+
+// One EK certificate of a real chip (test/data/ek-certs/README.md: where
+// each comes from and which quirks it has).
+struct RealEkCertificate {
+    const char* file;
+    const char* manufacturer;  // as its subjectAltName writes it
+    const char* model;
+    std::uint32_t template_index;  // 0x01c00002: L-1 (RSA 2048); 0x01c0000a: L-2 (ECC P-256)
+    // The TPM2B_PUBLIC a real TPM (or another implementation) gives for
+    // this EK, where a public source has one; empty if none.
+    const char* tpm2b_public;
+};
+
+const RealEkCertificate real_ek_certificates[] = {
+    {"infineon-slb9670-rsa.pem", "id:49465800", "SLB 9670 TPM2.0", 0x01C00002, ""},
+    {"infineon-slb9670-rsa-035.pem", "id:49465800", "SLB 9670 TPM2.0", 0x01C00002,
+     "infineon-slb9670-rsa-035.tpm2b_public"},
+    {"infineon-slb9670-ecc.pem", "id:49465800", "SLB 9670 TPM2.0", 0x01C0000A, "infineon-slb9670-ecc.tpm2b_public"},
+    {"intel-ptt-spth-rsa.pem", "id:494E5443", "SPT", 0x01C00002, "intel-ptt-spth-rsa.tpm2b_public"},
+    {"nuvoton-npct6xx-rsa.pem", "id:4E544300", "NPCT6xx", 0x01C00002, ""},
+};
+
+std::filesystem::path ek_data(const std::string& file) {
+    return std::filesystem::path(TPMKEY_TEST_DATA) / "ek-certs" / file;
+}
+
+// A time inside every collected certificate's and chain's validity, so
+// that the test does not start failing when one expires (2030 is the
+// first).
+constexpr std::time_t inside_validity = 1748736000;  // 2025-06-01
+
+}  // namespace
+
+TEST_CASE("real EK certificates: each chains to the shipped makers' roots and passes the EK-certificate rule") {
+    const EkRoots shipped{{}, {TPMKEY_SHIPPED_EK_ROOTS}};
+    for (const RealEkCertificate& real : real_ek_certificates) {
+        INFO(real.file);
+        const std::vector<X509Cert> certs = certificates_in(read_regular_file(ek_data(real.file), 1 << 20).data);
+        REQUIRE(certs.size() == 1);
+        X509* cert = certs[0].get();
+        unsigned char* der = nullptr;
+        const int n = i2d_X509(cert, &der);
+        REQUIRE(n > 0);
+        const std::vector<std::uint8_t> bytes(der, der + n);
+        OPENSSL_free(der);
+
+        CHECK(ek_profile_problem(cert).empty());
+        CHECK(ek_chain_problem(bytes, shipped, inside_validity).empty());
+        // Without the shipped roots nothing vouches for it.
+        const TempDir empty;
+        CHECK_FALSE(ek_chain_problem(bytes, EkRoots{{empty.path}}, inside_validity).empty());
+
+        const CertifiedTpm tpm = tpm_identity_of(cert);
+        CHECK(tpm.manufacturer == real.manufacturer);
+        CHECK(tpm.model == real.model);
+        CHECK_FALSE(tpm.version.empty());
+
+        // The TCG template of its NV index re-creates exactly its key;
+        // the other algorithm's template does not.
+        const EkTemplate* ek_template = find_ek_template(real.template_index);
+        REQUIRE(ek_template != nullptr);
+        const TPMT_PUBLIC area = ek_public_of(cert, *ek_template);
+        const EkTemplate* other = find_ek_template(real.template_index == 0x01C00002 ? 0x01C0000A : 0x01C00002);
+        REQUIRE(other != nullptr);
+        CHECK_THROWS(ek_public_of(cert, *other));
+
+        // Where a public source has the real EK's TPM2B_PUBLIC, the area
+        // has its name (nameAlg || SHA-256 of the TPMT_PUBLIC).
+        if (*real.tpm2b_public) {
+            const Bytes blob = read_regular_file(ek_data(real.tpm2b_public), 4096).data;
+            REQUIRE(blob.size() > 2);
+            REQUIRE(static_cast<std::size_t>(blob[0] << 8 | blob[1]) + 2 == blob.size());
+            Bytes name{0x00, 0x0b};
+            name.resize(2 + 32);
+            REQUIRE(EVP_Digest(blob.data() + 2, blob.size() - 2, name.data() + 2, nullptr, EVP_sha256(), nullptr) == 1);
+            CHECK(tpm_name(area) == name);
+        }
+    }
+}
+
+TEST_CASE("real EK certificates: their quirks are accepted on purpose, and a changed one is not") {
+    const EkRoots shipped{{}, {TPMKEY_SHIPPED_EK_ROOTS}};
+    const auto der_of = [](const char* file) {
+        const std::vector<X509Cert> certs = certificates_in(read_regular_file(ek_data(file), 1 << 20).data);
+        REQUIRE(certs.size() == 1);
+        unsigned char* der = nullptr;
+        const int n = i2d_X509(certs[0].get(), &der);
+        REQUIRE(n > 0);
+        std::vector<std::uint8_t> bytes(der, der + n);
+        OPENSSL_free(der);
+        return bytes;
+    };
+    // Intel: DEFAULT FALSE values encoded (basicConstraints cA, a
+    // critical flag), which DER forbids and Python's cryptography refuses.
+    // The re-encoding above is OpenSSL's, which keeps the original bytes.
+    std::vector<std::uint8_t> intel = der_of("intel-ptt-spth-rsa.pem");
+    const std::vector<std::uint8_t> encoded_false{0x30, 0x03, 0x01, 0x01, 0x00};  // SEQUENCE { BOOLEAN FALSE }
+    CHECK(std::search(intel.begin(), intel.end(), encoded_false.begin(), encoded_false.end()) != intel.end());
+    CHECK(ek_chain_problem(intel, shipped, inside_validity).empty());
+    // Nuvoton: the issuer's one multi-valued RDN (CN, O, C) is a SET not in
+    // DER order, which Python's cryptography refuses; the chain still
+    // verifies, as OpenSSL compares names canonically.
+    const std::vector<std::uint8_t> nuvoton = der_of("nuvoton-npct6xx-rsa.pem");
+    CHECK(ek_chain_problem(nuvoton, shipped, inside_validity).empty());
+    // Its serial: 10 significant bytes, positive (its DER has a leading zero).
+    const std::vector<X509Cert> npct = certificates_in(read_regular_file(ek_data("nuvoton-npct6xx-rsa.pem"), 1 << 20).data);
+    REQUIRE(npct.size() == 1);
+    CHECK(ASN1_STRING_length(X509_get0_serialNumber(npct[0].get())) == 10);
+    CHECK(ASN1_STRING_type(X509_get0_serialNumber(npct[0].get())) == V_ASN1_INTEGER);
+
+    // One bit changed in the signed part: the signature no longer holds.
+    intel[intel.size() / 2] ^= 0x01;
+    CHECK_FALSE(ek_chain_problem(intel, shipped, inside_validity).empty());
+    // After its validity, the Infineon certificate of 2015 is refused.
+    CHECK_THAT(ek_chain_problem(der_of("infineon-slb9670-rsa.pem"), shipped, 1924992000),  // 2031-01-01
+               Contains("expired"));
 }
