@@ -37,7 +37,10 @@ expect_eq "$(tail -1 "$TEST_DIR/build.log")" "$DEB" "tools/build-deb's last line
 dpkg-deb -c "$DEB" | awk '{ print $6 }' | sed 's|^\.||' >"$TEST_DIR/contents"
 for f in /usr/bin/tpmkey /usr/bin/tpmkey-keygen "$MODULE" /usr/share/p11-kit/modules/tpmkey.module \
     /usr/share/man/man1/tpmkey.1.gz /usr/share/man/man1/tpmkey-keygen.1.gz /usr/share/man/man8/tpmkey-pkcs11.8.gz \
-    /usr/share/doc/tpmkey/copyright /usr/share/doc/tpmkey/changelog.gz /usr/share/doc/tpmkey/README.md; do
+    /usr/share/doc/tpmkey/copyright /usr/share/doc/tpmkey/changelog.gz /usr/share/doc/tpmkey/README.md \
+    /usr/share/tpmkey/ek-roots/amd-ftpm-rsa-root.pem /usr/share/tpmkey/ek-roots/infineon-optiga-rsa-root.pem \
+    /usr/share/tpmkey/ek-roots/intel-ptt-ek-root.pem /usr/share/tpmkey/ek-roots/nuvoton-tpm-root-ca-2111.pem \
+    /usr/share/tpmkey/ek-roots/stm-tpm-ek-root-ca.pem; do
     grep -qx -- "$f" "$TEST_DIR/contents" || { cat "$TEST_DIR/contents" >&2; fail "the package lacks $f"; }
 done
 # Only /usr: nothing in /etc (no conffiles to leave behind), /usr/local, /opt.
