@@ -286,6 +286,9 @@ const RealEkCertificate real_ek_certificates[] = {
     {"infineon-slb9670-ecc.pem", "id:49465800", "SLB 9670 TPM2.0", 0x01C0000A, "infineon-slb9670-ecc.tpm2b_public"},
     {"intel-ptt-spth-rsa.pem", "id:494E5443", "SPT", 0x01C00002, "intel-ptt-spth-rsa.tpm2b_public"},
     {"nuvoton-npct6xx-rsa.pem", "id:4E544300", "NPCT6xx", 0x01C00002, ""},
+    // As the NV index holds it: the DER, then 0xFF to the index's size.
+    {"stm-st33htph-rsa-nv-padded.der", "id:53544D20", "ST33HTPHAHB4", 0x01C00002, ""},
+    {"stm-st33htph-ecc.pem", "id:53544D20", "ST33HTPHAHB4", 0x01C0000A, ""},
 };
 
 std::filesystem::path ek_data(const std::string& file) {
@@ -375,6 +378,18 @@ TEST_CASE("real EK certificates: their quirks are accepted on purpose, and a cha
     REQUIRE(npct.size() == 1);
     CHECK(ASN1_STRING_length(X509_get0_serialNumber(npct[0].get())) == 10);
     CHECK(ASN1_STRING_type(X509_get0_serialNumber(npct[0].get())) == V_ASN1_INTEGER);
+
+    // ST33: the NV index's padding after the DER (Python's cryptography:
+    // ExtraData). The certificate is read up to its DER length, as the
+    // parent's proof reads it from NV (trust/endorsement.cpp); the padded
+    // bytes themselves are not a certificate.
+    const Bytes padded = read_regular_file(ek_data("stm-st33htph-rsa-nv-padded.der"), 1 << 20).data;
+    const std::vector<std::uint8_t> st33 = der_of("stm-st33htph-rsa-nv-padded.der");
+    CHECK(st33.size() < padded.size());
+    CHECK(std::all_of(padded.begin() + static_cast<std::ptrdiff_t>(st33.size()), padded.end(),
+                      [](std::uint8_t b) { return b == 0xFF; }));
+    CHECK(ek_chain_problem(st33, shipped, inside_validity).empty());
+    CHECK(ek_chain_problem(padded, shipped, inside_validity) == "not an X.509 certificate");
 
     // One bit changed in the signed part: the signature no longer holds.
     intel[intel.size() / 2] ^= 0x01;
