@@ -37,15 +37,17 @@ expect_eq "$(tail -1 "$TEST_DIR/build.log")" "$DEB" "tools/build-deb's last line
 dpkg-deb -c "$DEB" | awk '{ print $6 }' | sed 's|^\.||' >"$TEST_DIR/contents"
 for f in /usr/bin/tpmkey /usr/bin/tpmkey-keygen "$MODULE" /usr/share/p11-kit/modules/tpmkey.module \
     /usr/share/man/man1/tpmkey.1.gz /usr/share/man/man1/tpmkey-keygen.1.gz /usr/share/man/man8/tpmkey-pkcs11.8.gz \
-    /usr/share/doc/tpmkey/copyright /usr/share/doc/tpmkey/changelog.gz /usr/share/doc/tpmkey/README.md \
-    /usr/share/tpmkey/ek-roots/amd-ftpm-rsa-root.pem /usr/share/tpmkey/ek-roots/infineon-optiga-rsa-root.pem \
-    /usr/share/tpmkey/ek-roots/intel-ptt-ek-root.pem /usr/share/tpmkey/ek-roots/nuvoton-tpm-root-ca-2111.pem \
-    /usr/share/tpmkey/ek-roots/stm-tpm-ek-root-ca.pem; do
+    /usr/share/doc/tpmkey/copyright /usr/share/doc/tpmkey/changelog.gz /usr/share/doc/tpmkey/README.md; do
     grep -qx -- "$f" "$TEST_DIR/contents" || { cat "$TEST_DIR/contents" >&2; fail "the package lacks $f"; }
 done
 # Only /usr: nothing in /etc (no conffiles to leave behind), /usr/local, /opt.
 outside=$(grep -v -e '^/usr/' -e '^/$' "$TEST_DIR/contents" || true)
 [ -z "$outside" ] || fail "the package has files outside /usr: $outside"
+# The TPM makers' EK roots (tools/ek-roots/README.md), at least one per maker.
+for f in amd-ftpm-rsa-root.pem infineon-optiga-rsa-root.pem intel-ptt-ek-root.pem nuvoton-tpm-root-ca-2111.pem \
+    stm-tpm-ek-root-ca.pem globalsign-tpm-root.pem; do
+    grep -qx -- "/usr/share/tpmkey/ek-roots/$f" "$TEST_DIR/contents" || fail "the package lacks the EK root $f"
+done
 depends=$(dpkg-deb -f "$DEB" Depends)
 suggests=$(dpkg-deb -f "$DEB" Suggests)
 for lib in libc6 libssl3 libtss2-esys libtss2-tctildr0; do
