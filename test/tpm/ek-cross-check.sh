@@ -68,7 +68,10 @@ openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=te
     -keyout leaf-key.pem -out leaf.csr 2>/dev/null
 for case in "tcg 2.5.29.9=critical,DER:3000" "other 1.2.3.4=critical,DER:0500"; do
     set -- $case
-    printf '%s\n' "$2" >"ext-$1.cnf"
+    # An EK certificate's shape otherwise (tpmkey refuses any other); openssl
+    # reads a dirName field name from after its first dot, so m.2.23... is 2.23...
+    printf '%s\n' "$2" 'keyUsage=critical,keyAgreement' 'subjectAltName=critical,dirName:tpm' '[tpm]' \
+        'm.2.23.133.2.1=id:49424D00' 'n.2.23.133.2.2=SW TPM' 'v.2.23.133.2.3=id:20191023' >"ext-$1.cnf"
     openssl x509 -req -in leaf.csr -CA crit/root.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
         -extfile "ext-$1.cnf" -outform der -out "leaf-$1.der" 2>/dev/null
     run openssl verify -CAfile crit/root.pem "leaf-$1.der"

@@ -97,6 +97,11 @@ int cmd_challenge(const Parsed& p) {
     const EkRoots roots{{p.value("--ek-roots")}};
     if (!has_trusted_ek_root(roots))
         throw Error(what + ": refused: no trusted EK root certificate (self-signed) in " + p.value("--ek-roots"));
+    const std::string not_ek = ek_profile_problem(request.ek_certificate.get());
+    if (!not_ek.empty())
+        throw Error(what + ": refused: its certificate at the EK index (issued by " +
+                    name_line(X509_get_issuer_name(request.ek_certificate.get())) +
+                    ") is not an EK certificate by the TCG EK Credential Profile: " + not_ek);
     const std::string problem = ek_chain_problem(request.ek_der, roots);
     if (!problem.empty())
         throw Error(what + ": refused: its EK certificate (issued by " +

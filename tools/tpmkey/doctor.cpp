@@ -342,7 +342,8 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                            "go unnoticed",
                            "put the root (and intermediate) certificates of the TPM's manufacturer in " +
                                (KnownParents::file_path().parent_path() / "ek-roots").string() +
-                               " or /etc/tpmkey/ek-roots (docs/security.md says where each publishes them)");
+                               " or /etc/tpmkey/ek-roots (docs/configuration.md, \"Trusted EK roots\", says where "
+                               "each maker publishes them)");
                 else
                     d.ok("EK certificate: none in the TPM (" + ek.algorithm + " EK; swtpm without --ek-cert and "
                          "many firmware TPMs have none)");

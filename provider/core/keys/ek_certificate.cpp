@@ -86,8 +86,8 @@ std::string name_line(const X509_NAME* name) {
 EkRoots default_ek_roots() {
     const Config config = load_config();
     if (!config.ek_roots.empty())
-        return {config.ek_roots};
-    EkRoots roots{{"/etc/tpmkey/ek-roots"}};
+        return {config.ek_roots, {}};
+    EkRoots roots{{"/etc/tpmkey/ek-roots"}, {TPMKEY_EK_ROOTS_DIR}};
     const std::filesystem::path config_file = config_file_path();
     if (!config_file.empty())
         roots.dirs.push_back(config_file.parent_path() / "ek-roots");
@@ -99,9 +99,9 @@ namespace {
 // Adds the certificates of the root directories: self-signed ones to
 // `store` as trusted roots, the others to `untrusted` as intermediates.
 // Returns how many roots were added.
-int add_ek_roots(const EkRoots& roots, X509_STORE* store, STACK_OF(X509)* untrusted) {
+int add_ek_roots(const std::vector<std::filesystem::path>& dirs, X509_STORE* store, STACK_OF(X509)* untrusted) {
     int trusted = 0;
-    for (const std::filesystem::path& dir : roots.dirs) {
+    for (const std::filesystem::path& dir : dirs) {
         std::error_code ec;
         std::vector<std::filesystem::path> files;
         for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
@@ -135,6 +135,8 @@ std::string dirs_text(const EkRoots& roots) {
     std::string dirs;
     for (const auto& dir : roots.dirs)
         dirs += (dirs.empty() ? "" : ", ") + dir.string();
+    for (const auto& dir : roots.shipped)
+        dirs += (dirs.empty() ? "" : ", ") + dir.string();
     return dirs.empty() ? std::string("(no directory)") : dirs;
 }
 
@@ -143,27 +145,133 @@ bool has_trusted_ek_root(const EkRoots& roots) {
     const X509Stack untrusted(sk_X509_new_null());
     if (!store || !untrusted)
         throw Error("cannot verify a certificate chain (OpenSSL)");
-    return add_ek_roots(roots, store.get(), untrusted.get()) > 0;
+    return add_ek_roots(roots.dirs, store.get(), untrusted.get()) > 0;
 }
 
-std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots) {
+std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots,
+                             std::optional<std::time_t> at) {
     const unsigned char* p = certificate.data();
     const X509Cert leaf(d2i_X509(nullptr, &p, static_cast<long>(certificate.size())));
-    if (!leaf)
+    if (!leaf || p != certificate.data() + certificate.size())
         return "not an X.509 certificate";
+    const std::string not_ek = ek_profile_problem(leaf.get());
+    if (!not_ek.empty())
+        return "not an EK certificate (TCG EK Credential Profile): " + not_ek;
     const X509Store store(X509_STORE_new());
     const X509Stack untrusted(sk_X509_new_null());
     if (!store || !untrusted)
         throw Error("cannot verify a certificate chain (OpenSSL)");
-    if (add_ek_roots(roots, store.get(), untrusted.get()) == 0)
+    if (add_ek_roots(roots.dirs, store.get(), untrusted.get()) + add_ek_roots(roots.shipped, store.get(), untrusted.get()) ==
+        0)
         return "no trusted EK root certificate in " + dirs_text(roots);
     X509_STORE_set_verify_cb(store.get(), forgive_tcg_extensions);
     const X509StoreCtx ctx(X509_STORE_CTX_new());
     if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf.get(), untrusted.get()) != 1)
         throw Error("cannot verify a certificate chain (OpenSSL)");
+    if (at)
+        X509_STORE_CTX_set_time(ctx.get(), 0, *at);
     if (X509_verify_cert(ctx.get()) == 1)
         return {};
     return X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()));
+}
+
+namespace {
+
+std::string dotted(const ASN1_OBJECT* object) {
+    char text[128];
+    const int n = OBJ_obj2txt(text, sizeof text, object, 1);
+    return n > 0 && static_cast<std::size_t>(n) < sizeof text ? std::string(text) : std::string();
+}
+
+std::string string_of(const ASN1_STRING* value) {
+    unsigned char* utf8 = nullptr;
+    const int n = ASN1_STRING_to_UTF8(&utf8, value);
+    if (n < 0)
+        return {};
+    std::string out(reinterpret_cast<char*>(utf8), static_cast<std::size_t>(n));
+    OPENSSL_free(utf8);
+    return out;
+}
+
+using GeneralNames = Owned<GENERAL_NAMES, GENERAL_NAMES_free>;
+using KeyPurposes = Owned<EXTENDED_KEY_USAGE, EXTENDED_KEY_USAGE_free>;
+
+constexpr const char* tcg_kp_ek_certificate = "2.23.133.8.1";
+
+}  // namespace
+
+CertifiedTpm tpm_identity_of(X509* certificate) {
+    CertifiedTpm id;
+    const GeneralNames names(
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(certificate, NID_subject_alt_name, nullptr, nullptr)));
+    ERR_clear_error();
+    if (!names)
+        return id;
+    // Makers put the three attributes in one directoryName, as one
+    // multi-valued RDN (a SET, in whatever order) or as three RDNs: each
+    // attribute is looked up by its OID wherever it is.
+    for (int i = 0; i < sk_GENERAL_NAME_num(names.get()); ++i) {
+        const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), i);
+        if (name->type != GEN_DIRNAME)
+            continue;
+        for (int j = 0; j < X509_NAME_entry_count(name->d.directoryName); ++j) {
+            const X509_NAME_ENTRY* entry = X509_NAME_get_entry(name->d.directoryName, j);
+            const std::string oid = dotted(X509_NAME_ENTRY_get_object(entry));
+            std::string* field = oid == "2.23.133.2.1"   ? &id.manufacturer
+                                 : oid == "2.23.133.2.2" ? &id.model
+                                 : oid == "2.23.133.2.3" ? &id.version
+                                                         : nullptr;
+            if (field && field->empty())
+                *field = string_of(X509_NAME_ENTRY_get_data(entry));
+        }
+    }
+    return id;
+}
+
+std::string ek_profile_problem(X509* certificate) {
+    // A CA (or a key that may sign certificates) is no TPM's EK.
+    const std::uint32_t flags = X509_get_extension_flags(certificate);
+    if (flags & EXFLAG_INVALID)
+        return "its extensions cannot be read";
+    if (flags & EXFLAG_CA)
+        return "it is a CA certificate (basicConstraints cA)";
+    const std::uint32_t usage = X509_get_key_usage(certificate);  // UINT32_MAX: no keyUsage
+    if (usage != UINT32_MAX && (usage & (KU_KEY_CERT_SIGN | KU_CRL_SIGN)))
+        return "its key usage lets it sign certificates";
+
+    // The profile makes extendedKeyUsage optional and, where present,
+    // asks for the EK key purpose; every real EK certificate collected
+    // (test/data/ek-certs) has it. So one that is present must name it (a
+    // TLS or platform certificate names serverAuth or
+    // tcg-kp-PlatformCertificate), and one without it passes on the other
+    // rules.
+    if (X509_get_ext_by_NID(certificate, NID_ext_key_usage, -1) >= 0) {
+        const KeyPurposes purposes(
+            static_cast<EXTENDED_KEY_USAGE*>(X509_get_ext_d2i(certificate, NID_ext_key_usage, nullptr, nullptr)));
+        ERR_clear_error();
+        if (!purposes)
+            return "its extended key usage cannot be read";
+        bool ek = false;
+        for (int i = 0; i < sk_ASN1_OBJECT_num(purposes.get()); ++i)
+            ek = ek || dotted(sk_ASN1_OBJECT_value(purposes.get(), i)) == tcg_kp_ek_certificate;
+        if (!ek)
+            return "its extended key usage does not name the EK certificate purpose 2.23.133.8.1";
+    }
+
+    const CertifiedTpm id = tpm_identity_of(certificate);
+    if (id.manufacturer.empty() || id.model.empty() || id.version.empty())
+        return "its subjectAltName does not name the TPM's manufacturer, model and version (2.23.133.2.1-3)";
+
+    // An EK decrypts (RSA) or agrees a key (ECC): TPM2_ActivateCredential.
+    EVP_PKEY* key = X509_get0_pubkey(certificate);
+    ERR_clear_error();
+    const int type = key ? EVP_PKEY_get_base_id(key) : EVP_PKEY_NONE;
+    if (type != EVP_PKEY_RSA && type != EVP_PKEY_EC)
+        return "its key is neither RSA nor ECC";
+    const std::uint32_t needed = type == EVP_PKEY_RSA ? KU_KEY_ENCIPHERMENT : KU_KEY_AGREEMENT;
+    if (usage == UINT32_MAX || !(usage & needed))
+        return std::string("its key usage lacks ") + (type == EVP_PKEY_RSA ? "keyEncipherment (RSA)" : "keyAgreement (ECC)");
+    return {};
 }
 
 TPMT_PUBLIC ek_public_of(X509* certificate, const EkTemplate& ek_template) {

@@ -12,7 +12,9 @@
 #include <tss2/tss2_tpm2_types.h>
 
 #include <cstdint>
+#include <ctime>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,20 +24,50 @@ namespace tpmkey {
 using Bytes = std::vector<std::uint8_t>;
 
 // The directories of trusted EK root (and intermediate) certificates:
-// /etc/tpmkey/ek-roots and $XDG_CONFIG_HOME/tpmkey/ek-roots (or the
-// config file's `ek-roots DIR`). Missing directories are no roots.
+// the TPM makers' roots that ship with tpmkey (TPMKEY_EK_ROOTS_DIR, e.g.
+// /usr/share/tpmkey/ek-roots: tools/ek-roots/README.md), /etc/tpmkey/ek-roots
+// and $XDG_CONFIG_HOME/tpmkey/ek-roots; or only the config file's
+// `ek-roots DIR` lines. Missing directories are no roots.
+// `shipped` are the makers' roots that come with tpmkey: they certify an
+// EK, but unlike `dirs` they do not make a certificate required
+// (has_trusted_ek_root()), as a firmware TPM may have none to show.
 struct EkRoots {
     std::vector<std::filesystem::path> dirs;
+    std::vector<std::filesystem::path> shipped = {};
 };
 EkRoots default_ek_roots();
 
-// Why the certificate (DER) does not chain to a trusted root in `roots`,
-// or empty when it does: OpenSSL's verdict, the same as `openssl verify
-// -CAfile ROOT -untrusted INTERMEDIATE` with the self-signed certificates
-// of the directories as roots and the others as intermediates.
-std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots);
+// The TPM's manufacturer, model and version that an EK certificate's
+// subjectAltName names (a directoryName with tcg-at-tpmManufacturer
+// 2.23.133.2.1, tcg-at-tpmModel 2.23.133.2.2, tcg-at-tpmVersion
+// 2.23.133.2.3), as written there ("id:49465800"); empty where absent.
+struct CertifiedTpm {
+    std::string manufacturer;
+    std::string model;
+    std::string version;
+};
+CertifiedTpm tpm_identity_of(X509* certificate);
 
-// Whether a trusted EK root is installed at all in `roots`: then an EK
+// Why `certificate` is not an EK certificate by the TCG EK Credential
+// Profile, or empty when it is one: not a CA, the EK key purpose
+// 2.23.133.8.1 where an extendedKeyUsage is present, the TPM's
+// manufacturer, model and version in its subjectAltName, an RSA key with
+// keyEncipherment or an ECC key with keyAgreement. What real makers'
+// certificates do, and so what is accepted: docs/attestation.md.
+std::string ek_profile_problem(X509* certificate);
+
+// Why the certificate (DER) is not an EK certificate that chains to a
+// trusted root in `roots`, or empty when it is: ek_profile_problem()
+// first, then OpenSSL's verdict on the chain, the same as `openssl verify
+// -CAfile ROOT -untrusted INTERMEDIATE` with the self-signed certificates
+// of the directories as roots and the others as intermediates. `at`, when
+// given, is the time the chain is verified at (tests of certificates
+// whose chain has expired); otherwise now.
+std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const EkRoots& roots,
+                             std::optional<std::time_t> at = std::nullopt);
+
+// Whether a trusted EK root is installed at all in `roots.dirs` (the
+// shipped roots do not count): then an EK
 // that is not certified by one is refused, not trusted on first use (an
 // interposer could hide the certificate, or show one that does not chain).
 bool has_trusted_ek_root(const EkRoots& roots);

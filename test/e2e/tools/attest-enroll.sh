@@ -7,7 +7,8 @@
 # the TPM's attributes as tpm2_getcap reports them, EKU 2.23.133.8.3,
 # CA:FALSE, the EK it was enrolled with) and its key compared with the AK
 # tpm2_createprimary makes. Refused, each with exit 1 and its reason: EK
-# roots that are empty or another CA's, an AK public area that is not an
+# roots that are empty or another CA's, a platform, TLS or CA certificate
+# under the EK CA in place of the EK certificate, an AK public area that is not an
 # AK, a pending/ others may write, a pending file others may read, a
 # challenge older than 7 days, a proof given twice, a wrong secret, a
 # challenge for another TPM's EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
@@ -143,6 +144,44 @@ expect_err "$w/other-index.req: refused: its EK certificate does not fit templat
     "an EK certificate under another template's index"
 [ ! -e "$w/x.chal" ] && [ -z "$(ls "$ca/pending")" ] || fail "a refused request left a challenge or a pending file"
 ok "challenge: an ak-public without 'restricted', or with a byte more, or an EK certificate under another template's index is refused; nothing written"
+
+# 4b. Certificates under the same EK CA that are not EK certificates (TCG EK
+# Credential Profile; docs/attestation.md): the swtpm's own platform
+# certificate (NV 0x01c08000, signed by the EK CA), and a TLS server and a
+# CA certificate the EK CA's key issues for the EK's own key. Each chains
+# to --ek-roots and fits the template: only the EK-certificate rule
+# refuses them.
+with_ek_certificate() {  # with_ek_certificate DER-FILE OUT
+    sed "s|^ek-certificate .*|ek-certificate $(base64 -w0 "$1")|" "$w/laptop.req" >"$2"
+}
+tpm2_nvread 0x01c08000 -o "$w/platform.der" 2>/dev/null || fail "the swtpm has no platform certificate at 0x01c08000"
+openssl x509 -inform der -in "$w/ek.der" -noout -pubkey >"$w/ek.pub.pem"
+issue_for_ek() {  # issue_for_ek NAME EXTENSIONS...
+    local name=$1
+    shift
+    printf '%s\n' "$@" >"$w/$name.cnf"
+    openssl x509 -new -subj "/CN=$name" -force_pubkey "$w/ek.pub.pem" -CA "$ek_roots/issuercert.pem" \
+        -CAkey "$ek_roots/signkey.pem" -days 2 -extfile "$w/$name.cnf" -outform der -out "$w/$name.der" 2>/dev/null ||
+        fail "openssl cannot issue the $name certificate with the swtpm's EK CA"
+}
+issue_for_ek tls 'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth' \
+    'subjectAltName=DNS:ca.example.org'
+issue_for_ek sub-ca 'basicConstraints=critical,CA:TRUE' 'keyUsage=critical,keyCertSign,keyEncipherment'
+for case in platform tls sub-ca; do
+    run openssl verify -CAfile "$ek_roots/swtpm-localca-rootca-cert.pem" -untrusted "$ek_roots/issuercert.pem" \
+        <(openssl x509 -inform der -in "$w/$case.der")
+    expect_rc 0 "openssl verify of the $case certificate under the EK CA"
+    with_ek_certificate "$w/$case.der" "$w/$case.req"
+    run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/$case.req"
+    expect_rc 1 "a $case certificate as the EK certificate"
+    expect_err "$w/$case.req: refused: its certificate at the EK index (issued by " "a $case certificate"
+    expect_err "is not an EK certificate by the TCG EK Credential Profile: " "a $case certificate"
+done
+expect_err "it is a CA certificate (basicConstraints cA)" "the CA certificate"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/tls.req"
+expect_err "its extended key usage does not name the EK certificate purpose 2.23.133.8.1" "the TLS certificate"
+[ ! -e "$w/x.chal" ] && [ -z "$(ls "$ca/pending")" ] || fail "a refused request left a challenge or a pending file"
+ok "challenge: the swtpm's platform certificate, a TLS and a CA certificate under the EK CA are refused as EK certificates; nothing written"
 
 # 5. The challenge, the proof, the certificate.
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop.chal" "$w/laptop.req"

@@ -65,6 +65,11 @@ ok "each document once in /usr/share/doc/tpmkey ($(grep -c . "$TEST_DIR/doc.md5"
 # Only /usr: nothing in /etc (no conffiles to leave behind), /usr/local, /opt.
 outside=$(grep -v -e '^/usr/' -e '^/$' "$TEST_DIR/contents" || true)
 [ -z "$outside" ] || fail "the package has files outside /usr: $outside"
+# The TPM makers' EK roots (tools/ek-roots/README.md), at least one per maker.
+for f in amd-ftpm-rsa-root.pem infineon-optiga-rsa-root.pem intel-ptt-ek-root.pem nuvoton-tpm-root-ca-2111.pem \
+    stm-tpm-ek-root-ca.pem globalsign-tpm-root.pem; do
+    grep -qx -- "/usr/share/tpmkey/ek-roots/$f" "$TEST_DIR/contents" || fail "the package lacks the EK root $f"
+done
 depends=$(dpkg-deb -f "$DEB" Depends)
 suggests=$(dpkg-deb -f "$DEB" Suggests)
 for lib in libc6 libssl3 libtss2-esys libtss2-tctildr0; do
