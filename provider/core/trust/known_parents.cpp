@@ -513,11 +513,11 @@ std::string parent_check_text(std::uint32_t handle, const ParentCheck& check) {
 }
 
 void log_parent_check(std::uint32_t handle, const ParentCheck& check) {
-    // Errors: what the user must learn of (an EK trusted from now on may be
-    // an interposer's, present at this first use).
+    // An EK trusted from now on is information here (ssh prints the
+    // module's errors at every login): keygen says so, and doctor names it.
     if (check.cleared)
         log_error(tpm_cleared_text(handle) + ": " + parent_check_text(handle, check));
-    else if (!check.not_recorded.empty() || check.ek_first_use || check.new_tpm)
+    else if (!check.not_recorded.empty())
         log_error(parent_check_text(handle, check));
     else if (check.proven_now || !check.same_as.empty())
         log_info(parent_check_text(handle, check));

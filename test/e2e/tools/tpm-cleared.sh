@@ -45,14 +45,17 @@ expect_out "[ok]      EK certificate: none in the TPM" "doctor without EK certif
 ok "first keygen: parent proven by an EK trusted on first use, pinned beside it, its name said; doctor says so"
 
 # A pin from before the proof (no EK): the module's first proof trusts an
-# EK on first use, and says so in its log as an error, with the EK's name.
+# EK on first use and says so in its log (TPMKEY_LOG=info) with the EK's
+# name; doctor names it beside its pin.
 sed -i -E 's/^(0x40000001 [0-9a-f]+ [^ ]+) .*/\1/' "$pins"
 : >"$TPMKEY_LOG_FILE"
-sign "$keys/old.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the old pin's key does not sign"; }
+TPMKEY_LOG=info sign "$keys/old.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the old pin's key does not sign"; }
 grep -q "EK trusted on first use (no EK certificate in the TPM), $ek; from now on only this EK proves" \
-    "$TPMKEY_LOG_FILE" || { show "$TPMKEY_LOG_FILE"; fail "the module's first proof of an old pin is silent"; }
+    "$TPMKEY_LOG_FILE" || { show "$TPMKEY_LOG_FILE"; fail "the module's first proof of an old pin does not name the EK"; }
 grep -q "^0x40000001 [0-9a-f]* [^ ]* $ek " "$pins" || { show "$pins"; fail "the old pin did not get its EK"; }
-ok "an old pin's first proof in the module: logged as an error with the EK's name"
+TPMKEY_KEYS=$keys run "$TPMKEY_TOOL" doctor
+expect_out "[ok]      EK trusted on first use (no certificate): $ek, pinned " "doctor after the module's first proof"
+ok "an old pin's first proof in the module: the EK named in its log and by doctor"
 
 clear_tpm
 must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/new.tpm" -C new -N ''
