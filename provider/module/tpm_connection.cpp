@@ -21,9 +21,16 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
         for (const std::string& w : known_parents_->warnings())
             log_error(w);
     }
+    // A login is no moment to accept a cleared TPM (ParentPolicy), and a
+    // proof that could not be pinned would let whoever answers at the next
+    // login be trusted on its own first use: no PIN goes under either.
     ParentCheck check;
-    TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &check);
+    TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &check, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     log_parent_check(handle, check);
+    if (check.proven_now && !check.not_recorded.empty())
+        throw PinNotRecorded("the TPM's storage key " + handle_text(handle) + " was proven, but its pin could not "
+                               "be written (" + check.not_recorded + "): without a pin every login would be a "
+                               "first use, so none goes on; nothing secret was sent");
     Parent& parent = parents_[handle];
     // Saved once, so that no later call pays a TPM2_CreatePrimary (on a real
     // TPM a key generation, tens of milliseconds to seconds).

@@ -15,11 +15,14 @@
 # (persisted at 0x81000002): the pinned EK proves it lives in that TPM, so
 # nothing salted to it can leave the TPM; tpmkey takes it for a replaced
 # key of the same TPM (issue 16), not for an interposer, and keys made
-# under the pinned one do not load under it.
+# under the pinned one do not load under it. Back on the genuine TPM, the
+# module does not switch back to the first key on its own (a login accepts
+# no "clear"); doctor does, and the keys sign again.
 # The same with the TCTI spelt another way (issue 22: pins were filed under
 # the TCTI's text): "host=localhost" and the pairs swapped reach the same
 # pins; a relay on a port of its own (another TPM for the pins) is refused
-# because the parent is pinned for another TPM only. The module answers
+# because the parent is pinned for another TPM only, and the refusal names
+# tpmkey trust-tpm, not a name to paste into the pins. The module answers
 # CKR_DEVICE_ERROR.
 # Runs under `with-swtpm --srk --relaxed-da`.
 set -euo pipefail
@@ -147,7 +150,12 @@ grep -q "CreatePrimary .*substituted" "$TEST_DIR/relay.log" || { show "$TEST_DIR
 kill "$RELAY_PID"; wait "$RELAY_PID" 2>/dev/null || true
 RELAY_PID=""
 [ "$(grep -c '^0x' "$pins")" = 2 ] || { show "$pins"; fail "a pin was added for the relay's TPM"; }
-ok "a relay on its own port: refused, nothing pinned for it"
+# Its advice: accept another TPM on purpose with trust-tpm, never paste the
+# name shown (the interposer's) into the file.
+grep -qF "tpmkey trust-tpm --tcti 'swtpm:host=127.0.0.1,port=$own_port'" "$TEST_DIR/keygen.out" ||
+    { show "$TEST_DIR/keygen.out"; fail "the refusal does not name trust-tpm"; }
+! grep -qi "add the line" "$TEST_DIR/keygen.out" || { show "$TEST_DIR/keygen.out"; fail "the refusal tells the user to paste a name"; }
+ok "a relay on its own port: refused, nothing pinned for it, trust-tpm named (no name to paste)"
 
 relay_in_place --redirect-handle 0x81000001=0x81000002
 run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/same-tpm.tpm" -C same-tpm --parent 0x81000001 --pin-file "$TEST_DIR/pin"
@@ -160,7 +168,17 @@ relay_stop
 rm "$keys/same-tpm.tpm" "$keys/same-tpm.pub"
 ok "0x81000001 shown as another storage key of the same TPM: proven by the pinned EK, taken for a replaced key"
 
-# The genuine TPM again: both keys work with their PIN.
+# The genuine TPM again. The keygen above re-pinned 0x81000001 (the same
+# EK proved the other key): the module does not switch back on its own
+# (a "clear" is no login's business); doctor does, and says so.
+: >"$TEST_DIR/module.log"
+! TPMKEY_KEYS=$keys/srk.tpm TPMKEY_LOG_FILE=$TEST_DIR/module.log pkcs11-tool --module "$TPMKEY_MODULE" --login \
+    --pin 1234 --sign -m ECDSA-SHA256 -i "$TEST_DIR/pin" -o "$TEST_DIR/sig" >/dev/null 2>&1 ||
+    fail "the module accepted a storage key other than the pinned one by itself"
+grep -qF "a login does not accept a new storage key on its own" "$TEST_DIR/module.log" ||
+    { show "$TEST_DIR/module.log"; fail "the module's log does not say why"; }
+TPMKEY_KEYS=$keys/srk.tpm run "$TPMKEY_TOOL" doctor
+expect_out "srk.tpm: ECDSA P-256, PIN, parent 0x81000001: loads on this TPM" "doctor back on the genuine TPM"
 for k in owner srk; do
     TPMKEY_KEYS=$keys/$k.tpm pkcs11-tool --module "$TPMKEY_MODULE" --login --pin 1234 --sign -m ECDSA-SHA256 \
         -i "$TEST_DIR/pin" -o "$TEST_DIR/sig" >/dev/null 2>&1 || fail "$k.tpm does not sign through the genuine TPM"

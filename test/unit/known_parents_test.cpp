@@ -112,6 +112,23 @@ TEST_CASE("known_parents: a pin file that others could write, or that is no file
         CHECK_THAT(KnownParents::load().problem().value_or(""),
                    Catch::Contains("is writable by others, who could replace the pins"));
     }
+    SECTION("missing, in a directory others may write to: not a first use") {
+        ::chmod(config.pins.parent_path().c_str(), 0777);
+        CHECK_THAT(KnownParents::load().problem().value_or(""),
+                   Catch::Contains("is writable by others, who could remove the pins or put theirs there"));
+    }
+    SECTION("missing, its directory too, and the one above writable by others") {
+        fs::remove(config.pins.parent_path());
+        ::chmod(config.pins.parent_path().parent_path().c_str(), 0777);
+        CHECK_THAT(KnownParents::load().problem().value_or(""),
+                   Catch::Contains("its directory " + config.pins.parent_path().parent_path().string() +
+                                   " is writable by others"));
+    }
+    SECTION("missing, in a directory that is the user's alone: first use") {
+        ::chmod(config.pins.parent_path().c_str(), 0700);
+        fs::remove(config.pins.parent_path());
+        CHECK_FALSE(KnownParents::load().problem());
+    }
     SECTION("owned by another user") {
         config.write("");
         if (::getuid() == 0)

@@ -28,7 +28,7 @@ extern const Command ssh_config_command;                                        
 extern const Command policy_command;                                              // policy.cpp
 extern const Command bench_command;                                               // bench.cpp
 extern const Command setup_command;                                               // setup.cpp
-extern const Command forget_tpm_command;                                          // forget_tpm.cpp
+extern const Command forget_tpm_command, trust_tpm_command;                       // forget_tpm.cpp
 extern const Command attest_enroll_command, attest_activate_command;              // attest_enroll.cpp
 extern const Command attest_key_command;                                          // attest_key.cpp
 

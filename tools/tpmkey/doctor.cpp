@@ -347,15 +347,22 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                 else
                     d.ok("EK certificate: none in the TPM (" + ek.algorithm + " EK; swtpm without --ek-cert and "
                          "many firmware TPMs have none)");
+                for (const std::string& refused : ek.refused_roots)
+                    d.warn("EK roots: " + refused, "a root certificate others could have put there is no root",
+                           "fix the ownership or permissions as said, or remove the file");
                 d.ok(ek.certified ? "EK certified by " + ek.issuer
                                   : "EK trusted on first use (" +
-                                        std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") + ")");
+                                        std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") +
+                                        "): " + ek.pin + (pin && pin->ek == ek.pin ? ", pinned " + pin->proven
+                                                                                   : ", not pinned yet"));
             }
             if (pin && !pin->ek.empty() && pin->ek != ek.pin)
                 d.fail(parent_text + ": proven by an EK that is not the pinned one (" + ek.pin + ", pinned: " +
                            pin->ek + ")",
-                       "possible TPM interposer, or another TPM at this address",
-                       "type no PIN until you know why; if you replaced the TPM on purpose: tpmkey forget-tpm");
+                       "a TPM's endorsement key never changes, not even when it is cleared: another TPM answers "
+                       "at this address, or something in between (an interposer) answers for it",
+                       "type no PIN until you know why; only if you replaced the TPM yourself and know this is the "
+                       "new one: tpmkey forget-tpm");
             else
                 d.ok(parent_text + ": proven genuine by the EK now" +
                      (pin && !pin->proven.empty() ? " (first proven " + pin->proven + ")" : ""));
@@ -395,7 +402,7 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         d.fail("pinned parents: " + *known.problem(),
                "tpmkey cannot trust the pins, so it uses no storage key and no key loads (nothing secret is sent)",
                "make it a regular file of yours that no one else may write to, in directories no one else may "
-               "write to (chmod 600 " + KnownParents::file_path().string() + ")");
+               "write to, as said above");
     for (const std::string& w : known.warnings())
         d.warn("pinned parents: " + w, "a line tpmkey does not understand", "fix or remove that line");
     if (!config.file_problem.empty())

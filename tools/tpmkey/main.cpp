@@ -24,7 +24,7 @@ using namespace tpmkey::cli;
 constexpr const Command* commands[] = {
     &list_command,   &pubkey_command, &info_command,
     &passwd_command, &drop_comment_command, &doctor_command, &ssh_config_command, &policy_command,
-    &setup_command, &bench_command, &forget_tpm_command,
+    &setup_command, &bench_command, &forget_tpm_command, &trust_tpm_command,
     &attest_enroll_command, &attest_activate_command, &attest_key_command,
 };
 

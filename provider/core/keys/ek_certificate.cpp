@@ -99,7 +99,8 @@ namespace {
 // Adds the certificates of the root directories: self-signed ones to
 // `store` as trusted roots, the others to `untrusted` as intermediates.
 // Returns how many roots were added.
-int add_ek_roots(const std::vector<std::filesystem::path>& dirs, X509_STORE* store, STACK_OF(X509)* untrusted) {
+int add_ek_roots(const std::vector<std::filesystem::path>& dirs, X509_STORE* store, STACK_OF(X509)* untrusted,
+                 std::vector<std::string>* refused = nullptr) {
     int trusted = 0;
     for (const std::filesystem::path& dir : dirs) {
         std::error_code ec;
@@ -120,6 +121,10 @@ int add_ek_roots(const std::vector<std::filesystem::path>& dirs, X509_STORE* sto
                         (void)cert.release();
                     }
                 }
+            } catch (const ReplaceableFile& e) {
+                // Not silently: whoever put a root there meant it to count.
+                if (refused)
+                    refused->push_back(e.what());
             } catch (const Error&) {
                 // Not a certificate file we can use: skipped, as `openssl
                 // rehash` skips what it cannot read.
@@ -138,6 +143,17 @@ std::string dirs_text(const EkRoots& roots) {
     for (const auto& dir : roots.shipped)
         dirs += (dirs.empty() ? "" : ", ") + dir.string();
     return dirs.empty() ? std::string("(no directory)") : dirs;
+}
+
+std::vector<std::string> refused_ek_roots(const EkRoots& roots) {
+    const X509Store store(X509_STORE_new());
+    const X509Stack untrusted(sk_X509_new_null());
+    if (!store || !untrusted)
+        throw Error("cannot verify a certificate chain (OpenSSL)");
+    std::vector<std::string> refused;
+    (void)add_ek_roots(roots.dirs, store.get(), untrusted.get(), &refused);
+    (void)add_ek_roots(roots.shipped, store.get(), untrusted.get(), &refused);
+    return refused;
 }
 
 bool has_trusted_ek_root(const EkRoots& roots) {

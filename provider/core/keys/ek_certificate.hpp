@@ -72,6 +72,11 @@ std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const Ek
 // interposer could hide the certificate, or show one that does not chain).
 bool has_trusted_ek_root(const EkRoots& roots);
 
+// Why files of `roots` were refused as roots because others could have put
+// them there (check_not_replaceable), for the messages that say the EK is
+// not certified.
+std::vector<std::string> refused_ek_roots(const EkRoots& roots);
+
 // "the directories a, b" of `roots`, for messages.
 std::string dirs_text(const EkRoots& roots);
 

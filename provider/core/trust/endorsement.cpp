@@ -316,6 +316,13 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         if (!ignored.empty())
             result.why_not_certified += ")";
     }
+    // A root the user put where others may write is no root, and not
+    // silently: the EK is trusted on first use instead, and they must know.
+    if (!result.why_not_certified.empty()) {
+        result.refused_roots = refused_ek_roots(roots);
+        for (std::size_t i = 0; i < result.refused_roots.size(); ++i)
+            result.why_not_certified += (i == 0 ? "; EK roots not used: " : "; ") + result.refused_roots[i];
+    }
     if (!result.why_not_certified.empty() && has_trusted_ek_root(roots))
         throw ParentProofFailed("the parent's proof failed: trusted EK roots are installed (" + dirs_text(roots) +
                                 "), but this TPM's endorsement key is not certified by one (" +

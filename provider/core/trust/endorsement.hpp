@@ -54,6 +54,7 @@ struct EndorsementKey {
     std::string algorithm;           // "RSA 2048", "ECC P-256", "ECC P-384"
     std::string issuer;              // the certificate's issuer (one line), empty without one
     std::string why_not_certified;   // "no EK certificate in the TPM", "no trusted root: ...", empty when certified
+    std::vector<std::string> refused_roots;  // not certified, and root files refused: others could have put them there
 };
 
 // Proves that `parent` (loaded, with `parent_public` as the TPM reported

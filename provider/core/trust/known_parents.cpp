@@ -1,6 +1,7 @@
 #include "core/trust/known_parents.hpp"
 
 
+#include "core/base/home.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/base/error.hpp"
@@ -13,6 +14,7 @@
 #include <tss2/tss2_mu.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -124,6 +126,38 @@ const char* const file_header =
     "# or ek:its name where it is trusted on first use. 'tpmkey forget-tpm' drops a TPM's pins.\n"
     "# HANDLE NAME TPM [EK PROVEN [CLEARED]]\n";
 
+// With no pin file, the directories it would be in, as check_not_replaceable
+// checks those of a file that exists: whoever may write to one of them may
+// delete the pins (every use a first use) or put their own there.
+void check_pin_directories(const std::filesystem::path& path) {
+    std::error_code ec;
+    std::filesystem::path dir = path.parent_path();
+    while (dir.has_relative_path() && !std::filesystem::exists(dir, ec))
+        dir = dir.parent_path();
+    dir = std::filesystem::canonical(dir, ec);
+    if (ec)
+        throw Error(path.string() + ": cannot check its directories: " + ec.message());
+    const std::filesystem::path home = std::filesystem::weakly_canonical(home_directory(), ec);
+    const bool under_home = !ec && !home.empty() && dir.string().starts_with(home.string());
+    const uid_t me = ::getuid();
+    for (;;) {
+        struct stat st {};
+        if (::stat(dir.c_str(), &st) != 0)
+            throw Error(path.string() + ": cannot check its directory " + dir.string() + ": " + std::strerror(errno));
+        if (st.st_uid != me && st.st_uid != 0)
+            throw ReplaceableFile(path.string() + ": its directory " + dir.string() + " belongs to another user (uid " +
+                                  std::to_string(st.st_uid) + "), who could remove the pins or put theirs there; "
+                                  "refusing it");
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+            throw ReplaceableFile(path.string() + ": its directory " + dir.string() +
+                                  " is writable by others, who could remove the pins or put theirs there; refusing "
+                                  "it (chmod go-w " + dir.string() + ")");
+        if ((under_home && dir == home) || dir == dir.root_path())
+            return;
+        dir = dir.parent_path();
+    }
+}
+
 }  // namespace
 
 std::string name_hex_of(const TPM2B_PUBLIC& pub) {
@@ -145,9 +179,12 @@ KnownParents KnownParents::load() {
     try {
         if (!path.empty())
             file = read_regular_file_if_present(path, max_pins_file_size);
-        // Whoever may replace the pins may pin their own storage key.
+        // Whoever may replace the pins may pin their own storage key; whoever
+        // may remove them makes every use a first use.
         if (file)
             check_not_replaceable(path, *file, "pin file", "the pins");
+        else if (!path.empty())
+            check_pin_directories(path);
     } catch (const Error& e) {
         problem = e.what();
     }
@@ -304,7 +341,7 @@ TPM2B_PUBLIC parent_public(Tpm& tpm, const TpmObject& parent, std::uint32_t hand
 
 std::string ek_trust_text(const EndorsementKey& ek) {
     return ek.certified ? "EK certified by " + ek.issuer
-                        : "EK trusted on first use (" + ek.why_not_certified + ")";
+                        : "EK trusted on first use (" + ek.why_not_certified + "), " + ek.pin;
 }
 
 }  // namespace
@@ -314,7 +351,8 @@ EndorsementKey prove_storage_key(Tpm& tpm, std::uint32_t handle) {
     return prove_parent(tpm, parent, parent_public(tpm, parent, handle), default_ek_roots());
 }
 
-TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& known, ParentCheck* check) {
+TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& known, ParentCheck* check,
+                               const ParentPolicy& policy) {
     const std::string file = KnownParents::file_path().string();
     if (known.problem())
         throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
@@ -343,19 +381,23 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
                              " is " + pin->name_hex + ", pinned before tpmkey proved storage keys by the TPM's "
                              "endorsement key, so a cleared TPM cannot be told from an interposer here); keys made "
                              "under the pinned one cannot be used; nothing secret was sent to it");
-    // Another spelling of a pinned TPM (or a relay on another port) must
-    // not be a first use: that is the interposer's way around a pin.
+    // No pin for this TPM, but for others: the same name is the same
+    // storage key (a session salted to it can be read only inside the TPM
+    // that holds it), whatever the road to it.
     const std::vector<ParentPin> others = pin ? std::vector<ParentPin>() : known.pinned_elsewhere(id, handle);
-    if (!others.empty()) {
-        std::string pinned_for;
-        for (const ParentPin& p : others)
-            pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + p.tpm + "' (name " + p.name_hex + ")");
-        throw ParentMismatch("the TPM's storage key " + handle_text(handle) + " (name " + name +
-                             ") has no pin for TPM '" + id + "' but is pinned for " + pinned_for + " in " + file +
-                             ": this may be a pinned TPM reached through something in between; nothing secret was "
-                             "sent to it. If '" + id + "' is another TPM indeed, compare " + name +
-                             " with a trusted source, then add the line '" + handle_text(handle) + " " + name + " " +
-                             id + "' to " + file);
+    const auto same = std::find_if(others.begin(), others.end(),
+                                   [&](const ParentPin& p) { return p.name_hex == name && !p.ek.empty(); });
+    if (same != others.end()) {
+        found.same_as = same->tpm;
+        found.pin = ParentPin{handle, name, id, same->ek, same->proven, same->cleared};
+        try {
+            known.record(found.pin);
+        } catch (const Error& e) {
+            found.not_recorded = e.what();  // matched all the same: the next use compares again
+        }
+        if (check)
+            *check = found;
+        return parent;
     }
     // Not proven yet, or a new name: it must be a storage key bound to the
     // TPM, and the endorsement key decides.
@@ -366,18 +408,55 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
         if (ek.pin != pin->ek)
             throw ParentMismatch(mismatch + ", and not a cleared TPM: its endorsement key is not the pinned one (" +
                                  ek.pin + "; pinned for TPM '" + id + "' in " + file + ": " + pin->ek +
-                                 "), so it is another TPM or something in between; nothing secret was sent to it");
+                                 "). A TPM's endorsement key never changes, not even when the TPM is cleared: "
+                                 "another TPM answers at this address, or something in between answers for it; "
+                                 "nothing secret was sent to it");
         found.cleared = true;
     }
+    // A TPM not seen before, whose handle is pinned for others under other
+    // names (another road to a pinned TPM, or another TPM): the EK decides.
+    const bool unproven_same_name =
+        std::any_of(others.begin(), others.end(), [&](const ParentPin& p) { return p.name_hex == name; });
+    if (!others.empty() && !unproven_same_name) {
+        const auto same_ek =
+            std::find_if(others.begin(), others.end(), [&](const ParentPin& p) { return p.ek == ek.pin; });
+        if (same_ek != others.end()) {
+            found.cleared = true;  // the EK of a pinned TPM proves it: that TPM, with a new storage key
+            found.same_as = same_ek->tpm;
+        } else if (ek.certified || (!policy.accept_new_tpm_ek.empty() && policy.accept_new_tpm_ek == ek.pin)) {
+            found.new_tpm = true;
+        } else {
+            std::string pinned_for;
+            for (const ParentPin& p : others)
+                pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + p.tpm + "' (name " + p.name_hex + ")");
+            throw NewTpmRefused(
+                "the TPM's storage key " + handle_text(handle) + " (name " + name + ") has no pin for TPM '" + id +
+                "' but is pinned for " + pinned_for + " in " + file + ": this may be a pinned TPM reached through "
+                "something in between (an interposer), or another TPM; its endorsement key (" + ek.pin +
+                ") is not certified by a trusted root, so tpmkey cannot tell; nothing secret was sent to it. If '" +
+                id + "' is another TPM indeed (a second simulator, a new machine's TPM), accept it on purpose: "
+                "tpmkey trust-tpm --tcti '" + id + "'" +
+                (handle == owner_hierarchy ? std::string() : " --parent " + handle_text(handle)));
+        }
+    }
+    if (found.cleared && !policy.accept_clear)
+        throw ClearNotAccepted(
+            "the TPM's storage key " + handle_text(handle) + " is not the one pinned for TPM '" + id + "' in " + file +
+            " but is proven by its pinned endorsement key: " + tpm_cleared_text(handle) +
+            "; a login does not accept a new storage key on its own, and keys made before cannot load anyway; "
+            "nothing secret was sent. 'tpmkey doctor' accepts it, says which keys are gone, and pins it");
     found.proven_now = true;
     found.ek_text = ek_trust_text(ek);
+    const bool ek_known = (pin && pin->ek == ek.pin) || found.cleared;
+    found.ek_first_use = !ek.certified && !ek_known;
     const std::string now = utc_now();
     const ParentPin proven{handle, name, id, ek.pin, now, found.cleared ? now : pin ? pin->cleared : std::string()};
     try {
         known.record(proven);
         found.pin = proven;
     } catch (const Error& e) {
-        // Proven for this run; the next one proves it again.
+        // Proven for this run; the next one proves it again (the module
+        // does not go on: log_parent_check).
         found.not_recorded = e.what();
     }
     if (check)
@@ -406,23 +485,41 @@ std::string tpm_cleared_text(std::uint32_t handle) {
 std::string parent_check_text(std::uint32_t handle, const ParentCheck& check) {
     const std::string parent = "the TPM's storage key " + handle_text(handle);
     const std::string file = KnownParents::file_path().string();
+    const std::string not_written =
+        check.not_recorded.empty() ? std::string()
+                                   : "; its pin could not be written (" + check.not_recorded + ")";
+    if (!check.proven_now && !check.same_as.empty())
+        return parent + " matches its pin for TPM '" + check.same_as + "' in " + file +
+               " (the same storage key, reached another way)" +
+               (not_written.empty() ? "; pinned for TPM '" + check.pin.tpm + "' too" : not_written);
     if (!check.proven_now)
         return parent + " matches its pin in " + file + " (proven " + check.pin.proven + " by its " +
                (check.pin.certified() ? "certified EK" : "EK trusted on first use") + ")";
-    const std::string text = parent + (check.cleared ? " is new, and proven by the same endorsement key as before: "
-                                                     : " is proven genuine by the TPM's endorsement key: ") +
-                             check.ek_text;
-    if (!check.not_recorded.empty())
-        return text + "; its pin could not be written (" + check.not_recorded + "): the proof runs again next time";
+    std::string text = parent;
+    if (check.cleared && !check.same_as.empty())
+        text += " is new, and proven by the endorsement key pinned for TPM '" + check.same_as + "': ";
+    else if (check.cleared)
+        text += " is new, and proven by the same endorsement key as before: ";
+    else
+        text += " is proven genuine by the TPM's endorsement key: ";
+    text += check.ek_text;
+    if (check.new_tpm)
+        text += "; a TPM not seen before (its storage key " + handle_text(handle) + " is pinned for other TPMs)";
+    if (check.ek_first_use)
+        text += "; from now on only this EK proves this TPM's storage keys";
+    if (!not_written.empty())
+        return text + not_written + ": the proof runs again next time";
     return text + "; pinned in " + file + " (its name is " + check.name_hex + ")";
 }
 
 void log_parent_check(std::uint32_t handle, const ParentCheck& check) {
+    // An EK trusted from now on is information here (ssh prints the
+    // module's errors at every login): keygen says so, and doctor names it.
     if (check.cleared)
         log_error(tpm_cleared_text(handle) + ": " + parent_check_text(handle, check));
     else if (!check.not_recorded.empty())
         log_error(parent_check_text(handle, check));
-    else if (check.proven_now)
+    else if (check.proven_now || !check.same_as.empty())
         log_info(parent_check_text(handle, check));
 }
 
@@ -458,7 +555,19 @@ Diagnosis diagnose_untrusted_parent(const Error& e) {
     if (dynamic_cast<const UnusablePinFile*>(&e))
         return {TpmProblem::untrusted_parent, e.what(),
                 "make it a regular file of yours that no one else may write to, in directories no one else may "
-                "write to (chmod 600 " + KnownParents::file_path().string() + "; see docs/configuration.md)"};
+                "write to, as the message says (see docs/configuration.md)"};
+    if (dynamic_cast<const PinNotRecorded*>(&e))
+        return {TpmProblem::untrusted_parent, e.what(),
+                "make " + KnownParents::file_path().parent_path().string() + " a directory you (and no one else) "
+                "may write to, then run 'tpmkey doctor', which proves and pins the storage key"};
+    if (dynamic_cast<const ClearNotAccepted*>(&e))
+        return {TpmProblem::untrusted_parent, e.what(),
+                "run 'tpmkey doctor': it accepts the cleared TPM's new storage key and names the keys that are gone; "
+                "then make new keys with tpmkey-keygen"};
+    if (dynamic_cast<const NewTpmRefused*>(&e))
+        return {TpmProblem::untrusted_parent, e.what(),
+                "type no PIN for this key until you know why (docs/security.md); accept another TPM only on purpose, "
+                "with tpmkey trust-tpm as said"};
     if (dynamic_cast<const ParentProofFailed*>(&e))
         return {TpmProblem::untrusted_parent, e.what(),
                 "type no PIN for this key until you know why: the TPM's storage key could not be proven to live in "
@@ -466,9 +575,9 @@ Diagnosis diagnose_untrusted_parent(const Error& e) {
                 "(docs/security.md, docs/troubleshooting.md); 'tpmkey forget-tpm' does not help against that, it "
                 "only drops pins"};
     return {TpmProblem::untrusted_parent, e.what(),
-            "type no PIN for this key until you know why (docs/security.md); if you cleared or replaced the TPM or "
-            "its storage key yourself, 'tpmkey forget-tpm' drops its pins, and the next tpmkey-keygen proves and "
-            "pins the new one"};
+            "type no PIN for this key until you know why (docs/security.md, docs/troubleshooting.md). tpmkey "
+            "recognises a cleared TPM by its endorsement key, which a clear never changes; 'tpmkey forget-tpm' is "
+            "only for a TPM you replaced yourself, once you know that the one answering now is the new one"};
 }
 
 }  // namespace tpmkey

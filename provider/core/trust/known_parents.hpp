@@ -27,16 +27,19 @@
 // "default" for the machine's own TPM however it is reached, else the TCTI
 // in one canonical spelling); lines written before that are read the same
 // way, so every spelling of one TPM finds its pins. A handle pinned for
-// other TPMs but not for this one is refused: another spelling of a pinned
-// TPM must not be a first use. The file is trusted only when it follows
-// ssh's StrictModes (file_read.hpp); one that exists but cannot be read as
-// such leaves no parent verified (fail closed). A parent is pinned once its
+// other TPMs but not for this one is no first use: under a pinned name it
+// is that key reached another way (pinned for this TPM too), under another
+// name the EK decides (load_verified_parent). The file is trusted only when
+// it follows ssh's StrictModes (file_read.hpp); one that exists but cannot
+// be read as such, or no file in directories others may write to, leaves
+// no parent verified (fail closed). A parent is pinned once its
 // proof passed, by whichever use meets it first (keygen, passwd, doctor,
 // info, the module); after that a use only compares the name: the proof
 // runs once per parent, never per login. Where systemd pinned the
 // machine's SRK (/run/systemd/tpm2-srk-public-key.tpm2b_public), that pin
 // is used too (and proven like a line without EK). `tpmkey forget-tpm`
-// drops a TPM's pins on purpose.
+// drops a TPM's pins on purpose, `tpmkey trust-tpm` pins a TPM not seen
+// before on purpose.
 #pragma once
 
 #include "core/base/error.hpp"
@@ -68,6 +71,23 @@ public:
     using UnverifiedParent::UnverifiedParent;
 };
 class UnusablePinFile : public UnverifiedParent {
+public:
+    using UnverifiedParent::UnverifiedParent;
+};
+// No pin for this TPM, its handle pinned for other TPMs under other names,
+// and an EK trusted on first use: refused until `tpmkey trust-tpm`.
+class NewTpmRefused : public ParentMismatch {
+public:
+    using ParentMismatch::ParentMismatch;
+};
+// A parent proven but not pinned (the file could not be written), where
+// that is not enough: the module sends no PIN under it.
+class PinNotRecorded : public UnverifiedParent {
+public:
+    using UnverifiedParent::UnverifiedParent;
+};
+// A cleared TPM met where no one accepts it (ParentPolicy::accept_clear).
+class ClearNotAccepted : public UnverifiedParent {
 public:
     using UnverifiedParent::UnverifiedParent;
 };
@@ -135,7 +155,27 @@ struct ParentCheck {
     std::string name_hex;     // the parent's name
     ParentPin pin;            // the pin now (empty name_hex: none, e.g. not recorded)
     std::string ek_text;      // proven_now: "EK certified by ISSUER" or "EK trusted on first use (WHY)"
-    std::string not_recorded; // proven_now, but the pin could not be written: why
+    bool ek_first_use = false; // proven_now by an uncertified EK no pin named before: trusted from now on
+    std::string same_as;      // no pin for this TPM, but the name is pinned for this other TPM: the same
+                              // storage key reached another way (pinned for this TPM too)
+    bool new_tpm = false;     // a TPM not seen before, whose handle is pinned for others under other names:
+                              // accepted by its certified EK, or on purpose (ParentPolicy::accept_new_tpm_ek)
+    std::string not_recorded; // the pin could not be written: why
+};
+
+// What a use of a parent accepts on its own.
+struct ParentPolicy {
+    // A new name proven by the pinned EK (a cleared TPM). The module does
+    // not: a PIN login is no moment to accept it, and keys made before a
+    // clear cannot load anyway; keygen, doctor, info and passwd accept it
+    // and say so.
+    bool accept_clear = true;
+    // A TPM not seen before whose handle is pinned for other TPMs under
+    // other names, its storage key proven by an EK trusted on first use:
+    // another TPM or an interposer in front of a pinned one cannot be told
+    // apart, so only `tpmkey trust-tpm` (the user, on purpose, after seeing
+    // the EK) accepts it: when its EK is this one (EndorsementKey::pin).
+    std::string accept_new_tpm_ek;
 };
 
 // For tpmkey setup, before it persists a new storage key at `handle`:
@@ -162,7 +202,17 @@ std::string tpm_cleared_text(std::uint32_t handle);
 // (ParentProofFailed), a name that differs from the pin under another EK
 // or without one, pins only for other TPMs, an unusable pin file; Error
 // for a TCTI that names no TPM exactly. Nothing secret is sent before.
-TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& known, ParentCheck* check = nullptr);
+//
+// A handle with no pin for this TPM but pinned for another TPM under the
+// same name is that very storage key reached another way (tpm2-abrmd in
+// front of the simulator, two TCTIs of one TPM): sessions salted to it are
+// safe; it is pinned for this TPM too, with no TPM command more. Under
+// another name it is proven, and accepted when its EK is certified by a
+// trusted root or is the EK pinned for one of those TPMs (then a clear, as
+// above); one trusted on first use is refused unless `policy` says
+// otherwise.
+TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& known, ParentCheck* check = nullptr,
+                               const ParentPolicy& policy = {});
 
 // The proof (endorsement.hpp) of the storage key at `handle` as the TPM
 // answers now, whatever its pin says, for tpmkey doctor; records nothing.

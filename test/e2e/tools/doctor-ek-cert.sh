@@ -25,10 +25,30 @@ expect_in "$out" "^\[warning\] EK certificate: (RSA 2048|ECC P-256|ECC P-384) at
 expect_out "[ok]      EK trusted on first use (no trusted root)" "doctor without the EK root"
 ok "without the EK root: the certificate is found but not trusted; the EK is trusted on first use"
 
+# The root in a directory others may write to: not used, and said so.
+roots=$TEST_DIR/roots
+mkdir -m 0777 "$roots"
+cp "$TPMKEY_SWTPM_DIR/ek-ca/swtpm-localca-rootca-cert.pem" "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" "$roots/"
+chmod 0644 "$roots"/*.pem
+printf 'ek-roots %s\n' "$roots" >"$XDG_CONFIG_HOME/tpmkey/config"
+must "$TPMKEY_TOOL" forget-tpm --yes
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N ''
+expect_out "EK trusted on first use (no trusted root" "keygen, the root writable by others"
+expect_out "EK roots not used: $roots/issuercert.pem: its directory $roots is writable by others" \
+    "keygen, the root writable by others"
+run "$TPMKEY_TOOL" doctor
+expect_out "[warning] EK roots: $roots/swtpm-localca-rootca-cert.pem: its directory $roots is writable by others" \
+    "doctor, the root writable by others"
+chmod go-w "$roots"  # as the message says
+run "$TPMKEY_TOOL" doctor
+expect_out "[ok]      EK certified by CN = swtpm-localca" "doctor, the root's directory fixed"
+expect_no_out "EK roots:" "doctor, the root's directory fixed"
+ok "a root where others may write: not used, and keygen and doctor say so; after chmod go-w it is used"
+
 # With the root: a new proof (forget-tpm) pins the certificate.
 mkdir -p "$XDG_CONFIG_HOME/tpmkey"
 printf 'ek-roots %s\n' "$TPMKEY_SWTPM_DIR/ek-ca" >"$XDG_CONFIG_HOME/tpmkey/config"
-must "$TPMKEY_TOOL" forget-tpm
+must "$TPMKEY_TOOL" forget-tpm --yes
 must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N ''
 expect_out "is proven genuine by the TPM's endorsement key: EK certified by " "keygen with the EK root"
 expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ cert:[0-9a-f]{64} [0-9-]+T[0-9:]+Z$" \
@@ -43,3 +63,14 @@ expect_out "[ok]      EK certified by CN = swtpm-localca" "doctor with the EK ro
 expect_out "storage key 0x40000001: proven genuine by the EK now" "doctor with the EK root"
 expect_out "certified EK cert:$fp" "doctor's pins"
 ok "with the EK root: keygen pins the certified EK, doctor says 'EK certified by' its issuer"
+
+# A TPM not seen before, its handle pinned for another TPM under another
+# name and EK: a certified EK decides (accepted, pinned, said so).
+must "$TPMKEY_TOOL" forget-tpm --yes
+printf '0x40000001 000b%s swtpm:host=127.0.0.1,port=1 cert:%s 2026-01-01T00:00:00Z\n' \
+    "$(printf 'a%.0s' {1..64})" "$(printf 'b%.0s' {1..64})" >>"$pins"
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k3.tpm" -C k3 -N ''
+expect_out "EK certified by CN = swtpm-localca" "keygen on a new, certified TPM"
+expect_out "a TPM not seen before (its storage key 0x40000001 is pinned for other TPMs)" "keygen on a new, certified TPM"
+[ "$(grep -c '^0x40000001 ' "$pins")" = 2 ] || { show "$pins"; fail "the new TPM is not pinned beside the other"; }
+ok "a TPM not seen before with a certified EK: accepted and pinned beside the other TPM's pin, said so"
