@@ -3,6 +3,7 @@
 #include "core/base/error.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/base/log.hpp"
+#include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
 #include <algorithm>
@@ -74,29 +75,82 @@ void Module::logout(CK_SLOT_ID slot) {
 }
 
 void Module::login(Token& t, Secret pin) {
-    const std::optional<PinBurst::Verdict> earlier =
-        t.needs_pin() ? pin_burst_.verdict_for_another(t.slot(), pin) : std::nullopt;
-    if (earlier && !(earlier->accepted && same_pin(token(earlier->slot).label(), t.label()))) {
-        const std::string other = token(earlier->slot).label();
+    if (!t.needs_pin() || pin.empty()) {  // the token answers without the TPM
+        t.login(tpm(), std::move(pin));
+        return;
+    }
+    const std::optional<PinBurst::Verdicts> earlier = pin_burst_.for_another(t.slot(), pin);
+    // Known to be right: the PIN a key took, for a key declared to share it.
+    const bool known_right = earlier && earlier->accepted_by && same_pin(token(*earlier->accepted_by).label(), t.label());
+    if (earlier && !known_right && earlier->refused_by) {
+        const std::string refused = token(*earlier->refused_by).label();
         log_error(t.label() + ": not logged in: the PIN given for it was " +
-                  (earlier->accepted ? "accepted for '" + other + "' a moment ago, so it is that key's PIN"
-                                     : "refused for '" + other + "' a moment ago") +
-                  "; tpmkey sends one PIN to the TPM for one key only, so that a PIN passed on to every key "
-                  "(ssh-add -s) never counts against the TPM's dictionary-attack counter more than once "
-                  "(keys that have one PIN: a line 'same-pin " + other + " " + t.label() +
-                  "' in the config file; docs/ssh-agent-and-more.md)");
+                  (earlier->accepted_by ? "accepted for '" + token(*earlier->accepted_by).label() + "' but " : "") +
+                  "refused for '" + refused + "' a moment ago; tpmkey sends a PIN passed on to every key "
+                  "(ssh-add -s) to the TPM until one key refuses it, so that it counts against the TPM's "
+                  "dictionary-attack counter once at most (a key with a PIN of its own: "
+                  "docs/ssh-agent-and-more.md)");
         throw Pkcs11Error(CKR_PIN_INCORRECT);
+    }
+    if (!known_right) {
+        const DictionaryAttackState da = lockout_state(t);
+        // The PIN was right for another key: a guess for this one. It must
+        // never cost a try the user's own PIN would need, so it leaves one
+        // more than a PIN given for this key.
+        if (earlier && earlier->accepted_by && !room_for_a_wrong_pin(da, guess_reserve)) {
+            log_error(t.label() + ": not logged in: the PIN '" + token(*earlier->accepted_by).label() +
+                      "' took was not tried for it: " + counted_text(da) + ", and tpmkey tries a PIN passed on "
+                      "to a further key (ssh-add -s) only while a wrong one would leave " +
+                      std::to_string(guess_reserve) + " tries or more (a key with a PIN of its own: "
+                      "docs/ssh-agent-and-more.md)");
+            throw Pkcs11Error(CKR_PIN_INCORRECT);
+        }
+        if (!room_for_a_wrong_pin(da, own_reserve)) {
+            UINT32 wait = 0;
+            for (DictionaryAttackState later = da; !room_for_a_wrong_pin(later, own_reserve); --later.failures)
+                wait += da.recovery_seconds;
+            log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) + ", and one more would leave "
+                      "it fewer than " + std::to_string(own_reserve) + " tries before it locks out every key; "
+                      "try again in " + duration_text(wait) + " (the TPM forgives one wrong PIN every " +
+                      duration_text(da.recovery_seconds) + " while the machine is on; docs/troubleshooting.md)");
+            throw Pkcs11Error(CKR_PIN_LOCKED);
+        }
     }
     const Secret tried = pin.clone();
     try {
         with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
     } catch (const TpmError& e) {
-        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
+        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH)) {
             pin_burst_.record(t.slot(), tried, false);
+            if (earlier && earlier->accepted_by)
+                log_error(t.label() + ": the PIN '" + token(*earlier->accepted_by).label() + "' took was tried for it " +
+                          (known_right ? "(the config file says they share a PIN) " : "") +
+                          "and refused: it has a PIN of its own (docs/ssh-agent-and-more.md)");
+        }
         throw;
     }
-    if (t.needs_pin())
-        pin_burst_.record(t.slot(), tried, true);
+    pin_burst_.record(t.slot(), tried, true);
+}
+
+DictionaryAttackState Module::lockout_state(Token& t) {
+    try {
+        return dictionary_attack_state(tpm().tpm());
+    } catch (const TpmError& e) {
+        throw e.about(t.label());
+    }
+}
+
+bool Module::room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve) noexcept {
+    if (da.max_failures == 0 || da.locked_out())
+        return true;  // the TPM answers for itself: no lockout, or a lockout the login reports
+    // A PIN given for a key goes to a TPM that counted nothing, or a TPM
+    // that locks after 1 or 2 would take no PIN at all; a guess does not.
+    return (reserve == own_reserve && da.failures == 0) || da.failures + 1 + reserve <= da.max_failures;
+}
+
+std::string Module::counted_text(const DictionaryAttackState& da) {
+    return "the TPM has counted " + std::to_string(da.failures) + " of " + std::to_string(da.max_failures) +
+           " wrong PINs";
 }
 
 Bytes Module::sign(CK_SLOT_ID slot, const TpmSignRequest& request) {
