@@ -159,11 +159,16 @@ Bytes Module::sign(CK_SLOT_ID slot, const TpmSignRequest& request) {
 }
 
 bool Module::same_pin(const std::string& a, const std::string& b) const {
-    for (const std::vector<std::string>& group : same_pin_)
-        if (std::find(group.begin(), group.end(), a) != group.end() &&
-            std::find(group.begin(), group.end(), b) != group.end())
-            return true;
-    return false;
+    // The groups are joined where they share a key: "same-pin a b" and
+    // "same-pin a c" (two keys made with --same-pin-as a) make b and c one PIN.
+    std::vector<std::string> reached{a};
+    for (std::size_t i = 0; i < reached.size(); ++i)
+        for (const std::vector<std::string>& group : same_pin_)
+            if (std::find(group.begin(), group.end(), reached[i]) != group.end())
+                for (const std::string& name : group)
+                    if (std::find(reached.begin(), reached.end(), name) == reached.end())
+                        reached.push_back(name);
+    return a != b && std::find(reached.begin(), reached.end(), b) != reached.end();
 }
 
 CK_ULONG Module::session_count(CK_SLOT_ID slot, bool read_write_only) const {

@@ -135,3 +135,39 @@ TEST_CASE("a world-writable directory is refused for key files") {
                       Catch::Contains("writable by everyone"));
     CHECK_FALSE(fs::exists(open_dir / "k.tpm"));
 }
+
+TEST_CASE("record_same_pin: a same-pin line added, the rest kept; a file others may write is left alone") {
+    TempHome home;
+    const fs::path dir = home.dir / ".config" / "tpmkey";
+    const fs::path file = dir / "config";
+    SECTION("no config file yet: made 0600 in a 0700 directory") {
+        fs::permissions(home.dir, fs::perms::owner_all);
+        CHECK(record_same_pin("id_tpm", "work") == file);
+        CHECK(record_same_pin("work", "laptop") == file);
+        CHECK((fs::status(dir).permissions() & fs::perms::all) == fs::perms::owner_all);
+        CHECK((fs::status(file).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+        const Config c = load_config();
+        CHECK(c.warnings.empty());
+        REQUIRE(c.same_pin.size() == 2);
+        CHECK(c.same_pin[0] == std::vector<std::string>{"id_tpm", "work"});
+        CHECK(c.same_pin[1] == std::vector<std::string>{"work", "laptop"});
+    }
+    SECTION("an existing file keeps its lines, also one without a final newline") {
+        home.write_config("tcti swtpm:port=2321\nkey ~/keys");
+        fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+        record_same_pin("id_tpm", "work");
+        const Config c = load_config();
+        CHECK(c.tcti == "swtpm:port=2321");
+        CHECK(c.searched.front() == file.string());
+        REQUIRE(c.same_pin.size() == 1);
+        CHECK(c.same_pin[0] == std::vector<std::string>{"id_tpm", "work"});
+    }
+    SECTION("a config file others may write: refused, unchanged") {
+        home.write_config("tcti swtpm:port=2321\n");
+        fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_write);
+        CHECK_THROWS_AS(record_same_pin("id_tpm", "work"), Error);
+        std::ifstream in(file);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        CHECK(text == "tcti swtpm:port=2321\n");
+    }
+}

@@ -64,5 +64,14 @@ Config load_config();
 // The config file's path ($XDG_CONFIG_HOME or ~/.config), empty if no home.
 std::filesystem::path config_file_path();
 
+// Adds the line "same-pin A B" (and a comment saying who wrote it) to the
+// config file, made 0600 in a 0700 directory if missing; the rest of the
+// file stays as it was. tpmkey-keygen --same-pin-as records this after the
+// TPM accepted the PIN for both keys (docs/design.md, "PINs, keys and the
+// TPM's lockout"). Throws Error, leaving the file as it was, when the file
+// is not used (others could write it) or cannot be written. Returns the
+// file's path.
+std::filesystem::path record_same_pin(const std::string& a, const std::string& b);
+
 
 }  // namespace tpmkey

@@ -165,4 +165,38 @@ if [[ $(ssh -V 2>&1) == OpenSSH_9.2* ]]; then
 fi
 ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
 ok "an agent started with TPMKEY_KEYS naming work adds work with its PIN; nothing counted; ssh-add says 'agent refused operation' for no key and for a second ssh-add -s"
+
+# 7. Keys made with tpmkey-keygen --same-pin-as: the TPM checks the PIN once
+#    then, keygen records it in the config file, and one ssh-add -s adds
+#    them all without a config line written by hand; nothing counted.
+agent_stop
+background_agent
+keygen "$keys/twin.tpm" ecdsa 256 'PIN of id_tpm' --same-pin-as "$keys/id_tpm.tpm"
+keygen "$keys/twin2.tpm" rsa 2048 'PIN of id_tpm' --same-pin-as "$keys/twin.tpm"
+expect_eq "$(lockout_counter)" 0 "the lockout counter after two keygen --same-pin-as"
+grep -qx "same-pin id_tpm twin" "$XDG_CONFIG_HOME/tpmkey/config" ||
+    { show "$XDG_CONFIG_HOME/tpmkey/config"; fail "keygen did not record same-pin id_tpm twin"; }
+add_with 'PIN of id_tpm' "keys made with --same-pin-as" id_tpm nopin twin twin2
+expect_eq "$(lockout_counter)" 0 "the lockout counter after adding the keys of one PIN"
+echo "twin data" >"$TEST_DIR/data"
+rm -f "$TEST_DIR/data.sig"
+agent_sign "$keys/twin2.pub" "$TEST_DIR/data"
+expect_signature "$keys/twin2.pub" "$TEST_DIR/data.sig" "$TEST_DIR/data"
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+ok "keygen --same-pin-as twice: one ssh-add -s adds id_tpm, twin and twin2 (twin2 signs); nothing counted"
+
+# A PIN that is not that key's: one count, nothing written, nothing recorded.
+run "$TPMKEY_KEYGEN" -q -f "$keys/other.tpm" --pin-file "$(pin_file 'PIN of work')" --same-pin-as "$keys/id_tpm.tpm"
+expect_rc 1 "keygen --same-pin-as with another PIN"
+grep -qF -- "--same-pin-as $keys/id_tpm.tpm: that is not its PIN (1 of 3 wrong PINs counted by the TPM" "$ERR" ||
+    { show_run; fail "keygen --same-pin-as with another PIN: no word of it"; }
+[ ! -e "$keys/other.tpm" ] && [ ! -e "$keys/other.pub" ] || fail "keygen wrote a key with another PIN"
+grep -q "other" "$XDG_CONFIG_HOME/tpmkey/config" && fail "keygen recorded a PIN it did not check"
+expect_eq "$(lockout_counter)" 1 "the lockout counter after keygen --same-pin-as with another PIN"
+# With 1 of 3 counted the PIN is not checked at all.
+run "$TPMKEY_KEYGEN" -q -f "$keys/other.tpm" --pin-file "$(pin_file 'PIN of id_tpm')" --same-pin-as "$keys/id_tpm.tpm"
+expect_rc 1 "keygen --same-pin-as at 1 of 3"
+grep -qF "the PIN was not checked: the TPM has counted 1 of 3 wrong PINs" "$ERR" || { show_run; fail "keygen --same-pin-as at 1 of 3"; }
+expect_eq "$(lockout_counter)" 1 "the lockout counter after keygen --same-pin-as at 1 of 3"
+ok "keygen --same-pin-as with another PIN: exit 1, one count, nothing written; at 1 of 3 not checked"
 expect_clean_tpm "after ssh-add -e"
