@@ -3,6 +3,9 @@
 #include "core/base/error.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/base/log.hpp"
+#include "core/base/askpass.hpp"
+#include "core/base/printable.hpp"
+#include "core/files/file_read.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
@@ -90,7 +93,8 @@ void Module::login(Token& t, Secret pin) {
                   "(ssh-add -s) to the TPM until one key refuses it, so that it counts against the TPM's "
                   "dictionary-attack counter once at most (a key with a PIN of its own: "
                   "docs/ssh-agent-and-more.md)");
-        throw Pkcs11Error(CKR_PIN_INCORRECT);
+        login_with_own_prompt(t, CKR_PIN_INCORRECT);
+        return;
     }
     if (!known_right) {
         const DictionaryAttackState da = lockout_state(t);
@@ -103,33 +107,90 @@ void Module::login(Token& t, Secret pin) {
                       "to a further key (ssh-add -s) only while a wrong one would leave " +
                       std::to_string(guess_reserve) + " tries or more (a key with a PIN of its own: "
                       "docs/ssh-agent-and-more.md)");
-            throw Pkcs11Error(CKR_PIN_INCORRECT);
+            login_with_own_prompt(t, CKR_PIN_INCORRECT);
+            return;
         }
-        if (!room_for_a_wrong_pin(da, own_reserve)) {
-            UINT32 wait = 0;
-            for (DictionaryAttackState later = da; !room_for_a_wrong_pin(later, own_reserve); --later.failures)
-                wait += da.recovery_seconds;
-            log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) + ", and one more would leave "
-                      "it fewer than " + std::to_string(own_reserve) + " tries before it locks out every key; "
-                      "try again in " + duration_text(wait) + " (the TPM forgives one wrong PIN every " +
-                      duration_text(da.recovery_seconds) + " while the machine is on; docs/troubleshooting.md)");
-            throw Pkcs11Error(CKR_PIN_LOCKED);
-        }
+        require_room_for_a_wrong_pin(t, da);
     }
     const Secret tried = pin.clone();
     try {
         with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
     } catch (const TpmError& e) {
-        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH)) {
-            pin_burst_.record(t.slot(), tried, false);
-            if (earlier && earlier->accepted_by)
-                log_error(t.label() + ": the PIN '" + token(*earlier->accepted_by).label() + "' took was tried for it " +
-                          (known_right ? "(the config file says they share a PIN) " : "") +
-                          "and refused: it has a PIN of its own (docs/ssh-agent-and-more.md)");
-        }
-        throw;
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        pin_burst_.record(t.slot(), tried, false);
+        if (!earlier || !earlier->accepted_by)
+            throw;
+        log_error(t.label() + ": the PIN '" + token(*earlier->accepted_by).label() + "' took was tried for it " +
+                  (known_right ? "(the config file says they share a PIN) " : "") +
+                  "and refused: it has a PIN of its own (docs/ssh-agent-and-more.md)");
+        login_with_own_prompt(t, CKR_PIN_INCORRECT);
+        return;
     }
     pin_burst_.record(t.slot(), tried, true);
+}
+
+void Module::require_room_for_a_wrong_pin(Token& t, const DictionaryAttackState& da) {
+    if (room_for_a_wrong_pin(da, own_reserve))
+        return;
+    UINT32 wait = 0;
+    for (DictionaryAttackState later = da; !room_for_a_wrong_pin(later, own_reserve); --later.failures)
+        wait += da.recovery_seconds;
+    log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) + ", and one more would leave it "
+              "fewer than " + std::to_string(own_reserve) + " tries before it locks out every key; try again in " +
+              duration_text(wait) + " (the TPM forgives one wrong PIN every " + duration_text(da.recovery_seconds) +
+              " while the machine is on; docs/troubleshooting.md)");
+    throw Pkcs11Error(CKR_PIN_LOCKED);
+}
+
+namespace {
+
+// The comment of the key's .pub (its third field on), for the prompt; empty
+// when there is none.
+std::string pub_comment(const std::filesystem::path& key_path) {
+    std::filesystem::path pub = key_path;
+    pub.replace_extension(".pub");
+    try {
+        const std::optional<FileRead> read = read_regular_file_if_present(pub, 16 * 1024);
+        if (!read)
+            return "";
+        std::string_view line(reinterpret_cast<const char*>(read->data.data()), read->data.size());
+        line = line.substr(0, line.find('\n'));
+        // TYPE BASE64 COMMENT
+        const std::size_t type_end = line.find(' ');
+        const std::size_t blob_end =
+            type_end == std::string_view::npos ? type_end : line.find(' ', line.find_first_not_of(' ', type_end));
+        const std::size_t start = blob_end == std::string_view::npos ? blob_end : line.find_first_not_of(' ', blob_end);
+        return start == std::string_view::npos ? "" : printable(line.substr(start));
+    } catch (const Error&) {
+        return "";
+    }
+}
+
+}  // namespace
+
+void Module::login_with_own_prompt(Token& t, CK_RV otherwise) {
+    // Once per key per ssh-add -s: a person answers each prompt.
+    if (!pin_burst_.ask_once(t.slot()))
+        throw Pkcs11Error(otherwise);
+    const Askpass askpass = find_askpass();
+    if (askpass.program.empty()) {
+        log_error(t.label() + ": no PIN prompt could be shown for it: " + askpass.why_not +
+                  "; to add it, start the agent where a prompt can be shown, or run ssh-add -s with its PIN "
+                  "and an agent started with TPMKEY_KEYS naming it (docs/ssh-agent-and-more.md)");
+        throw Pkcs11Error(otherwise);
+    }
+    const std::string comment = pub_comment(t.path());
+    std::optional<Secret> pin =
+        askpass_secret(askpass, "Enter PIN for '" + t.label() + "' (" + printable(t.path().string()) +
+                                    (comment.empty() ? "" : ", " + comment) + "): ");
+    pin_burst_.keep_alive();
+    if (!pin || pin->empty()) {
+        log_error(t.label() + ": not logged in: no PIN given at its prompt (" + askpass.program + ")");
+        throw Pkcs11Error(otherwise);
+    }
+    require_room_for_a_wrong_pin(t, lockout_state(t));
+    with_room_in_tpm(t, [&] { t.login(tpm(), std::move(*pin)); });
 }
 
 DictionaryAttackState Module::lockout_state(Token& t) {

@@ -106,6 +106,13 @@ private:
     // The TPM's dictionary-attack state (one TPM2_GetCapability).
     DictionaryAttackState lockout_state(Token& token);
     static bool room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve) noexcept;
+    // Throws Pkcs11Error(CKR_PIN_LOCKED), logged, when a wrong PIN would
+    // leave the TPM fewer than own_reserve tries.
+    void require_room_for_a_wrong_pin(Token& token, const DictionaryAttackState& da);
+    // A key the PIN passed on is not for: its own PIN through the askpass
+    // program (core/base/askpass.hpp), once per key per burst; throws
+    // Pkcs11Error(otherwise) when no prompt is shown or nothing is typed.
+    void login_with_own_prompt(Token& token, CK_RV otherwise);
     static std::string counted_text(const DictionaryAttackState& da);
 
     TpmConnection tpm_;

@@ -2,6 +2,8 @@
 
 #include "core/base/error.hpp"
 
+#include <algorithm>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -55,11 +57,25 @@ void PinBurst::record(CK_SLOT_ID slot, const Secret& pin, bool accepted) {
     const Digest d = digest(pin);
     const auto now = std::chrono::steady_clock::now();
     if (!last_ || now - last_->at > window || CRYPTO_memcmp(d.data(), last_->digest.data(), d.size()) != 0)
-        last_ = Last{d, Verdicts{}, now};
+        last_ = Last{d, Verdicts{}, now, {}};
     std::optional<CK_SLOT_ID>& by = accepted ? last_->verdicts.accepted_by : last_->verdicts.refused_by;
     if (!by)
         by = slot;
     last_->at = now;
+}
+
+bool PinBurst::ask_once(CK_SLOT_ID slot) {
+    if (!last_)
+        return false;
+    if (std::find(last_->asked.begin(), last_->asked.end(), slot) != last_->asked.end())
+        return false;
+    last_->asked.push_back(slot);
+    return true;
+}
+
+void PinBurst::keep_alive() noexcept {
+    if (last_)
+        last_->at = std::chrono::steady_clock::now();
 }
 
 }  // namespace tpmkey::pkcs11

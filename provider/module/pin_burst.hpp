@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace tpmkey::pkcs11 {
 
@@ -47,6 +48,11 @@ public:
     std::optional<Verdicts> for_another(CK_SLOT_ID slot, const Secret& pin);
     // The TPM accepted or refused `pin` for the token of `slot`.
     void record(CK_SLOT_ID slot, const Secret& pin, bool accepted);
+    // Whether the token of `slot` may get its own prompt in this burst:
+    // true once per token per burst.
+    bool ask_once(CK_SLOT_ID slot);
+    // A prompt took the user's time: the burst goes on from now.
+    void keep_alive() noexcept;
 
 private:
     using Digest = std::array<std::uint8_t, 32>;
@@ -60,6 +66,7 @@ private:
         Digest digest;
         Verdicts verdicts;
         std::chrono::steady_clock::time_point at;
+        std::vector<CK_SLOT_ID> asked;  // tokens that got their own prompt
     };
     std::optional<Last> last_;
 };

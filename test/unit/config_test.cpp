@@ -1,6 +1,7 @@
 // Key discovery and TPM selection from the environment and the config file.
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
+#include "core/base/askpass.hpp"
 #include "core/base/error.hpp"
 #include "core/trust/endorsement.hpp"
 
@@ -170,4 +171,44 @@ TEST_CASE("record_same_pin: a same-pin line added, the rest kept; a file others 
         const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         CHECK(text == "tcti swtpm:port=2321\n");
     }
+}
+
+TEST_CASE("askpass: found as OpenSSH finds it, run without a shell, its answer a Secret") {
+    TempHome home;
+    const fs::path script = home.dir / "askpass";
+    const fs::path marker = home.dir / "ran";
+    // Answers by the prompt; a confirmation only with SSH_ASKPASS_PROMPT=confirm.
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "if [ \"$SSH_ASKPASS_PROMPT\" = confirm ]; then [ \"$1\" = 'Allow?' ]; exit; fi\n"
+                             "case \"$1\" in *work*) printf 'pin of work\\r\\n' ;; *) exit 1 ;; esac\n";
+    fs::permissions(script, fs::perms::owner_all);
+    ::setenv("SSH_ASKPASS", script.c_str(), 1);
+    ::unsetenv("DISPLAY");
+    ::unsetenv("WAYLAND_DISPLAY");
+    ::unsetenv("SSH_ASKPASS_REQUIRE");
+    CHECK(find_askpass().program.empty());
+    CHECK_THAT(find_askpass().why_not, Catch::StartsWith("no DISPLAY or WAYLAND_DISPLAY"));
+    ::setenv("WAYLAND_DISPLAY", "wayland-0", 1);
+    CHECK(find_askpass().program == script.string());
+    ::setenv("SSH_ASKPASS_REQUIRE", "never", 1);
+    CHECK(find_askpass().why_not == "SSH_ASKPASS_REQUIRE=never in the agent's environment");
+    ::unsetenv("WAYLAND_DISPLAY");
+    ::setenv("SSH_ASKPASS_REQUIRE", "force", 1);
+    const Askpass askpass = find_askpass();
+    REQUIRE(askpass.program == script.string());
+
+    const std::optional<Secret> pin = askpass_secret(askpass, "Enter PIN for 'work': ");
+    REQUIRE(pin);
+    CHECK(*pin == Secret("pin of work"));
+    CHECK_FALSE(askpass_secret(askpass, "Enter PIN for 'zeta': "));
+    // The prompt is one argument, never shell text.
+    CHECK_FALSE(askpass_secret(askpass, "'$(touch " + marker.string() + ")'; touch " + marker.string()));
+    CHECK_FALSE(fs::exists(marker));
+    CHECK(askpass_confirm(askpass, "Allow?"));
+    CHECK_FALSE(askpass_confirm(askpass, "Allow? (another)"));
+
+    ::setenv("SSH_ASKPASS", (home.dir / "missing").c_str(), 1);
+    CHECK_THAT(find_askpass().why_not, Catch::StartsWith("no askpass program "));
+    ::unsetenv("SSH_ASKPASS");
+    ::unsetenv("SSH_ASKPASS_REQUIRE");
 }

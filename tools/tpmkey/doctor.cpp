@@ -555,7 +555,7 @@ void show_module_log(Doctor& d) {
         at = eol + 1;
     }
     // The keys whose PIN the latest burst of logins refused or did not send,
-    // one line each: ssh-add -s gives one PIN to every key, and the line that
+    // their lines grouped by key: ssh-add -s gives one PIN to every key, and the line that
     // says which key refused it is soon more than max_lines back
     // (docs/ssh-agent-and-more.md). A burst is the lines at most 1 s apart
     // (the log has whole seconds; ssh-add -s logs in to every key at once).
@@ -587,7 +587,6 @@ void show_module_log(Doctor& d) {
         if (!burst_end || *when > *burst_end + 1)
             pin_lines.clear();
         burst_end = *when;
-        std::erase_if(pin_lines, [&](const auto& entry) { return entry.first == key; });
         pin_lines.emplace_back(key, line);
     }
     if (lines.size() > max_lines)
@@ -596,9 +595,18 @@ void show_module_log(Doctor& d) {
         d.info("the module's last messages where nobody saw them (ssh-agent; " + path.string() + "):", lines);
     if (pin_lines.size() > 1 || (pin_lines.size() == 1 &&
                                  std::find(lines.begin(), lines.end(), pin_lines.front().second) == lines.end())) {
+        // Grouped by key, in the order the keys first appear; 20 lines at most.
         std::vector<std::string> per_key;
-        for (const auto& [key, line] : pin_lines)
-            per_key.push_back(line);
+        for (std::size_t i = 0; i < pin_lines.size(); ++i) {
+            bool seen = false;
+            for (std::size_t j = 0; j < i; ++j)
+                seen = seen || pin_lines[j].first == pin_lines[i].first;
+            if (seen)
+                continue;
+            for (std::size_t j = i; j < pin_lines.size() && per_key.size() < 20; ++j)
+                if (pin_lines[j].first == pin_lines[i].first)
+                    per_key.push_back(pin_lines[j].second);
+        }
         d.info("keys whose PIN the latest ssh-add -s (or login) did not get through, and why:", per_key);
     }
 }

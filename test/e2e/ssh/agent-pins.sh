@@ -18,6 +18,30 @@ set -euo pipefail
 # shellcheck source=../../lib/sshd.sh
 . "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
 
+# The askpass program answers by the prompt's key name: ssh-add's own
+# prompt with askpass.pin, the module's "Enter PIN for 'NAME' (...)" with
+# pin.NAME if there is one (else it fails: nothing typed). Every prompt is
+# recorded. The agent, started below, has it in its environment
+# (SSH_ASKPASS, SSH_ASKPASS_REQUIRE=force, DISPLAY).
+cat >"$ASKPASS" <<EOF
+#!/bin/sh
+printf '%s\n' "\$1" >>'$ASKPASS_PROMPTS'
+case "\$1" in
+"Enter PIN for '"*)
+    name=\${1#"Enter PIN for '"}
+    name=\${name%%"'"*}
+    [ -f '$TEST_DIR/pin.'"\$name" ] || exit 1
+    cat '$TEST_DIR/pin.'"\$name" ;;
+*)
+    [ -f '$TEST_DIR/askpass.pin' ] || exit 1
+    cat '$TEST_DIR/askpass.pin' ;;
+esac
+EOF
+# key_pin NAME [PIN]: what the module's prompt for NAME is answered (none: it fails).
+key_pin() {
+    if [ $# -ge 2 ]; then printf '%s\n' "$2" >"$TEST_DIR/pin.$1"; else rm -f "$TEST_DIR/pin.$1"; fi
+}
+
 agent_install_module
 keys=$TEST_DIR/keys
 # Slot order is the sorted file names: id_tpm is the first key with a PIN.
@@ -49,13 +73,21 @@ background_agent() {
     export SSH_AUTH_SOCK=$AGENT_SOCK
 }
 
-# add_with PIN WHAT KEY...: ssh-add -s with PIN; the agent then holds exactly KEYs.
+# add_with PIN WHAT KEY...: ssh-add -s with PIN; the agent then holds
+# exactly KEYs. ssh-add's prompt comes first; the module's prompts, one per
+# key at most, are in $TEST_DIR/key.prompts (the key names, in order).
 add_with() {
     local pin=$1 what=$2 want
     shift 2
     askpass_pin "$pin"
     ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || true
-    expect_prompts "Enter passphrase for PKCS#11: "
+    [ "$(head -n 1 "$ASKPASS_PROMPTS")" = "Enter passphrase for PKCS#11: " ] ||
+        { show "$ASKPASS_PROMPTS"; fail "$what: ssh-add's prompt is not the first"; }
+    tail -n +2 "$ASKPASS_PROMPTS" | sed -n "s/^Enter PIN for '\([^']*\)' (.*/\1/p" >"$TEST_DIR/key.prompts"
+    [ "$(tail -n +2 "$ASKPASS_PROMPTS" | wc -l)" = "$(wc -l <"$TEST_DIR/key.prompts")" ] ||
+        { show "$ASKPASS_PROMPTS"; fail "$what: a prompt that is neither ssh-add's nor the module's"; }
+    [ "$(sort "$TEST_DIR/key.prompts" | uniq -d)" = "" ] ||
+        { show "$ASKPASS_PROMPTS"; fail "$what: a key was asked twice"; }
     want=$(for k in "$@"; do fp "$k"; done | sort)
     if [ "$(agent_fingerprints)" != "$want" ]; then
         show "$TEST_DIR/add.out" "$state_log"
@@ -199,4 +231,47 @@ expect_rc 1 "keygen --same-pin-as at 1 of 3"
 grep -qF "the PIN was not checked: the TPM has counted 1 of 3 wrong PINs" "$ERR" || { show_run; fail "keygen --same-pin-as at 1 of 3"; }
 expect_eq "$(lockout_counter)" 1 "the lockout counter after keygen --same-pin-as at 1 of 3"
 ok "keygen --same-pin-as with another PIN: exit 1, one count, nothing written; at 1 of 3 not checked"
+
+# 8. Keys sharing a PIN plus keys with their own: one ssh-add -s with the
+#    shared PIN, and one prompt for each other key, which names it; the
+#    askpass answers by that name. Nothing counted.
+clear_counter
+key_pin pcr 'PIN of pcr'
+key_pin shared 'PIN of id_tpm'
+key_pin work 'PIN of work'
+add_with 'PIN of id_tpm' "one ssh-add -s and a prompt per key" id_tpm nopin pcr shared twin twin2 work
+expect_eq "$(tr '\n' ' ' <"$TEST_DIR/key.prompts")" "pcr shared work zeta " "the keys the module asked for"
+grep -qF "Enter PIN for 'work' ($keys/work.tpm, work): " "$ASKPASS_PROMPTS" ||
+    { show "$ASKPASS_PROMPTS"; fail "the prompt does not name the key file and its comment"; }
+expect_eq "$(lockout_counter)" 0 "the lockout counter after a prompt per key"
+grep -q "tpmkey: zeta: not logged in: no PIN given at its prompt" "$state_log" ||
+    { show "$state_log"; fail "the state log does not say that zeta got no PIN"; }
+for k in pcr work; do
+    echo "$k data" >"$TEST_DIR/data"
+    rm -f "$TEST_DIR/data.sig"
+    agent_sign "$keys/$k.pub" "$TEST_DIR/data"
+    expect_signature "$keys/$k.pub" "$TEST_DIR/data.sig" "$TEST_DIR/data"
+done
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+ok "shared PIN at ssh-add's prompt, own PINs at the module's (one per key, naming file and comment): 7 keys added, pcr and work sign, 0 counted"
+
+# A wrong PIN at a key's prompt counts once, and that key only is missing.
+key_pin zeta 'not the PIN of zeta'
+add_with 'PIN of id_tpm' "a wrong PIN at zeta's prompt" id_tpm nopin pcr shared twin twin2 work
+expect_eq "$(lockout_counter)" 1 "the lockout counter after a wrong PIN at zeta's prompt"
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+key_pin zeta
+ok "a wrong PIN at zeta's prompt: 1 counted, the other keys added"
+
+# 9. An agent where no prompt can be shown: said in the state log and by doctor.
+clear_counter
+agent_stop
+SSH_ASKPASS_REQUIRE=never background_agent
+add_with 'PIN of id_tpm' "no prompt in the agent" id_tpm nopin twin twin2
+expect_eq "$(tr '\n' ' ' <"$TEST_DIR/key.prompts")" "" "no prompt from the module"
+expect_eq "$(lockout_counter)" 0 "the lockout counter with no prompt"
+run "$TPMKEY_TOOL" doctor
+expect_out "tpmkey: work: no PIN prompt could be shown for it: SSH_ASKPASS_REQUIRE=never in the agent's environment" "doctor"
+ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+ok "no askpass in the agent: the state log and doctor say so, per key, and what to do"
 expect_clean_tpm "after ssh-add -e"
