@@ -13,7 +13,34 @@
 
 namespace tpmkey::pkcs11 {
 
-Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout), same_pin_(config.same_pin) {
+namespace {
+
+// The comment of the key's .pub (its third field on), for the prompt; empty
+// when there is none.
+std::string pub_comment(const std::filesystem::path& key_path) {
+    std::filesystem::path pub = key_path;
+    pub.replace_extension(".pub");
+    try {
+        const std::optional<FileRead> read = read_regular_file_if_present(pub, 16 * 1024);
+        if (!read)
+            return "";
+        std::string_view line(reinterpret_cast<const char*>(read->data.data()), read->data.size());
+        line = line.substr(0, line.find('\n'));
+        // TYPE BASE64 COMMENT
+        const std::size_t type_end = line.find(' ');
+        const std::size_t blob_end =
+            type_end == std::string_view::npos ? type_end : line.find(' ', line.find_first_not_of(' ', type_end));
+        const std::size_t start = blob_end == std::string_view::npos ? blob_end : line.find_first_not_of(' ', blob_end);
+        return start == std::string_view::npos ? "" : printable(line.substr(start));
+    } catch (const Error&) {
+        return "";
+    }
+}
+
+}  // namespace
+
+Module::Module(const Config& config)
+    : tpm_(config.tcti, config.tpm_timeout), same_pin_(config.same_pin), confirm_(config.confirm) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
     for (FoundKeyFile& found : find_keys(config)) {
@@ -143,31 +170,6 @@ void Module::require_room_for_a_wrong_pin(Token& t, const DictionaryAttackState&
     throw Pkcs11Error(CKR_PIN_LOCKED);
 }
 
-namespace {
-
-// The comment of the key's .pub (its third field on), for the prompt; empty
-// when there is none.
-std::string pub_comment(const std::filesystem::path& key_path) {
-    std::filesystem::path pub = key_path;
-    pub.replace_extension(".pub");
-    try {
-        const std::optional<FileRead> read = read_regular_file_if_present(pub, 16 * 1024);
-        if (!read)
-            return "";
-        std::string_view line(reinterpret_cast<const char*>(read->data.data()), read->data.size());
-        line = line.substr(0, line.find('\n'));
-        // TYPE BASE64 COMMENT
-        const std::size_t type_end = line.find(' ');
-        const std::size_t blob_end =
-            type_end == std::string_view::npos ? type_end : line.find(' ', line.find_first_not_of(' ', type_end));
-        const std::size_t start = blob_end == std::string_view::npos ? blob_end : line.find_first_not_of(' ', blob_end);
-        return start == std::string_view::npos ? "" : printable(line.substr(start));
-    } catch (const Error&) {
-        return "";
-    }
-}
-
-}  // namespace
 
 void Module::login_with_own_prompt(Token& t, CK_RV otherwise) {
     // Once per key per ssh-add -s: a person answers each prompt.
@@ -216,7 +218,26 @@ std::string Module::counted_text(const DictionaryAttackState& da) {
 
 Bytes Module::sign(CK_SLOT_ID slot, const TpmSignRequest& request) {
     Token& t = token(slot);
+    if (std::find(confirm_.begin(), confirm_.end(), t.label()) != confirm_.end())
+        confirm_use(t);
     return with_room_in_tpm(t, [&] { return t.sign(tpm(), request); });
+}
+
+void Module::confirm_use(Token& t) {
+    // As ssh-add -c: the askpass program asks, SSH_ASKPASS_PROMPT=confirm;
+    // no program, or any answer but yes, denies.
+    const Askpass askpass = find_askpass();
+    if (askpass.program.empty()) {
+        log_error(t.label() + ": signature refused: the config file asks to confirm each use of this key, and no "
+                  "prompt could be shown: " + askpass.why_not + " (docs/configuration.md)");
+        throw Pkcs11Error(CKR_FUNCTION_REJECTED);
+    }
+    const std::string comment = pub_comment(t.path());
+    if (!askpass_confirm(askpass, "Allow use of key '" + t.label() + "' (" + printable(t.path().string()) +
+                                      (comment.empty() ? "" : ", " + comment) + ")?")) {
+        log_error(t.label() + ": signature refused at the confirmation prompt");
+        throw Pkcs11Error(CKR_FUNCTION_REJECTED);
+    }
 }
 
 bool Module::same_pin(const std::string& a, const std::string& b) const {

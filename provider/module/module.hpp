@@ -78,7 +78,8 @@ public:
     void end_call() noexcept;
 
     // The key of the token in `slot` signs `request` (TPM2_Sign), with room
-    // made in the TPM (with_room_in_tpm).
+    // made in the TPM (with_room_in_tpm); for a key on a `confirm` line, only
+    // after a yes at an askpass confirmation.
     Bytes sign(CK_SLOT_ID slot, const TpmSignRequest& request);
 
     // Runs a TPM operation of `token`; when the TPM has no room for another
@@ -121,6 +122,10 @@ private:
     std::optional<std::vector<TPM2_ALG_ID>> tpm_hashes_;
     PinBurst pin_burst_;
     std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
+    std::vector<std::string> confirm_;                 // Config::confirm
+    // Throws Pkcs11Error(CKR_FUNCTION_REJECTED), logged, unless the user says
+    // yes at an askpass confirmation (core/base/askpass.hpp).
+    void confirm_use(Token& token);
     bool same_pin(const std::string& a, const std::string& b) const;
 };
 

@@ -212,3 +212,10 @@ TEST_CASE("askpass: found as OpenSSH finds it, run without a shell, its answer a
     ::unsetenv("SSH_ASKPASS");
     ::unsetenv("SSH_ASKPASS_REQUIRE");
 }
+
+TEST_CASE("config lines: confirm names keys; an empty one is skipped with a warning") {
+    const ConfigFile c = parse_config("confirm work  laptop\nconfirm\nconfirm id_tpm\n", "cfg");
+    CHECK(c.confirm == std::vector<std::string>{"work", "laptop", "id_tpm"});
+    REQUIRE(c.warnings.size() == 1);
+    CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:2: ignored: 'confirm' needs a value"));
+}

@@ -107,6 +107,13 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
             out.keys.push_back(expand_home(value));
         } else if (keyword == "tcti") {
             out.tcti = std::string(value);
+        } else if (keyword == "confirm") {
+            for (std::string_view rest = value; !rest.empty();) {
+                const std::size_t blank = rest.find_first_of(" \t");
+                if (blank != 0)
+                    out.confirm.emplace_back(rest.substr(0, blank));
+                rest = blank == std::string_view::npos ? std::string_view() : rest.substr(blank + 1);
+            }
         } else if (keyword == "same-pin") {
             std::vector<std::string> names;
             for (std::string_view rest = value; !rest.empty();) {
@@ -128,7 +135,7 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
-                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin' or 'ek-roots')");
+                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin', 'confirm' or 'ek-roots')");
         }
     }
     return out;
@@ -177,6 +184,7 @@ Config load_config() {
     }
 
     config.same_pin = from_file.same_pin;
+    config.confirm = from_file.confirm;
     config.ek_roots = from_file.ek_roots;
     config.tcti = getenv_string("TPMKEY_TCTI");
     config.tcti_source = "TPMKEY_TCTI";

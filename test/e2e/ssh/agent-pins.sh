@@ -26,6 +26,13 @@ set -euo pipefail
 cat >"$ASKPASS" <<EOF
 #!/bin/sh
 printf '%s\n' "\$1" >>'$ASKPASS_PROMPTS'
+if [ "\$SSH_ASKPASS_PROMPT" = confirm ]; then
+    name=\${1#"Allow use of key '"}
+    name=\${name%%"'"*}
+    printf '%s\n' "\$name" >>'$TEST_DIR/confirm.asked'
+    [ -f '$TEST_DIR/confirm.'"\$name" ]
+    exit
+fi
 case "\$1" in
 "Enter PIN for '"*)
     name=\${1#"Enter PIN for '"}
@@ -71,6 +78,17 @@ background_agent() {
     [ -n "$AGENT_PID" ] || fail "ssh-agent printed no pid: $out"
     on_exit agent_stop
     export SSH_AUTH_SOCK=$AGENT_SOCK
+}
+
+# stop_agent: agent_stop, then wait until the daemonised agent is gone: on
+# its way out it removes its socket, which may by then be the next agent's.
+stop_agent() {
+    local pid=$AGENT_PID tries=0
+    agent_stop
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
 }
 
 # add_with PIN WHAT KEY...: ssh-add -s with PIN; the agent then holds
@@ -182,7 +200,7 @@ expect_add_out() {  # expect_add_out TEXT WHAT
 }
 
 # 6. Another key for the agent: TPMKEY_KEYS in the agent's environment.
-agent_stop
+stop_agent
 TPMKEY_KEYS=$keys/work.tpm background_agent
 add_with '' "TPMKEY_KEYS=work, no PIN typed"
 expect_add_out "agent refused operation" "no key added"
@@ -201,7 +219,7 @@ ok "an agent started with TPMKEY_KEYS naming work adds work with its PIN; nothin
 # 7. Keys made with tpmkey-keygen --same-pin-as: the TPM checks the PIN once
 #    then, keygen records it in the config file, and one ssh-add -s adds
 #    them all without a config line written by hand; nothing counted.
-agent_stop
+stop_agent
 background_agent
 keygen "$keys/twin.tpm" ecdsa 256 'PIN of id_tpm' --same-pin-as "$keys/id_tpm.tpm"
 keygen "$keys/twin2.tpm" rsa 2048 'PIN of id_tpm' --same-pin-as "$keys/twin.tpm"
@@ -265,7 +283,7 @@ ok "a wrong PIN at zeta's prompt: 1 counted, the other keys added"
 
 # 9. An agent where no prompt can be shown: said in the state log and by doctor.
 clear_counter
-agent_stop
+stop_agent
 SSH_ASKPASS_REQUIRE=never background_agent
 add_with 'PIN of id_tpm' "no prompt in the agent" id_tpm nopin twin twin2
 expect_eq "$(tr '\n' ' ' <"$TEST_DIR/key.prompts")" "" "no prompt from the module"
@@ -274,4 +292,48 @@ run "$TPMKEY_TOOL" doctor
 expect_out "tpmkey: work: no PIN prompt could be shown for it: SSH_ASKPASS_REQUIRE=never in the agent's environment" "doctor"
 ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
 ok "no askpass in the agent: the state log and doctor say so, per key, and what to do"
+
+# 10. Confirm on use (the config file's confirm line): each signature of
+#     work asks yes/no through askpass (SSH_ASKPASS_PROMPT=confirm); no, or no
+#     askpass, denies; other keys are not asked.
+echo "confirm work" >>"$XDG_CONFIG_HOME/tpmkey/config"
+confirm_sign() {  # confirm_sign KEY: ssh-keygen -Y sign through the agent; its exit status
+    echo "data for $1" >"$TEST_DIR/data"
+    rm -f "$TEST_DIR/data.sig"
+    ssh-keygen -q -Y sign -f "$keys/$1.pub" -n file "$TEST_DIR/data" 2>"$TEST_DIR/sign.err"
+}
+for require in never force; do
+    stop_agent
+    if [ $require = never ]; then
+        # work alone, its PIN at ssh-add's prompt: no prompt of the module's needed.
+        TPMKEY_KEYS=$keys/work.tpm SSH_ASKPASS_REQUIRE=$require background_agent
+        add_with 'PIN of work' "confirm work ($require)" work
+    else
+        SSH_ASKPASS_REQUIRE=$require background_agent
+        key_pin work 'PIN of work'
+        add_with 'PIN of id_tpm' "confirm work ($require)" id_tpm nopin pcr shared twin twin2 work
+    fi
+    : >"$TEST_DIR/confirm.asked"
+    if [ $require = never ]; then
+        confirm_sign work && fail "work signed without a confirmation that could be shown"
+        grep -q "tpmkey: work: signature refused: the config file asks to confirm each use of this key, and no prompt could be shown: SSH_ASKPASS_REQUIRE=never" "$state_log" ||
+            { show "$state_log"; fail "the state log does not say why work did not sign"; }
+        ok "confirm work, no askpass in the agent: denied, and the log says why"
+    else
+        rm -f "$TEST_DIR/confirm.work"
+        confirm_sign work && fail "work signed though the confirmation said no"
+        grep -q "tpmkey: work: signature refused at the confirmation prompt" "$state_log" ||
+            { show "$state_log"; fail "the state log does not say that the confirmation said no"; }
+        touch "$TEST_DIR/confirm.work"
+        confirm_sign work || { show "$TEST_DIR/sign.err"; fail "work did not sign after a yes"; }
+        expect_signature "$keys/work.pub" "$TEST_DIR/data.sig" "$TEST_DIR/data"
+        confirm_sign id_tpm || { show "$TEST_DIR/sign.err"; fail "id_tpm did not sign"; }
+        expect_eq "$(tr '\n' ' ' <"$TEST_DIR/confirm.asked")" "work work " "the keys confirmations were asked for"
+        grep -qF "Allow use of key 'work' ($keys/work.tpm, work)?" "$ASKPASS_PROMPTS" ||
+            { show "$ASKPASS_PROMPTS"; fail "the confirmation does not name the key"; }
+        ok "confirm work: no denies, yes signs (verified), each signature asked; id_tpm not asked"
+    fi
+    ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
+done
+expect_eq "$(lockout_counter)" 0 "the lockout counter after the confirmations"
 expect_clean_tpm "after ssh-add -e"
