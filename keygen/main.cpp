@@ -55,6 +55,9 @@ constexpr const char* usage_text =
     "                     (tpm2-openssl, tpm2_print) takes it\n"
     "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"
     "  --pin-file FILE    read the PIN from the first line of FILE\n"
+    "  --same-pin-as KEY  the new key gets the PIN of the key file KEY: checked\n"
+    "                     once with the TPM, then recorded in the config file,\n"
+    "                     so that ssh-add -s adds both with one PIN\n"
     "  --parent HANDLE    0x40000001 (re-created storage key) or a persistent\n"
     "                     handle such as 0x81000001 (default: 0x81000001 if the TPM\n"
     "                     has a storage key there, else 0x40000001)\n"
@@ -127,6 +130,7 @@ struct Options {
     bool quiet = false;
     std::optional<PcrSelection> pcrs;
     std::optional<std::filesystem::path> policy_signer;
+    std::optional<std::filesystem::path> same_pin_as;
 };
 
 class UsageError : public Error {
@@ -147,12 +151,14 @@ std::uint32_t parse_handle(const std::string& text) {
 }
 
 Options parse_options(int argc, char** argv) {
-    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_pcr, opt_pcr_bank, opt_policy_signer, opt_help, opt_version };
+    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_pcr, opt_pcr_bank, opt_policy_signer, opt_help, opt_version,
+           opt_same_pin_as };
     const option long_options[] = {
         {"pcr", required_argument, nullptr, opt_pcr},
         {"pcr-bank", required_argument, nullptr, opt_pcr_bank},
         {"policy-signer", required_argument, nullptr, opt_policy_signer},
         {"pin-file", required_argument, nullptr, opt_pin_file},
+        {"same-pin-as", required_argument, nullptr, opt_same_pin_as},
         {"parent", required_argument, nullptr, opt_parent},
         {"tcti", required_argument, nullptr, opt_tcti},
         {"help", no_argument, nullptr, opt_help},
@@ -198,6 +204,7 @@ Options parse_options(int argc, char** argv) {
             break;
         case 'q': o.quiet = true; break;
         case opt_pin_file: o.pin_file = arg; break;
+        case opt_same_pin_as: o.same_pin_as = arg; break;
         case opt_parent: o.parent = parse_handle(arg); break;
         case opt_tcti: o.tcti = arg; break;
         case opt_pcr: pcr_list = arg; break;
@@ -227,6 +234,8 @@ Options parse_options(int argc, char** argv) {
         throw UsageError("--policy-signer signs a PCR policy: give the PCRs with --pcr");
     if (o.no_pin && !o.pin_file.empty())
         throw UsageError("-N '' and --pin-file contradict each other");
+    if (o.no_pin && o.same_pin_as)
+        throw UsageError("-N '' and --same-pin-as contradict each other");
     if (!o.bits_given)
         o.spec.bits = o.spec.algorithm == KeyAlgorithm::ecdsa ? 256 : 2048;
     try {
@@ -478,6 +487,55 @@ void print_summary(const Destination& dest, const Options& o, const KeyFile& key
                   << pcr_values_text(*o.pcrs, binding.values);
 }
 
+// --same-pin-as KEY (docs/design.md, "PINs, keys and the TPM's lockout"):
+// the key whose PIN the new key shares, read and its parent verified before
+// the PIN prompt.
+struct SharedPin {
+    std::filesystem::path path;
+    std::string name;  // the token label: the file name without .tpm
+    KeyFile key;
+    TpmObject parent;
+};
+
+SharedPin prepare_shared_pin(Tpm& tpm, KnownParents& known, const std::filesystem::path& path,
+                             const Destination& dest, const Config& config) {
+    SharedPin shared{path, path.stem().string(), read_key_file(path), {}};
+    if (!shared.key.needs_pin())
+        throw Error("--same-pin-as " + path.string() + ": that key has no PIN");
+    if (shared.name == dest.key.stem().string())
+        throw Error("--same-pin-as " + path.string() + ": the new key has the same name; ssh-add -s could not "
+                    "tell them apart");
+    if (!config.file_problem.empty())
+        throw Error("--same-pin-as: the config file cannot record it: " + config.file_problem);
+    shared.parent = load_verified_parent(tpm, shared.key.parent, known, nullptr);
+    return shared;
+}
+
+// The TPM checks `pin` against the shared key once (TPM2_ObjectChangeAuth to
+// the same PIN, as C_Login does), only while a wrong PIN would leave it 2
+// tries before lockout. Nothing is written when it is not that key's PIN.
+void check_shared_pin(Tpm& tpm, const SharedPin& shared, const Secret& pin) {
+    if (pin.empty())
+        throw Error("--same-pin-as " + shared.path.string() + ": no PIN given; nothing was written");
+    const DictionaryAttackState da = dictionary_attack_state(tpm);
+    if (!da.locked_out() && da.max_failures > 0 && da.failures > 0 && da.failures + 3 > da.max_failures)
+        throw Error("--same-pin-as: the PIN was not checked: the TPM has counted " + std::to_string(da.failures) +
+                    " of " + std::to_string(da.max_failures) + " wrong PINs, and one more would leave it fewer "
+                    "than 2 tries before it locks out every key; try again later (it forgives one every " +
+                    duration_text(da.recovery_seconds) + "); nothing was written");
+    const Authorization auth = Authorization::for_secret(tpm, shared.parent, true);
+    try {
+        const TpmObject loaded = load_key(tpm, shared.parent, auth, shared.key.blobs);
+        const AuthValue current(tpm, loaded, pin);
+        (void)change_auth(tpm, loaded, shared.parent, auth, pin);
+    } catch (const TpmError& e) {
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        throw Error("--same-pin-as " + shared.path.string() + ": that is not its PIN (" +
+                    dictionary_attack_text(dictionary_attack_state(tpm)) + "); nothing was written");
+    }
+}
+
 // `tcti` is set to the TCTI in use as soon as it is known, for the message
 // about a TPM failure (main).
 int run(int argc, char** argv, std::string& tcti) {
@@ -504,15 +562,33 @@ int run(int argc, char** argv, std::string& tcti) {
     check_interrupted();
     warn_if_no_sha512(tpm, o.spec);
     const PcrBinding binding = o.pcrs ? bind_to_pcrs(tpm, parent, o) : PcrBinding{};
+    const std::optional<SharedPin> shared =
+        o.same_pin_as ? std::optional(prepare_shared_pin(tpm, known, *o.same_pin_as, dest, config)) : std::nullopt;
     if (o.pin_file.empty() && !o.no_pin)
-        pin = ask_pin();
+        pin = shared ? read_pin_from_terminal("Enter the PIN of " + shared->name + " (the new key's PIN too): ")
+                     : ask_pin();
     check_interrupted();
+    if (shared)
+        check_shared_pin(tpm, *shared, pin);
 
     const KeyFile key = make_key(tpm, parent, parent_handle, o, pin, binding);
     check_interrupted();
     const PublicKey pub(key.blobs.pub.publicArea);
     const std::string comment = o.comment ? *o.comment : default_comment();
     write_files(dest, o, key, pub.ssh_line(comment) + "\n", binding.signer);
+    if (shared) {
+        const std::string line = "same-pin " + shared->name + " " + dest.key.stem().string();
+        try {
+            const std::filesystem::path config_file = record_same_pin(shared->name, dest.key.stem().string());
+            if (!o.quiet)
+                std::cout << "It has the PIN of " << shared->name << ": recorded in " << config_file.string()
+                          << " ('" << line << "'), so ssh-add -s adds both with one PIN.\n";
+        } catch (const Error& e) {
+            std::cerr << "tpmkey-keygen: the key was made with the PIN of " << shared->name
+                      << ", but that could not be recorded: " << e.what() << "; add the line '" << line
+                      << "' to the config file yourself\n";
+        }
+    }
     if (!o.quiet)
         std::cout << "Parent: " << parent_check_text(parent_handle, parent_check) << ".\n";
     if (!o.quiet)

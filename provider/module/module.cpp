@@ -3,13 +3,44 @@
 #include "core/base/error.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/base/log.hpp"
+#include "core/base/askpass.hpp"
+#include "core/base/printable.hpp"
+#include "core/files/file_read.hpp"
+#include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
 #include <algorithm>
 
 namespace tpmkey::pkcs11 {
 
-Module::Module(const Config& config) : tpm_(config.tcti, config.tpm_timeout), same_pin_(config.same_pin) {
+namespace {
+
+// The comment of the key's .pub (its third field on), for the prompt; empty
+// when there is none.
+std::string pub_comment(const std::filesystem::path& key_path) {
+    std::filesystem::path pub = key_path;
+    pub.replace_extension(".pub");
+    try {
+        const std::optional<FileRead> read = read_regular_file_if_present(pub, 16 * 1024);
+        if (!read)
+            return "";
+        std::string_view line(reinterpret_cast<const char*>(read->data.data()), read->data.size());
+        line = line.substr(0, line.find('\n'));
+        // TYPE BASE64 COMMENT
+        const std::size_t type_end = line.find(' ');
+        const std::size_t blob_end =
+            type_end == std::string_view::npos ? type_end : line.find(' ', line.find_first_not_of(' ', type_end));
+        const std::size_t start = blob_end == std::string_view::npos ? blob_end : line.find_first_not_of(' ', blob_end);
+        return start == std::string_view::npos ? "" : printable(line.substr(start));
+    } catch (const Error&) {
+        return "";
+    }
+}
+
+}  // namespace
+
+Module::Module(const Config& config)
+    : tpm_(config.tcti, config.tpm_timeout), same_pin_(config.same_pin), confirm_(config.confirm) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
     for (FoundKeyFile& found : find_keys(config)) {
@@ -74,42 +105,152 @@ void Module::logout(CK_SLOT_ID slot) {
 }
 
 void Module::login(Token& t, Secret pin) {
-    const std::optional<PinBurst::Verdict> earlier =
-        t.needs_pin() ? pin_burst_.verdict_for_another(t.slot(), pin) : std::nullopt;
-    if (earlier && !(earlier->accepted && same_pin(token(earlier->slot).label(), t.label()))) {
-        const std::string other = token(earlier->slot).label();
+    if (!t.needs_pin() || pin.empty()) {  // the token answers without the TPM
+        t.login(tpm(), std::move(pin));
+        return;
+    }
+    const std::optional<PinBurst::Verdicts> earlier = pin_burst_.for_another(t.slot(), pin);
+    // Known to be right: the PIN a key took, for a key declared to share it.
+    const bool known_right = earlier && earlier->accepted_by && same_pin(token(*earlier->accepted_by).label(), t.label());
+    if (earlier && !known_right && earlier->refused_by) {
+        const std::string refused = token(*earlier->refused_by).label();
         log_error(t.label() + ": not logged in: the PIN given for it was " +
-                  (earlier->accepted ? "accepted for '" + other + "' a moment ago, so it is that key's PIN"
-                                     : "refused for '" + other + "' a moment ago") +
-                  "; tpmkey sends one PIN to the TPM for one key only, so that a PIN passed on to every key "
-                  "(ssh-add -s) never counts against the TPM's dictionary-attack counter more than once "
-                  "(keys that have one PIN: a line 'same-pin " + other + " " + t.label() +
-                  "' in the config file; docs/ssh-agent-and-more.md)");
-        throw Pkcs11Error(CKR_PIN_INCORRECT);
+                  (earlier->accepted_by ? "accepted for '" + token(*earlier->accepted_by).label() + "' but " : "") +
+                  "refused for '" + refused + "' a moment ago; tpmkey sends a PIN passed on to every key "
+                  "(ssh-add -s) to the TPM until one key refuses it, so that it counts against the TPM's "
+                  "dictionary-attack counter once at most (a key with a PIN of its own: "
+                  "docs/ssh-agent-and-more.md)");
+        login_with_own_prompt(t, CKR_PIN_INCORRECT);
+        return;
+    }
+    if (!known_right) {
+        const DictionaryAttackState da = lockout_state(t);
+        // The PIN was right for another key: a guess for this one. It must
+        // never cost a try the user's own PIN would need, so it leaves one
+        // more than a PIN given for this key.
+        if (earlier && earlier->accepted_by && !room_for_a_wrong_pin(da, guess_reserve)) {
+            log_error(t.label() + ": not logged in: the PIN '" + token(*earlier->accepted_by).label() +
+                      "' took was not tried for it: " + counted_text(da) + ", and tpmkey tries a PIN passed on "
+                      "to a further key (ssh-add -s) only while a wrong one would leave " +
+                      std::to_string(guess_reserve) + " tries or more (a key with a PIN of its own: "
+                      "docs/ssh-agent-and-more.md)");
+            login_with_own_prompt(t, CKR_PIN_INCORRECT);
+            return;
+        }
+        require_room_for_a_wrong_pin(t, da);
     }
     const Secret tried = pin.clone();
     try {
         with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
     } catch (const TpmError& e) {
-        if (e.is(TPM2_RC_AUTH_FAIL) || e.is(TPM2_RC_BAD_AUTH))
-            pin_burst_.record(t.slot(), tried, false);
-        throw;
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        pin_burst_.record(t.slot(), tried, false);
+        if (!earlier || !earlier->accepted_by)
+            throw;
+        log_error(t.label() + ": the PIN '" + token(*earlier->accepted_by).label() + "' took was tried for it " +
+                  (known_right ? "(the config file says they share a PIN) " : "") +
+                  "and refused: it has a PIN of its own (docs/ssh-agent-and-more.md)");
+        login_with_own_prompt(t, CKR_PIN_INCORRECT);
+        return;
     }
-    if (t.needs_pin())
-        pin_burst_.record(t.slot(), tried, true);
+    pin_burst_.record(t.slot(), tried, true);
+}
+
+void Module::require_room_for_a_wrong_pin(Token& t, const DictionaryAttackState& da) {
+    if (room_for_a_wrong_pin(da, own_reserve))
+        return;
+    UINT32 wait = 0;
+    for (DictionaryAttackState later = da; !room_for_a_wrong_pin(later, own_reserve); --later.failures)
+        wait += da.recovery_seconds;
+    log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) + ", and one more would leave it "
+              "fewer than " + std::to_string(own_reserve) + " tries before it locks out every key; try again in " +
+              duration_text(wait) + " (the TPM forgives one wrong PIN every " + duration_text(da.recovery_seconds) +
+              " while the machine is on; docs/troubleshooting.md)");
+    throw Pkcs11Error(CKR_PIN_LOCKED);
+}
+
+
+void Module::login_with_own_prompt(Token& t, CK_RV otherwise) {
+    // Once per key per ssh-add -s: a person answers each prompt.
+    if (!pin_burst_.ask_once(t.slot()))
+        throw Pkcs11Error(otherwise);
+    const Askpass askpass = find_askpass();
+    if (askpass.program.empty()) {
+        log_error(t.label() + ": no PIN prompt could be shown for it: " + askpass.why_not +
+                  "; to add it, start the agent where a prompt can be shown, or run ssh-add -s with its PIN "
+                  "and an agent started with TPMKEY_KEYS naming it (docs/ssh-agent-and-more.md)");
+        throw Pkcs11Error(otherwise);
+    }
+    const std::string comment = pub_comment(t.path());
+    std::optional<Secret> pin =
+        askpass_secret(askpass, "Enter PIN for '" + t.label() + "' (" + printable(t.path().string()) +
+                                    (comment.empty() ? "" : ", " + comment) + "): ");
+    pin_burst_.keep_alive();
+    if (!pin || pin->empty()) {
+        log_error(t.label() + ": not logged in: no PIN given at its prompt (" + askpass.program + ")");
+        throw Pkcs11Error(otherwise);
+    }
+    require_room_for_a_wrong_pin(t, lockout_state(t));
+    with_room_in_tpm(t, [&] { t.login(tpm(), std::move(*pin)); });
+}
+
+DictionaryAttackState Module::lockout_state(Token& t) {
+    try {
+        return dictionary_attack_state(tpm().tpm());
+    } catch (const TpmError& e) {
+        throw e.about(t.label());
+    }
+}
+
+bool Module::room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve) noexcept {
+    if (da.max_failures == 0 || da.locked_out())
+        return true;  // the TPM answers for itself: no lockout, or a lockout the login reports
+    // A PIN given for a key goes to a TPM that counted nothing, or a TPM
+    // that locks after 1 or 2 would take no PIN at all; a guess does not.
+    return (reserve == own_reserve && da.failures == 0) || da.failures + 1 + reserve <= da.max_failures;
+}
+
+std::string Module::counted_text(const DictionaryAttackState& da) {
+    return "the TPM has counted " + std::to_string(da.failures) + " of " + std::to_string(da.max_failures) +
+           " wrong PINs";
 }
 
 Bytes Module::sign(CK_SLOT_ID slot, const TpmSignRequest& request) {
     Token& t = token(slot);
+    if (std::find(confirm_.begin(), confirm_.end(), t.label()) != confirm_.end())
+        confirm_use(t);
     return with_room_in_tpm(t, [&] { return t.sign(tpm(), request); });
 }
 
+void Module::confirm_use(Token& t) {
+    // As ssh-add -c: the askpass program asks, SSH_ASKPASS_PROMPT=confirm;
+    // no program, or any answer but yes, denies.
+    const Askpass askpass = find_askpass();
+    if (askpass.program.empty()) {
+        log_error(t.label() + ": signature refused: the config file asks to confirm each use of this key, and no "
+                  "prompt could be shown: " + askpass.why_not + " (docs/configuration.md)");
+        throw Pkcs11Error(CKR_FUNCTION_REJECTED);
+    }
+    const std::string comment = pub_comment(t.path());
+    if (!askpass_confirm(askpass, "Allow use of key '" + t.label() + "' (" + printable(t.path().string()) +
+                                      (comment.empty() ? "" : ", " + comment) + ")?")) {
+        log_error(t.label() + ": signature refused at the confirmation prompt");
+        throw Pkcs11Error(CKR_FUNCTION_REJECTED);
+    }
+}
+
 bool Module::same_pin(const std::string& a, const std::string& b) const {
-    for (const std::vector<std::string>& group : same_pin_)
-        if (std::find(group.begin(), group.end(), a) != group.end() &&
-            std::find(group.begin(), group.end(), b) != group.end())
-            return true;
-    return false;
+    // The groups are joined where they share a key: "same-pin a b" and
+    // "same-pin a c" (two keys made with --same-pin-as a) make b and c one PIN.
+    std::vector<std::string> reached{a};
+    for (std::size_t i = 0; i < reached.size(); ++i)
+        for (const std::vector<std::string>& group : same_pin_)
+            if (std::find(group.begin(), group.end(), reached[i]) != group.end())
+                for (const std::string& name : group)
+                    if (std::find(reached.begin(), reached.end(), name) == reached.end())
+                        reached.push_back(name);
+    return a != b && std::find(reached.begin(), reached.end(), b) != reached.end();
 }
 
 CK_ULONG Module::session_count(CK_SLOT_ID slot, bool read_write_only) const {

@@ -9,6 +9,7 @@
 #include "module/pin_burst.hpp"
 #include "module/token.hpp"
 #include "module/tpm_connection.hpp"
+#include "core/tpm/tpm_queries.hpp"
 
 #include <map>
 #include <memory>
@@ -51,13 +52,14 @@ public:
     // Logs the token out and ends its sessions' signing operations, whose
     // key needs the login.
     void logout(CK_SLOT_ID slot);
-    // C_Login as CKU_USER: the token checks the PIN with the TPM, unless
-    // the TPM judged the same PIN for another token moments ago (PinBurst):
-    // then it is refused without a TPM command, so that one PIN passed on
-    // to every token never counts more than once, and the right PIN of
-    // one key never counts against the others. Keys the configuration says
-    // share a PIN (same-pin) are the exception: the PIN one of them took
-    // goes to the TPM for the others too.
+    // C_Login as CKU_USER (docs/design.md, "PINs, keys and the TPM's
+    // lockout"). A PIN not known to be right goes to the TPM only while a
+    // wrong one would leave it 2 tries before lockout (else CKR_PIN_LOCKED
+    // without a TPM command). A PIN passed on to further tokens (PinBurst)
+    // goes to the TPM until one token refuses it, so that it counts once at
+    // most, and a PIN another token took only while a wrong one would leave
+    // 3; for keys the configuration says share a PIN (same-pin) the PIN one
+    // of them took is known to be right.
     void login(Token& token, Secret pin);
 
     TpmConnection& tpm() noexcept { return tpm_; }
@@ -76,7 +78,8 @@ public:
     void end_call() noexcept;
 
     // The key of the token in `slot` signs `request` (TPM2_Sign), with room
-    // made in the TPM (with_room_in_tpm).
+    // made in the TPM (with_room_in_tpm); for a key on a `confirm` line, only
+    // after a yes at an askpass confirmation.
     Bytes sign(CK_SLOT_ID slot, const TpmSignRequest& request);
 
     // Runs a TPM operation of `token`; when the TPM has no room for another
@@ -96,6 +99,22 @@ public:
 
 private:
     void release_other_keys(const Token& keep) noexcept;
+    // Tries a wrong PIN must leave before the TPM locks out: a PIN given for
+    // this key, and a PIN that was right for another key (a guess, which must
+    // never cost a try the key's own PIN would need).
+    static constexpr UINT32 own_reserve = 2;
+    static constexpr UINT32 guess_reserve = 3;
+    // The TPM's dictionary-attack state (one TPM2_GetCapability).
+    DictionaryAttackState lockout_state(Token& token);
+    static bool room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve) noexcept;
+    // Throws Pkcs11Error(CKR_PIN_LOCKED), logged, when a wrong PIN would
+    // leave the TPM fewer than own_reserve tries.
+    void require_room_for_a_wrong_pin(Token& token, const DictionaryAttackState& da);
+    // A key the PIN passed on is not for: its own PIN through the askpass
+    // program (core/base/askpass.hpp), once per key per burst; throws
+    // Pkcs11Error(otherwise) when no prompt is shown or nothing is typed.
+    void login_with_own_prompt(Token& token, CK_RV otherwise);
+    static std::string counted_text(const DictionaryAttackState& da);
 
     TpmConnection tpm_;
     std::vector<std::unique_ptr<Token>> tokens_;
@@ -103,6 +122,10 @@ private:
     std::optional<std::vector<TPM2_ALG_ID>> tpm_hashes_;
     PinBurst pin_burst_;
     std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
+    std::vector<std::string> confirm_;                 // Config::confirm
+    // Throws Pkcs11Error(CKR_FUNCTION_REJECTED), logged, unless the user says
+    // yes at an askpass confirmation (core/base/askpass.hpp).
+    void confirm_use(Token& token);
     bool same_pin(const std::string& a, const std::string& b) const;
 };
 

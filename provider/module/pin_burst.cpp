@@ -2,6 +2,8 @@
 
 #include "core/base/error.hpp"
 
+#include <algorithm>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -26,8 +28,8 @@ PinBurst::Digest PinBurst::digest(const Secret& pin) const {
     return out;
 }
 
-std::optional<PinBurst::Verdict> PinBurst::verdict_for_another(CK_SLOT_ID slot, const Secret& pin) {
-    if (!last_ || last_->verdict.slot == slot)
+std::optional<PinBurst::Verdicts> PinBurst::for_another(CK_SLOT_ID slot, const Secret& pin) {
+    if (!last_)
         return std::nullopt;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_->at > window)
@@ -35,8 +37,16 @@ std::optional<PinBurst::Verdict> PinBurst::verdict_for_another(CK_SLOT_ID slot, 
     const Digest d = digest(pin);
     if (CRYPTO_memcmp(d.data(), last_->digest.data(), d.size()) != 0)
         return std::nullopt;
+    Verdicts others = last_->verdicts;
+    if (others.accepted_by == slot)
+        others.accepted_by.reset();
+    if (others.refused_by == slot)
+        others.refused_by.reset();
+    // The same token asked again is a person trying again, judged anew.
+    if (!others.accepted_by && !others.refused_by)
+        return std::nullopt;
     last_->at = now;
-    return last_->verdict;
+    return others;
 }
 
 void PinBurst::record(CK_SLOT_ID slot, const Secret& pin, bool accepted) {
@@ -44,7 +54,28 @@ void PinBurst::record(CK_SLOT_ID slot, const Secret& pin, bool accepted) {
     // the module for every connection, and most never log in.
     if (!last_ && RAND_bytes(key_.data(), static_cast<int>(key_.size())) != 1)
         throw Pkcs11Error(CKR_FUNCTION_FAILED);
-    last_ = Last{digest(pin), Verdict{slot, accepted}, std::chrono::steady_clock::now()};
+    const Digest d = digest(pin);
+    const auto now = std::chrono::steady_clock::now();
+    if (!last_ || now - last_->at > window || CRYPTO_memcmp(d.data(), last_->digest.data(), d.size()) != 0)
+        last_ = Last{d, Verdicts{}, now, {}};
+    std::optional<CK_SLOT_ID>& by = accepted ? last_->verdicts.accepted_by : last_->verdicts.refused_by;
+    if (!by)
+        by = slot;
+    last_->at = now;
+}
+
+bool PinBurst::ask_once(CK_SLOT_ID slot) {
+    if (!last_)
+        return false;
+    if (std::find(last_->asked.begin(), last_->asked.end(), slot) != last_->asked.end())
+        return false;
+    last_->asked.push_back(slot);
+    return true;
+}
+
+void PinBurst::keep_alive() noexcept {
+    if (last_)
+        last_->at = std::chrono::steady_clock::now();
 }
 
 }  // namespace tpmkey::pkcs11

@@ -185,25 +185,24 @@ TEST_CASE("an empty PIN for a key with a PIN: CKR_PIN_LEN_RANGE, no TPM command,
 }
 
 // ssh-add -s: one PIN, C_Login on every token that needs one, one after
-// another (docs/design.md, "One PIN, one TPM check").
-TEST_CASE("one PIN passed on to every token: the TPM judges it once", "[counted]") {
+// another (docs/design.md, "PINs, keys and the TPM's lockout").
+TEST_CASE("one PIN passed on to every token: it counts once at most", "[counted]") {
     const TestKey& ec = key("ec384");
     const TestKey& rsa = key("rsa3072");
-    SECTION("the right PIN of the first key: that key logs in, the other is refused, nothing counted") {
+    SECTION("the right PIN of the first key: tried on the second, which has its own PIN: one count") {
         Initialized init;
         Session first(slot_of(ec.name));
         Session second(slot_of(rsa.name));
         const unsigned long failures = lockout_counter();
         REQUIRE_RV(login_with(first, ec.pin), CKR_OK);
         CHECK_RV(login_with(second, ec.pin), CKR_PIN_INCORRECT);
-        CHECK(lockout_counter() == failures);
+        CHECK(lockout_counter() == failures + 1);
         CHECK(state_of(second) == CKS_RO_PUBLIC_SESSION);
-        CHECK_FALSE((token_flags(slot_of(rsa.name)) & CKF_USER_PIN_COUNT_LOW));
-        // Its own PIN still works, and the first key still signs.
+        // Its own PIN works, and the first key still signs.
         login(second, rsa);
         sign_ok(first, find_one(first, CKO_PRIVATE_KEY), ec, bytes("first"));
         sign_ok(second, find_one(second, CKO_PRIVATE_KEY), rsa, bytes("second"));
-        CHECK(lockout_counter() == failures);
+        CHECK(lockout_counter() == failures + 1);
     }
     SECTION("a wrong PIN passed on: one count however many tokens get it") {
         Initialized init;
@@ -385,28 +384,61 @@ TEST_CASE("C_Logout / C_CloseSession / C_Finalize flush what they loaded", "[log
     CHECK(tpm_loaded_sessions() == 0);
 }
 
-TEST_CASE("dictionary-attack lockout: CKR_PIN_LOCKED; the right PIN works after it", "[lockout]") {
-    const TestKey& k = key("ec384");
+// docs/design.md, "PINs, keys and the TPM's lockout": a PIN not known to be
+// right is never sent when a wrong one would leave fewer than 2 tries.
+TEST_CASE("a TPM near lockout: CKR_PIN_LOCKED without a TPM try; it never locks; the right PIN works after", "[lockout]") {
+    const TestKey& ec = key("ec384");
+    const TestKey& rsa = key("rsa3072");
     const std::string tcti = " -T " + shell_quote(swtpm_tcti());
     int status = 0;
-    // 2 tries, 2 s recovery: the third wrong PIN locks.
-    run("tpm2_dictionarylockout -c" + tcti + " && tpm2_dictionarylockout -s -n 2 -t 2 -l 2" + tcti, &status);
-    REQUIRE(status == 0);
-    {
+    SECTION("3 tries: the right PIN of the first key is not tried on the second; nothing counted") {
+        run("tpm2_dictionarylockout -c" + tcti + " && tpm2_dictionarylockout -s -n 3 -t 1000 -l 1000" + tcti, &status);
+        REQUIRE(status == 0);
         Initialized init;
-        Session s(slot_of(k.name));
-        CK_RV rv = CKR_OK;
-        int tries = 0;
-        while (tries < 5 && (rv = login_with(s, "wrong")) == CKR_PIN_INCORRECT)
-            ++tries;
-        CHECK(tries >= 1);
-        CHECK_RV(rv, CKR_PIN_LOCKED);
-        CHECK_RV(login_with(s, k.pin), CKR_PIN_LOCKED);  // even the right PIN, while locked
+        Session first(slot_of(ec.name));
+        Session second(slot_of(rsa.name));
+        REQUIRE_RV(login_with(first, ec.pin), CKR_OK);
+        CHECK_RV(login_with(second, ec.pin), CKR_PIN_INCORRECT);
+        CHECK(lockout_counter() == 0);
+        login(second, rsa);  // its own PIN
+        // One wrong PIN: one more would leave 1 try, so not even the right PIN is sent.
+        CHECK_RV(p11()->C_Logout(second), CKR_OK);
+        CHECK_RV(login_with(second, "wrong"), CKR_PIN_INCORRECT);
+        CHECK(lockout_counter() == 1);
+        CHECK_RV(login_with(second, rsa.pin), CKR_PIN_LOCKED);
+        CHECK_RV(login_with(second, "wrong"), CKR_PIN_LOCKED);
+        CHECK(lockout_counter() == 1);
+        // A key that is logged in still signs.
+        sign_ok(first, find_one(first, CKO_PRIVATE_KEY), ec, bytes("still signs"));
+    }
+    SECTION("4 tries: the right PIN of the first key is tried on the second once; its own PIN then works") {
+        run("tpm2_dictionarylockout -c" + tcti + " && tpm2_dictionarylockout -s -n 4 -t 1000 -l 1000" + tcti, &status);
+        REQUIRE(status == 0);
+        Initialized init;
+        Session first(slot_of(ec.name));
+        Session second(slot_of(rsa.name));
+        REQUIRE_RV(login_with(first, ec.pin), CKR_OK);
+        CHECK_RV(login_with(second, ec.pin), CKR_PIN_INCORRECT);
+        CHECK(lockout_counter() == 1);
+        login(second, rsa);
+        CHECK(lockout_counter() == 1);
+    }
+    SECTION("2 tries: one wrong PIN is sent, then none; the TPM is never locked") {
+        run("tpm2_dictionarylockout -c" + tcti + " && tpm2_dictionarylockout -s -n 2 -t 1000 -l 1000" + tcti, &status);
+        REQUIRE(status == 0);
+        Initialized init;
+        Session s(slot_of(ec.name));
+        CHECK_RV(login_with(s, "wrong"), CKR_PIN_INCORRECT);
+        for (int i = 0; i < 4; ++i)
+            CHECK_RV(login_with(s, "wrong"), CKR_PIN_LOCKED);
+        CHECK_RV(login_with(s, ec.pin), CKR_PIN_LOCKED);
+        CHECK(lockout_counter() == 1);
+        CHECK_FALSE((token_flags(slot_of(ec.name)) & CKF_USER_PIN_LOCKED));  // the TPM is not in lockout
     }
     run("tpm2_dictionarylockout -c" + tcti + " && tpm2_dictionarylockout -s -n 32 -t 1 -l 1" + tcti, &status);
     REQUIRE(status == 0);
     Initialized init;
-    Session s(slot_of(k.name));
-    login(s, k);
-    sign_ok(s, find_one(s, CKO_PRIVATE_KEY), k, bytes("unlocked"));
+    Session s(slot_of(ec.name));
+    login(s, ec);
+    sign_ok(s, find_one(s, CKO_PRIVATE_KEY), ec, bytes("unlocked"));
 }

@@ -1,6 +1,7 @@
 // Key discovery and TPM selection from the environment and the config file.
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
+#include "core/base/askpass.hpp"
 #include "core/base/error.hpp"
 #include "core/trust/endorsement.hpp"
 
@@ -134,4 +135,87 @@ TEST_CASE("a world-writable directory is refused for key files") {
     CHECK_THROWS_WITH(write_file_atomically(open_dir / "k.tpm", "x", 0600, Replace::no),
                       Catch::Contains("writable by everyone"));
     CHECK_FALSE(fs::exists(open_dir / "k.tpm"));
+}
+
+TEST_CASE("record_same_pin: a same-pin line added, the rest kept; a file others may write is left alone") {
+    TempHome home;
+    const fs::path dir = home.dir / ".config" / "tpmkey";
+    const fs::path file = dir / "config";
+    SECTION("no config file yet: made 0600 in a 0700 directory") {
+        fs::permissions(home.dir, fs::perms::owner_all);
+        CHECK(record_same_pin("id_tpm", "work") == file);
+        CHECK(record_same_pin("work", "laptop") == file);
+        CHECK((fs::status(dir).permissions() & fs::perms::all) == fs::perms::owner_all);
+        CHECK((fs::status(file).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+        const Config c = load_config();
+        CHECK(c.warnings.empty());
+        REQUIRE(c.same_pin.size() == 2);
+        CHECK(c.same_pin[0] == std::vector<std::string>{"id_tpm", "work"});
+        CHECK(c.same_pin[1] == std::vector<std::string>{"work", "laptop"});
+    }
+    SECTION("an existing file keeps its lines, also one without a final newline") {
+        home.write_config("tcti swtpm:port=2321\nkey ~/keys");
+        fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+        record_same_pin("id_tpm", "work");
+        const Config c = load_config();
+        CHECK(c.tcti == "swtpm:port=2321");
+        CHECK(c.searched.front() == file.string());
+        REQUIRE(c.same_pin.size() == 1);
+        CHECK(c.same_pin[0] == std::vector<std::string>{"id_tpm", "work"});
+    }
+    SECTION("a config file others may write: refused, unchanged") {
+        home.write_config("tcti swtpm:port=2321\n");
+        fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_write);
+        CHECK_THROWS_AS(record_same_pin("id_tpm", "work"), Error);
+        std::ifstream in(file);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        CHECK(text == "tcti swtpm:port=2321\n");
+    }
+}
+
+TEST_CASE("askpass: found as OpenSSH finds it, run without a shell, its answer a Secret") {
+    TempHome home;
+    const fs::path script = home.dir / "askpass";
+    const fs::path marker = home.dir / "ran";
+    // Answers by the prompt; a confirmation only with SSH_ASKPASS_PROMPT=confirm.
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "if [ \"$SSH_ASKPASS_PROMPT\" = confirm ]; then [ \"$1\" = 'Allow?' ]; exit; fi\n"
+                             "case \"$1\" in *work*) printf 'pin of work\\r\\n' ;; *) exit 1 ;; esac\n";
+    fs::permissions(script, fs::perms::owner_all);
+    ::setenv("SSH_ASKPASS", script.c_str(), 1);
+    ::unsetenv("DISPLAY");
+    ::unsetenv("WAYLAND_DISPLAY");
+    ::unsetenv("SSH_ASKPASS_REQUIRE");
+    CHECK(find_askpass().program.empty());
+    CHECK_THAT(find_askpass().why_not, Catch::StartsWith("no DISPLAY or WAYLAND_DISPLAY"));
+    ::setenv("WAYLAND_DISPLAY", "wayland-0", 1);
+    CHECK(find_askpass().program == script.string());
+    ::setenv("SSH_ASKPASS_REQUIRE", "never", 1);
+    CHECK(find_askpass().why_not == "SSH_ASKPASS_REQUIRE=never in the agent's environment");
+    ::unsetenv("WAYLAND_DISPLAY");
+    ::setenv("SSH_ASKPASS_REQUIRE", "force", 1);
+    const Askpass askpass = find_askpass();
+    REQUIRE(askpass.program == script.string());
+
+    const std::optional<Secret> pin = askpass_secret(askpass, "Enter PIN for 'work': ");
+    REQUIRE(pin);
+    CHECK(*pin == Secret("pin of work"));
+    CHECK_FALSE(askpass_secret(askpass, "Enter PIN for 'zeta': "));
+    // The prompt is one argument, never shell text.
+    CHECK_FALSE(askpass_secret(askpass, "'$(touch " + marker.string() + ")'; touch " + marker.string()));
+    CHECK_FALSE(fs::exists(marker));
+    CHECK(askpass_confirm(askpass, "Allow?"));
+    CHECK_FALSE(askpass_confirm(askpass, "Allow? (another)"));
+
+    ::setenv("SSH_ASKPASS", (home.dir / "missing").c_str(), 1);
+    CHECK_THAT(find_askpass().why_not, Catch::StartsWith("no askpass program "));
+    ::unsetenv("SSH_ASKPASS");
+    ::unsetenv("SSH_ASKPASS_REQUIRE");
+}
+
+TEST_CASE("config lines: confirm names keys; an empty one is skipped with a warning") {
+    const ConfigFile c = parse_config("confirm work  laptop\nconfirm\nconfirm id_tpm\n", "cfg");
+    CHECK(c.confirm == std::vector<std::string>{"work", "laptop", "id_tpm"});
+    REQUIRE(c.warnings.size() == 1);
+    CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:2: ignored: 'confirm' needs a value"));
 }

@@ -28,9 +28,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -560,10 +562,61 @@ void show_module_log(Doctor& d) {
             lines.push_back(printable(text.substr(at, eol - at)));
         at = eol + 1;
     }
+    // The keys whose PIN the latest burst of logins refused or did not send,
+    // their lines grouped by key: ssh-add -s gives one PIN to every key, and the line that
+    // says which key refused it is soon more than max_lines back
+    // (docs/ssh-agent-and-more.md). A burst is the lines at most 1 s apart
+    // (the log has whole seconds; ssh-add -s logs in to every key at once).
+    const auto seconds_of = [](const std::string& line) -> std::optional<std::time_t> {
+        std::tm tm{};
+        if (line.size() < 19 || !::strptime(line.substr(0, 19).c_str(), "%Y-%m-%d %H:%M:%S", &tm))
+            return std::nullopt;
+        return ::timegm(&tm);
+    };
+    std::vector<std::pair<std::string, std::string>> pin_lines;  // key, line
+    std::optional<std::time_t> burst_end;
+    for (const std::string& line : lines) {
+        const std::string_view l(line);
+        const std::size_t at = l.find("tpmkey: ");
+        if (at == std::string_view::npos || l.find("PIN") == std::string_view::npos)
+            continue;
+        std::string_view rest = l.substr(at + 8);
+        std::string key;
+        if (rest.starts_with("wrong PIN for '")) {
+            rest.remove_prefix(15);
+            key = std::string(rest.substr(0, rest.find('\'')));
+        } else if (const std::size_t colon = rest.find(": "); colon != std::string_view::npos &&
+                   rest.substr(0, colon).find(' ') == std::string_view::npos) {
+            key = std::string(rest.substr(0, colon));
+        }
+        const std::optional<std::time_t> when = seconds_of(line);
+        if (key.empty() || !when)
+            continue;
+        if (!burst_end || *when > *burst_end + 1)
+            pin_lines.clear();
+        burst_end = *when;
+        pin_lines.emplace_back(key, line);
+    }
     if (lines.size() > max_lines)
         lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(max_lines));
     if (!lines.empty())
         d.info("the module's last messages where nobody saw them (ssh-agent; " + path.string() + "):", lines);
+    if (pin_lines.size() > 1 || (pin_lines.size() == 1 &&
+                                 std::find(lines.begin(), lines.end(), pin_lines.front().second) == lines.end())) {
+        // Grouped by key, in the order the keys first appear; 20 lines at most.
+        std::vector<std::string> per_key;
+        for (std::size_t i = 0; i < pin_lines.size(); ++i) {
+            bool seen = false;
+            for (std::size_t j = 0; j < i; ++j)
+                seen = seen || pin_lines[j].first == pin_lines[i].first;
+            if (seen)
+                continue;
+            for (std::size_t j = i; j < pin_lines.size() && per_key.size() < 20; ++j)
+                if (pin_lines[j].first == pin_lines[i].first)
+                    per_key.push_back(pin_lines[j].second);
+        }
+        d.info("keys whose PIN the latest ssh-add -s (or login) did not get through, and why:", per_key);
+    }
 }
 
 int cmd_doctor(const Parsed&) {

@@ -1,5 +1,7 @@
 #include "core/files/config.hpp"
 
+#include "core/files/atomic_file.hpp"
+
 #include "core/base/error.hpp"
 #include "core/base/home.hpp"
 #include "core/files/file_read.hpp"
@@ -105,6 +107,13 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
             out.keys.push_back(expand_home(value));
         } else if (keyword == "tcti") {
             out.tcti = std::string(value);
+        } else if (keyword == "confirm") {
+            for (std::string_view rest = value; !rest.empty();) {
+                const std::size_t blank = rest.find_first_of(" \t");
+                if (blank != 0)
+                    out.confirm.emplace_back(rest.substr(0, blank));
+                rest = blank == std::string_view::npos ? std::string_view() : rest.substr(blank + 1);
+            }
         } else if (keyword == "same-pin") {
             std::vector<std::string> names;
             for (std::string_view rest = value; !rest.empty();) {
@@ -126,7 +135,7 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
-                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin' or 'ek-roots')");
+                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin', 'confirm' or 'ek-roots')");
         }
     }
     return out;
@@ -175,6 +184,7 @@ Config load_config() {
     }
 
     config.same_pin = from_file.same_pin;
+    config.confirm = from_file.confirm;
     config.ek_roots = from_file.ek_roots;
     config.tcti = getenv_string("TPMKEY_TCTI");
     config.tcti_source = "TPMKEY_TCTI";
@@ -194,6 +204,31 @@ Config load_config() {
             config.warnings.push_back("TPMKEY_TPM_TIMEOUT: ignored: needs whole seconds from 1 to 86400");
     }
     return config;
+}
+
+std::filesystem::path record_same_pin(const std::string& a, const std::string& b) {
+    const std::filesystem::path file = config_file_path();
+    if (file.empty())
+        throw Error("no home directory for the config file");
+    std::string text;
+    const std::optional<FileRead> read = read_regular_file_if_present(file, max_config_file_size);
+    if (read) {
+        check_not_replaceable(file, *read, "config file", "the settings");
+        text.assign(reinterpret_cast<const char*>(read->data.data()), read->data.size());
+        if (!text.empty() && text.back() != '\n')
+            text += '\n';
+    } else {
+        std::error_code ec;
+        if (std::filesystem::create_directories(file.parent_path(), ec))
+            std::filesystem::permissions(file.parent_path(), std::filesystem::perms::owner_all, ec);
+        if (ec)
+            throw Error(file.parent_path().string() + ": cannot create it: " + ec.message());
+    }
+    text += "# tpmkey-keygen: the TPM accepted one PIN for both keys\nsame-pin " + a + " " + b + "\n";
+    if (text.size() > max_config_file_size)
+        throw Error(file.string() + ": too large to add a line to");
+    write_file_atomically(file, text, 0600, read ? Replace::yes : Replace::no);
+    return file;
 }
 
 }  // namespace tpmkey

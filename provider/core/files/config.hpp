@@ -17,6 +17,7 @@ namespace tpmkey {
 //   tcti STRING   how to reach the TPM (tpm2-tools syntax)
 //   timeout SECONDS  how long the TPM may take to answer a command
 //   same-pin NAME NAME...  these keys (file names without .tpm) have one PIN
+//   confirm NAME...  these keys sign only after a yes at an askpass prompt
 //   ek-roots DIR  trusted EK root certificates (repeatable; replaces the
 //                 default directories, trust/endorsement.hpp)
 //   # comment
@@ -25,6 +26,7 @@ struct ConfigFile {
     std::string tcti;
     std::optional<std::chrono::seconds> timeout;
     std::vector<std::vector<std::string>> same_pin;
+    std::vector<std::string> confirm;
     std::vector<std::filesystem::path> ek_roots;
     std::vector<std::string> warnings;  // lines that were skipped, and why
 };
@@ -45,6 +47,9 @@ struct Config {
     // Keys (by name) the user says have one PIN: a PIN one of them took is
     // tried for the others too (module/pin_burst.hpp).
     std::vector<std::vector<std::string>> same_pin;
+    // Keys (by name) that sign only after the user said yes at an askpass
+    // confirmation, each time (module/module.hpp, Module::sign).
+    std::vector<std::string> confirm;
     // Directories of trusted EK root certificates (`ek-roots` lines); empty:
     // the defaults (default_ek_roots(), trust/endorsement.hpp).
     std::vector<std::filesystem::path> ek_roots;
@@ -63,6 +68,15 @@ Config load_config();
 
 // The config file's path ($XDG_CONFIG_HOME or ~/.config), empty if no home.
 std::filesystem::path config_file_path();
+
+// Adds the line "same-pin A B" (and a comment saying who wrote it) to the
+// config file, made 0600 in a 0700 directory if missing; the rest of the
+// file stays as it was. tpmkey-keygen --same-pin-as records this after the
+// TPM accepted the PIN for both keys (docs/design.md, "PINs, keys and the
+// TPM's lockout"). Throws Error, leaving the file as it was, when the file
+// is not used (others could write it) or cannot be written. Returns the
+// file's path.
+std::filesystem::path record_same_pin(const std::string& a, const std::string& b);
 
 
 }  // namespace tpmkey

@@ -72,11 +72,12 @@ std::vector<std::string> words(const char* text) {
 std::vector<std::string> login_commands(bool resource_manager, bool pin, ParentKind parent) {
     const bool owner = parent == ParentKind::created;
     // With a resource manager the module keeps the parent, the key and the
-    // PIN's session loaded from C_Login to C_Finalize.
+    // PIN's session loaded from C_Login to C_Finalize. A login with a PIN
+    // first reads the TPM's lockout counter (GetCapability).
     if (resource_manager && pin)
-        return words(owner ? "CreatePrimary Load StartAuthSession ObjectChangeAuth Sign "
+        return words(owner ? "GetCapability CreatePrimary Load StartAuthSession ObjectChangeAuth Sign "
                              "FlushContext FlushContext FlushContext"
-                           : "ReadPublic Load StartAuthSession ObjectChangeAuth Sign "
+                           : "GetCapability ReadPublic Load StartAuthSession ObjectChangeAuth Sign "
                              "FlushContext FlushContext");
     if (resource_manager)
         return words(owner ? "CreatePrimary Load Sign FlushContext FlushContext"
@@ -86,11 +87,11 @@ std::vector<std::string> login_commands(bool resource_manager, bool pin, ParentK
     // again by each call (ContextLoad, no second CreatePrimary) and flushed
     // before it returns.
     if (pin)
-        return words(owner ? "CreatePrimary ContextSave Load StartAuthSession ObjectChangeAuth "
+        return words(owner ? "GetCapability CreatePrimary ContextSave Load StartAuthSession ObjectChangeAuth "
                              "FlushContext FlushContext FlushContext "
                              "ContextLoad Load StartAuthSession Sign "
                              "FlushContext FlushContext FlushContext"
-                           : "ReadPublic Load StartAuthSession ObjectChangeAuth "
+                           : "GetCapability ReadPublic Load StartAuthSession ObjectChangeAuth "
                              "FlushContext FlushContext "
                              "Load StartAuthSession Sign "
                              "FlushContext FlushContext");

@@ -5,12 +5,12 @@
 #
 #                                                     resource manager   none
 #   ssh-keygen -D; an ssh login that never uses the key       0            0
-#   one direct ssh login, parent 0x40000001, key with PIN     8           15
+#   one direct ssh login, parent 0x40000001, key with PIN     9           16
 #     the same, key without PIN                               5            7
 #   PCR-bound keys (docs/pcr-bound-keys.md), ECDSA P-256: a direct ssh login
 #     --pcr 7, no PIN                                         8            9
-#     --pcr 7, PIN                                           12           17
-#     --pcr 7 --policy-signer, PIN                           16           21
+#     --pcr 7, PIN                                           13           18
+#     --pcr 7 --policy-signer, PIN                           17           22
 #   each further signature in one process (ssh-agent's helper):
 #     key without PIN                                         1            3
 #     key with PIN                                            1            7
@@ -26,7 +26,9 @@
 # swtpm, like /dev/tpm0) it keeps nothing in the TPM between calls, only the
 # parent's (and a PIN-less key's) saved context in the process: each call
 # loads them (TPM2_ContextLoad), starts the sessions it needs and flushes
-# it all. For ECDSA P-256 and RSA 2048 keys. No time is measured or
+# it all. A login with a PIN asks the TPM's lockout counter first (one
+# TPM2_GetCapability; docs/design.md, "PINs, keys and the TPM's lockout").
+# For ECDSA P-256 and RSA 2048 keys. No time is measured or
 # asserted here; tools/bench/run measures times.
 # The ssh-agent part needs root (the module must sit in ssh-agent's
 # allow-list under /usr/local/lib); without root the test exits 77 after
@@ -37,11 +39,11 @@ set -euo pipefail
 
 if [[ $TPMKEY_TCTI == tabrmd:* ]]; then
     way="through tpm2-abrmd"
-    budget_login_pin=8
+    budget_login_pin=9
     budget_login_nopin=5
     budget_login_pcr_nopin=8
-    budget_login_pcr_pin=12
-    budget_login_pcr_signed=16
+    budget_login_pcr_pin=13
+    budget_login_pcr_signed=17
     budget_further_nopin=1
     budget_further_pin=1
     budget_further_pcr_nopin=3
@@ -49,11 +51,11 @@ if [[ $TPMKEY_TCTI == tabrmd:* ]]; then
     budget_further_pcr_signed=8
 elif [[ $TPMKEY_TCTI == swtpm:* ]]; then
     way="without a resource manager"
-    budget_login_pin=15
+    budget_login_pin=16
     budget_login_nopin=7
     budget_login_pcr_nopin=9
-    budget_login_pcr_pin=17
-    budget_login_pcr_signed=21
+    budget_login_pcr_pin=18
+    budget_login_pcr_signed=22
     budget_further_nopin=3
     budget_further_pin=7
     budget_further_pcr_nopin=8

@@ -25,11 +25,20 @@ expect_rc 0 "one wrong PIN"
 expect_out "[warning] dictionary-attack protection: 1 of 2 wrong PINs counted by the TPM; one is forgiven every 10 minutes; at 2 it locks out" "one wrong PIN"
 expect_out "one more wrong PIN and the TPM locks out" "one wrong PIN"
 
+# The module never sends the PIN that could fill the count (design.md,
+# "PINs, keys and the TPM's lockout"), not even the right one.
 sign_fails "$K" "wrong" "2nd wrong PIN (module)"
-expect_err "wrong PIN" "2nd wrong PIN (module)"
-# The PIN that fills the count: the TPM is locked out now, and for how long.
-expect_err "(2 of 2 wrong PINs counted by the TPM: it is locked out now and uses no key, with or without PIN, for up to 10 minutes (while the machine is on))" "2nd wrong PIN (module)"
-ok "the wrong PIN that locks the TPM says it is locked out now, and for how long"
+expect_err "tpmkey: id_tpm: PIN not sent to the TPM: the TPM has counted 1 of 2 wrong PINs" "2nd wrong PIN (module)"
+sign_fails "$K" "right pin" "the right PIN (module)"
+expect_err "PIN not sent to the TPM" "the right PIN (module)"
+run "$TPMKEY_TOOL" doctor
+expect_out "1 of 2 wrong PINs counted by the TPM" "after the module's refusals"
+ok "the module sends no PIN when a wrong one would lock the TPM"
+
+# tpmkey passwd, typed by a person at a terminal, may fill it.
+run "$TPMKEY_TOOL" passwd --old-pin-file "$WRONG" --new-pin-file "$NEW" "$K"
+expect_rc 1 "2nd wrong PIN (passwd)"
+expect_err "wrong PIN; $K is unchanged" "2nd wrong PIN (passwd)"
 
 run "$TPMKEY_TOOL" doctor
 expect_rc 1 "lockout"

@@ -1,0 +1,35 @@
+// A PIN, or a yes, from the user where there is no terminal (ssh-agent's
+// helper), through the askpass program as OpenSSH runs it (readpass.c,
+// read_passphrase and ask_permission; docs/design.md, "PINs, keys and the
+// TPM's lockout").
+#pragma once
+
+#include "core/base/secret.hpp"
+
+#include <optional>
+#include <string>
+
+namespace tpmkey {
+
+struct Askpass {
+    std::string program;  // empty: none can be shown
+    std::string why_not;  // then: why, and what to do
+};
+
+// From the environment, as OpenSSH decides: SSH_ASKPASS_REQUIRE=never: none;
+// =force: always; otherwise only with DISPLAY or WAYLAND_DISPLAY set. The
+// program is $SSH_ASKPASS, else /usr/bin/ssh-askpass, and must be an
+// executable regular file.
+Askpass find_askpass();
+
+// Runs the program with `prompt` as its one argument (no shell), stdin
+// /dev/null, stdout a pipe read into a Secret (at most 1 KiB; the trailing
+// newline dropped). Nothing when it exits other than 0 (the user cancelled)
+// or cannot be run.
+std::optional<Secret> askpass_secret(const Askpass& askpass, const std::string& prompt);
+
+// The same with SSH_ASKPASS_PROMPT=confirm in its environment: true only
+// when it exits 0.
+bool askpass_confirm(const Askpass& askpass, const std::string& prompt);
+
+}  // namespace tpmkey
