@@ -1,0 +1,106 @@
+#!/bin/bash
+# A login under the SRK an operating system persisted (docs/design.md,
+# "Parent"): systemd-tpm2-setup (and Windows) keep the TCG standard SRK at
+# 0x81000001, which is the very key tpmkey re-creates for parent 0x40000001.
+# Made here with tpm2-tools, not tpmkey, after keys were made under
+# 0x40000001. Counted with tpm2-tss's pcap TCTI: a login then sends no
+# TPM2_CreatePrimary, within the persistent SRK's budgets
+# (docs/performance.md):
+#                                        resource manager   none
+#   one direct ssh login, key with PIN          7            11
+#     the same, key without PIN                 4             5
+# Another key at 0x81000001 (not the standard SRK) is not used: the login
+# re-creates 0x40000001 as before.
+set -euo pipefail
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
+
+if [[ $TPMKEY_TCTI == tabrmd:* ]]; then
+    way="through tpm2-abrmd" budget_pin=7 budget_nopin=4 before_pin=8 before_nopin=5
+elif [[ $TPMKEY_TCTI == swtpm:* ]]; then
+    way="without a resource manager" budget_pin=11 budget_nopin=5 before_pin=15 before_nopin=7
+else
+    fail "TPMKEY_TCTI=$TPMKEY_TCTI: run this under swtpm-fixtures/with-swtpm [--abrmd]"
+fi
+[ -z "$(tpm2_getcap -T "$TPMKEY_TCTI" handles-persistent)" ] || fail "the TPM already has persistent handles"
+
+keys=$TEST_DIR/keys
+pin=4321
+keygen "$keys/nopin.tpm" ecdsa 256 "" --parent 0x40000001
+keygen "$keys/pin.tpm" ecdsa 256 "$pin" --parent 0x40000001
+sshd_start
+
+login_with() {  # login_with KEY WHAT PCAP_NAME
+    cp "$keys/$1.pub" "$AUTH_KEYS"
+    export TPMKEY_KEYS=$keys/$1.tpm
+    if [ "$1" = pin ]; then askpass_pin "$pin"; else askpass_pin; fi
+    sshd_log_mark
+    pcap_start "$3"
+    login_ok "$2" -o "PKCS11Provider=$TPMKEY_MODULE"
+    pcap_stop
+    expect_accepted "$2" " $(fingerprint "$keys/$1.pub")"
+    expect_clean_tpm "$2"
+}
+# expect_login NAME BUDGET WHAT: exactly BUDGET commands, none a TPM2_CreatePrimary.
+expect_login() {
+    local n commands
+    n=$(pcap_count "$1") commands=$(pcap_commands "$1")
+    [ "$n" = "$2" ] || fail "$3 ($way): $n TPM commands, budget $2: $commands"
+    [[ " $commands " != *" CreatePrimary "* ]] || fail "$3 ($way) re-created the storage key: $commands"
+    ok "$3 ($way): $n TPM commands, no CreatePrimary: $commands"
+}
+
+# Before: no persistent SRK, each login re-creates it (the warm-up pays
+# swtpm's one-off TPM_RC_RETRY of the first signature).
+login_with nopin "warm-up login" warm-up
+login_with nopin "login under 0x40000001, no SRK persisted" before-nopin
+login_with pin "login under 0x40000001 with PIN, no SRK persisted" before-pin
+for k in nopin pin; do
+    [[ " $(pcap_commands "before-$k") " == *" CreatePrimary "* ]] || fail "before: no CreatePrimary: $(pcap_commands "before-$k")"
+done
+[ "$(pcap_count before-nopin)" = "$before_nopin" ] || fail "before: $(pcap_commands before-nopin)"
+[ "$(pcap_count before-pin)" = "$before_pin" ] || fail "before: $(pcap_commands before-pin)"
+
+# The operating system's SRK, as systemd-tpm2-setup makes it: the TCG
+# template (ECC P-256, AES-128-CFB, SHA-256, these attributes, empty
+# unique), made and persisted by tpm2-tools.
+tools_tcti=$PCAP_PLAIN_TCTI
+tpm2_createprimary -T "$tools_tcti" -Q -C o -g sha256 -G ecc256:aes128cfb \
+    -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|decrypt' -c "$TEST_DIR/srk.ctx" ||
+    fail "tpm2_createprimary failed"
+tpm2_evictcontrol -T "$tools_tcti" -Q -C o -c "$TEST_DIR/srk.ctx" 0x81000001 || fail "tpm2_evictcontrol failed"
+tpm2_flushcontext -T "$tools_tcti" -t >/dev/null 2>&1 || true
+# The same name as the key tpmkey re-creates for 0x40000001 (its pin).
+tpm2_readpublic -T "$tools_tcti" -Q -c 0x81000001 -n "$TEST_DIR/srk.name" || fail "tpm2_readpublic failed"
+srk_name=$(xxd -p -c 256 "$TEST_DIR/srk.name")
+owner_name=$(awk '$1 == "0x40000001" { print $2 }' "$XDG_CONFIG_HOME/tpmkey/known_parents")
+[ -n "$owner_name" ] || fail "no pin of 0x40000001 in known_parents"
+[ "$srk_name" = "$owner_name" ] || fail "tpm2-tools' SRK ($srk_name) is not the key of 0x40000001 ($owner_name)"
+ok "tpm2-tools' SRK at 0x81000001 has the name of tpmkey's 0x40000001: $srk_name"
+
+# A new key made now (under 0x40000001) notes that 0x81000001 holds that key.
+out=$("$TPMKEY_KEYGEN" -t ecdsa -b 256 -N '' -f "$keys/later.tpm" -C later --parent 0x40000001) ||
+    fail "tpmkey-keygen --parent 0x40000001 failed: $out"
+grep -qF "0x81000001 holds the same storage key" <<<"$out" || fail "keygen did not say 0x81000001 holds the key: $out"
+
+# After: the keys made before, whose files still say 0x40000001.
+login_with nopin "login under 0x40000001, OS-made SRK" after-nopin
+expect_login after-nopin "$budget_nopin" "ssh login, key without PIN, parent 0x40000001, tpm2-tools' SRK at 0x81000001"
+login_with pin "login under 0x40000001 with PIN, OS-made SRK" after-pin
+expect_prompts "Enter PIN for 'pin': "
+expect_login after-pin "$budget_pin" "ssh login, key with PIN, parent 0x40000001, tpm2-tools' SRK at 0x81000001"
+
+# Another key at 0x81000001 (an RSA storage key of another template): not
+# the pinned name, so the login re-creates 0x40000001, as before.
+tpm2_evictcontrol -T "$tools_tcti" -Q -C o -c 0x81000001 || fail "evicting 0x81000001 failed"
+tpm2_createprimary -T "$tools_tcti" -Q -C o -g sha256 -G rsa2048:aes128cfb \
+    -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt' -c "$TEST_DIR/other.ctx" ||
+    fail "tpm2_createprimary (another key) failed"
+tpm2_evictcontrol -T "$tools_tcti" -Q -C o -c "$TEST_DIR/other.ctx" 0x81000001 || fail "tpm2_evictcontrol failed"
+tpm2_flushcontext -T "$tools_tcti" -t >/dev/null 2>&1 || true
+login_with nopin "login under 0x40000001, another key at 0x81000001" other-nopin
+commands=$(pcap_commands other-nopin)
+[[ " $commands " == *" CreatePrimary "* ]] || fail "another key at 0x81000001 was used: $commands"
+[ "$(pcap_count other-nopin)" = $((before_nopin + 1)) ] ||
+    fail "another key at 0x81000001: expected $((before_nopin + 1)) commands (one TPM2_ReadPublic more): $commands"
+ok "another key at 0x81000001 ($way): not used, 0x40000001 re-created: $commands"
