@@ -80,4 +80,13 @@ bool pin_owner_srk_persisted(Tpm& tpm, KnownParents& known) {
     return true;
 }
 
+OwnerSrkUse owner_srk_use(Tpm& tpm, const KnownParents& known) {
+    return open_owner_srk_persisted(tpm, known) ? OwnerSrkUse::persistent : OwnerSrkUse::recreated;
+}
+
+std::string owner_srk_use_text(OwnerSrkUse use) {
+    return use == OwnerSrkUse::persistent ? "the persistent SRK at 0x81000001 (the same key, pinned)"
+                                          : "re-created in each process (TPM2_CreatePrimary)";
+}
+
 }  // namespace tpmkey

@@ -10,6 +10,7 @@
 #include "core/trust/known_parents.hpp"
 
 #include <optional>
+#include <string>
 
 namespace tpmkey {
 
@@ -29,5 +30,17 @@ std::optional<TpmObject> open_owner_srk_persisted(Tpm& tpm, const KnownParents& 
 // 0x81000001 holds that key (pinned now or before). A pin file that cannot
 // be written leaves it unpinned (the next caller tries again).
 bool pin_owner_srk_persisted(Tpm& tpm, KnownParents& known);
+
+// Which storage key a login of a key under 0x40000001 uses on this TPM,
+// for tpmkey doctor and tpmkey bench: the persistent one at 0x81000001
+// (open_owner_srk_persisted finds it), or one re-created with
+// TPM2_CreatePrimary in each process. Sends what a login would (at most
+// one TPM2_ReadPublic).
+enum class OwnerSrkUse { persistent, recreated };
+OwnerSrkUse owner_srk_use(Tpm& tpm, const KnownParents& known);
+
+// The same in words: "the persistent SRK at 0x81000001 (the same key)" or
+// "re-created in each process (TPM2_CreatePrimary)".
+std::string owner_srk_use_text(OwnerSrkUse use);
 
 }  // namespace tpmkey

@@ -61,6 +61,17 @@ done
 [ "$(pcap_count before-nopin)" = "$before_nopin" ] || fail "before: $(pcap_commands before-nopin)"
 [ "$(pcap_count before-pin)" = "$before_pin" ] || fail "before: $(pcap_commands before-pin)"
 
+# tpmkey doctor and tpmkey bench say which storage key such a login uses.
+"$TPMKEY_TOOL" doctor >"$TEST_DIR/doctor-before.out" 2>&1 || true
+grep -qF "a login uses: re-created in each process (TPM2_CreatePrimary)" "$TEST_DIR/doctor-before.out" ||
+    { show "$TEST_DIR/doctor-before.out"; fail "doctor does not say that a login re-creates the storage key"; }
+"$TPMKEY_TOOL" bench --max-seconds 1 >"$TEST_DIR/bench-before.out" 2>/dev/null || fail "tpmkey bench failed"
+grep -qF "A login of a key under 0x40000001 uses: re-created in each process (TPM2_CreatePrimary)." \
+    "$TEST_DIR/bench-before.out" || { show "$TEST_DIR/bench-before.out"; fail "bench does not say which SRK"; }
+grep -qE "^  ECDSA P-256, PIN +[0-9.]+ ms +\(floor [0-9.]+ ms, [0-9.]+ ms more\)" "$TEST_DIR/bench-before.out" ||
+    { show "$TEST_DIR/bench-before.out"; fail "bench does not price the login against the floor"; }
+ok "doctor and bench: a login under 0x40000001 re-creates the storage key (no SRK persisted)"
+
 # The operating system's SRK, as systemd-tpm2-setup makes it: the TCG
 # template (ECC P-256, AES-128-CFB, SHA-256, these attributes, empty
 # unique), made and persisted by tpm2-tools.
@@ -89,6 +100,17 @@ expect_login after-nopin "$budget_nopin" "ssh login, key without PIN, parent 0x4
 login_with pin "login under 0x40000001 with PIN, OS-made SRK" after-pin
 expect_prompts "Enter PIN for 'pin': "
 expect_login after-pin "$budget_pin" "ssh login, key with PIN, parent 0x40000001, tpm2-tools' SRK at 0x81000001"
+
+"$TPMKEY_TOOL" doctor >"$TEST_DIR/doctor-after.out" 2>&1 || true
+grep -qF "a login of a key under 0x40000001 uses: the persistent SRK at 0x81000001 (the same key, pinned)" \
+    "$TEST_DIR/doctor-after.out" || { show "$TEST_DIR/doctor-after.out"; fail "doctor does not say the SRK is persistent"; }
+"$TPMKEY_TOOL" bench --max-seconds 1 >"$TEST_DIR/bench-after.out" 2>/dev/null || fail "tpmkey bench failed"
+grep -qF "A login of a key under 0x40000001 uses: the persistent SRK at 0x81000001 (the same key, pinned)." \
+    "$TEST_DIR/bench-after.out" || { show "$TEST_DIR/bench-after.out"; fail "bench does not say the SRK is persistent"; }
+grep -qE "^  ECDSA P-256, PIN +[0-9.]+ ms +\(floor [0-9.]+ ms: at the floor\)" "$TEST_DIR/bench-after.out" ||
+    { show "$TEST_DIR/bench-after.out"; fail "bench: the login is not at the floor"; }
+expect_clean_tpm "after tpmkey bench"
+ok "doctor and bench: a login under 0x40000001 uses the persistent SRK, at the floor"
 
 # Another key at 0x81000001 (an RSA storage key of another template): not
 # the pinned name, so the login re-creates 0x40000001, as before.
