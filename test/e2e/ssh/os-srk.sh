@@ -9,8 +9,11 @@
 #                                        resource manager   none
 #   one direct ssh login, key with PIN          7            11
 #     the same, key without PIN                 4             5
-# Another key at 0x81000001 (not the standard SRK) is not used: the login
-# re-creates 0x40000001 as before.
+# 0x81000001 is known as 0x40000001's key from its pin: keygen
+# --parent 0x40000001 makes it (and says so); so does the module's first
+# proof of 0x40000001 (after forget-tpm here). tpmkey doctor and bench say
+# which key a login uses, before and after. Another key at 0x81000001 (not
+# the standard SRK) is not used: the login re-creates 0x40000001 as before.
 set -euo pipefail
 # shellcheck source=../../lib/sshd.sh
 . "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
@@ -111,6 +114,18 @@ grep -qE "^  ECDSA P-256, PIN +[0-9.]+ ms +\(floor [0-9.]+ ms: at the floor\)" "
     { show "$TEST_DIR/bench-after.out"; fail "bench: the login is not at the floor"; }
 expect_clean_tpm "after tpmkey bench"
 ok "doctor and bench: a login under 0x40000001 uses the persistent SRK, at the floor"
+
+# The module finds it on its own too: with the pins dropped, the first
+# login proves 0x40000001 (and re-creates it), and pins 0x81000001 as the
+# same key; the next login reads it there.
+"$TPMKEY_TOOL" forget-tpm >"$TEST_DIR/forget.out" 2>&1 || { show "$TEST_DIR/forget.out"; fail "forget-tpm failed"; }
+! grep -q "^0x" "$XDG_CONFIG_HOME/tpmkey/known_parents" || fail "forget-tpm left pins"
+login_with nopin "login under 0x40000001, first after forget-tpm" proof-nopin
+[[ " $(pcap_commands proof-nopin) " == *" CreatePrimary "* ]] || fail "the proving login: $(pcap_commands proof-nopin)"
+grep -q "^0x81000001 $owner_name " "$XDG_CONFIG_HOME/tpmkey/known_parents" ||
+    { show "$XDG_CONFIG_HOME/tpmkey/known_parents"; fail "the module did not pin 0x81000001 as 0x40000001's key"; }
+login_with nopin "login under 0x40000001, after the module's proof" again-nopin
+expect_login again-nopin "$budget_nopin" "ssh login, key without PIN, 0x81000001 found by the module itself"
 
 # Another key at 0x81000001 (an RSA storage key of another template): not
 # the pinned name, so the login re-creates 0x40000001, as before.
