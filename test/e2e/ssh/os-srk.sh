@@ -113,6 +113,14 @@ grep -qF "A login of a key under 0x40000001 uses: the persistent SRK at 0x810000
 grep -qE "^  ECDSA P-256, PIN +[0-9.]+ ms +\(floor [0-9.]+ ms: at the floor\)" "$TEST_DIR/bench-after.out" ||
     { show "$TEST_DIR/bench-after.out"; fail "bench: the login is not at the floor"; }
 expect_clean_tpm "after tpmkey bench"
+# The logins above sent the sequence bench prices for a persistent parent
+# (login_commands(), which test/e2e/tools/bench.sh keeps true).
+for k in nopin pin; do
+    label="no PIN"; [ "$k" = pin ] && label=PIN
+    priced=$(sed -n "s/^  $label, parent 0x81000001: //p" "$TEST_DIR/bench-after.out")
+    [ "$priced" = "$(pcap_commands "after-$k")" ] ||
+        fail "login with $k: sent '$(pcap_commands "after-$k")', bench prices '$priced' for a persistent parent"
+done
 ok "doctor and bench: a login under 0x40000001 uses the persistent SRK, at the floor"
 
 # The module finds it on its own too: with the pins dropped, the first
