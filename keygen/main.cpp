@@ -9,6 +9,7 @@
 #include "core/keys/key_file.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/known_parents.hpp"
+#include "core/trust/owner_srk.hpp"
 #include "core/policy/policy_signer.hpp"
 #include "core/base/prompt.hpp"
 #include "core/keys/public_key.hpp"
@@ -559,6 +560,10 @@ int run(int argc, char** argv, std::string& tcti) {
     const TpmObject parent = load_verified_parent(tpm, parent_handle, known, &parent_check);
     if (parent_check.cleared)
         std::cerr << "tpmkey-keygen: " << tpm_cleared_text(parent_handle) << "\n";
+    // Keys under 0x40000001 load under the same key kept at 0x81000001
+    // (systemd-tpm2-setup's): pinned here, so that logins find it.
+    if (parent_handle == owner_hierarchy && pin_owner_srk_persisted(tpm, known) && !o.quiet)
+        std::cout << "Parent: 0x81000001 holds the same storage key, persistent: logins use it there\n";
     check_interrupted();
     warn_if_no_sha512(tpm, o.spec);
     const PcrBinding binding = o.pcrs ? bind_to_pcrs(tpm, parent, o) : PcrBinding{};

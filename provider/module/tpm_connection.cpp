@@ -1,6 +1,7 @@
 #include "module/tpm_connection.hpp"
 
 #include "core/base/log.hpp"
+#include "core/trust/owner_srk.hpp"
 
 namespace tpmkey {
 
@@ -21,6 +22,17 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
         for (const std::string& w : known_parents_->warnings())
             log_error(w);
     }
+    // The owner hierarchy's storage key kept at 0x81000001 (systemd-tpm2-setup,
+    // tpmkey setup): a TPM2_ReadPublic instead of a TPM2_CreatePrimary.
+    if (handle == owner_hierarchy) {
+        if (std::optional<TpmObject> persisted = open_owner_srk_persisted(tpm(), *known_parents_)) {
+            log_debug("parent 0x40000001: the same key is persistent at 0x81000001 (its pinned name), used there");
+            Parent& parent = parents_[handle];
+            parent.persistent = true;
+            parent.loaded = std::move(*persisted);
+            return parent.loaded;
+        }
+    }
     // A login is no moment to accept a cleared TPM (ParentPolicy), and a
     // proof that could not be pinned would let whoever answers at the next
     // login be trusted on its own first use: no PIN goes under either.
@@ -31,6 +43,10 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
         throw PinNotRecorded("the TPM's storage key " + handle_text(handle) + " was proven, but its pin could not "
                                "be written (" + check.not_recorded + "): without a pin every login would be a "
                                "first use, so none goes on; nothing secret was sent");
+    // Proven just now: note whether 0x81000001 holds the same key, for
+    // the next process (one TPM2_ReadPublic, on this rare path only).
+    if (handle == owner_hierarchy && check.proven_now)
+        (void)pin_owner_srk_persisted(tpm(), *known_parents_);
     Parent& parent = parents_[handle];
     // Saved once, so that no later call pays a TPM2_CreatePrimary (on a real
     // TPM a key generation, tens of milliseconds to seconds).
@@ -62,7 +78,7 @@ const TpmObject& TpmConnection::reload(std::uint32_t handle, Parent& parent) {
 
 void TpmConnection::flush_parents() noexcept {
     for (auto& [handle, parent] : parents_)
-        if (handle == owner_hierarchy)
+        if (handle == owner_hierarchy && !parent.persistent)
             parent.loaded = TpmObject();
     std::erase_if(parents_, [](const auto& entry) { return !entry.second.loaded && !entry.second.saved; });
 }

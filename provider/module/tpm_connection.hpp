@@ -52,6 +52,7 @@ private:
     struct Parent {
         TpmObject loaded;
         std::optional<SavedContext> saved;  // without a resource manager, made with TPM2_CreatePrimary
+        bool persistent = false;            // 0x40000001 found persistent at 0x81000001 (owner_srk.hpp)
     };
     const TpmObject& reload(std::uint32_t handle, Parent& parent);
 

@@ -9,6 +9,7 @@
 #include "core/tpm/login_cost.hpp"
 #include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_bench.hpp"
+#include "core/trust/owner_srk.hpp"
 
 #include <charconv>
 #include <cstdio>
@@ -122,7 +123,19 @@ int cmd_bench(const Parsed& p) {
                       << (parent == ParentKind::created ? "0x40000001" : "0x81000001") << ": "
                       << joined(login_commands(resource_manager, pin, parent)) << "\n";
 
-    std::cout << "\n";
+    // Which storage key a login of a key under 0x40000001 uses here, and
+    // what that costs against the floor (the persistent storage key).
+    const KnownParents known = KnownParents::load();
+    const OwnerSrkUse use = owner_srk_use(tpm, known);
+    const ParentKind used = use == OwnerSrkUse::persistent ? ParentKind::persistent : ParentKind::created;
+    std::cout << "\nA login of a key under 0x40000001 uses: " << owner_srk_use_text(use) << ".\n";
+    for (const Case& c : cases) {
+        const double here = login_cost(login_commands(resource_manager, c.pin, used), c.key, medians).ms;
+        const double floor =
+            login_cost(login_commands(resource_manager, c.pin, ParentKind::persistent), c.key, medians).ms;
+        std::cout << "  " << padded(c.what, 22) << padded(ms_text(here), 12) << "(floor " << ms_text(floor)
+                  << (here > floor ? ", " + ms_text(here - floor) + " more)" : ": at the floor)") << "\n";
+    }
     switch (inspect_persistent_srk(tpm).state) {
     case PersistentSrk::State::standard:
         std::cout << "0x81000001 holds the standard storage key: tpmkey-keygen makes new keys under it.\n";

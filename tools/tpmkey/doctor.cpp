@@ -7,6 +7,7 @@
 #include "core/files/file_read.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/trust/endorsement.hpp"
+#include "core/trust/owner_srk.hpp"
 #include "core/trust/known_parents.hpp"
 #include "core/base/log.hpp"
 #include "core/base/printable.hpp"
@@ -274,8 +275,18 @@ void check_persistent_srk(Doctor& d, Tpm& tpm, UINT32 permanent) {
     try {
         const PersistentSrk srk = inspect_persistent_srk(tpm);
         using State = PersistentSrk::State;
-        if (srk.state == State::standard)
-            d.ok("storage key (SRK) at 0x81000001: the TCG standard SRK; new keys use it (the fastest parent)");
+        if (srk.state == State::standard) {
+            // Keys under 0x40000001 use it too once it is pinned with
+            // 0x40000001's proven name (pinned here if not yet).
+            KnownParents known = KnownParents::load();
+            (void)pin_owner_srk_persisted(tpm, known);
+            const OwnerSrkUse use = owner_srk_use(tpm, known);
+            d.ok("storage key (SRK) at 0x81000001: the TCG standard SRK; new keys use it (the fastest parent); "
+                 "a login of a key under 0x40000001 uses: " + owner_srk_use_text(use) +
+                 (use == OwnerSrkUse::persistent ? ""
+                                                 : " until such a key is first used here (then it is proven, "
+                                                   "and found the same key as 0x81000001)"));
+        }
         else if (srk.state == State::unfit)
             d.fail("0x81000001 holds a key that must not be a parent", srk.detail,
                    "if you did not put it there, someone with the TPM's owner authorization did: find out who; "
@@ -283,14 +294,15 @@ void check_persistent_srk(Doctor& d, Tpm& tpm, UINT32 permanent) {
         else if (srk.state == State::other_storage_key)
             d.ok("0x81000001 holds " + srk.detail + " (another program's, e.g. tpm2-pkcs11's): "
                  "new keys use 0x40000001 instead, so that program may evict it (tpmkey-keygen --parent "
-                 "0x81000001 uses it on purpose)");
+                 "0x81000001 uses it on purpose); a login of a key under 0x40000001 uses: " +
+                 owner_srk_use_text(OwnerSrkUse::recreated));
         else if (permanent & TPMA_PERMANENT_OWNERAUTHSET)
             d.fail("no storage key at 0x81000001, and the owner hierarchy has a password",
                    "tpmkey cannot re-create the storage key 0x40000001 without that password",
                    "persist the standard SRK once: tpmkey setup --owner-auth-file FILE (or it asks for the password)");
         else
-            d.ok("no storage key at 0x81000001: keys use 0x40000001, re-created on use (slower on real TPMs; "
-                 "'tpmkey setup' persists it)");
+            d.ok("no storage key at 0x81000001: keys use 0x40000001, a login uses: " +
+                 owner_srk_use_text(OwnerSrkUse::recreated) + " (slower on real TPMs; 'tpmkey setup' persists it)");
     } catch (const TpmError& e) {
         d.warn("storage key (SRK)", e.what(), "none needed unless keys fail to load below");
     }

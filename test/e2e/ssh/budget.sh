@@ -18,6 +18,10 @@
 #     --pcr 7, PIN                                            4            9
 #     --pcr 7 --policy-signer, PIN                            8           13
 #   TPM2_CreatePrimary in a further signature                 0            0
+#   under the standard SRK persisted by another program (tpm2-tools),
+#   keys made under 0x40000001: os-srk.sh (no TPM2_CreatePrimary)
+#     one direct ssh login, key with PIN                      7           11
+#     the same, key without PIN                               4            5
 #
 # With a resource manager (run under `with-swtpm --abrmd`: tpm2-abrmd, like
 # /dev/tpmrm0) the module keeps the parent, the key and its sessions
