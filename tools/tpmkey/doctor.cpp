@@ -351,7 +351,7 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                                   : "EK trusted on first use (" +
                                         std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") + ")");
             }
-            if (pin && !pin->ek.empty() && pin->ek != ek.pin)
+            if (pin && !pin->ek.empty() && !same_endorsement_key(pin->ek, ek))
                 d.fail(parent_text + ": proven by an EK that is not the pinned one (" + ek.pin + ", pinned: " +
                            pin->ek + ")",
                        "possible TPM interposer, or another TPM at this address",

@@ -355,8 +355,13 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         throw ParentProofFailed("the parent's proof failed: the TPM returned a different secret from the credential");
 
     result.certified = result.why_not_certified.empty();
-    result.pin = result.certified ? "cert:" + sha256_hex(certificate->der) : "ek:" + hex(tpm_name(ek_public));
+    result.name_pin = "ek:" + hex(tpm_name(ek_public));
+    result.pin = result.certified ? "cert:" + sha256_hex(certificate->der) : result.name_pin;
     return result;
+}
+
+bool same_endorsement_key(const std::string& pinned, const EndorsementKey& ek) {
+    return !pinned.empty() && (pinned == ek.pin || (ek.certified && pinned == ek.name_pin));
 }
 
 }  // namespace tpmkey

@@ -50,6 +50,7 @@ struct EndorsementKey {
     bool certified = false;          // its certificate chains to a trusted root and matches the re-created EK
     std::string pin;                 // what is pinned beside the parent: "cert:" + SHA-256 of the certificate
                                      // (DER, hex) when certified, else "ek:" + the EK's name (hex)
+    std::string name_pin;            // "ek:" + the EK's name (hex), certified or not
     std::uint32_t nv_index = 0;      // where its certificate was (0: none)
     std::string algorithm;           // "RSA 2048", "ECC P-256", "ECC P-384"
     std::string issuer;              // the certificate's issuer (one line), empty without one
@@ -64,6 +65,12 @@ struct EndorsementKey {
 // it makes.
 EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
                             const EkRoots& roots);
+
+// Whether `pinned` (a pin's EK: "cert:SHA" or "ek:NAME") is the EK of
+// `ek`. An EK pinned by its name (trusted on first use) that now chains to
+// a trusted root (a root added, or shipped since) is the same EK: the
+// re-created EK has that name, and its certificate is about that key.
+bool same_endorsement_key(const std::string& pinned, const EndorsementKey& ek);
 
 // The steps of the proof, for doctor and for the tests that judge each one
 // with other tools (openssl verify, tpm2_makecredential,
