@@ -38,6 +38,29 @@ namespace tpmkey::cli {
 
 namespace {
 
+// Where a maker publishes the EK certificates its TPMs keep no copy of, by
+// TPM_PT_MANUFACTURER: the firmware TPMs' certificate services that
+// Microsoft's Windows Autopilot networking requirements list (checked
+// against tpm2-tools' tpm2_getekcertificate for Intel). Fetched by
+// tpm2_getekcertificate; tpmkey never fetches anything itself.
+std::string ek_cert_publisher(const std::string& manufacturer) {
+    struct Publisher {
+        const char* id;
+        const char* maker;
+        const char* url;
+    };
+    static constexpr Publisher publishers[] = {
+        {"id:494E5443", "Intel (PTT)", "https://ekop.intel.com/ekcertservice/"},
+        {"id:414D4400", "AMD (fTPM)", "https://ftpm.amd.com/pki/aia/"},
+        {"id:51434F4D", "Qualcomm", "https://ekcert.spserv.microsoft.com/EKCertificate/GetEKCertificate/v1"},
+    };
+    for (const Publisher& p : publishers)
+        if (manufacturer == p.id)
+            return std::string(": ") + p.maker + " publishes it online at " + p.url +
+                   " (tpm2_getekcertificate fetches it); give it once with tpmkey setup --ek-cert FILE";
+    return "";
+}
+
 constexpr CommandSpec doctor_spec{
     "doctor",
     "check the TPM, the keys and the ssh set-up",
@@ -331,12 +354,15 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
             const EndorsementKey ek = prove_storage_key(tpm, handle);
             if (!shown) {
                 shown = true;
-                const std::string where = ek.algorithm + " at NV " + handle_text(ek.nv_index) + ", issued by " +
-                                          ek.issuer;
+                const std::string where =
+                    ek.algorithm +
+                    (ek.supplied ? " in " + supplied_ek_certificates_path().string() + " (setup --ek-cert)"
+                                 : " at NV " + handle_text(ek.nv_index)) +
+                    ", issued by " + ek.issuer;
                 if (ek.certified)
                     d.ok("EK certificate: " + where + ": its chain is verified, and it matches the EK the TPM "
                          "re-creates");
-                else if (ek.nv_index != 0)
+                else if (ek.nv_index != 0 || ek.supplied)
                     d.warn("EK certificate: " + where + ": its chain is not verified: " + ek.why_not_certified,
                            "the EK is trusted on first use instead: an interposer present at the first use could "
                            "go unnoticed",
@@ -346,7 +372,7 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                                "each maker publishes them)");
                 else
                     d.ok("EK certificate: none in the TPM (" + ek.algorithm + " EK; swtpm without --ek-cert and "
-                         "many firmware TPMs have none)");
+                         "many firmware TPMs have none)" + ek_cert_publisher(tpm_identity(tpm).manufacturer));
                 d.ok(ek.certified ? "EK certified by " + ek.issuer
                                   : "EK trusted on first use (" +
                                         std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") + ")");
