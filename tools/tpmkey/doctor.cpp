@@ -41,6 +41,29 @@ namespace tpmkey::cli {
 
 namespace {
 
+// Where a maker publishes the EK certificates its TPMs keep no copy of, by
+// TPM_PT_MANUFACTURER: the firmware TPMs' certificate services that
+// Microsoft's Windows Autopilot networking requirements list (checked
+// against tpm2-tools' tpm2_getekcertificate for Intel). Fetched by
+// tpm2_getekcertificate; tpmkey never fetches anything itself.
+std::string ek_cert_publisher(const std::string& manufacturer) {
+    struct Publisher {
+        const char* id;
+        const char* maker;
+        const char* url;
+    };
+    static constexpr Publisher publishers[] = {
+        {"id:494E5443", "Intel (PTT)", "https://ekop.intel.com/ekcertservice/"},
+        {"id:414D4400", "AMD (fTPM)", "https://ftpm.amd.com/pki/aia/"},
+        {"id:51434F4D", "Qualcomm", "https://ekcert.spserv.microsoft.com/EKCertificate/GetEKCertificate/v1"},
+    };
+    for (const Publisher& p : publishers)
+        if (manufacturer == p.id)
+            return std::string(": ") + p.maker + " publishes it online at " + p.url +
+                   " (tpm2_getekcertificate fetches it); give it once with tpmkey setup --ek-cert FILE";
+    return "";
+}
+
 constexpr CommandSpec doctor_spec{
     "doctor",
     "check the TPM, the keys and the ssh set-up",
@@ -345,12 +368,15 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
             const EndorsementKey ek = prove_storage_key(tpm, handle);
             if (!shown) {
                 shown = true;
-                const std::string where = ek.algorithm + " at NV " + handle_text(ek.nv_index) + ", issued by " +
-                                          ek.issuer;
+                const std::string where =
+                    ek.algorithm +
+                    (ek.supplied ? " in " + supplied_ek_certificates_path().string() + " (setup --ek-cert)"
+                                 : " at NV " + handle_text(ek.nv_index)) +
+                    ", issued by " + ek.issuer;
                 if (ek.certified)
                     d.ok("EK certificate: " + where + ": its chain is verified, and it matches the EK the TPM "
                          "re-creates");
-                else if (ek.nv_index != 0)
+                else if (ek.nv_index != 0 || ek.supplied)
                     d.warn("EK certificate: " + where + ": its chain is not verified: " + ek.why_not_certified,
                            "the EK is trusted on first use instead: an interposer present at the first use could "
                            "go unnoticed",
@@ -360,7 +386,7 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                                "each maker publishes them)");
                 else
                     d.ok("EK certificate: none in the TPM (" + ek.algorithm + " EK; swtpm without --ek-cert and "
-                         "many firmware TPMs have none)");
+                         "many firmware TPMs have none)" + ek_cert_publisher(tpm_identity(tpm).manufacturer));
                 for (const std::string& refused : ek.refused_roots)
                     d.warn("EK roots: " + refused, "a root certificate others could have put there is no root",
                            "fix the ownership or permissions as said, or remove the file");
@@ -370,7 +396,7 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                                         "): " + ek.pin + (pin && pin->ek == ek.pin ? ", pinned " + pin->proven
                                                                                    : ", not pinned yet"));
             }
-            if (pin && !pin->ek.empty() && pin->ek != ek.pin)
+            if (pin && !pin->ek.empty() && !same_endorsement_key(pin->ek, ek))
                 d.fail(parent_text + ": proven by an EK that is not the pinned one (" + ek.pin + ", pinned: " +
                            pin->ek + ")",
                        "a TPM's endorsement key never changes, not even when it is cleared: another TPM answers "

@@ -2,7 +2,12 @@
 // so that no login pays a TPM2_CreatePrimary (docs/performance.md).
 
 #include "cli.hpp"
+#include "core/base/printable.hpp"
 #include "core/base/prompt.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/ek_certificate.hpp"
+#include "core/tpm/tcti.hpp"
+#include "core/trust/endorsement.hpp"
 #include "core/files/config.hpp"
 #include "core/trust/known_parents.hpp"
 #include "core/tpm/tpm.hpp"
@@ -19,7 +24,7 @@ namespace {
 constexpr CommandSpec setup_spec{
     "setup",
     "persist the standard storage key (SRK) at 0x81000001",
-    "tpmkey setup [--owner-auth-file FILE]",
+    "tpmkey setup [--owner-auth-file FILE] [--ek-cert FILE]",
     "Makes the TCG standard storage key (the ECC P-256 SRK: the key parent\n"
     "0x40000001 re-creates on every use) and persists it at 0x81000001, where\n"
     "tpmkey-keygen then puts new keys: a login then reads the key\n"
@@ -30,8 +35,47 @@ constexpr CommandSpec setup_spec{
     "\n"
     "  --owner-auth-file FILE  the password of the TPM's owner hierarchy, from\n"
     "                     the first line of FILE (asked on the terminal if the\n"
-    "                     hierarchy has one and no FILE is given)\n",
-    {"--owner-auth-file", nullptr}, {nullptr}, 0};
+    "                     hierarchy has one and no FILE is given)\n"
+    "  --ek-cert FILE     instead: this TPM's EK certificate (PEM or DER), for a\n"
+    "                     TPM that keeps none in NV (tpmkey doctor says where\n"
+    "                     its maker publishes it). Checked (the EK-certificate\n"
+    "                     rule, the chain to the trusted EK roots, its key the\n"
+    "                     EK this TPM re-creates), then kept in\n"
+    "                     $XDG_CONFIG_HOME/tpmkey/ek-certificates, where every\n"
+    "                     proof of a storage key finds it. Persists nothing\n"
+    "                     in the TPM\n",
+    {"--owner-auth-file", "--ek-cert", nullptr}, {nullptr}, 0};
+
+// setup --ek-cert FILE: the certificate checked and kept; the pins of
+// this TPM whose EK it certifies say so from now on.
+int supply_ek_cert(const std::string& file) {
+    KnownParents known = KnownParents::load();
+    const Config config = load_config();
+    Tpm tpm(config.tcti, config.tpm_timeout);
+    const Bytes data = read_regular_file(file, 64 * 1024).data;
+    SuppliedEk ek;
+    try {
+        ek = supply_ek_certificate(tpm, data, default_ek_roots());
+    } catch (const Error& e) {
+        throw Error(file + ": " + e.what() + "; nothing was changed");
+    }
+    std::cout << "Checked " << printable(file) << ": the " << ek.algorithm << " EK certificate of this TPM, issued by "
+              << printable(ek.issuer) << ", chain verified; kept in "
+              << printable(supplied_ek_certificates_path().string()) << ".\n";
+    // A pin keeps the EK that proved it; one trusted on first use is not
+    // rewritten here (the certificate may be of another template's EK than
+    // the one that proved it): forgetting it makes the next use prove the
+    // parent by the certified EK, with no first use to trust.
+    const std::string id = Tcti(tpm.tcti()).identity();
+    bool uncertified = false;
+    for (const ParentPin& pin : known.pins_of(id))
+        uncertified = uncertified || !pin.certified();
+    if (uncertified)
+        std::cout << "This TPM's pins in " << printable(KnownParents::file_path().string())
+                  << " name its EK trusted on first use: run tpmkey forget-tpm, and the next use "
+                     "(tpmkey-keygen, the module) proves and pins its storage key by the certified EK.\n";
+    return 0;
+}
 
 // The owner hierarchy's password: none when it has none, else from the
 // file or the terminal.
@@ -84,6 +128,8 @@ bool prove_and_pin(Tpm& tpm, KnownParents& known) {
 }
 
 int cmd_setup(const Parsed& p) {
+    if (p.has_value("--ek-cert"))
+        return supply_ek_cert(p.value("--ek-cert"));
     KnownParents known = KnownParents::load();
     if (known.problem())
         throw Error(*known.problem() + ": the pinned storage keys cannot be trusted, so the new one could not be "

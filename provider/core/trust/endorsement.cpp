@@ -3,6 +3,7 @@
 #include "core/base/error.hpp"
 #include "core/base/home.hpp"
 #include "core/base/owned.hpp"
+#include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/key_parts.hpp"
@@ -14,9 +15,13 @@
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 namespace tpmkey {
 
@@ -238,6 +243,110 @@ SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObje
     return out;
 }
 
+namespace {
+
+constexpr std::size_t max_supplied_size = 64 * 1024;
+
+struct SuppliedCertificate {
+    const EkTemplate* ek_template = nullptr;
+    Bytes der;
+    X509Cert cert;
+    TpmObject ek;
+    TPMT_PUBLIC ek_public{};
+};
+
+Bytes der_of(X509* cert) {
+    unsigned char* out = nullptr;
+    const int n = i2d_X509(cert, &out);
+    if (n <= 0)
+        throw Error("cannot encode a certificate (OpenSSL)");
+    Bytes der(out, out + n);
+    OPENSSL_free(out);
+    return der;
+}
+
+std::string pem_of(X509* cert) {
+    const std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), &BIO_free);
+    if (!bio || PEM_write_bio_X509(bio.get(), cert) != 1)
+        throw Error("cannot encode a certificate (OpenSSL)");
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(bio.get(), &data);
+    return std::string(data, static_cast<std::size_t>(n));
+}
+
+// The EK `cert` is for, re-created from each template that makes a key
+// like its own; nullopt when the TPM re-creates none with its key.
+std::optional<SuppliedCertificate> match_ek(Tpm& tpm, X509Cert cert) {
+    for (const EkTemplate& t : ek_templates()) {
+        try {
+            ek_public_of(cert.get(), t);
+        } catch (const Error&) {
+            continue;  // a key this template does not make
+        }
+        TPMT_PUBLIC made_public{};
+        TpmObject made = create_ek(tpm, t, made_public);
+        if (EVP_PKEY_eq(X509_get0_pubkey(cert.get()), PublicKey(made_public).to_evp().get()) == 1) {
+            Bytes der = der_of(cert.get());
+            return SuppliedCertificate{&t, std::move(der), std::move(cert), std::move(made), made_public};
+        }
+    }
+    return std::nullopt;
+}
+
+// The certificates in supplied_ek_certificates_path(), read only under
+// StrictModes (whoever may replace them could certify an EK of theirs).
+std::vector<X509Cert> supplied_certificates() {
+    const std::filesystem::path path = supplied_ek_certificates_path();
+    if (path.empty())
+        return {};
+    const std::optional<FileRead> file = read_regular_file_if_present(path, max_supplied_size);
+    if (!file)
+        return {};
+    check_not_replaceable(path, *file, "EK certificate file", "the EK certificates");
+    return certificates_in(file->data);
+}
+
+std::optional<SuppliedCertificate> find_supplied_certificate(Tpm& tpm) {
+    for (X509Cert& cert : supplied_certificates())
+        if (std::optional<SuppliedCertificate> found = match_ek(tpm, std::move(cert)))
+            return found;
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::filesystem::path supplied_ek_certificates_path() {
+    const std::filesystem::path config = config_file_path();
+    return config.empty() ? config : config.parent_path() / "ek-certificates";
+}
+
+SuppliedEk supply_ek_certificate(Tpm& tpm, const Bytes& data, const EkRoots& roots) {
+    std::vector<X509Cert> certs = certificates_in(data);
+    if (certs.size() != 1)
+        throw Error("expected one X.509 certificate (PEM or DER), found " + std::to_string(certs.size()));
+    const Bytes der = der_of(certs[0].get());
+    if (const std::string problem = ek_chain_problem(der, roots); !problem.empty())
+        throw Error("not a trusted EK certificate: " + problem);
+    const std::optional<SuppliedCertificate> found = match_ek(tpm, std::move(certs[0]));
+    if (!found)
+        throw Error("not this TPM's EK certificate: its key is not the endorsement key the TPM re-creates from "
+                    "the TCG template of that key");
+    const std::filesystem::path path = supplied_ek_certificates_path();
+    if (path.empty())
+        throw Error("no home directory to keep the EK certificate in");
+    std::string text;
+    for (const X509Cert& c : supplied_certificates())
+        if (der_of(c.get()) != der)
+            text += pem_of(c.get());
+    text += pem_of(found->cert.get());
+    for (const std::filesystem::path& dir : {path.parent_path().parent_path(), path.parent_path()})
+        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+            throw Error(dir.string() + ": cannot create: " + std::strerror(errno));
+    write_file_atomically(path, text, 0600, Replace::yes);
+    return {"cert:" + sha256_hex(der), found->ek_template->algorithm,
+            name_line(X509_get_issuer_name(found->cert.get()))};
+}
+
 EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
                             const EkRoots& roots) {
     // The rule the proof rests on (docs/security.md, "A parent proven by
@@ -299,12 +408,22 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
     }
     if (!certificate && !mismatch.empty())
         throw ParentProofFailed(mismatch);
+    bool supplied = false;
+    if (!certificate) {
+        if (std::optional<SuppliedCertificate> found = find_supplied_certificate(tpm)) {
+            certificate = NvCertificate{found->ek_template, std::move(found->der), std::move(found->cert)};
+            ek = std::move(found->ek);
+            ek_public = found->ek_public;
+            supplied = true;
+        }
+    }
     const EkTemplate& ek_template = certificate ? *certificate->ek_template : uncertified_ek_template();
     if (!certificate)
         ek = create_ek(tpm, ek_template, ek_public);
     result.algorithm = ek_template.algorithm;
     if (certificate) {
-        result.nv_index = ek_template.cert_index;
+        result.nv_index = supplied ? 0 : ek_template.cert_index;
+        result.supplied = supplied;
         result.issuer = name_line(X509_get_issuer_name(certificate->cert.get()));
         result.why_not_certified = ek_chain_problem(certificate->der, roots);
         if (!result.why_not_certified.empty())
@@ -328,8 +447,9 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                                 "), but this TPM's endorsement key is not certified by one (" +
                                 result.why_not_certified +
                                 "): something between you and the TPM may hide or replace its certificate. If this "
-                                "TPM's EK certificate comes from another root, add that root; if it has none, "
-                                "point the config file's ek-roots at an empty directory to trust its EK on first "
+                                "TPM's EK certificate comes from another root, add that root; if the TPM keeps none "
+                                "(its maker publishes it: tpmkey doctor says where), give it once with tpmkey setup "
+                                "--ek-cert FILE; if it has none, point the config file's ek-roots at an empty directory to trust its EK on first "
                                 "use (docs/configuration.md)");
 
     // The secret and the TPM's answer are wiped on every way out (a
@@ -362,8 +482,13 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         throw ParentProofFailed("the parent's proof failed: the TPM returned a different secret from the credential");
 
     result.certified = result.why_not_certified.empty();
-    result.pin = result.certified ? "cert:" + sha256_hex(certificate->der) : "ek:" + hex(tpm_name(ek_public));
+    result.name_pin = "ek:" + hex(tpm_name(ek_public));
+    result.pin = result.certified ? "cert:" + sha256_hex(certificate->der) : result.name_pin;
     return result;
+}
+
+bool same_endorsement_key(const std::string& pinned, const EndorsementKey& ek) {
+    return !pinned.empty() && (pinned == ek.pin || (ek.certified && pinned == ek.name_pin));
 }
 
 }  // namespace tpmkey

@@ -21,6 +21,7 @@
 #include "core/trust/known_parents.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,7 +51,9 @@ struct EndorsementKey {
     bool certified = false;          // its certificate chains to a trusted root and matches the re-created EK
     std::string pin;                 // what is pinned beside the parent: "cert:" + SHA-256 of the certificate
                                      // (DER, hex) when certified, else "ek:" + the EK's name (hex)
-    std::uint32_t nv_index = 0;      // where its certificate was (0: none)
+    std::string name_pin;            // "ek:" + the EK's name (hex), certified or not
+    std::uint32_t nv_index = 0;      // where its certificate was (0: none, or supplied)
+    bool supplied = false;           // its certificate came from supplied_ek_certificates_path()
     std::string algorithm;           // "RSA 2048", "ECC P-256", "ECC P-384"
     std::string issuer;              // the certificate's issuer (one line), empty without one
     std::string why_not_certified;   // "no EK certificate in the TPM", "no trusted root: ...", empty when certified
@@ -65,6 +68,32 @@ struct EndorsementKey {
 // it makes.
 EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
                             const EkRoots& roots);
+
+// EK certificates the user supplied for TPMs that keep none in NV (some
+// firmware TPMs: the maker publishes it online), `tpmkey setup --ek-cert
+// FILE`: $XDG_CONFIG_HOME/tpmkey/ek-certificates, PEM, trusted only under
+// StrictModes as the pins are. The proof uses one where the TPM's NV holds
+// no certificate, when its key is the EK the TPM re-creates; it is then
+// checked (ek_chain_problem) and pinned as one from NV would be.
+std::filesystem::path supplied_ek_certificates_path();
+
+// Checks `data` (PEM or DER, one certificate) as this TPM's EK certificate
+// and adds it to supplied_ek_certificates_path(): the EK-certificate rule
+// and the chain to `roots` (ek_chain_problem), and that its key is the EK
+// the TPM re-creates from the TCG template of that key. Error saying which
+// check failed (nothing written).
+struct SuppliedEk {
+    std::string pin;        // "cert:" + its SHA-256 (hex), as the proof pins it
+    std::string algorithm;  // of its EK's template
+    std::string issuer;
+};
+SuppliedEk supply_ek_certificate(Tpm& tpm, const Bytes& data, const EkRoots& roots);
+
+// Whether `pinned` (a pin's EK: "cert:SHA" or "ek:NAME") is the EK of
+// `ek`. An EK pinned by its name (trusted on first use) that now chains to
+// a trusted root (a root added, or shipped since) is the same EK: the
+// re-created EK has that name, and its certificate is about that key.
+bool same_endorsement_key(const std::string& pinned, const EndorsementKey& ek);
 
 // The steps of the proof, for doctor and for the tests that judge each one
 // with other tools (openssl verify, tpm2_makecredential,

@@ -405,7 +405,7 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
     check_storage_key(parent_area.publicArea, handle);
     const EndorsementKey ek = prove_parent(tpm, parent, parent_area, default_ek_roots());
     if (pin && pin->name_hex != name) {
-        if (ek.pin != pin->ek)
+        if (!same_endorsement_key(pin->ek, ek))
             throw ParentMismatch(mismatch + ", and not a cleared TPM: its endorsement key is not the pinned one (" +
                                  ek.pin + "; pinned for TPM '" + id + "' in " + file + ": " + pin->ek +
                                  "). A TPM's endorsement key never changes, not even when the TPM is cleared: "

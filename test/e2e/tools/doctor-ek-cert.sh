@@ -4,7 +4,8 @@
 # proves its parent by the certified EK and pins the certificate's
 # fingerprint; doctor shows the certificate (where, algorithm, issuer,
 # chain verified) and "EK certified by ...". Without the root the same TPM
-# is trusted on first use, and doctor says why.
+# is trusted on first use, and doctor says why; when the root arrives
+# later, the EK pinned by its name is the same EK (a clear stays a clear).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../../lib/common.sh
@@ -45,9 +46,27 @@ expect_out "[ok]      EK certified by CN = swtpm-localca" "doctor, the root's di
 expect_no_out "EK roots:" "doctor, the root's directory fixed"
 ok "a root where others may write: not used, and keygen and doctor say so; after chmod go-w it is used"
 
-# With the root: a new proof (forget-tpm) pins the certificate.
+# The root arrives later (added, or shipped with an update) for an EK
+# pinned by its name: it is the same EK, not "another TPM". doctor says so;
+# after a TPM2_Clear the new storage key is proven by it and the pin
+# records the certificate.
 mkdir -p "$XDG_CONFIG_HOME/tpmkey"
 printf 'ek-roots %s\n' "$TPMKEY_SWTPM_DIR/ek-ca" >"$XDG_CONFIG_HOME/tpmkey/config"
+expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ ek:000[bcd][0-9a-f]+ [0-9-]+T[0-9:]+Z$" "the EK pinned by its name"
+run "$TPMKEY_TOOL" doctor
+expect_out "storage key 0x40000001: proven genuine by the EK now" "doctor after the root arrived"
+expect_no_out "not the pinned one" "doctor after the root arrived"
+sleep 1
+tpm2_clear -T "$TPMKEY_SWTPM_TCTI" || fail "tpm2_clear failed"
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N ''
+expect_err "the TPM was cleared (same TPM, new storage key)" "keygen after the root arrived and a clear"
+expect_out "is new, and proven by the same endorsement key as before: EK certified by " \
+    "keygen after the root arrived and a clear"
+expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ cert:[0-9a-f]{64} [0-9:TZ-]+ [0-9:TZ-]+$" \
+    "the pin records the certificate and the clear"
+ok "an EK pinned by its name that now chains to a trusted root is the same EK: a clear is a clear, pinned as certified"
+
+# With the root: a new proof (forget-tpm) pins the certificate.
 must "$TPMKEY_TOOL" forget-tpm --yes
 must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N ''
 expect_out "is proven genuine by the TPM's endorsement key: EK certified by " "keygen with the EK root"
