@@ -508,7 +508,9 @@ SharedPin prepare_shared_pin(Tpm& tpm, KnownParents& known, const std::filesyste
                     "tell them apart");
     if (!config.file_problem.empty())
         throw Error("--same-pin-as: the config file cannot record it: " + config.file_problem);
-    shared.parent = load_verified_parent(tpm, shared.key.parent, known, nullptr);
+    // The other key's PIN goes under its parent: no clear accepted here (as
+    // in a login; a key made before a clear cannot load anyway).
+    shared.parent = load_verified_parent(tpm, shared.key.parent, known, nullptr, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     return shared;
 }
 

@@ -105,7 +105,9 @@ int cmd_attest_key(const Parsed& p) {
     KnownParents known = KnownParents::load();
     TpmObject parent;
     try {
-        parent = load_verified_parent(tpm, key.parent, known);
+        // The key's PIN goes under this parent: no clear accepted here (as
+        // in a login; a key made before a clear cannot load anyway).
+        parent = load_verified_parent(tpm, key.parent, known, nullptr, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem);
     } catch (const UnverifiedParent& e) {

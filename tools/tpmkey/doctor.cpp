@@ -393,7 +393,7 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                 d.ok(ek.certified ? "EK certified by " + ek.issuer
                                   : "EK trusted on first use (" +
                                         std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") +
-                                        "): " + ek.pin + (pin && pin->ek == ek.pin ? ", pinned " + pin->proven
+                                        "): " + ek.pin + (pin && same_endorsement_key(pin->ek, ek) ? ", pinned " + pin->proven
                                                                                    : ", not pinned yet"));
             }
             if (pin && !pin->ek.empty() && !same_endorsement_key(pin->ek, ek))

@@ -207,7 +207,10 @@ int cmd_passwd(const Parsed& p) {
     TpmObject parent;
     ParentCheck parent_check;
     try {
-        parent = load_verified_parent(tpm, key.parent, known, &parent_check);
+        // The key's PIN goes under this parent: a clear is no moment for
+        // it (a key made before a clear cannot load anyway), and a "clear"
+        // proven by an EK trusted at its first use could be an interposer's.
+        parent = load_verified_parent(tpm, key.parent, known, &parent_check, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
     } catch (const UnverifiedParent& e) {

@@ -133,10 +133,15 @@ TpmObject::~TpmObject() {
     // Failure here cannot be reported from a destructor; the TPM (or its
     // resource manager) reclaims the slot when the connection closes.
     if (kind_ == Kind::transient) {
-        if (Esys_FlushContext(tpm_->esys(), handle_) != TSS2_RC_SUCCESS && tpm_->cut_off()) {
+        if (tpm_->cut_off()) {
             // Nothing goes through a connection whose command was cut off:
             // flushed through a new one when the Tpm goes away.
             tpm_->strand(handle_);
+            (void)Esys_TR_Close(tpm_->esys(), &handle_);
+        } else if (Esys_FlushContext(tpm_->esys(), handle_) != TSS2_RC_SUCCESS && tpm_->cut_off()) {
+            // This very flush was cut off: the TPM may still run it late, and
+            // flushing the handle again could then hit another process's
+            // object loaded in its place. Left to the TPM.
             (void)Esys_TR_Close(tpm_->esys(), &handle_);
         }
     } else

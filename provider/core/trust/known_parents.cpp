@@ -384,7 +384,11 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
     // No pin for this TPM, but for others: the same name is the same
     // storage key (a session salted to it can be read only inside the TPM
     // that holds it), whatever the road to it.
-    const std::vector<ParentPin> others = pin ? std::vector<ParentPin>() : known.pinned_elsewhere(id, handle);
+    // A pin of this road not proven yet (an old line, systemd's) whose name
+    // another road has proven is that proven key too: no first use of an EK
+    // here, which an interposer on this road could answer for.
+    const std::vector<ParentPin> others =
+        !pin || pin->ek.empty() ? known.pinned_elsewhere(id, handle) : std::vector<ParentPin>();
     const auto same = std::find_if(others.begin(), others.end(),
                                    [&](const ParentPin& p) { return p.name_hex == name && !p.ek.empty(); });
     if (same != others.end()) {
@@ -417,9 +421,9 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
     // names (another road to a pinned TPM, or another TPM): the EK decides.
     const bool unproven_same_name =
         std::any_of(others.begin(), others.end(), [&](const ParentPin& p) { return p.name_hex == name; });
-    if (!others.empty() && !unproven_same_name) {
-        const auto same_ek =
-            std::find_if(others.begin(), others.end(), [&](const ParentPin& p) { return p.ek == ek.pin; });
+    if (!pin && !others.empty() && !unproven_same_name) {
+        const auto same_ek = std::find_if(others.begin(), others.end(),
+                                          [&](const ParentPin& p) { return same_endorsement_key(p.ek, ek); });
         if (same_ek != others.end()) {
             found.cleared = true;  // the EK of a pinned TPM proves it: that TPM, with a new storage key
             found.same_as = same_ek->tpm;
@@ -447,7 +451,7 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
             "nothing secret was sent. 'tpmkey doctor' accepts it, says which keys are gone, and pins it");
     found.proven_now = true;
     found.ek_text = ek_trust_text(ek);
-    const bool ek_known = (pin && pin->ek == ek.pin) || found.cleared;
+    const bool ek_known = (pin && same_endorsement_key(pin->ek, ek)) || found.cleared;
     found.ek_first_use = !ek.certified && !ek_known;
     const std::string now = utc_now();
     const ParentPin proven{handle, name, id, ek.pin, now, found.cleared ? now : pin ? pin->cleared : std::string()};

@@ -165,10 +165,11 @@ struct ParentCheck {
 
 // What a use of a parent accepts on its own.
 struct ParentPolicy {
-    // A new name proven by the pinned EK (a cleared TPM). The module does
-    // not: a PIN login is no moment to accept it, and keys made before a
-    // clear cannot load anyway; keygen, doctor, info and passwd accept it
-    // and say so.
+    // A new name proven by the pinned EK (a cleared TPM). Nothing that sends
+    // an existing key's PIN does (the module, passwd, attest, keygen
+    // --same-pin-as): keys made before a clear cannot load anyway, and a
+    // "clear" proven by an EK trusted on first use may be an interposer's;
+    // keygen (a new key), doctor and info accept it and say so.
     bool accept_clear = true;
     // A TPM not seen before whose handle is pinned for other TPMs under
     // other names, its storage key proven by an EK trusted on first use:
