@@ -97,6 +97,13 @@ grep -q "the TPM was cleared (same TPM, new storage key).*a login does not accep
     "$TPMKEY_LOG_FILE" || { show "$TPMKEY_LOG_FILE"; fail "the module's log does not say the TPM was cleared, not accepted"; }
 grep -q "run 'tpmkey doctor'" "$TPMKEY_LOG_FILE" || { show "$TPMKEY_LOG_FILE"; fail "the module's log does not say what to do"; }
 cmp -s "$pins" "$TEST_DIR/pins.before" || { show "$pins"; fail "the module re-pinned a cleared TPM by itself"; }
+# passwd sends a key's PIN too: like the module, it accepts no clear.
+printf 'new-pin\n' >"$TEST_DIR/new-pin"
+chmod 600 "$TEST_DIR/new-pin"
+run "$TPMKEY_TOOL" passwd --new-pin-file "$TEST_DIR/new-pin" "$keys/new.tpm"
+expect_rc 1 "passwd on the cleared TPM"
+expect_err "does not accept a new storage key on its own" "passwd on the cleared TPM"
+cmp -s "$pins" "$TEST_DIR/pins.before" || { show "$pins"; fail "passwd re-pinned a cleared TPM by itself"; }
 TPMKEY_KEYS=$keys/new.tpm run "$TPMKEY_TOOL" doctor
 expect_out "[warning] the TPM was cleared" "doctor after the second clear"
 grep -A1 "^\[problem\] $keys/new.tpm: .*does not load" "$OUT" | grep -q "made before the TPM was cleared" ||
