@@ -58,7 +58,7 @@ expect_out "storage key 0x40000001: proven genuine by the EK now" "doctor after 
 expect_no_out "not the pinned one" "doctor after the root arrived"
 sleep 1
 tpm2_clear -T "$TPMKEY_SWTPM_TCTI" || fail "tpm2_clear failed"
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1b.tpm" -C k1b -N ''
 expect_err "the TPM was cleared (same TPM, new storage key)" "keygen after the root arrived and a clear"
 expect_out "is new, and proven by the same endorsement key as before: EK certified by " \
     "keygen after the root arrived and a clear"

@@ -81,7 +81,7 @@ must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N ''
 expect_out "matches its pin in $pins (proven " "keygen after setup --ek-cert"
 expect_out "by its EK trusted on first use)" "keygen after setup --ek-cert"
 # What setup said, literally.
-must "$TPMKEY_TOOL" forget-tpm
+must "$TPMKEY_TOOL" forget-tpm --yes
 must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k3.tpm" -C k3 -N ''
 expect_out "is proven genuine by the TPM's endorsement key: EK certified by CN = swtpm-localca" "keygen"
 fps=$(for f in "$TEST_DIR"/ek-*.der; do sha256sum <"$f" | cut -d' ' -f1; done)
@@ -94,7 +94,7 @@ ok "the proof finds the supplied certificate and pins the certified EK; doctor s
 
 # Under StrictModes only: one that others may write to is not trusted.
 chmod g+w "$kept"
-run "$TPMKEY_TOOL" forget-tpm
+run "$TPMKEY_TOOL" forget-tpm --yes
 run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N ''
 expect_rc 1 "keygen with a group-writable certificate file"
 expect_err "$kept" "keygen with a group-writable certificate file"

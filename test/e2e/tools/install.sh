@@ -49,6 +49,12 @@ for doc in README.md LICENSE quick-start.md configuration.md troubleshooting.md 
     pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg; do
     echo "$TPMKEY_DOCDIR/$doc" >>"$TEST_DIR/expected"
 done
+# The TPM makers' EK roots (tools/ek-roots), trusted by default, and their
+# provenance.
+echo "$TPMKEY_DOCDIR/ek-roots.md" >>"$TEST_DIR/expected"
+for pem in "$FIXTURES"/../tools/ek-roots/*.pem; do
+    echo "${TPMKEY_DOCDIR%/doc/tpmkey}/tpmkey/ek-roots/$(basename "$pem")" >>"$TEST_DIR/expected"
+done
 (cd "$D" && find . ! -type d | sed 's|^\.||' | sort) >"$TEST_DIR/installed"
 sort "$TEST_DIR/expected" | diff - "$TEST_DIR/installed" >&2 || fail "installed files differ from the expected list (- expected, + installed)"
 for f in tpmkey tpmkey-ca tpmkey-keygen tpmkey-swtpm; do
