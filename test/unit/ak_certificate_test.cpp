@@ -68,13 +68,13 @@ const X509_EXTENSION* extension(X509* cert, const char* oid) {
 
 // A pending file as challenge writes it, made at `created`: issue-ak's
 // checks of the file itself need no TPM and no valid request.
-void write_pending(const CaDirectory& ca, const std::vector<std::uint8_t>& ak_name, const std::string& created,
-                   mode_t mode = 0600) {
+void write_pending(const CaDirectory& ca, const std::vector<std::uint8_t>& ak_name, std::span<const std::uint8_t> id,
+                   const std::string& created, mode_t mode = 0600) {
     ExchangeFile pending("ak-pending");
     for (const char* field : pending_fields)
         pending.set_text(field, "x");
     pending.set_text("created", created);
-    write_exchange_file(ca.pending_file(ak_name), pending, mode);
+    write_exchange_file(ca.pending_file(ak_name, id), pending, mode);
 }
 
 }  // namespace
@@ -160,7 +160,10 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     REQUIRE(X509_get0_authority_key_id(c) != nullptr);
     CHECK(ASN1_OCTET_STRING_cmp(X509_get0_authority_key_id(c), X509_get0_subject_key_id(keys.certificate.get())) == 0);
 
-    // The EK binding: SEQUENCE { issuer Name, serialNumber INTEGER, SHA-256 OCTET STRING }, not critical.
+    // The EK binding: RFC 9763's relatedCertificate, SEQUENCE {
+    // AlgorithmIdentifier sha256, OCTET STRING }, not critical, under an
+    // OID whose arcs every parser takes (Go's at most 31 bits each).
+    CHECK(std::string(ek_binding_oid) == "1.3.6.1.5.5.7.1.36");
     const X509_EXTENSION* binding = extension(c, ek_binding_oid);
     CHECK(X509_EXTENSION_get_critical(binding) == 0);
     const ASN1_OCTET_STRING* value = X509_EXTENSION_get_data(const_cast<X509_EXTENSION*>(binding));
@@ -171,12 +174,13 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     REQUIRE(ASN1_get_object(&p, &length, &tag, &cls, end - p) == V_ASN1_CONSTRUCTED);
     REQUIRE(tag == V_ASN1_SEQUENCE);
     REQUIRE(p + length == end);
-    const Owned<X509_NAME, X509_NAME_free> issuer(d2i_X509_NAME(nullptr, &p, end - p));
-    REQUIRE(issuer);
-    CHECK(X509_NAME_cmp(issuer.get(), X509_get_issuer_name(ek.get())) == 0);
-    const Owned<ASN1_INTEGER, ASN1_INTEGER_free> ek_serial(d2i_ASN1_INTEGER(nullptr, &p, end - p));
-    REQUIRE(ek_serial);
-    CHECK(ASN1_INTEGER_get(ek_serial.get()) == 0x1234);
+    const Owned<X509_ALGOR, X509_ALGOR_free> algorithm(d2i_X509_ALGOR(nullptr, &p, end - p));
+    REQUIRE(algorithm);
+    const ASN1_OBJECT* algorithm_oid = nullptr;
+    int parameter_type = 0;
+    X509_ALGOR_get0(&algorithm_oid, &parameter_type, nullptr, algorithm.get());
+    CHECK(OBJ_obj2nid(algorithm_oid) == NID_sha256);
+    CHECK(parameter_type == V_ASN1_UNDEF);  // absent (RFC 5754, 2)
     const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> hash(d2i_ASN1_OCTET_STRING(nullptr, &p, end - p));
     REQUIRE(hash);
     CHECK(p == end);
@@ -244,35 +248,71 @@ TEST_CASE("tpmkey-ca: issue-ak refuses a pending file not 0600, and one older th
     init_ca(ca, "unit CA", 30);
     const std::vector<std::uint8_t> ak_name(34, 0xab);
     const std::time_t now = std::time(nullptr);
+    std::vector<std::uint8_t> secret(challenge_secret_size, 0x22);
+    std::fill_n(secret.begin(), challenge_id_size, std::uint8_t{0x11});
+    const std::span<const std::uint8_t> id = std::span(secret).first(challenge_id_size);
 
     // A planted file, readable by others: refused and left for its owner to look at.
-    write_pending(ca, ak_name, utc_text(now), 0644);
-    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now),
+    write_pending(ca, ak_name, id, utc_text(now), 0644);
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, secret, "proof", now),
                       Contains("refused: not a challenge tpmkey-ca made") && Contains("mode 644"));
-    CHECK(std::filesystem::exists(ca.pending_file(ak_name)));
-    std::filesystem::remove(ca.pending_file(ak_name));
+    CHECK(std::filesystem::exists(ca.pending_file(ak_name, id)));
+    std::filesystem::remove(ca.pending_file(ak_name, id));
     // A link in the file's place, even to a good pending file, is not followed.
-    write_pending(ca, ak_name, utc_text(now));
+    write_pending(ca, ak_name, id, utc_text(now));
     const std::filesystem::path elsewhere = tmp.path / "elsewhere";
-    std::filesystem::rename(ca.pending_file(ak_name), elsewhere);
-    std::filesystem::create_symlink(elsewhere, ca.pending_file(ak_name));
-    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now), Contains("is a symbolic link; refusing it"));
-    std::filesystem::remove(ca.pending_file(ak_name));
+    std::filesystem::rename(ca.pending_file(ak_name, id), elsewhere);
+    std::filesystem::create_symlink(elsewhere, ca.pending_file(ak_name, id));
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, secret, "proof", now), Contains("is a symbolic link; refusing it"));
+    std::filesystem::remove(ca.pending_file(ak_name, id));
 
-    write_pending(ca, ak_name, utc_text(now - 6 * 24 * 3600));
-    CHECK(take_pending(ca, ak_name, "proof", now).text("secret") == "x");
-    CHECK(!std::filesystem::exists(ca.pending_file(ak_name)));
+    write_pending(ca, ak_name, id, utc_text(now - 6 * 24 * 3600));
+    CHECK(take_pending(ca, ak_name, secret, "proof", now).text("secret") == "x");
+    CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id)));
 
     const std::time_t created = now - 8 * 24 * 3600;
-    write_pending(ca, ak_name, utc_text(created));
-    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now),
+    write_pending(ca, ak_name, id, utc_text(created));
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, secret, "proof", now),
                       Contains("expired on " + utc_text(created + 7 * 24 * 3600)) && Contains("make a new one"));
-    CHECK(!std::filesystem::exists(ca.pending_file(ak_name)));
+    CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id)));
 
     for (const char* bad : {"", "2026-02-30T00:00:00Z", "2026-01-01 00:00:00", "2026-01-01T00:00:00Zx", "soon"}) {
-        write_pending(ca, ak_name, bad);
-        CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now), Contains("is not YYYY-MM-DDTHH:MM:SSZ"));
-        CHECK(!std::filesystem::exists(ca.pending_file(ak_name)));
+        write_pending(ca, ak_name, id, bad);
+        CHECK_THROWS_WITH(take_pending(ca, ak_name, secret, "proof", now), Contains("is not YYYY-MM-DDTHH:MM:SSZ"));
+        CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id)));
     }
-    CHECK_THROWS_WITH(take_pending(ca, ak_name, "proof", now), Contains("no outstanding challenge"));
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, secret, "proof", now), Contains("no outstanding challenge"));
+}
+
+TEST_CASE("tpmkey-ca: a proof uses up only the challenge its secret names, challenges for one AK coexist",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const std::vector<std::uint8_t> ak_name(34, 0xab);
+    const std::time_t now = std::time(nullptr);
+    std::vector<std::uint8_t> first(challenge_secret_size, 0x01), second(challenge_secret_size, 0x02);
+    const auto id_of = [](const std::vector<std::uint8_t>& secret) {
+        return std::span(secret).first(challenge_id_size);
+    };
+    // Two challenges for the same AK (a second `challenge`): both stay.
+    write_pending(ca, ak_name, id_of(first), utc_text(now));
+    write_pending(ca, ak_name, id_of(second), utc_text(now));
+    CHECK(ca.pending_file(ak_name, id_of(first)) != ca.pending_file(ak_name, id_of(second)));
+
+    // A guess that names no challenge (its id is not one the CA made) uses up none.
+    std::vector<std::uint8_t> guess(challenge_secret_size, 0x03);
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, guess, "guess", now), Contains("no outstanding challenge"));
+    // Nor does a secret of another size.
+    CHECK_THROWS_WITH(take_pending(ca, ak_name, std::vector<std::uint8_t>(32 + 1, 0x01), "guess", now),
+                      Contains("no challenge was used up"));
+    CHECK(std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
+    CHECK(std::filesystem::exists(ca.pending_file(ak_name, id_of(second))));
+
+    // The proof of the second takes the second only.
+    (void)take_pending(ca, ak_name, second, "proof", now);
+    CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id_of(second))));
+    CHECK(std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
+    (void)take_pending(ca, ak_name, first, "proof", now);
+    CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
 }

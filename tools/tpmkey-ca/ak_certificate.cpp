@@ -111,19 +111,19 @@ void add_key_identifiers(X509* cert, X509* ca_certificate) {
     add(cert, NID_authority_key_identifier, aki, false, AUTHORITY_KEYID_free);
 }
 
-// Our extension: the EK certificate's issuer, serial and SHA-256.
+// The EK certificate of the enrolment, as RFC 9763's relatedCertificate:
+// the CA proved that the TPM holds that certificate's key (the credential
+// only it could activate), which is what the extension says. Its OID's
+// arcs are small, so every X.509 parser takes it (Go's refuses an arc
+// beyond 31 bits).
 void add_ek_binding(X509* cert, X509* ek_certificate) {
-    unsigned char* issuer = nullptr;
-    const int issuer_size = i2d_X509_NAME(X509_get_issuer_name(ek_certificate), &issuer);
-    unsigned char* serial = nullptr;
-    const int serial_size = i2d_ASN1_INTEGER(X509_get0_serialNumber(ek_certificate), &serial);
     unsigned char* ek_der = nullptr;
     const int ek_size = i2d_X509(ek_certificate, &ek_der);
-    const Owned<unsigned char, openssl_free> issuer_owner(issuer), serial_owner(serial), ek_owner(ek_der);
-    if (issuer_size <= 0 || serial_size <= 0 || ek_size <= 0)
-        check(0, "encoding the EK certificate's issuer and serial");
-    der::Bytes content(issuer, issuer + issuer_size);
-    content.insert(content.end(), serial, serial + serial_size);
+    const Owned<unsigned char, openssl_free> ek_owner(ek_der);
+    if (ek_size <= 0)
+        check(0, "encoding the EK certificate");
+    der::Bytes algorithm = der::object_identifier(NID_sha256);  // parameters absent (RFC 5754, 2)
+    der::Bytes content = der::sequence(algorithm);
     der::append(content, der::octet_string(digest_of(EVP_sha256(), {{ek_der, static_cast<std::size_t>(ek_size)}})));
     const der::Bytes value = der::sequence(content);
 

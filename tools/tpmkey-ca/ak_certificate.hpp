@@ -13,11 +13,11 @@
 
 namespace tpmkey {
 
-// tpmkey's extension naming the EK certificate an AK was enrolled with:
-// SEQUENCE { issuer Name, serialNumber INTEGER, certificateHash OCTET
-// STRING (SHA-256 of its DER) }, non-critical. The OID is a UUID under
-// 2.25 (ITU-T X.667), so it needs no registration.
-inline constexpr const char* ek_binding_oid = "2.25.198418735271848410620917411187245785221";
+// The extension naming the EK certificate an AK was enrolled with: RFC
+// 9763's relatedCertificate, SEQUENCE { hashAlgorithm AlgorithmIdentifier
+// (SHA-256), hashValue OCTET STRING (SHA-256 of the EK certificate's DER)
+// }, non-critical (docs/attestation.md, "The AK certificate").
+inline constexpr const char* ek_binding_oid = "1.3.6.1.5.5.7.1.36";  // id-pe-relatedCert
 
 // What the certificate says about the AK and its TPM.
 struct AkCertificateSubject {

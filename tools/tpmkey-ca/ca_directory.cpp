@@ -140,8 +140,9 @@ std::filesystem::path default_ca_directory() {
     return home / ".local" / "share" / "tpmkey-ca";
 }
 
-std::filesystem::path CaDirectory::pending_file(std::span<const std::uint8_t> ak_name) const {
-    return pending_dir() / hex(ak_name);
+std::filesystem::path CaDirectory::pending_file(std::span<const std::uint8_t> ak_name,
+                                                std::span<const std::uint8_t> challenge_id) const {
+    return pending_dir() / (hex(ak_name) + "." + hex(challenge_id));
 }
 
 void check_ca_directory(const CaDirectory& ca) {
@@ -218,12 +219,19 @@ std::string utc_text(std::time_t time) {
     return text;
 }
 
-ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what,
-                          std::time_t now) {
-    const std::filesystem::path path = ca.pending_file(ak_name);
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name,
+                          std::span<const std::uint8_t> secret, const std::string& what, std::time_t now) {
+    if (secret.size() != challenge_secret_size)
+        throw Error(what + ": refused: its secret is not the answer to a challenge of tpmkey-ca (" +
+                    std::to_string(secret.size()) + " bytes, not " + std::to_string(challenge_secret_size) +
+                    "); no challenge was used up");
+    const std::filesystem::path path = ca.pending_file(ak_name, secret.first(challenge_id_size));
+    // A proof names its challenge by the id in its secret: one that names
+    // none uses up none, so no one can void another's challenge.
     if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
-        throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) + " in " +
-                    ca.pending_dir().string() + " (a proof works once; make a new challenge with tpmkey-ca challenge)");
+        throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) +
+                    " has this proof's id in " + ca.pending_dir().string() +
+                    " (a proof works once; make a new challenge with tpmkey-ca challenge)");
     const FileRead file = read_regular_file(path, max_pending_size, /*follow_links=*/false);
     // challenge writes it 0600: anything else was put there by someone else.
     if (file.owner != ::geteuid() || (file.mode & 0077))
@@ -236,7 +244,7 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
     // Used up before anything else is looked at: one guess per challenge.
     // Two issue-ak at once both read it, but only one removes it.
     if (!std::filesystem::remove(path))
-        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) +
+        throw Error(what + ": refused: its challenge for attestation key " + hex(ak_name) +
                     " was used meanwhile (a proof works once)");
     const std::optional<std::time_t> created = parse_utc_text(pending.text("created"));
     if (!created)
@@ -244,7 +252,7 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
                     "' is not YYYY-MM-DDTHH:MM:SSZ; it is removed now: make a new challenge");
     const std::time_t expiry = *created + std::time_t{pending_days} * 24 * 60 * 60;
     if (now > expiry)
-        throw Error(what + ": refused: the challenge for attestation key " + hex(ak_name) + " expired on " +
+        throw Error(what + ": refused: its challenge for attestation key " + hex(ak_name) + " expired on " +
                     utc_text(expiry) + " (a challenge is good for " + std::to_string(pending_days) +
                     " days): make a new one with tpmkey-ca challenge");
     return pending;

@@ -3,8 +3,8 @@
 //   ca.key    the CA's private key: EC P-256, PKCS#8 PEM, mode 0600
 //   ca.crt    its self-signed root certificate (what verifiers trust)
 //   pending/  one file per outstanding challenge, named by the AK's name
-//             in hex, holding the request and the secret (0600); issue-ak
-//             consumes it, so a proof works once
+//             and the challenge's id in hex, holding the request and the
+//             secret (0600); issue-ak consumes it, so a proof works once
 //
 // Whoever can write the directory or pending/ can plant a challenge for a
 // software key and get it certified (the EK chain is checked only when the
@@ -33,8 +33,9 @@ struct CaDirectory {
     std::filesystem::path key_file() const { return dir / "ca.key"; }
     std::filesystem::path certificate_file() const { return dir / "ca.crt"; }
     std::filesystem::path pending_dir() const { return dir / "pending"; }
-    // pending/<the AK's name in hex>
-    std::filesystem::path pending_file(std::span<const std::uint8_t> ak_name) const;
+    // pending/<the AK's name in hex>.<the challenge's id in hex>
+    std::filesystem::path pending_file(std::span<const std::uint8_t> ak_name,
+                                       std::span<const std::uint8_t> challenge_id) const;
 };
 
 // Throws Error, naming the chmod or chown that fixes it, unless the CA
@@ -62,6 +63,16 @@ CaKeys load_ca(const CaDirectory& ca);
 constexpr std::initializer_list<const char*> pending_fields = {
     "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
     "secret",         "created"};
+// A challenge's secret, which only the TPM can recover from the
+// credential, is its id (challenge_id_size random bytes: the pending file's
+// name) followed by challenge_key_size random bytes. The id picks the
+// challenge a proof answers; no one but the CA and that TPM knows it, so
+// no one else can aim a proof at the challenge, let alone use it up, and a
+// second challenge for the same AK is a file of its own.
+constexpr std::size_t challenge_id_size = 16;
+constexpr std::size_t challenge_key_size = 16;
+constexpr std::size_t challenge_secret_size = challenge_id_size + challenge_key_size;
+
 // How long a challenge may wait for its proof: a secret kept forever is a
 // secret with forever to leak.
 constexpr int pending_days = 7;
@@ -69,13 +80,15 @@ constexpr int pending_days = 7;
 // `time` as "YYYY-MM-DDTHH:MM:SSZ" (UTC).
 std::string utc_text(std::time_t time);
 
-// The outstanding challenge of the AK named `ak_name`, used up: it is
-// removed before it is returned (one proof per challenge, and one guess).
-// Throws Error, naming `what` (the proof), when there is none, when the
-// file is not a regular file of ours with mode 0600 (left in place), or,
-// removing it, when its created time does not parse or is more than
-// pending_days before `now`.
-ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, const std::string& what,
-                          std::time_t now);
+// The outstanding challenge of the AK named `ak_name` whose id begins
+// `secret` (a proof's), used up: it is removed before it is returned (one
+// proof per challenge, and one guess); the caller compares the secrets.
+// Throws Error, naming `what` (the proof), changing nothing, when the
+// secret has not the size of a challenge's or there is no such challenge,
+// or when the file is not a regular file of ours with mode 0600 (left in
+// place); after removing it, when its created time does not parse or is
+// more than pending_days before `now`.
+ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name,
+                          std::span<const std::uint8_t> secret, const std::string& what, std::time_t now);
 
 }  // namespace tpmkey

@@ -30,7 +30,6 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr std::size_t secret_size = 32;
 // tpmkey's AK has nameAlg SHA-256: its name is 0x000b || 32 bytes.
 constexpr std::size_t ak_name_size = 34;
 
@@ -75,8 +74,8 @@ constexpr CommandSpec challenge_spec{
     "credential for a random secret that only the TPM holding that EK and\n"
     "that AK can activate (TPM2_MakeCredential), keeps the secret in\n"
     "DIR/pending/ and writes the challenge to FILE (default: standard output)\n"
-    "for tpmkey attest activate. A new challenge for the same AK replaces the\n"
-    "old one.\n"
+    "for tpmkey attest activate. Each challenge is a file of its own: a new\n"
+    "challenge for the same AK leaves the others as they are.\n"
     "\n"
     "  --ek-roots DIR    the trusted EK root certificates\n"
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
@@ -115,7 +114,7 @@ int cmd_challenge(const Parsed& p) {
                     " of its index: " + e.what());
     }
 
-    Bytes secret(secret_size);
+    Bytes secret(challenge_secret_size);  // the challenge's id, then its key
     if (RAND_bytes(secret.data(), static_cast<int>(secret.size())) != 1)
         throw Error("cannot get random bytes (OpenSSL)");
     const Credential credential = make_credential(ek_public, request.ak_name, secret);
@@ -125,8 +124,11 @@ int cmd_challenge(const Parsed& p) {
         pending.set_text(field, file.text(field));
     pending.set_bytes("secret", secret);
     pending.set_text("created", utc_text(std::time(nullptr)));
+    const std::filesystem::path pending_path = ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
     OPENSSL_cleanse(secret.data(), secret.size());
-    write_exchange_file(ca.pending_file(request.ak_name), pending, 0600);
+    // A file of its own, never another's: challenges for the same AK
+    // coexist, each answered by its own proof.
+    write_file_atomically(pending_path, pending.to_string(), 0600, Replace::no);
 
     ExchangeFile challenge("ak-challenge");
     challenge.set_bytes("ak-name", request.ak_name);
@@ -148,10 +150,11 @@ constexpr CommandSpec issue_ak_spec{
     "certify an attestation key whose TPM answered its challenge",
     "tpmkey-ca issue-ak [--ca DIR] [--days N] [-o FILE] PROOF",
     "Checks PROOF (tpmkey attest activate): its secret must be the one of the\n"
-    "attestation key's outstanding challenge in DIR/pending/. That challenge\n"
-    "is used up either way: a proof works once, and a wrong secret voids the\n"
-    "challenge (make a new one). A challenge is good for 7 days: an older one\n"
-    "is refused and removed. Then issues the AK's certificate (PEM, to\n"
+    "attestation key's outstanding challenge in DIR/pending/ that it answers\n"
+    "(its secret names it). That challenge is used up either way: a proof\n"
+    "works once, and a wrong secret voids that challenge (make a new one),\n"
+    "no other. A challenge is good for 7 days: an older one is refused and\n"
+    "removed. Then issues the AK's certificate (PEM, to\n"
     "FILE or standard output): empty subject, the TPM's manufacturer, model\n"
     "and version in a critical subjectAltName, extended key usage\n"
     "2.23.133.8.3 (tcg-kp-AIKCertificate), CA:FALSE, and the EK certificate\n"
@@ -180,7 +183,8 @@ int cmd_issue_ak(const Parsed& p) {
         throw Error(what + ": ak-name is not the name of a tpmkey attestation key");
     Bytes secret = proof.bytes("secret", 64);
 
-    const ExchangeFile pending = take_pending(ca, ak_name, what, std::time(nullptr));
+    const ExchangeFile pending = take_pending(ca, ak_name, secret, what, std::time(nullptr));
+    const std::string pending_path = ca.pending_file(ak_name, std::span(secret).first(challenge_id_size)).string();
     Bytes expected = pending.bytes("secret", 64);
     const bool same = secret.size() == expected.size() &&
                       CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
@@ -189,7 +193,6 @@ int cmd_issue_ak(const Parsed& p) {
     if (!same)
         throw Error(what + ": refused: its secret is not the one of the challenge for attestation key " +
                     hex(ak_name) + "; that challenge is void now (make a new one)");
-    const std::string pending_path = ca.pending_file(ak_name).string();
     const AkRequest request = checked_request(pending, pending_path);
     if (request.ak_name != ak_name)
         throw Error(pending_path + ": holds the request of another attestation key");

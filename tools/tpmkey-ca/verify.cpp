@@ -63,10 +63,12 @@ void free_eku(EXTENDED_KEY_USAGE* eku) noexcept { EXTENDED_KEY_USAGE_free(eku); 
 using Eku = Owned<EXTENDED_KEY_USAGE, free_eku>;
 using Asn1Object = Owned<ASN1_OBJECT, ASN1_OBJECT_free>;
 
-// The extension of the plan where the CA records the EK certificate it
-// enrolled the AK with: SEQUENCE { issuer Name, serialNumber INTEGER,
-// certificateHash OCTET STRING }.
-constexpr const char* ek_record_oid = "2.25.198418735271848410620917411187245785221";
+// The CA's record of the EK certificate it enrolled the AK with: RFC
+// 9763's relatedCertificate, SEQUENCE { hashAlgorithm AlgorithmIdentifier,
+// hashValue OCTET STRING } (ak_certificate.hpp).
+constexpr const char* ek_record_oid = "1.3.6.1.5.5.7.1.36";
+// RSA keys below this are refused (NIST SP 800-131A: 2048 bits and up).
+constexpr unsigned min_rsa_bits = 2048;
 constexpr const char* aik_certificate_oid = "2.23.133.8.3";  // tcg-kp-AIKCertificate
 constexpr const char* tpm_manufacturer_oid = "2.23.133.2.1";
 constexpr const char* tpm_model_oid = "2.23.133.2.2";
@@ -196,12 +198,9 @@ bool same_ssh_key(const std::string& line, const PublicKey& key) {
     return line == expected || line.rfind(expected + " ", 0) == 0;
 }
 
-struct EkRecord {
-    std::string issuer, serial;
-};
-
-// The EK the CA enrolled the AK with, if the certificate records it.
-std::optional<EkRecord> ek_record(X509* ak) {
+// The SHA-256 of the EK certificate the CA enrolled the AK with, in hex,
+// if the certificate records it.
+std::optional<std::string> ek_record(X509* ak) {
     const Asn1Object oid(OBJ_txt2obj(ek_record_oid, 1));
     const int at = oid ? X509_get_ext_by_OBJ(ak, oid.get(), -1) : -1;
     if (at < 0)
@@ -214,15 +213,16 @@ std::optional<EkRecord> ek_record(X509* ak) {
     const int ret = ASN1_get_object(&p, &length, &tag, &cls, end - p);
     if ((ret & 0x80) || tag != V_ASN1_SEQUENCE || p + length != end)
         refuse("the AK certificate's EK record is damaged");
-    const Owned<X509_NAME, X509_NAME_free> issuer(d2i_X509_NAME(nullptr, &p, end - p));
-    const Owned<ASN1_INTEGER, ASN1_INTEGER_free> serial(issuer ? d2i_ASN1_INTEGER(nullptr, &p, end - p) : nullptr);
-    const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> hash(serial ? d2i_ASN1_OCTET_STRING(nullptr, &p, end - p)
-                                                                       : nullptr);
+    const Owned<X509_ALGOR, X509_ALGOR_free> algorithm(d2i_X509_ALGOR(nullptr, &p, end - p));
+    const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> hash(algorithm ? d2i_ASN1_OCTET_STRING(nullptr, &p, end - p)
+                                                                          : nullptr);
     if (!hash || p != end)
         refuse("the AK certificate's EK record is damaged");
-    const Owned<BIGNUM, BN_free> bn(ASN1_INTEGER_to_BN(serial.get(), nullptr));
-    const Owned<char, openssl_free> hex_serial(bn ? BN_bn2hex(bn.get()) : nullptr);
-    return EkRecord{name_line(issuer.get()), hex_serial ? hex_serial.get() : "?"};
+    const ASN1_OBJECT* algorithm_oid = nullptr;
+    X509_ALGOR_get0(&algorithm_oid, nullptr, nullptr, algorithm.get());
+    if (OBJ_obj2nid(algorithm_oid) != NID_sha256 || ASN1_STRING_length(hash.get()) != 32)
+        refuse("the AK certificate's EK record is not a SHA-256 digest");
+    return hex(std::span(ASN1_STRING_get0_data(hash.get()), 32));
 }
 
 std::string serial_text(X509* cert) {
@@ -241,7 +241,14 @@ std::vector<std::string> explain_policy(const TPMT_PUBLIC& area,
         return {"none"};
     if (!policy)
         return {"authPolicy " + hex(auth_policy) + " (not explained: no key-policy in the file; give --key-file KEY.tpm)"};
-    if (area.nameAlg != TPM2_ALG_SHA256 || policy_digest(*policy) != auth_policy)
+    Bytes digest;
+    try {
+        // Throws for a command whose digest it cannot compute (TPM2_PolicyOR).
+        digest = policy_digest(*policy);
+    } catch (const Error& e) {
+        refuse(std::string("the key's policy: ") + e.what());
+    }
+    if (area.nameAlg != TPM2_ALG_SHA256 || digest != auth_policy)
         refuse("the key's policy does not give its authPolicy " + hex(auth_policy));
     // TPM2_PolicyAuthorize replaces the digest so far with the signer's
     // (TPM 2.0 Part 3, PolicyAuthorize): commands before it add nothing to
@@ -342,13 +349,37 @@ int cmd_verify(const Parsed& p) {
     if ((area.objectAttributes & resident) != resident)
         refuse("the key lacks fixedTPM, fixedParent or sensitiveDataOrigin: not generated in a TPM, or may be "
                "exportable");
-    // 8. pubArea's key is authData's and the SSH key of the file.
+    // 8. A key an SSH certificate can be for: a valid public key, which
+    //    ssh-keygen -s takes and a TPM signs logins with.
     std::optional<PublicKey> key;
     try {
         key.emplace(area);
     } catch (const Error& e) {
         refuse(std::string("pubArea: ") + e.what());
     }
+    EvpPkey evp;
+    try {
+        evp = key->to_evp();
+    } catch (const Error&) {
+    }
+    const Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free> check_ctx(evp ? EVP_PKEY_CTX_new_from_pkey(nullptr, evp.get(), nullptr) : nullptr);
+    if (!check_ctx || EVP_PKEY_public_check(check_ctx.get()) != 1) {
+        ERR_clear_error();
+        refuse(key->is_rsa() ? "the key's RSA public key is not valid (OpenSSL's public-key check fails)"
+                             : "the key's ECC point is not on its curve: not a public key (ssh-keygen -s refuses it)");
+    }
+    if (EVP_PKEY_eq(evp.get(), X509_get0_pubkey(ak.get())) == 1)
+        refuse("the attested key is the attestation key (AK) itself, which signs only what the TPM made, "
+               "not SSH logins");
+    // A restricted signing key signs only digests the TPM made itself
+    // (TPM 2.0 Part 1, "Restricted signing key"): never an SSH login.
+    if (area.objectAttributes & TPMA_OBJECT_RESTRICTED)
+        refuse("the key is restricted (the TPM signs with it only what it made itself, as for an AK): not an SSH "
+               "key");
+    if (key->is_rsa() && key->bits() < min_rsa_bits)
+        refuse("the key is RSA-" + std::to_string(key->bits()) + ": fewer than " + std::to_string(min_rsa_bits) +
+               " bits, too weak for an SSH key");
+    // 9. pubArea's key is authData's and the SSH key of the file.
     if (auth.rp_id_hash != digest_of(EVP_sha256(), {std::span(reinterpret_cast<const std::uint8_t*>(webauthn_rp_id),
                                                               std::string_view(webauthn_rp_id).size())}))
         refuse("authData is not for the relying party \"tpmkey\"");
@@ -378,7 +409,7 @@ int cmd_verify(const Parsed& p) {
     }
 
     const std::vector<std::string> policy_lines = explain_policy(area, policy);
-    const std::optional<EkRecord> ek = ek_record(ak.get());
+    const std::optional<std::string> ek = ek_record(ak.get());
     if (p.has_value("-o"))
         write_output(p, ssh_line + "\n", 0644);
 
@@ -387,7 +418,7 @@ int cmd_verify(const Parsed& p) {
               << (key->is_rsa() ? "RSA" : "ECDSA") << ")\n"
               << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n";
     if (ek)
-        std::cout << "EK:            issuer " << ek->issuer << ", serial " << ek->serial << "\n";
+        std::cout << "EK:            the CA enrolled the AK with the EK certificate of SHA-256 " << *ek << "\n";
     else
         std::cout << "EK:            not recorded by the CA\n";
     std::cout << "AK:            certificate serial " << serial_text(ak.get()) << ", issuer "

@@ -10,8 +10,12 @@
 # roots that are empty or another CA's, a platform, TLS or CA certificate
 # under the EK CA in place of the EK certificate, an AK public area that is not an
 # AK, a pending/ others may write, a pending file others may read, a
-# challenge older than 7 days, a proof given twice, a wrong secret, a
-# challenge for another TPM's EK or AK (a second swtpm). tpmkey-ca links no ESAPI or TCTI and needs no
+# challenge older than 7 days, a proof given twice, a wrong secret (it
+# voids that challenge only), a challenge for another TPM's EK or AK (a
+# second swtpm). A second challenge for the same AK, or a proof by someone
+# who does not know the challenge, leaves the machine's challenge as it
+# is. Go's crypto/x509 parses the AK certificate and the CA root (attest-go,
+# built under TPMKEY_TEST_GO). tpmkey-ca links no ESAPI or TCTI and needs no
 # TPM.
 # init --ca with a name relative to the current directory (ca, ./ca, ca/,
 # sub/ca) makes the CA there, 0700.
@@ -189,8 +193,12 @@ expect_out "$w/laptop.req: the EK certificate (" "challenge"
 expect_out "issued by CN = swtpm-localca) chains to $ek_roots" "challenge"
 [ "$(head -1 "$w/laptop.chal")" = "tpmkey-ak-challenge 1" ] || fail "the challenge's first line"
 ak_name=$(field ak-name "$w/laptop.chal" | base64 -d | od -An -tx1 | tr -d ' \n')
-expect_eq "$(stat -c %a "$ca/pending/$ak_name")" 600 "the pending file's mode"
+# pending_of PROOF: the pending file of the challenge PROOF answers,
+# pending/AK-NAME.ID, ID the first 16 bytes of its secret, in hex.
+pending_of() { echo "$ca/pending/$ak_name.$(field secret "$1" | base64 -d | head -c 16 | od -An -tx1 | tr -d ' \n')"; }
 must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
+pending=$(pending_of "$w/laptop.proof")
+expect_eq "$(stat -c %a "$pending")" 600 "the pending file's mode"
 expect_out "This TPM activated the challenge $w/laptop.chal; wrote the proof to $w/laptop.proof" "activate"
 expect_eq "$(stat -c %a "$w/laptop.proof")" 600 "the proof's mode"
 expect_clean_tpm "after attest activate"
@@ -204,13 +212,13 @@ expect_err "chmod 700 $ca/pending" "challenge with a pending/ of mode 770"
 run tpmkey_ca issue-ak --ca "$ca" -o "$w/x.crt" "$w/laptop.proof"
 expect_rc 1 "issue-ak with a pending/ of mode 770"
 expect_err "$ca/pending: others may write to it (mode 770)" "issue-ak with a pending/ of mode 770"
-[ ! -e "$w/x.chal" ] && [ ! -e "$w/x.crt" ] && [ -e "$ca/pending/$ak_name" ] ||
+[ ! -e "$w/x.chal" ] && [ ! -e "$w/x.crt" ] && [ -e "$pending" ] ||
     fail "a refused challenge or issue-ak wrote a file or used up the pending challenge"
 chmod 700 "$ca/pending"
 ok "challenge and issue-ak refuse a pending/ others may write (mode 770), changing nothing"
 must tpmkey_ca issue-ak --ca "$ca" -o "$w/laptop.ak.crt" "$w/laptop.proof"
 expect_out "$w/laptop.proof: the TPM activated the challenge. Issued the certificate of attestation key $ak_name" "issue-ak"
-[ ! -e "$ca/pending/$ak_name" ] || fail "issue-ak left the pending challenge"
+[ ! -e "$pending" ] || fail "issue-ak left the pending challenge"
 ok "challenge, activate, issue-ak: the AK certificate is issued; the pending challenge is used up"
 
 # 6. The certificate, judged by openssl.
@@ -253,13 +261,22 @@ san=$(extension "X509v3 Subject Alternative Name")
 for v in "$manufacturer" "$model" "$version"; do
     expect_in "$san" "UTF8STRING *:$v$" "the attribute '$v' as a UTF8String"
 done
-# tpmkey's EK binding: the EK certificate's issuer, serial and SHA-256.
-expect_in "$cert" "2\.25\.198418735271848410620917411187245785221: *$" "the EK binding extension (not critical)"
-binding=$(extension "2.25.198418735271848410620917411187245785221")
-ek_serial=$(openssl x509 -inform DER -in "$w/ek.der" -noout -serial | cut -d= -f2)
-expect_in "$binding" "prim: INTEGER *:0*$ek_serial$" "the EK binding's serial"
-expect_in "$binding" "prim: PRINTABLESTRING *:swtpm-localca$|UTF8STRING *:swtpm-localca$" "the EK binding's issuer"
+# The EK binding: RFC 9763's relatedCertificate (1.3.6.1.5.5.7.1.36),
+# SEQUENCE { sha256, SHA-256 of the EK certificate }.
+expect_in "$cert" "1\.3\.6\.1\.5\.5\.7\.1\.36: *$" "the EK binding extension (not critical)"
+binding=$(extension "1.3.6.1.5.5.7.1.36")
+expect_in "$binding" "prim: OBJECT *:sha256$" "the EK binding's hash algorithm"
 expect_in "$binding" "\[HEX DUMP\]:$(sha256sum "$w/ek.der" | cut -d' ' -f1 | tr a-f A-F)$" "the EK binding's hash"
+# Go's crypto/x509 (go-webauthn, go-attestation and step-ca parse with it)
+# reads the AK certificate and the root. It refuses an OID arc beyond 31
+# bits (was: "x509: malformed extension OID field", the EK binding's
+# 2.25.<128 bits>).
+: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where attest-go is built}"
+attest_go=$(bash "$(dirname "$(readlink -f "$0")")/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
+    fail "cannot build attest-go: it needs Go and the Go module proxy"
+run "$attest_go" parse "$w/laptop.ak.crt" "$ca/ca.crt"
+expect_rc 0 "Go's crypto/x509 parses the AK certificate and the CA root"
+expect_out "ok: crypto/x509 parses $w/laptop.ak.crt" "Go's crypto/x509, the AK certificate"
 # The certificate's key is the AK tpm2-tools makes from the same template.
 tpm2_createprimary -T "$TPMKEY_SWTPM_TCTI" -Q -C e -g sha256 -G ecc256:ecdsa-sha256:null \
     -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|sign' -c "$w/ak.ctx"
@@ -268,50 +285,77 @@ tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -t  # tpm2_createprimary leaves it loa
 openssl x509 -in "$w/laptop.ak.crt" -noout -pubkey >"$w/cert-key.pem"
 cmp -s "$w/cert-key.pem" "$w/ak.pem" || { show "$w/cert-key.pem" "$w/ak.pem"; fail "the certificate's key is not the AK"; }
 expect_eq "$(od -An -tx1 "$w/ak.name" | tr -d ' \n')" "$ak_name" "the AK's name (tpm2_readpublic) and the challenge's"
-ok "the AK certificate: openssl verifies it; v3, empty subject, critical SAN with $manufacturer '$model' $version (UTF8String), EKU 2.23.133.8.3, CA:FALSE, digitalSignature, SKI, AKI, the EK binding; its key is tpm2_createprimary's AK"
+ok "the AK certificate: openssl verifies it; v3, empty subject, critical SAN with $manufacturer '$model' $version (UTF8String), EKU 2.23.133.8.3, CA:FALSE, digitalSignature, SKI, AKI, the EK binding (RFC 9763); its key is tpm2_createprimary's AK; Go's crypto/x509 parses it and the root"
 
-# 7. A proof works once; a wrong secret voids the challenge.
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/again.crt" "$w/laptop.proof"
-expect_rc 1 "the proof a second time"
-expect_err "$w/laptop.proof: refused: no outstanding challenge for attestation key $ak_name" "the proof a second time"
-must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop2.chal" "$w/laptop.req"
-must "$TPMKEY_TOOL" attest activate -o "$w/laptop2.proof" "$w/laptop2.chal"
-python3 - "$w/laptop2.proof" "$w/wrong.proof" <<'PY'
+# 7. A proof works once; a wrong secret voids its challenge, no other.
+# flip PROOF OUT BYTE: PROOF with byte BYTE of its secret changed.
+flip() {
+    python3 - "$1" "$2" "$3" <<'PY'
 import base64, sys
 lines = open(sys.argv[1]).read().splitlines()
 for i, l in enumerate(lines):
     if l.startswith("secret "):
-        b = bytearray(base64.b64decode(l.split(" ", 1)[1])); b[0] ^= 1
+        b = bytearray(base64.b64decode(l.split(" ", 1)[1])); b[int(sys.argv[3])] ^= 1
         lines[i] = "secret " + base64.b64encode(bytes(b)).decode()
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 PY
+}
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/again.crt" "$w/laptop.proof"
+expect_rc 1 "the proof a second time"
+expect_err "$w/laptop.proof: refused: no outstanding challenge for attestation key $ak_name has this proof's id" \
+    "the proof a second time"
+# Anyone may hand the CA a request: a second challenge for the same AK is
+# a challenge of its own and leaves the machine's (was: it replaced the
+# pending file, and the machine's proof was refused as a wrong secret).
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop2.chal" "$w/laptop.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/meddler.chal" "$w/laptop.req"
+expect_eq "$(find "$ca/pending" -name "$ak_name.*" | wc -l)" 2 "two challenges for the AK in pending/"
+must "$TPMKEY_TOOL" attest activate -o "$w/laptop2.proof" "$w/laptop2.chal"
+# Nor does a proof by someone who does not know the challenge (a secret
+# that names no challenge) use it up (was: it voided the machine's).
+flip "$w/laptop2.proof" "$w/guess.proof" 0
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/guess.crt" "$w/guess.proof"
+expect_rc 1 "a proof whose secret names no challenge"
+expect_err "$w/guess.proof: refused: no outstanding challenge for attestation key $ak_name has this proof's id" \
+    "a proof whose secret names no challenge"
+[ -e "$(pending_of "$w/laptop2.proof")" ] || fail "a proof naming no challenge used up the machine's"
+must tpmkey_ca issue-ak --ca "$ca" -o "$w/laptop2.ak.crt" "$w/laptop2.proof"
+expect_out "Issued the certificate of attestation key $ak_name" "the machine's proof after a second challenge and a guess"
+ok "a second challenge for the AK, and a proof that names no challenge, leave the machine's challenge: its proof gets the certificate"
+# A secret that names the challenge but is wrong in its other bytes, which
+# only the CA and the TPM know: refused, and it voids that challenge (one
+# guess per challenge), and only that one.
+must "$TPMKEY_TOOL" attest activate -o "$w/meddler.proof" "$w/meddler.chal"
+flip "$w/meddler.proof" "$w/wrong.proof" 31
 run tpmkey_ca issue-ak --ca "$ca" -o "$w/wrong.crt" "$w/wrong.proof"
 expect_rc 1 "a wrong secret"
 expect_err "$w/wrong.proof: refused: its secret is not the one of the challenge for attestation key $ak_name; that challenge is void now" \
     "a wrong secret"
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/late.crt" "$w/laptop2.proof"
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/late.crt" "$w/meddler.proof"
 expect_rc 1 "the right proof after a wrong one"
-expect_err "refused: no outstanding challenge for attestation key $ak_name" "the right proof after a wrong one"
-[ ! -e "$w/again.crt" ] && [ ! -e "$w/wrong.crt" ] && [ ! -e "$w/late.crt" ] || fail "a refused proof wrote a certificate"
-ok "issue-ak: a proof given twice is refused; a wrong secret is refused and voids the challenge (one guess)"
+expect_err "refused: no outstanding challenge for attestation key $ak_name has this proof's id" "the right proof after a wrong one"
+[ ! -e "$w/again.crt" ] && [ ! -e "$w/guess.crt" ] && [ ! -e "$w/wrong.crt" ] && [ ! -e "$w/late.crt" ] ||
+    fail "a refused proof wrote a certificate"
+ok "issue-ak: a proof given twice is refused; a wrong secret is refused and voids its challenge (one guess)"
 
 # 7b. A pending file others may read (as a planted one would be) is
 # refused and left; a challenge older than 7 days is refused and removed.
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop3.chal" "$w/laptop.req"
 must "$TPMKEY_TOOL" attest activate -o "$w/laptop3.proof" "$w/laptop3.chal"
-chmod 644 "$ca/pending/$ak_name"
+pending=$(pending_of "$w/laptop3.proof")
+chmod 644 "$pending"
 run tpmkey_ca issue-ak --ca "$ca" -o "$w/planted.crt" "$w/laptop3.proof"
 expect_rc 1 "a pending file of mode 644"
-expect_err "$ca/pending/$ak_name: refused: not a challenge tpmkey-ca made (owner $(id -u), mode 644" "a pending file of mode 644"
-[ -e "$ca/pending/$ak_name" ] || fail "a refused pending file of mode 644 was removed"
-chmod 600 "$ca/pending/$ak_name"
+expect_err "$pending: refused: not a challenge tpmkey-ca made (owner $(id -u), mode 644" "a pending file of mode 644"
+[ -e "$pending" ] || fail "a refused pending file of mode 644 was removed"
+chmod 600 "$pending"
 created=$(date -u -d '8 days ago' +%Y-%m-%dT%H:%M:%SZ)
-sed -i "s/^created .*/created $created/" "$ca/pending/$ak_name"
+sed -i "s/^created .*/created $created/" "$pending"
 run tpmkey_ca issue-ak --ca "$ca" -o "$w/old.crt" "$w/laptop3.proof"
 expect_rc 1 "a challenge made 8 days ago"
-expect_err "$w/laptop3.proof: refused: the challenge for attestation key $ak_name expired on $(date -u -d "$created 7 days" +%Y-%m-%dT%H:%M:%SZ)" \
+expect_err "$w/laptop3.proof: refused: its challenge for attestation key $ak_name expired on $(date -u -d "$created 7 days" +%Y-%m-%dT%H:%M:%SZ)" \
     "a challenge made 8 days ago"
-[ ! -e "$ca/pending/$ak_name" ] || fail "an expired challenge was left in pending/"
+[ ! -e "$pending" ] || fail "an expired challenge was left in pending/"
 [ ! -e "$w/planted.crt" ] && [ ! -e "$w/old.crt" ] || fail "a refused pending file gave a certificate"
 ok "issue-ak: a pending file of mode 644 is refused and left; a challenge made 8 days ago is refused and removed"
 

@@ -13,6 +13,15 @@ with fido2's and cryptography's parsers (the venv of attest-verifiers.py):
   package DIR CERTINFO SIG SSH_PUB OUT AK_CERT...
                                 DIR's attestation file, with that certInfo,
                                 DER signature and AK certificate (PEM)
+  forge-key KIND AK_KEY_PEM CHALLENGE DIR
+                                as forge-software, for a pubArea that is no
+                                SSH key but otherwise passes: KIND restricted
+                                (a restricted signing key), ak (the AK's own
+                                key, the AK's attributes), rsa1024, off-curve
+                                (a P-256 "point" not on the curve); also
+                                DIR/ssh.pub, its .pub line
+  policy-or ATT OUT             ATT with a TPM2_PolicyOR (an always-true
+                                branch) appended to its key-policy
 """
 import base64
 import hashlib
@@ -22,7 +31,7 @@ import sys
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fido2 import cbor
 from fido2.attestation.tpm import TpmPublicFormat
 from fido2.cose import CoseKey
@@ -99,11 +108,12 @@ def copy_field(att, field, source, out):
     write_fields(out, fields)
 
 
-def certify_input(pub_area, challenge, d):
-    """authData, clientDataJSON and extraData for the key of `pub_area` (TPMT_PUBLIC)."""
-    area = TpmPublicFormat.parse(pub_area)
-    cose = CoseKey.for_alg(-7).from_cryptography_key(area.public_key())
-    name = area.name()
+def certify_input(pub_area, challenge, d, cose=None):
+    """authData, clientDataJSON and extraData for the key of `pub_area`
+    (TPMT_PUBLIC), whose COSE key is `cose` (else from pubArea, ES256)."""
+    if cose is None:
+        cose = CoseKey.for_alg(-7).from_cryptography_key(TpmPublicFormat.parse(pub_area).public_key())
+    name = b"\x00\x0b" + hashlib.sha256(pub_area).digest()
     auth_data = (hashlib.sha256(b"tpmkey").digest() + b"\x41" + b"\0" * 4 + b"\0" * 16 +
                  struct.pack(">H", len(name)) + name + cbor.encode(dict(cose)))
     client_data = ('{"type":"webauthn.create","challenge":"' + b64url(challenge) +
@@ -130,6 +140,78 @@ def package(d, cert_info, sig, ssh_pub, out, ak_certs):
 
 def tpm2b(data):
     return struct.pack(">H", len(data)) + data
+
+
+def certify(pub_area, ak_key_pem, d):
+    """certInfo (TPMS_ATTEST of TPM2_Certify) of `pub_area`, and the "AK"'s signature."""
+    name = b"\x00\x0b" + hashlib.sha256(pub_area).digest()
+    cert_info = (struct.pack(">IH", 0xFF544347, 0x8017) + tpm2b(b"\x00\x0b" + b"\x11" * 32) +
+                 tpm2b(read(os.path.join(d, "extra"))) + struct.pack(">QIIB", 1000, 1, 0, 1) +
+                 struct.pack(">Q", 0x2019102300163636) + tpm2b(name) + tpm2b(name))
+    ak = serialization.load_pem_private_key(read(ak_key_pem), None)
+    write(os.path.join(d, "certInfo"), cert_info)
+    write(os.path.join(d, "sig"), ak.sign(cert_info, ec.ECDSA(hashes.SHA256())))
+
+
+def ssh_string(data):
+    return struct.pack(">I", len(data)) + data
+
+
+def ecc_area(attributes, x, y, scheme=b"\x00\x10"):
+    """A P-256 TPMT_PUBLIC: symmetric NULL, `scheme`, NIST P-256, kdf NULL."""
+    return (struct.pack(">HHI", 0x0023, 0x000B, attributes) + tpm2b(b"") + b"\x00\x10" + scheme +
+            struct.pack(">HH", 0x0003, 0x0010) + tpm2b(x) + tpm2b(y))
+
+
+def forge_key(kind, ak_key_pem, challenge, d):
+    resident = 0x00040072  # fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|sign
+    ecdsa_sha256 = struct.pack(">HH", 0x0018, 0x000B)
+    cose = None
+    if kind in ("restricted", "ak"):
+        if kind == "ak":
+            key = serialization.load_pem_private_key(read(ak_key_pem), None).public_key()
+        else:
+            key = ec.generate_private_key(ec.SECP256R1()).public_key()
+        n = key.public_numbers()
+        # a restricted signing key needs a scheme; the AK's attributes add noDA
+        attributes = resident | 0x10000 | (0x400 if kind == "ak" else 0)
+        x, y = n.x.to_bytes(32, "big"), n.y.to_bytes(32, "big")
+        pub_area = ecc_area(attributes, x, y, ecdsa_sha256)
+        cose = {1: 2, 3: -7, -1: 1, -2: x, -3: y}  # fido2 parses no ECC scheme but NULL
+    elif kind == "rsa1024":
+        key = rsa.generate_private_key(65537, 1024).public_key()
+        modulus = key.public_numbers().n.to_bytes(128, "big")
+        pub_area = (struct.pack(">HHI", 0x0001, 0x000B, resident) + tpm2b(b"") +
+                    struct.pack(">HHHI", 0x0010, 0x0010, 1024, 0) + tpm2b(modulus))
+        cose = CoseKey.for_alg(-257).from_cryptography_key(key)
+    elif kind == "off-curve":
+        x, y = b"\x01" * 32, b"\x02" * 32  # y^2 != x^3 - 3x + b (mod p)
+        pub_area = ecc_area(resident, x, y)
+        cose = {1: 2, 3: -7, -1: 1, -2: x, -3: y}
+        blob = ssh_string(b"ecdsa-sha2-nistp256") + ssh_string(b"nistp256") + ssh_string(b"\x04" + x + y)
+    else:
+        raise SystemExit(f"attest-forge.py: forge-key: unknown kind {kind}")
+    if kind == "off-curve":
+        line = "ecdsa-sha2-nistp256 " + base64.b64encode(blob).decode()
+    else:
+        line = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    write(os.path.join(d, "ssh.pub"), (line + "\n").encode())
+    certify_input(pub_area, challenge, d, cose)
+    certify(pub_area, ak_key_pem, d)
+
+
+def policy_or(att, out):
+    """att with TPM2_PolicyOR (0x171) appended to its key-policy: TPML_DIGEST
+    of two branches, the policy so far and an all-zero digest (the one an
+    empty policy session starts with: always true)."""
+    fields = read_fields(att)
+    own = der_contents(base64.b64decode(fields["key-policy"]))
+    branches = struct.pack(">I", 2) + tpm2b(b"\x5a" * 32) + tpm2b(b"\x00" * 32)
+    code = b"\xa0\x04\x02\x02\x01\x71"  # [0] INTEGER 0x171
+    body = b"\xa1" + bytes([len(branches) + 2]) + b"\x04" + bytes([len(branches)]) + branches
+    command = der_sequence(code + body)
+    fields["key-policy"] = base64.b64encode(der_sequence(own + command)).decode()
+    write_fields(out, fields)
 
 
 def forge_software(ssh_key_pem, ak_key_pem, challenge, d):
@@ -160,6 +242,10 @@ def main(argv):
         prepend_policy(*args)
     elif command == "copy-field":
         copy_field(*args)
+    elif command == "forge-key":
+        forge_key(args[0], args[1], read(args[2]), args[3])
+    elif command == "policy-or":
+        policy_or(*args)
     elif command == "forge-software":
         forge_software(args[0], args[1], read(args[2]), args[3])
     else:

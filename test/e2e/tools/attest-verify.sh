@@ -3,7 +3,9 @@
 # write: PyPI webauthn (its "tpm" format, the CA root as trusted root) and
 # PyPI fido2 (TpmAttestation and its x5c chain), in a venv under the build
 # tree (TPMKEY_TEST_VENV; made by the first test that needs it, pip needs
-# PyPI: without it this test fails). The AK certificate is made here with
+# PyPI: without it this test fails), and go-webauthn with Go's crypto/x509
+# for the chain (attest-go, built under TPMKEY_TEST_GO from the Go module
+# proxy: without Go or the proxy this test fails). The AK certificate is made here with
 # openssl, from the AK tpm2-tools make from the same template as
 # create_ak() (-G ecc256:ecdsa-sha256:null: a restricted signing key's
 # symmetric must be NULL, and swtpm refuses it otherwise): an AK
@@ -15,9 +17,12 @@
 # the AK certificate reported; verify with no TPM reachable, linking only
 # libtss2-mu and libtss2-rc.
 # Refused, one each: another challenge (replay), a certInfo, sig or pubArea
-# byte changed, an AK certificate of another CA, a key tpm2-tools made
-# without fixedTPM (certified by the real AK), a software key with a forged
-# pubArea certified by a software AK. Runs with the persistent SRK (--srk),
+# byte changed, an AK certificate of another CA (these by every judge), a
+# key tpm2-tools made without fixedTPM (certified by the real AK), a
+# software key with a forged pubArea certified by a software AK; and by
+# verify, which alone checks that it is an SSH key: a restricted key, the
+# AK itself, RSA-1024, an ECC point not on the curve; a key-policy with
+# TPM2_PolicyOR. Runs with the persistent SRK (--srk),
 # the parent tpm2_create is given.
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
@@ -39,6 +44,9 @@ mkdir -p "$(dirname "$venv")"
     fi
 ) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn and fido2 (python3-venv, and PyPI reachable?)"
 PY=$venv/bin/python
+: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where attest-go is built}"
+GO_JUDGE=$(bash "$(dirname "$0")/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
+    fail "cannot build attest-go: it needs Go and the Go module proxy"
 
 # ---- a test CA and the AK certificate, made with openssl
 make_ca() {  # make_ca NAME: $W/NAME.key, $W/NAME.crt
@@ -46,16 +54,16 @@ make_ca() {  # make_ca NAME: $W/NAME.key, $W/NAME.crt
         openssl req -new -x509 -key "$W/$1.key" -subj "/CN=$1" -days 2 -out "$W/$1.crt" 2>/dev/null ||
         fail "openssl: cannot make the CA $1"
 }
-# ak_cert PUBKEY.pem CA OUT [EK_ISSUER_CN EK_SERIAL]: an AK certificate as
-# WebAuthn 8.3.1 wants it: v3, empty subject, critical SAN directoryName with
-# the TPM's manufacturer (TPM_PT_MANUFACTURER), model and version, EKU
-# 2.23.133.8.3, CA:FALSE; with the last two, the plan's record of the EK
-# certificate (2.25.1984...: SEQUENCE { issuer, serial, SHA-256 }). In
+# ak_cert PUBKEY.pem CA OUT [EK_SHA256]: an AK certificate as WebAuthn
+# 8.3.1 wants it: v3, empty subject, critical SAN directoryName with the
+# TPM's manufacturer (TPM_PT_MANUFACTURER), model and version, EKU
+# 2.23.133.8.3, CA:FALSE; with the last, the CA's record of the EK
+# certificate (RFC 9763 relatedCertificate: SEQUENCE { sha256, hash }). In
 # openssl's config a field name "2.x" is read as "2." + "x" (its multi-value
 # prefix), hence the leading "0." in the directoryName.
 ak_cert() {
     local ek_record=""
-    [ -z "${4:-}" ] || ek_record="2.25.198418735271848410620917411187245785221=ASN1:SEQUENCE:ek_record"
+    [ -z "${4:-}" ] || ek_record="1.3.6.1.5.5.7.1.36=ASN1:SEQUENCE:ek_record"
     cat >"$W/ak.ext" <<EXT
 basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature
@@ -67,16 +75,10 @@ $ek_record
 0.2.23.133.2.2=SW TPM
 0.2.23.133.2.3=id:20191023
 [ek_record]
-issuer=SEQUENCE:ek_issuer
-serial=INTEGER:${5:-0}
-hash=FORMAT:HEX,OCTETSTRING:$(printf '%064d' 0)
-[ek_issuer]
-rdn=SET:ek_rdn
-[ek_rdn]
-cn=SEQUENCE:ek_cn
-[ek_cn]
-oid=OID:commonName
-value=UTF8:${4:-}
+algorithm=SEQUENCE:ek_hash_algorithm
+hash=FORMAT:HEX,OCTETSTRING:${4:-00}
+[ek_hash_algorithm]
+oid=OID:sha256
 EXT
     openssl ecparam -name prime256v1 -genkey -noout -out "$W/dummy.key" 2>/dev/null
     openssl req -new -key "$W/dummy.key" -subj / -out "$W/dummy.csr" 2>/dev/null &&
@@ -105,15 +107,31 @@ attest() {
     expect_out "Wrote the attestation of $1 to ${1%.tpm}.att" "attest $1"
 }
 
-# verified ATT WHAT: webauthn and fido2 accept it, and so does tpmkey-ca
-# verify (whose output the caller may check further)
+# go_judged ATT WHAT [ROOT]: go-webauthn accepts it, crypto/x509 its chain
+go_judged() {
+    run "$GO_JUDGE" "$1" "${3:-$W/ca.crt}" "$W/nonce"
+    expect_rc 0 "$2: go-webauthn"
+    expect_out "ok: go-webauthn" "$2"
+}
+
+# go_refuses ATT WHAT [NONCE]: go-webauthn (or crypto/x509) refuses it
+go_refuses() {
+    run "$GO_JUDGE" "$1" "$W/ca.crt" "${3:-$W/nonce}"
+    expect_rc 1 "$2: go-webauthn"
+    expect_out "refused: " "$2: go-webauthn"
+}
+
+# verified ATT WHAT: webauthn, fido2 and go-webauthn accept it, and so does
+# tpmkey-ca verify (whose output the caller may check further)
 verified() {
-    local judges
+    local judges go_judge
+    go_judged "$1" "$2"
+    go_judge=$(grep -o 'go-webauthn v[0-9.]*' "$OUT")
     run "$PY" "$VERIFIERS" "$1" "$W/ca.crt" "$W/nonce"
     expect_rc 0 "$2: the PyPI verifiers"
     expect_out "ok: webauthn" "$2"
     expect_out "ok: fido2" "$2"
-    judges="$(grep -o 'webauthn [0-9.]*' "$OUT") and $(grep -o 'fido2 [0-9.]*' "$OUT")"
+    judges="$(grep -o 'webauthn [0-9.]*' "$OUT"), $(grep -o 'fido2 [0-9.]*' "$OUT"), $go_judge"
     run "$CA_TOOL" verify "$1" --roots "$W/ca.crt" --challenge "$W/nonce"
     expect_rc 0 "$2: tpmkey-ca verify"
     expect_out "TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)" "$2"
@@ -191,20 +209,29 @@ refused "$W/prepended.att" "the key's policy has commands before PolicyAuthorize
 # anything is printed (was: the 'Verified:' lines on stdout, then REFUSED).
 "$PY" "$FORGE" copy-field "$K/pcr.att" key-policy "$K/signed.att" "$W/mismatch.att" || fail "attest-forge.py copy-field"
 refused "$W/mismatch.att" "the key's policy does not give its authPolicy" "another key's policy"
-ok "a key-policy that does not explain authPolicy, or hides commands before PolicyAuthorize, is refused, stdout empty"
+# TPM2_PolicyOR: verify cannot recompute its digest, so refuses it, as a
+# refusal (was: "tpmkey-ca: cannot compute ...", without REFUSED:).
+"$PY" "$FORGE" policy-or "$K/pcr.att" "$W/policy-or.att" || fail "attest-forge.py policy-or"
+refused "$W/policy-or.att" "the key's policy: cannot compute the digest of a policy with TPM2_PolicyOR" \
+    "a key-policy with TPM2_PolicyOR"
+ok "a key-policy that does not explain authPolicy, hides commands before PolicyAuthorize, or has a PolicyOR is refused (REFUSED:), stdout empty"
 
 keygen "$K/p384.tpm" ecdsa 384
 attest "$K/p384.tpm"
 verified "$K/p384.att" "ECDSA P-384"
 
-# The EK the AK was enrolled with, as the CA records it in the AK certificate.
-ak_cert "$W/ak.pem" ca "$W/ak-ek.crt" "swtpm-localca" 0x1234
+# The EK the AK was enrolled with, as the CA records it in the AK
+# certificate; Go's crypto/x509 parses that certificate (it refused the
+# record's former OID, 2.25.<128 bits>: "malformed extension OID field").
+ek_hash=$(printf 'ek certificate' | sha256sum | cut -d' ' -f1)
+ak_cert "$W/ak.pem" ca "$W/ak-ek.crt" "$ek_hash"
 run "$TPMKEY_TOOL" attest "$K/p256.tpm" --ak-cert "$W/ak-ek.crt" --challenge "$W/nonce" -o "$W/ek.att"
 expect_rc 0 "attest with an EK record"
 run "$CA_TOOL" verify "$W/ek.att" --roots "$W/ca.crt" --challenge "$W/nonce"
 expect_rc 0 "verify with an EK record"
-expect_out "EK:            issuer CN = swtpm-localca, serial 1234" "the EK record"
-ok "the EK the CA recorded is reported"
+expect_out "EK:            the CA enrolled the AK with the EK certificate of SHA-256 $ek_hash" "the EK record"
+go_judged "$W/ek.att" "an AK certificate with the EK record"
+ok "the EK the CA recorded is reported; go-webauthn accepts the AK certificate that records it"
 
 # -o: the .pub line of the key verify checked, from its one read of the
 # file, for ssh-keygen -s (re-reading ATTESTATION would sign whatever its
@@ -232,7 +259,8 @@ expect_rc 1 "replay"
 expect_err "tpmkey-ca: REFUSED: the attestation was made for another challenge" "replay"
 run "$PY" "$VERIFIERS" "$K/p256.att" "$W/ca.crt" "$W/other-nonce"
 expect_rc 1 "replay: the PyPI verifiers"
-ok "a replayed attestation (another challenge) is refused"
+go_refuses "$K/p256.att" "replay" "$W/other-nonce"
+ok "a replayed attestation (another challenge) is refused (and by webauthn, fido2 and go-webauthn)"
 
 for field in certInfo sig pubArea; do
     must "$PY" "$FORGE" tamper "$K/p256.att" "$W/tampered-$field.att" "$field"
@@ -243,7 +271,8 @@ for field in certInfo sig pubArea; do
     refused "$W/tampered-$field.att" "$reason" "a changed $field byte"
     run "$PY" "$VERIFIERS" "$W/tampered-$field.att" "$W/ca.crt" "$W/nonce"
     expect_rc 1 "a changed $field byte: the PyPI verifiers"
-    ok "a changed $field byte is refused (and by webauthn)"
+    go_refuses "$W/tampered-$field.att" "a changed $field byte"
+    ok "a changed $field byte is refused (and by webauthn and go-webauthn)"
 done
 
 make_ca other-ca
@@ -251,7 +280,9 @@ ak_cert "$W/ak.pem" other-ca "$W/other-ak.crt"
 run "$TPMKEY_TOOL" attest "$K/p256.tpm" --ak-cert "$W/other-ak.crt" --challenge "$W/nonce" -o "$W/other-ca.att"
 expect_rc 0 "attest with another CA's AK certificate"
 refused "$W/other-ca.att" "the AK certificate is not issued by a CA of $W/ca.crt" "another CA's AK certificate"
-ok "an AK certificate of another CA is refused"
+go_refuses "$W/other-ca.att" "another CA's AK certificate"
+expect_out "certificate signed by unknown authority" "another CA's AK certificate: crypto/x509"
+ok "an AK certificate of another CA is refused (and by go-webauthn's caller, crypto/x509)"
 
 # An AK certificate for another key: tpmkey attest refuses it before anything.
 openssl ecparam -name prime256v1 -genkey -noout -out "$W/not-ak.key" 2>/dev/null
@@ -295,6 +326,37 @@ refused "$W/soft.att" "the AK certificate is not issued by a CA of $W/ca.crt" "a
 # Only the chain stops it: with the forger's root, everything else holds.
 run "$CA_TOOL" verify "$W/soft.att" --roots "$W/forger.crt" --challenge "$W/nonce"
 expect_rc 0 "the forgery under its own root"
-ok "a software key with a forged pubArea and a software AK is refused (the AK is not the CA's)"
+go_judged "$W/soft.att" "the forgery under its own root" "$W/forger.crt"
+go_refuses "$W/soft.att" "a software key with a forged pubArea"
+ok "a software key with a forged pubArea and a software AK is refused (the AK is not the CA's), by go-webauthn too"
+
+# Keys that are no SSH key, certified by the forger's "AK" under its own
+# root, where only what makes them no SSH key stops them (was: verify
+# accepted each, exit 0; ssh-keygen -s then refused the off-curve key).
+# forged_key KIND REASON WHAT
+forged_key() {
+    mkdir -p "$W/$1.d"
+    must "$PY" "$FORGE" forge-key "$1" "$W/soft-ak.key" "$W/nonce" "$W/$1.d"
+    must "$PY" "$FORGE" package "$W/$1.d" "$W/$1.d/certInfo" "$W/$1.d/sig" "$W/$1.d/ssh.pub" "$W/$1.att" \
+        "$W/soft-ak.crt"
+    run "$CA_TOOL" verify "$W/$1.att" --roots "$W/forger.crt" --challenge "$W/nonce" -o "$W/$1.verified.pub"
+    expect_rc 1 "$3: tpmkey-ca verify"
+    expect_err "tpmkey-ca: REFUSED: $2" "$3"
+    expect_eq "$out" "" "$3: stdout"
+    [ ! -e "$W/$1.verified.pub" ] || fail "$3: verify -o wrote the key"
+}
+forged_key restricted "the key is restricted (the TPM signs with it only what it made itself, as for an AK): not an SSH key" \
+    "a restricted signing key"
+forged_key ak "the attested key is the attestation key (AK) itself, which signs only what the TPM made, not SSH logins" \
+    "the AK itself"
+forged_key rsa1024 "the key is RSA-1024: fewer than 2048 bits, too weak for an SSH key" "an RSA-1024 key"
+forged_key off-curve "the key's ECC point is not on its curve: not a public key (ssh-keygen -s refuses it)" \
+    "an ECC point not on the curve"
+# What ssh-keygen -s makes of that point: it refuses the key.
+ssh-keygen -q -t ecdsa -N '' -f "$W/user-ca" || fail "ssh-keygen of the user CA"
+cp "$W/off-curve.d/ssh.pub" "$W/off-curve.pub"
+run ssh-keygen -s "$W/user-ca" -I test -n test "$W/off-curve.pub"
+[ "$rc" -ne 0 ] || fail "ssh-keygen -s signed a point not on the curve"
+ok "verify refuses a restricted key, the AK itself, RSA-1024 and an ECC point not on the curve (which ssh-keygen -s refuses), writing nothing"
 
 expect_clean_tpm "after the attestations"
