@@ -9,6 +9,7 @@
 #include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
 #include "core/keys/exchange_file.hpp"
+#include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/evp.h>
@@ -23,19 +24,10 @@
 #include <vector>
 
 using namespace tpmkey;
+using test::TempDir;
 using Catch::Matchers::Contains;
 
 namespace {
-
-struct TempDir {
-    std::filesystem::path path;
-    TempDir() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "tpmkey-ca-test.XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 mode_t mode_of(const std::filesystem::path& p) {
     struct stat st {};

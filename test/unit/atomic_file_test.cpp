@@ -5,6 +5,7 @@
 // never /dev/null itself; a FIFO stands for it everywhere.
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
+#include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,21 +20,10 @@
 #include <string>
 
 using namespace tpmkey;
+using test::TempDir;
 using Catch::Matchers::Contains;
 
 namespace {
-
-struct TempDir {
-    std::filesystem::path path;
-    TempDir() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "tpmkey-atomic-test.XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-};
 
 mode_t type_of(const std::filesystem::path& p) {
     struct stat st {};

@@ -9,6 +9,7 @@
 #include "core/files/file_read.hpp"
 #include "core/keys/key_parts.hpp"
 #include "software_key.hpp"
+#include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 #include <openssl/evp.h>
@@ -24,19 +25,10 @@
 #include <vector>
 
 using namespace tpmkey;
+using test::TempDir;
 using Catch::Matchers::Contains;
 
 namespace {
-
-struct TempDir {
-    std::filesystem::path path;
-    TempDir() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "tpmkey-ek-test.XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 void add_extension(X509* cert, int nid, const char* value) {
     X509V3_CTX ctx;
