@@ -1,5 +1,5 @@
 // Fuzz target: an enrolment request as tpmkey-ca challenge reads it (the
-// exchange file parser, core/keys/exchange_file.cpp, then
+// exchange file parser, core/attestation/exchange_file.cpp, then
 // tools/tpmkey-ca/ak_request.cpp: base64, d2i_X509, the NV index,
 // Tss2_MU_TPM2B_PUBLIC_Unmarshal, is_ak_public, the TPM's attributes).
 //

@@ -1,5 +1,5 @@
 // Fuzz target: the decoder of a key's attestation (the attestation-object
-// field of an `attestation` file: core/keys/cbor.cpp, core/keys/webauthn.cpp),
+// field of an `attestation` file: core/attestation/cbor.cpp, core/attestation/webauthn.cpp),
 // what tpmkey-ca verify reads from a hostile file before any signature is
 // checked.
 //
@@ -10,8 +10,8 @@
 #include "fuzz.hpp"
 
 #include "core/base/error.hpp"
-#include "core/keys/cbor.hpp"
-#include "core/keys/webauthn.hpp"
+#include "core/attestation/cbor.hpp"
+#include "core/attestation/webauthn.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) { return 0; }
 

@@ -8,7 +8,7 @@
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
-#include "core/keys/exchange_file.hpp"
+#include "core/attestation/exchange_file.hpp"
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>

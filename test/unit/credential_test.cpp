@@ -1,5 +1,5 @@
-// TPM2_MakeCredential in software (core/keys/credential.hpp) and the EK
-// templates' policies (core/keys/ek_templates.hpp), without a TPM: KDFa and
+// TPM2_MakeCredential in software (core/attestation/credential.hpp) and the EK
+// templates' policies (core/attestation/ek_templates.hpp), without a TPM: KDFa and
 // KDFe against OpenSSL's own KBKDF and SSKDF, the policy digests against
 // tpm2-tools' constants, credentials made by tpm2-tools opened here with a
 // software "EK" whose private key the test holds (test/data/credential,
@@ -8,8 +8,8 @@
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 #include "core/files/file_read.hpp"
-#include "core/keys/credential.hpp"
-#include "core/keys/ek_templates.hpp"
+#include "core/attestation/credential.hpp"
+#include "core/attestation/ek_templates.hpp"
 #include "core/keys/public_key.hpp"
 #include "software_key.hpp"
 #include "hex.hpp"

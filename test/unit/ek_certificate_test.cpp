@@ -4,7 +4,7 @@
 // certificates that are not EK certificates refused, through
 // ek_chain_problem(), the check both the parent's proof and
 // `tpmkey-ca challenge` go through.
-#include "core/keys/ek_certificate.hpp"
+#include "core/attestation/ek_certificate.hpp"
 
 #include "core/files/file_read.hpp"
 #include "core/keys/key_parts.hpp"

@@ -1,7 +1,7 @@
 // The login-cost model (login_cost.hpp): sums, what is not priced, the
 // signature priced by key type, the reference chips' figures complete.
-#include "core/tpm/login_cost.hpp"
-#include "core/tpm/tpm_bench.hpp"
+#include "login_cost.hpp"
+#include "tpm_bench.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,12 +1,12 @@
-// CBOR (core/keys/cbor.hpp) against RFC 8949's examples (Appendix A) and
+// CBOR (core/attestation/cbor.hpp) against RFC 8949's examples (Appendix A) and
 // every refusal of the strict decoder; WebAuthn's pieces
-// (core/keys/webauthn.hpp): COSE keys, clientDataJSON, authData, the
+// (core/attestation/webauthn.hpp): COSE keys, clientDataJSON, authData, the
 // attestation object and certInfo, each built and read back, and each
 // refusal.
 #include "core/base/error.hpp"
 #include "core/keys/algorithms.hpp"
-#include "core/keys/cbor.hpp"
-#include "core/keys/webauthn.hpp"
+#include "core/attestation/cbor.hpp"
+#include "core/attestation/webauthn.hpp"
 #include "hex.hpp"
 
 #include <catch2/catch.hpp>

@@ -13,7 +13,7 @@
 //   tpmkey-bench model ecdsa|rsa COMMAND...
 //       The modelled TPM time of a counted command sequence (names as
 //       count-tpm-commands prints them) with a key of that type, on each
-//       reference chip (core/tpm/login_cost.hpp, the model `tpmkey bench`
+//       reference chip (tools/bench/login_cost.hpp, the model `tpmkey bench`
 //       uses too): one line per chip, "MS<TAB>NOT_PRICED<TAB>CHIP", where
 //       NOT_PRICED counts the commands without a published figure.
 //   tpmkey-bench chips
@@ -26,7 +26,7 @@
 #include "core/keys/algorithms.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/keys/public_key.hpp"
-#include "core/tpm/login_cost.hpp"
+#include "login_cost.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm.hpp"
 

@@ -122,10 +122,10 @@ void add_ek_binding(X509* cert, X509* ek_certificate) {
     const Owned<unsigned char, openssl_free> ek_owner(ek_der);
     if (ek_size <= 0)
         check(0, "encoding the EK certificate");
-    der::Bytes algorithm = der::object_identifier(NID_sha256);  // parameters absent (RFC 5754, 2)
-    der::Bytes content = der::sequence(algorithm);
+    Bytes algorithm = der::object_identifier(NID_sha256);  // parameters absent (RFC 5754, 2)
+    Bytes content = der::sequence(algorithm);
     der::append(content, der::octet_string(digest_of(EVP_sha256(), {{ek_der, static_cast<std::size_t>(ek_size)}})));
-    const der::Bytes value = der::sequence(content);
+    const Bytes value = der::sequence(content);
 
     Asn1OctetString octets(ASN1_OCTET_STRING_new());
     if (!octets || !ASN1_OCTET_STRING_set(octets.get(), value.data(), static_cast<int>(value.size())))

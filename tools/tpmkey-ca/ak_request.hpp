@@ -5,8 +5,8 @@
 #pragma once
 
 #include "core/base/owned.hpp"
-#include "core/keys/ek_templates.hpp"
-#include "core/keys/exchange_file.hpp"
+#include "core/attestation/ek_templates.hpp"
+#include "core/attestation/exchange_file.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 

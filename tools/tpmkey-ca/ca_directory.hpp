@@ -13,7 +13,7 @@
 #pragma once
 
 #include "core/base/owned.hpp"
-#include "core/keys/exchange_file.hpp"
+#include "core/attestation/exchange_file.hpp"
 
 #include <cstdint>
 #include <ctime>

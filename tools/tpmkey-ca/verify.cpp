@@ -3,13 +3,13 @@
 #include "core/base/owned.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/file_read.hpp"
-#include "core/keys/ek_certificate.hpp"
-#include "core/keys/exchange_file.hpp"
+#include "core/attestation/ek_certificate.hpp"
+#include "core/attestation/exchange_file.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/keys/key_parts.hpp"
 #include "core/keys/public_key.hpp"
 #include "core/keys/tpm_policy.hpp"
-#include "core/keys/webauthn.hpp"
+#include "core/attestation/webauthn.hpp"
 
 #include <openssl/err.h>
 #include <openssl/evp.h>

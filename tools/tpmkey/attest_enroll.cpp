@@ -5,7 +5,7 @@
 
 #include "cli.hpp"
 #include "core/files/config.hpp"
-#include "core/keys/exchange_file.hpp"
+#include "core/attestation/exchange_file.hpp"
 #include "core/trust/attestation_key.hpp"
 
 #include <openssl/crypto.h>

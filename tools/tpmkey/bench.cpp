@@ -1,14 +1,14 @@
 // tpmkey bench: what a login costs on this machine's TPM. Times the
-// commands a login uses (core/tpm/tpm_bench.hpp) and prices the module's
-// login sequences with the medians (core/tpm/login_cost.hpp, the model
+// commands a login uses (tools/bench/tpm_bench.hpp) and prices the module's
+// login sequences with the medians (tools/bench/login_cost.hpp, the model
 // docs/performance.md applies to published figures of real chips).
 
 #include "cli.hpp"
 #include "core/files/config.hpp"
 #include "core/keys/key_parts.hpp"
-#include "core/tpm/login_cost.hpp"
+#include "login_cost.hpp"
 #include "core/tpm/tcti.hpp"
-#include "core/tpm/tpm_bench.hpp"
+#include "tpm_bench.hpp"
 #include "core/trust/owner_srk.hpp"
 
 #include <charconv>

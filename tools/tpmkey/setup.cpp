@@ -5,7 +5,7 @@
 #include "core/base/printable.hpp"
 #include "core/base/prompt.hpp"
 #include "core/files/file_read.hpp"
-#include "core/keys/ek_certificate.hpp"
+#include "core/attestation/ek_certificate.hpp"
 #include "core/tpm/tcti.hpp"
 #include "core/trust/endorsement.hpp"
 #include "core/files/config.hpp"

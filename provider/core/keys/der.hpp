@@ -3,14 +3,14 @@
 // OpenSSL; these functions only put the pieces together.
 #pragma once
 
+#include "core/base/bytes.hpp"
+
 #include <cstdint>
 #include <span>
 #include <string_view>
 #include <vector>
 
 namespace tpmkey::der {
-
-using Bytes = std::vector<std::uint8_t>;
 
 Bytes object_identifier(const char* dotted);  // "2.23.133.10.1.3"
 Bytes object_identifier(int nid);             // NID_secp384r1

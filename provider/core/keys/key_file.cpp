@@ -363,24 +363,24 @@ std::vector<std::uint8_t> marshal(const T& value, TSS2_RC (*fn)(const T*, uint8_
     return out;
 }
 
-der::Bytes explicit_tag(int tag, const der::Bytes& value) {
+Bytes explicit_tag(int tag, const Bytes& value) {
     return der::constructed(tag, V_ASN1_CONTEXT_SPECIFIC, value);
 }
 
-der::Bytes policy_der(const std::vector<PolicyCommand>& commands) {
-    der::Bytes list;
+Bytes policy_der(const std::vector<PolicyCommand>& commands) {
+    Bytes list;
     for (const PolicyCommand& command : commands) {
-        der::Bytes fields = explicit_tag(0, der::unsigned_integer(command.code));
+        Bytes fields = explicit_tag(0, der::unsigned_integer(command.code));
         der::append(fields, explicit_tag(1, der::octet_string(command.body)));
         der::append(list, der::sequence(fields));
     }
     return der::sequence(list);
 }
 
-der::Bytes signed_policies_der(const std::vector<SignedPolicy>& policies) {
-    der::Bytes list;
+Bytes signed_policies_der(const std::vector<SignedPolicy>& policies) {
+    Bytes list;
     for (const SignedPolicy& policy : policies) {
-        der::Bytes fields;
+        Bytes fields;
         if (!policy.name.empty())
             fields = explicit_tag(0, der::utf8_string(policy.name));
         der::append(fields, explicit_tag(1, policy_der(policy.commands)));
@@ -409,7 +409,7 @@ std::vector<PolicyCommand> parse_policy(std::span<const std::uint8_t> der, const
 }
 
 std::string format_key_file(const KeyFile& key) {
-    der::Bytes body = der::object_identifier(loadable_key_oid);
+    Bytes body = der::object_identifier(loadable_key_oid);
     if (key.empty_auth.has_value())
         der::append(body, explicit_tag(0, der::boolean(*key.empty_auth)));
     if (!key.policy.empty())
@@ -430,7 +430,7 @@ std::string format_key_file(const KeyFile& key) {
     der::append(body, der::unsigned_integer(key.parent));
     der::append(body, der::octet_string(marshal(key.blobs.pub, Tss2_MU_TPM2B_PUBLIC_Marshal)));
     der::append(body, der::octet_string(marshal(key.blobs.priv, Tss2_MU_TPM2B_PRIVATE_Marshal)));
-    const der::Bytes der = der::sequence(body);
+    const Bytes der = der::sequence(body);
 
     Bio bio(BIO_new(BIO_s_mem()));
     if (!bio || !PEM_write_bio(bio.get(), pem_label, "", der.data(), static_cast<long>(der.size())))

@@ -3,6 +3,7 @@
 // pieces PKCS#11 attributes carry.
 #pragma once
 
+#include "core/base/bytes.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 
@@ -17,8 +18,6 @@
 #include <vector>
 
 namespace tpmkey {
-
-using Bytes = std::vector<std::uint8_t>;
 
 class PublicKey {
 public:

@@ -4,8 +4,8 @@
 // here), and the AK's certification of an SSH key (TPM2_Certify).
 #pragma once
 
-#include "core/keys/ek_templates.hpp"
-#include "core/keys/exchange_file.hpp"
+#include "core/attestation/ek_templates.hpp"
+#include "core/attestation/exchange_file.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/trust/endorsement.hpp"
 

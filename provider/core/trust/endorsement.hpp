@@ -14,11 +14,11 @@
 // trusted on first use (it survives TPM2_Clear; the storage key does not).
 #pragma once
 
-#include "core/keys/credential.hpp"
-#include "core/keys/ek_certificate.hpp"
-#include "core/keys/ek_templates.hpp"
+#include "core/attestation/credential.hpp"
+#include "core/attestation/ek_certificate.hpp"
+#include "core/attestation/ek_templates.hpp"
 #include "core/tpm/tpm.hpp"
-#include "core/trust/known_parents.hpp"
+#include "core/trust/parent_errors.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -28,14 +28,6 @@
 #include <vector>
 
 namespace tpmkey {
-
-// A parent that failed the proof (or whose EK could not be found or
-// re-created). Its message names the step that failed; nothing secret was
-// sent under the parent.
-class ParentProofFailed : public UnverifiedParent {
-public:
-    using UnverifiedParent::UnverifiedParent;
-};
 
 // TPM2_ActivateCredential's answer that the credential does not open for
 // this object under this EK (its outer HMAC over the object's name, or the

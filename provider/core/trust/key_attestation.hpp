@@ -1,11 +1,11 @@
 // A key's attestation (docs/attestation.md, "The per-key proof"): the AK
 // (attestation_key.hpp) certifies an SSH key with TPM2_Certify over the
 // key's public area, bound to the CA's challenge, and the result is packed
-// as WebAuthn's "tpm" attestation object (core/keys/webauthn.hpp), which
+// as WebAuthn's "tpm" attestation object (core/attestation/webauthn.hpp), which
 // tpmkey-ca verify and verifiers we did not write check.
 #pragma once
 
-#include "core/keys/webauthn.hpp"
+#include "core/attestation/webauthn.hpp"
 #include "core/tpm/tpm.hpp"
 
 #include <span>

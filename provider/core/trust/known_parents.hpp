@@ -42,9 +42,9 @@
 // before on purpose.
 #pragma once
 
-#include "core/base/error.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm.hpp"
+#include "core/trust/parent_errors.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
@@ -58,39 +58,6 @@
 namespace tpmkey {
 
 struct EndorsementKey;  // endorsement.hpp
-
-// A parent that cannot be verified: not the pinned one, or pinned only
-// for other TPMs (ParentMismatch), or the pins cannot be trusted
-// (UnusablePinFile). Its message says so; nothing secret was sent under it.
-class UnverifiedParent : public Error {
-public:
-    using Error::Error;
-};
-class ParentMismatch : public UnverifiedParent {
-public:
-    using UnverifiedParent::UnverifiedParent;
-};
-class UnusablePinFile : public UnverifiedParent {
-public:
-    using UnverifiedParent::UnverifiedParent;
-};
-// No pin for this TPM, its handle pinned for other TPMs under other names,
-// and an EK trusted on first use: refused until `tpmkey trust-tpm`.
-class NewTpmRefused : public ParentMismatch {
-public:
-    using ParentMismatch::ParentMismatch;
-};
-// A parent proven but not pinned (the file could not be written), where
-// that is not enough: the module sends no PIN under it.
-class PinNotRecorded : public UnverifiedParent {
-public:
-    using UnverifiedParent::UnverifiedParent;
-};
-// A cleared TPM met where no one accepts it (ParentPolicy::accept_clear).
-class ClearNotAccepted : public UnverifiedParent {
-public:
-    using UnverifiedParent::UnverifiedParent;
-};
 
 struct ParentPin {
     std::uint32_t handle = 0;

@@ -13,6 +13,7 @@
 // lines, no unknown names. Every file is hostile until read by this.
 #pragma once
 
+#include "core/base/bytes.hpp"
 #include "core/base/error.hpp"
 
 #include <cstdint>
@@ -26,8 +27,6 @@
 #include <vector>
 
 namespace tpmkey {
-
-using Bytes = std::vector<std::uint8_t>;
 
 class ExchangeFile {
 public:

@@ -5,8 +5,9 @@
 // enrolment request and has no TPM.
 #pragma once
 
+#include "core/base/bytes.hpp"
 #include "core/base/owned.hpp"
-#include "core/keys/ek_templates.hpp"
+#include "core/attestation/ek_templates.hpp"
 
 #include <openssl/x509.h>
 #include <tss2/tss2_tpm2_types.h>
@@ -20,8 +21,6 @@
 #include <vector>
 
 namespace tpmkey {
-
-using Bytes = std::vector<std::uint8_t>;
 
 // The directories of trusted EK root (and intermediate) certificates:
 // the TPM makers' roots that ship with tpmkey (TPMKEY_EK_ROOTS_DIR, e.g.

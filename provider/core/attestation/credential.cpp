@@ -1,4 +1,4 @@
-#include "core/keys/credential.hpp"
+#include "core/attestation/credential.hpp"
 
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"

@@ -6,7 +6,7 @@
 // auth value is a fixed text, thrown away with them.
 #pragma once
 
-#include "core/tpm/login_cost.hpp"
+#include "login_cost.hpp"
 #include "core/tpm/tpm.hpp"
 
 #include <chrono>

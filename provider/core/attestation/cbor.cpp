@@ -1,4 +1,4 @@
-#include "core/keys/cbor.hpp"
+#include "core/attestation/cbor.hpp"
 
 #include <limits>
 #include <type_traits>

@@ -8,6 +8,7 @@
 // so that a hostile file costs little to refuse.
 #pragma once
 
+#include "core/base/bytes.hpp"
 #include "core/base/error.hpp"
 
 #include <cstdint>
@@ -17,8 +18,6 @@
 #include <vector>
 
 namespace tpmkey::cbor {
-
-using Bytes = std::vector<std::uint8_t>;
 
 // Appends one item, or the head of an array or map (whose items follow).
 void put_int(Bytes& out, std::int64_t value);

@@ -1,4 +1,4 @@
-#include "core/keys/webauthn.hpp"
+#include "core/attestation/webauthn.hpp"
 
 #include "core/keys/algorithms.hpp"
 #include "core/keys/public_key.hpp"

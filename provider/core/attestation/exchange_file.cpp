@@ -1,4 +1,4 @@
-#include "core/keys/exchange_file.hpp"
+#include "core/attestation/exchange_file.hpp"
 
 #include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"

@@ -1,4 +1,4 @@
-#include "core/keys/ek_templates.hpp"
+#include "core/attestation/ek_templates.hpp"
 
 #include "core/base/error.hpp"
 

@@ -6,7 +6,8 @@
 // all of it too.
 #pragma once
 
-#include "core/keys/cbor.hpp"
+#include "core/base/bytes.hpp"
+#include "core/attestation/cbor.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
@@ -17,8 +18,6 @@
 #include <vector>
 
 namespace tpmkey {
-
-using Bytes = std::vector<std::uint8_t>;
 
 // The relying party of every attestation: authData's rpIdHash is its SHA-256.
 inline constexpr const char* webauthn_rp_id = "tpmkey";

@@ -1,4 +1,4 @@
-#include "core/tpm/login_cost.hpp"
+#include "login_cost.hpp"
 
 #include <sstream>
 

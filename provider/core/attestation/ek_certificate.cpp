@@ -1,4 +1,4 @@
-#include "core/keys/ek_certificate.hpp"
+#include "core/attestation/ek_certificate.hpp"
 
 #include "core/base/error.hpp"
 #include "core/files/config.hpp"

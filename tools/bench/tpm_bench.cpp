@@ -1,4 +1,4 @@
-#include "core/tpm/tpm_bench.hpp"
+#include "tpm_bench.hpp"
 
 #include "core/base/error.hpp"
 #include "core/keys/key_parts.hpp"
