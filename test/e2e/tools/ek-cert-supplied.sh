@@ -8,6 +8,8 @@
 # trusted root, a file of no certificate. The swtpm is started with EK
 # certificates (its local CA in $TPMKEY_SWTPM_DIR/ek-ca); they are read out
 # of NV and the indices undefined, so the TPM has an EK and no certificate.
+# keygen runs with --no-persist-srk: every key stays under 0x40000001,
+# whose pins this test reads (keygen-srk.sh tests the SRK keygen persists).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../../lib/common.sh
