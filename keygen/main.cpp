@@ -398,7 +398,9 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
                      "re-creating it (--no-persist-srk leaves 0x81000001 empty)\n";
     } catch (const UnverifiedParent& e) {
         std::cerr << prefix << "the standard SRK was not persisted there: " << e.what() << "\n";
-    } catch (const TpmError& e) {
+    } catch (const Error& e) {
+        // A TPM error, mostly (a full NV, an owner password set meanwhile,
+        // 0x81000001 taken meanwhile): the key is made all the same.
         std::cerr << prefix << "the standard SRK could not be persisted there (" << e.what()
                   << "); the key is made and works, logins re-create its parent ('tpmkey setup' tries again)\n";
     }
