@@ -7,6 +7,7 @@
 #include "core/tpm/diagnosis.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
+#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/known_parents.hpp"
 #include "core/trust/owner_srk.hpp"
@@ -41,7 +42,8 @@ using namespace tpmkey;
 
 constexpr const char* usage_text =
     "usage: tpmkey-keygen [-q] [-t ecdsa|rsa] [-b bits] [-f keyfile] [-C comment]\n"
-    "                     [-N ''] [--pin-file FILE] [--parent HANDLE] [--tcti TCTI]\n"
+    "                     [-N ''] [--pin-file FILE] [--parent HANDLE] [--no-persist-srk]\n"
+    "                     [--tcti TCTI]\n"
     "                     [--pcr LIST [--pcr-bank BANK] [--policy-signer FILE]]\n"
     "\n"
     "Creates a key inside the TPM. Writes KEYFILE (default ~/.ssh/id_tpm.tpm), which\n"
@@ -62,6 +64,11 @@ constexpr const char* usage_text =
     "  --parent HANDLE    0x40000001 (re-created storage key) or a persistent\n"
     "                     handle such as 0x81000001 (default: 0x81000001 if the TPM\n"
     "                     has a storage key there, else 0x40000001)\n"
+    "  --no-persist-srk   leave 0x81000001 empty. Without it, a key made under\n"
+    "                     0x40000001 on a TPM with nothing at 0x81000001 and no\n"
+    "                     owner password persists the TCG standard SRK there (as\n"
+    "                     systemd-tpm2-setup does; 'tpmkey setup' for a TPM with\n"
+    "                     an owner password), so that logins need not re-create it\n"
     "  --tcti TCTI        how to reach the TPM (default: $TPMKEY_TCTI, the config\n"
     "                     file, then /dev/tpmrm0)\n"
     "  --pcr LIST         bind the key to the current values of these PCRs\n"
@@ -127,6 +134,7 @@ struct Options {
     bool no_pin = false;
     std::string pin_file;
     std::optional<std::uint32_t> parent;
+    bool persist_srk = true;  // --no-persist-srk: false
     std::optional<std::string> tcti;
     bool quiet = false;
     std::optional<PcrSelection> pcrs;
@@ -153,7 +161,7 @@ std::uint32_t parse_handle(const std::string& text) {
 
 Options parse_options(int argc, char** argv) {
     enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_pcr, opt_pcr_bank, opt_policy_signer, opt_help, opt_version,
-           opt_same_pin_as };
+           opt_same_pin_as, opt_no_persist_srk };
     const option long_options[] = {
         {"pcr", required_argument, nullptr, opt_pcr},
         {"pcr-bank", required_argument, nullptr, opt_pcr_bank},
@@ -161,6 +169,7 @@ Options parse_options(int argc, char** argv) {
         {"pin-file", required_argument, nullptr, opt_pin_file},
         {"same-pin-as", required_argument, nullptr, opt_same_pin_as},
         {"parent", required_argument, nullptr, opt_parent},
+        {"no-persist-srk", no_argument, nullptr, opt_no_persist_srk},
         {"tcti", required_argument, nullptr, opt_tcti},
         {"help", no_argument, nullptr, opt_help},
         {"version", no_argument, nullptr, opt_version},
@@ -207,6 +216,7 @@ Options parse_options(int argc, char** argv) {
         case opt_pin_file: o.pin_file = arg; break;
         case opt_same_pin_as: o.same_pin_as = arg; break;
         case opt_parent: o.parent = parse_handle(arg); break;
+        case opt_no_persist_srk: o.persist_srk = false; break;
         case opt_tcti: o.tcti = arg; break;
         case opt_pcr: pcr_list = arg; break;
         case opt_pcr_bank: pcr_bank = arg; break;
@@ -303,7 +313,7 @@ std::string default_comment() {
 // at 0x81000001 is not used: another program's primary (tpm2-pkcs11's) may
 // be evicted by that program, and a key that is not bound to this TPM would
 // let its owner read the PIN.
-std::uint32_t choose_parent(Tpm& tpm, bool quiet) {
+std::uint32_t choose_parent(Tpm& tpm, bool quiet, bool persist_srk) {
     const PersistentSrk srk = inspect_persistent_srk(tpm);
     using State = PersistentSrk::State;
     if (srk.state == State::unfit)
@@ -316,11 +326,84 @@ std::uint32_t choose_parent(Tpm& tpm, bool quiet) {
         if (srk.state == State::other_storage_key)
             std::cout << ";\n        0x81000001 holds " << srk.detail
                       << ", which is used only when chosen on purpose (--parent 0x81000001)";
-        else if (srk.state == State::absent)
+        else if (srk.state == State::absent && !persist_srk)
             std::cout << ";\n        'tpmkey setup' persists it at 0x81000001, so that logins need not re-create it";
         std::cout << "\n";
     }
     return srk.state == State::standard ? standard_srk : owner_hierarchy;
+}
+
+// A TPM whose owner hierarchy has a password and nothing at 0x81000001:
+// 0x40000001 cannot be re-created without the password, which keygen does
+// not take, so neither a key under it nor the standard SRK at 0x81000001
+// is made here; tpmkey setup takes the password (in a salted session) and
+// persists the SRK, under which keygen then makes keys. Said before the
+// parent's TPM2_CreatePrimary fails with a less helpful error.
+void refuse_owner_password(Tpm& tpm) {
+    if (!owner_auth_set(tpm) || inspect_persistent_srk(tpm).state != PersistentSrk::State::absent)
+        return;
+    throw Error("the TPM's owner hierarchy has a password, which tpmkey-keygen does not take: the storage key "
+                "0x40000001 cannot be re-created without it, and the standard SRK was not persisted at "
+                "0x81000001; run 'tpmkey setup' (it asks for the password and persists the SRK there), then "
+                "tpmkey-keygen again: new keys then go under 0x81000001; nothing was changed");
+}
+
+// A key under 0x40000001 on a TPM with nothing at 0x81000001: the TCG
+// standard SRK persisted there, as systemd-tpm2-setup does at boot, with
+// the mechanism of tpmkey setup (persist_standard_srk), so that logins
+// read it instead of re-creating it (docs/design.md, "Parent"). Only with
+// an empty owner password (none is asked for here: tpmkey setup asks),
+// never over anything (TPM2_EvictControl cannot replace a persistent
+// object either), and pinned with 0x40000001's proof, which it shares:
+// it is made only where 0x40000001 was just proven and pinned, and
+// persisted only with that pin's name. After the key files are written: a
+// failure here costs the speed-up, never the key.
+void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
+    constexpr const char* prefix = "tpmkey-keygen: 0x81000001: ";
+    try {
+        const PersistentSrk present = inspect_persistent_srk(tpm);
+        if (present.state == PersistentSrk::State::standard)
+            return;  // the same key: pinned already (pin_owner_srk_persisted in run)
+        if (present.state != PersistentSrk::State::absent) {
+            if (!quiet)
+                std::cout << "Parent: 0x81000001 holds another key, so the standard SRK was not persisted there "
+                             "(it is left as it is): logins of this key re-create it\n";
+            return;
+        }
+        const std::optional<ParentPin> owner = known.pin(Tcti(tpm.tcti()).identity(), owner_hierarchy);
+        if (known.problem() || !owner || owner->ek.empty()) {
+            std::cerr << prefix << "the standard SRK was not persisted there: 0x40000001's pin could not be "
+                         "recorded, so no login would use it\n";
+            return;
+        }
+        // No owner password: refuse_owner_password() saw to that, and
+        // should one be set since, TPM2_CreatePrimary fails below.
+        // Its handle is closed before it is read again: ESAPI keeps one
+        // object per persistent handle.
+        (void)persist_standard_srk(tpm, Secret(), [&](const TpmObject& made) {
+            const std::string name = loaded_name_hex(tpm, made);
+            if (name != owner->name_hex)
+                throw ParentMismatch("the owner hierarchy's storage key now has the name " + name +
+                                     ", not that of 0x40000001's pin (" + owner->name_hex + ")");
+            check_parent_name(tpm, standard_srk, name, known);
+        });
+        if (!pin_owner_srk_persisted(tpm, known)) {
+            std::cerr << prefix << "persisted the standard SRK there, but could not pin it: logins re-create "
+                         "it until a tool pins it ('tpmkey setup')\n";
+            return;
+        }
+        if (!quiet)
+            std::cout << "Parent: made the TCG standard storage key (SRK) and persisted it at 0x81000001, as "
+                     "systemd-tpm2-setup does:\n        logins of keys under 0x40000001 read it instead of "
+                     "re-creating it (--no-persist-srk leaves 0x81000001 empty)\n";
+    } catch (const UnverifiedParent& e) {
+        std::cerr << prefix << "the standard SRK was not persisted there: " << e.what() << "\n";
+    } catch (const Error& e) {
+        // A TPM error, mostly (a full NV, an owner password set meanwhile,
+        // 0x81000001 taken meanwhile): the key is made all the same.
+        std::cerr << prefix << "the standard SRK could not be persisted there (" << e.what()
+                  << "); the key is made and works, logins re-create its parent ('tpmkey setup' tries again)\n";
+    }
 }
 
 Secret ask_pin() {
@@ -555,7 +638,9 @@ int run(int argc, char** argv, std::string& tcti) {
     Tpm tpm(tcti, config.tpm_timeout);
     check_interrupted();
     KnownParents known = load_known_parents();
-    const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet);
+    const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet, o.persist_srk);
+    if (parent_handle == owner_hierarchy)
+        refuse_owner_password(tpm);
     // Proven by the TPM's endorsement key (or matching its pin) and pinned
     // before the PIN prompt.
     ParentCheck parent_check;
@@ -598,6 +683,8 @@ int run(int argc, char** argv, std::string& tcti) {
     }
     if (!o.quiet)
         std::cout << "Parent: " << parent_check_text(parent_handle, parent_check) << ".\n";
+    if (parent_handle == owner_hierarchy && o.persist_srk)
+        persist_owner_srk(tpm, known, o.quiet);
     if (!o.quiet)
         print_summary(dest, o, key, pub, comment, binding);
     return 0;

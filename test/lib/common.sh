@@ -203,7 +203,10 @@ pin_file() {
 
 # keygen FILE TYPE BITS [PIN [OPTIONS...]]: FILE should end in .tpm (the
 # module's directory scan picks up *.tpm); the public key goes to FILE
-# without .tpm + .pub.
+# without .tpm + .pub. A key under 0x40000001 on a TPM with 0x81000001
+# empty persists the standard SRK there (docs/design.md, "Parent"); a test
+# that needs 0x81000001 empty afterwards passes --no-persist-srk
+# (keygen FILE TYPE BITS "" --no-persist-srk for a key without PIN).
 keygen() {
     local file=$1 type=$2 bits=$3 pin=${4:-} name pin_args=(-N '')
     shift $(($# >= 4 ? 4 : 3))

@@ -255,7 +255,7 @@ void make_keys(const std::filesystem::path& keygen, const std::filesystem::path&
         k.pub = dir / (k.name + ".pub");
         std::string command = shell_quote(keygen.string()) + " -q -t " + (k.rsa ? "rsa" : "ecdsa") + " -b " +
                               std::to_string(k.bits) + " -C module-test -f " + shell_quote(k.tpm.string()) +
-                              " --tcti " + shell_quote(s.tcti);
+                              " --tcti " + shell_quote(s.tcti) + " --no-persist-srk";
         if (k.pin.empty()) {
             command += " -N ''";
         } else {

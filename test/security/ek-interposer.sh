@@ -124,14 +124,15 @@ first_run_refused
 [ "$parent" != 0x40000001 ] || first_run_refused show-real
 
 # ---- 2. the genuine TPM ---------------------------------------------------------
-keygen "$keys/real.tpm" ecdsa 256 1234
+# --no-persist-srk: one parent, one pin (keygen-srk.sh tests the SRK keygen persists).
+keygen "$keys/real.tpm" ecdsa 256 1234 --no-persist-srk
 real=$(awk -v parent="$parent" '$1 == parent { print $2 }' "$pins")
 [ -n "$real" ] || { show "$pins"; fail "keygen without the relay pinned nothing for $parent"; }
 ok "without the relay keygen works and pins $parent ($real)"
 
 # ---- 3. the relay, forging nothing ----------------------------------------------
 relay_in_place
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/relayed.tpm" -C relayed --pin-file "$pin"
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/relayed.tpm" -C relayed --pin-file "$pin" --no-persist-srk
 expect_out "matches its pin" "keygen through the relay without --fake-srk"
 ! grep -q "forged\|reauthorised" "$TEST_DIR/relay.log" || { show "$TEST_DIR/relay.log"; fail "the relay changed something"; }
 [ "$(grep -c '^0x' "$pins")" = 1 ] || { show "$pins"; fail "a second pin"; }
@@ -147,14 +148,14 @@ config=$TEST_DIR/config-roots
 mkdir -p "$config/tpmkey/ek-roots"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TEST_DIR/other-ca.key" \
     -out "$config/tpmkey/ek-roots/other-ca.pem" -subj /CN=another-ek-ca -days 2 2>/dev/null
-run env XDG_CONFIG_HOME="$config" "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/roots.tpm" -C roots --pin-file "$pin"
+run env XDG_CONFIG_HOME="$config" "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/roots.tpm" -C roots --pin-file "$pin" --no-persist-srk
 [ "$rc" != 0 ] || { show_run; fail "keygen trusted an EK on first use although a trusted EK root is installed"; }
 expect_err "trusted EK roots are installed" "keygen with another CA's root"
 refusal=$(head -c 200 "$ERR")
 [ ! -e "$keys/roots.tpm" ] && ! grep -qs '^0x' "$config/tpmkey/known_parents" || fail "keygen wrote a key or a pin"
 cp "$TPMKEY_SWTPM_DIR/ek-ca/swtpm-localca-rootca-cert.pem" "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" \
     "$config/tpmkey/ek-roots/"
-run env XDG_CONFIG_HOME="$config" "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/roots.tpm" -C roots --pin-file "$pin"
+run env XDG_CONFIG_HOME="$config" "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/roots.tpm" -C roots --pin-file "$pin" --no-persist-srk
 expect_rc 0 "keygen with the swtpm's EK CA among the roots"
 expect_out "EK certified by" "keygen with the swtpm's EK CA among the roots"
 ok "a trusted EK root installed: an EK it does not certify is refused ($refusal...), the EK it certifies is proven"

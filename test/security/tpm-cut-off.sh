@@ -18,8 +18,10 @@ command -v pkcs11-tool >/dev/null || skip "no pkcs11-tool (Debian package opensc
 command -v python3 >/dev/null || fail "no python3 for tpm-relay (tools/install-deps installs it)"
 direct_tcti=$TPMKEY_TCTI
 
-keygen "$TEST_DIR/pin/k.tpm" ecdsa 256 1234
-keygen "$TEST_DIR/nopin/k.tpm" ecdsa 256
+# --no-persist-srk: the parent is re-created (and flushed) in each call,
+# as the counts below expect.
+keygen "$TEST_DIR/pin/k.tpm" ecdsa 256 1234 --no-persist-srk
+keygen "$TEST_DIR/nopin/k.tpm" ecdsa 256 "" --no-persist-srk
 head -c 32 /dev/urandom >"$TEST_DIR/data"
 
 # sign KEYDIR [PIN]: pkcs11-tool signs with the key in KEYDIR (killed after 30 s).

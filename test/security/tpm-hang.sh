@@ -13,7 +13,9 @@ command -v pkcs11-tool >/dev/null || skip "no pkcs11-tool (Debian package opensc
 command -v python3 >/dev/null || fail "no python3 for tpm-relay (tools/install-deps installs it)"
 direct_tcti=$TPMKEY_TCTI
 
-keygen "$TEST_DIR/keys/k.tpm" ecdsa 256
+# --no-persist-srk: each run re-creates the parent, so both send the same
+# commands before TPM2_Sign.
+keygen "$TEST_DIR/keys/k.tpm" ecdsa 256 "" --no-persist-srk
 head -c 32 /dev/urandom >"$TEST_DIR/data"
 export TPMKEY_KEYS=$TEST_DIR/keys
 

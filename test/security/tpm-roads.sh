@@ -33,7 +33,7 @@ login_sign() {
 }
 
 # Keys made straight to the simulator.
-TPMKEY_TCTI=$direct must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/direct.tpm" -C direct --pin-file "$TEST_DIR/pin"
+TPMKEY_TCTI=$direct must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/direct.tpm" -C direct --pin-file "$TEST_DIR/pin" --no-persist-srk
 expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:host=127.0.0.1,port=[0-9]+ ek:" "pinned for the swtpm"
 name=$(awk '/^0x40000001 /{print $2}' "$pins")
 ok "a key made straight to the swtpm; its parent pinned for that road"
@@ -49,7 +49,7 @@ grep -q "^0x40000001 $name tabrmd:" "$pins" || { show "$pins"; fail "not pinned 
 grep -q "matches its pin for TPM 'swtpm:.*(the same storage key, reached another way)" "$TPMKEY_LOG_FILE" ||
     { show "$TPMKEY_LOG_FILE"; fail "the module's log does not say it is the same key"; }
 ok "through tpm2-abrmd: the same name is the same key; the module signs with the PIN, no proof ($sent), pinned for this road too"
-run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/abrmd.tpm" -C abrmd --pin-file "$TEST_DIR/pin"
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/abrmd.tpm" -C abrmd --pin-file "$TEST_DIR/pin" --no-persist-srk
 expect_rc 0 "keygen through tpm2-abrmd"
 expect_out "matches its pin in" "keygen through tpm2-abrmd, pinned now"
 TPMKEY_TCTI=$direct login_sign "$keys/abrmd.tpm" || { show "$TEST_DIR/p11.out"; fail "a key made through tpm2-abrmd does not sign straight"; }
@@ -63,7 +63,7 @@ second_id=$second_tcti
 cp "$pins" "$TEST_DIR/pins.before"
 PCAP_PLAIN_TCTI=$second_tcti
 pcap_start second-keygen
-run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/second.tpm" -C second --pin-file "$TEST_DIR/pin"
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/second.tpm" -C second --pin-file "$TEST_DIR/pin" --no-persist-srk
 pcap_stop
 expect_rc 1 "keygen on a second TPM"
 expect_err "has no pin for TPM '$second_id' but is pinned for" "keygen on a second TPM"
@@ -85,7 +85,7 @@ grep -q "Pin this TPM's storage key? (y/n)" "$TEST_DIR/trust.out" || { show "$TE
 grep -q "0x40000001 is pinned for TPM 'swtpm:.* as $name" "$TEST_DIR/trust.out" || { show "$TEST_DIR/trust.out"; fail "trust-tpm does not show the other pins"; }
 grep -q "Pinned: .*a TPM not seen before" "$TEST_DIR/trust.out" || { show "$TEST_DIR/trust.out"; fail "trust-tpm did not pin"; }
 grep -q "^0x40000001 000b[0-9a-f]* $second_id ek:" "$pins" || { show "$pins"; fail "the second TPM is not pinned"; }
-TPMKEY_TCTI=$second_tcti must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/second.tpm" -C second --pin-file "$TEST_DIR/pin"
+TPMKEY_TCTI=$second_tcti must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/second.tpm" -C second --pin-file "$TEST_DIR/pin" --no-persist-srk
 expect_out "matches its pin in" "keygen on the second TPM after trust-tpm"
 TPMKEY_TCTI=$second_tcti login_sign "$keys/second.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the key of the second TPM does not sign"; }
 TPMKEY_TCTI=$direct login_sign "$keys/direct.tpm" || { show "$TEST_DIR/p11.out"; fail "the first TPM's key no longer signs"; }

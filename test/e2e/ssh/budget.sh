@@ -75,18 +75,20 @@ pin=4321
 types=("ecdsa 256" "rsa 2048")
 for t in "${types[@]}"; do
     read -r type bits <<<"$t"
-    keygen "$keys/$type$bits-nopin.tpm" "$type" "$bits"
-    keygen "$keys/$type$bits-pin.tpm" "$type" "$bits" "$pin"
+    keygen "$keys/$type$bits-nopin.tpm" "$type" "$bits" "" --no-persist-srk
+    keygen "$keys/$type$bits-pin.tpm" "$type" "$bits" "$pin" --no-persist-srk
 done
 ssh-keygen -q -t ed25519 -N '' -f "$TEST_DIR/plain"
 pcr_keys=$TEST_DIR/pcr-keys
-keygen "$pcr_keys/pcr-nopin.tpm" ecdsa 256 "" --pcr 7
-keygen "$pcr_keys/pcr-pin.tpm" ecdsa 256 "$pin" --pcr 7
-keygen "$pcr_keys/pcr-signed-pin.tpm" ecdsa 256 "$pin" --pcr 7 --policy-signer "$TEST_DIR/signer.pem"
+keygen "$pcr_keys/pcr-nopin.tpm" ecdsa 256 "" --pcr 7 --no-persist-srk
+keygen "$pcr_keys/pcr-pin.tpm" ecdsa 256 "$pin" --pcr 7 --no-persist-srk
+keygen "$pcr_keys/pcr-signed-pin.tpm" ecdsa 256 "$pin" --pcr 7 --policy-signer "$TEST_DIR/signer.pem" --no-persist-srk
 
 # The budget for logins is for keys whose parent is 0x40000001 (the storage
 # key re-created with TPM2_CreatePrimary). tpmkey-keygen picks that when the
-# TPM has no persistent SRK, and this test runs without `with-swtpm --srk`.
+# TPM has no persistent SRK, and this test runs without `with-swtpm --srk`;
+# --no-persist-srk keeps keygen from persisting one (os-srk.sh and
+# keygen-srk.sh measure logins under it).
 persistent=$(tpm2_getcap -T "$TPMKEY_TCTI" handles-persistent)
 [ -z "$persistent" ] || fail "the TPM has persistent handles ($persistent): the keys would not use parent 0x40000001"
 

@@ -29,8 +29,8 @@ fi
 
 keys=$TEST_DIR/keys
 pin=4321
-keygen "$keys/nopin.tpm" ecdsa 256 "" --parent 0x40000001
-keygen "$keys/pin.tpm" ecdsa 256 "$pin" --parent 0x40000001
+keygen "$keys/nopin.tpm" ecdsa 256 "" --parent 0x40000001 --no-persist-srk
+keygen "$keys/pin.tpm" ecdsa 256 "$pin" --parent 0x40000001 --no-persist-srk
 sshd_start
 
 login_with() {  # login_with KEY WHAT PCAP_NAME

@@ -6,6 +6,8 @@
 # chain verified) and "EK certified by ...". Without the root the same TPM
 # is trusted on first use, and doctor says why; when the root arrives
 # later, the EK pinned by its name is the same EK (a clear stays a clear).
+# keygen runs with --no-persist-srk: every key stays under 0x40000001,
+# whose pins this test reads (keygen-srk.sh tests the SRK keygen persists).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../../lib/common.sh
@@ -18,7 +20,7 @@ export TPMKEY_KEYS=$keys
 [ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
 
 # Without a trusted root: the certificate is found, the chain is not verified.
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k.tpm" -C k -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k.tpm" -C k -N '' --no-persist-srk
 expect_out "EK trusted on first use (no trusted root" "keygen without the EK root"
 run "$TPMKEY_TOOL" doctor
 expect_in "$out" "^\[warning\] EK certificate: (RSA 2048|ECC P-256|ECC P-384) at NV 0x01c000[0-9a-f]{2}, issued by CN = swtpm-localca: its chain is not verified: no trusted root" \
@@ -33,7 +35,7 @@ cp "$TPMKEY_SWTPM_DIR/ek-ca/swtpm-localca-rootca-cert.pem" "$TPMKEY_SWTPM_DIR/ek
 chmod 0644 "$roots"/*.pem
 printf 'ek-roots %s\n' "$roots" >"$XDG_CONFIG_HOME/tpmkey/config"
 must "$TPMKEY_TOOL" forget-tpm --yes
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N '' --no-persist-srk
 expect_out "EK trusted on first use (no trusted root" "keygen, the root writable by others"
 expect_out "EK roots not used: $roots/issuercert.pem: its directory $roots is writable by others" \
     "keygen, the root writable by others"
@@ -58,7 +60,7 @@ expect_out "storage key 0x40000001: proven genuine by the EK now" "doctor after 
 expect_no_out "not the pinned one" "doctor after the root arrived"
 sleep 1
 tpm2_clear -T "$TPMKEY_SWTPM_TCTI" || fail "tpm2_clear failed"
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1b.tpm" -C k1b -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1b.tpm" -C k1b -N '' --no-persist-srk
 expect_err "the TPM was cleared (same TPM, new storage key)" "keygen after the root arrived and a clear"
 expect_out "is new, and proven by the same endorsement key as before: EK certified by " \
     "keygen after the root arrived and a clear"
@@ -68,7 +70,7 @@ ok "an EK pinned by its name that now chains to a trusted root is the same EK: a
 
 # With the root: a new proof (forget-tpm) pins the certificate.
 must "$TPMKEY_TOOL" forget-tpm --yes
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N '' --no-persist-srk
 expect_out "is proven genuine by the TPM's endorsement key: EK certified by " "keygen with the EK root"
 expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ cert:[0-9a-f]{64} [0-9-]+T[0-9:]+Z$" \
     "the certificate's fingerprint pinned"
@@ -88,7 +90,7 @@ ok "with the EK root: keygen pins the certified EK, doctor says 'EK certified by
 must "$TPMKEY_TOOL" forget-tpm --yes
 printf '0x40000001 000b%s swtpm:host=127.0.0.1,port=1 cert:%s 2026-01-01T00:00:00Z\n' \
     "$(printf 'a%.0s' {1..64})" "$(printf 'b%.0s' {1..64})" >>"$pins"
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k3.tpm" -C k3 -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k3.tpm" -C k3 -N '' --no-persist-srk
 expect_out "EK certified by CN = swtpm-localca" "keygen on a new, certified TPM"
 expect_out "a TPM not seen before (its storage key 0x40000001 is pinned for other TPMs)" "keygen on a new, certified TPM"
 [ "$(grep -c '^0x40000001 ' "$pins")" = 2 ] || { show "$pins"; fail "the new TPM is not pinned beside the other"; }

@@ -8,6 +8,8 @@
 # trusted root, a file of no certificate. The swtpm is started with EK
 # certificates (its local CA in $TPMKEY_SWTPM_DIR/ek-ca); they are read out
 # of NV and the indices undefined, so the TPM has an EK and no certificate.
+# keygen runs with --no-persist-srk: every key stays under 0x40000001,
+# whose pins this test reads (keygen-srk.sh tests the SRK keygen persists).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../../lib/common.sh
@@ -34,7 +36,7 @@ mkdir -p "$XDG_CONFIG_HOME/tpmkey"
 printf 'ek-roots %s\n' "$ca" >"$XDG_CONFIG_HOME/tpmkey/config"
 
 # Without it: trusted EK roots are installed, so an EK without certificate is refused; doctor names no publisher for swtpm.
-run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k0.tpm" -C k0 -N ''
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k0.tpm" -C k0 -N '' --no-persist-srk
 expect_rc 1 "keygen without the certificate"
 expect_err "no EK certificate in the TPM" "keygen without the certificate"
 ok "no certificate in NV and trusted roots installed: the proof fails"
@@ -59,7 +61,7 @@ ok "a file of no certificate, a CA certificate and one under no trusted root are
 
 # A pin made while the EK was trusted on first use (no roots then).
 printf 'ek-roots %s\n' "$TEST_DIR/no-roots" >"$XDG_CONFIG_HOME/tpmkey/config"
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k0.tpm" -C k0 -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k0.tpm" -C k0 -N '' --no-persist-srk
 expect_out "EK trusted on first use (no EK certificate in the TPM)" "keygen without roots"
 printf 'ek-roots %s\n' "$ca" >"$XDG_CONFIG_HOME/tpmkey/config"
 
@@ -77,12 +79,12 @@ must "$TPMKEY_TOOL" setup --ek-cert "$TEST_DIR/getek.crt"
 [ "$(grep -c 'BEGIN CERTIFICATE' "$kept")" = "$n" ] || { show "$kept"; fail "a certificate given twice is kept twice"; }
 ok "setup --ek-cert keeps this TPM's EK certificates (private, once each, readable by openssl); setup names forget-tpm for the pins of the EK trusted on first use"
 
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k1.tpm" -C k1 -N '' --no-persist-srk
 expect_out "matches its pin in $pins (proven " "keygen after setup --ek-cert"
 expect_out "by its EK trusted on first use)" "keygen after setup --ek-cert"
 # What setup said, literally.
 must "$TPMKEY_TOOL" forget-tpm --yes
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k3.tpm" -C k3 -N ''
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k3.tpm" -C k3 -N '' --no-persist-srk
 expect_out "is proven genuine by the TPM's endorsement key: EK certified by CN = swtpm-localca" "keygen"
 fps=$(for f in "$TEST_DIR"/ek-*.der; do sha256sum <"$f" | cut -d' ' -f1; done)
 pinned=$(sed -n 's/^0x40000001 [0-9a-f]* [^ ]* cert:\([0-9a-f]*\) .*/\1/p' "$pins")
@@ -95,7 +97,7 @@ ok "the proof finds the supplied certificate and pins the certified EK; doctor s
 # Under StrictModes only: one that others may write to is not trusted.
 chmod g+w "$kept"
 run "$TPMKEY_TOOL" forget-tpm --yes
-run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N ''
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k2.tpm" -C k2 -N '' --no-persist-srk
 expect_rc 1 "keygen with a group-writable certificate file"
 expect_err "$kept" "keygen with a group-writable certificate file"
 chmod g-w "$kept"

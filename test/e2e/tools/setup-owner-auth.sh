@@ -19,7 +19,7 @@ expect_out "Possible solution: persist the standard SRK once: tpmkey setup --own
 mkdir -p "$TEST_DIR/keys"
 run "$TPMKEY_KEYGEN" -N '' -f "$TEST_DIR/keys/k" -C k
 expect_rc 1 "keygen without a persistent SRK"
-expect_err "('tpmkey setup' asks for it)" "keygen without a persistent SRK"
+expect_err "and the standard SRK was not persisted at 0x81000001; run 'tpmkey setup' (it asks for the password and persists the SRK there)" "keygen without a persistent SRK"
 ok "doctor and keygen name tpmkey setup --owner-auth-file"
 
 # No password: no terminal (setsid: no controlling terminal), an empty file.

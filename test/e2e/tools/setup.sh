@@ -12,10 +12,11 @@ persistent() { tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" handles-persistent; }
 pins=$XDG_CONFIG_HOME/tpmkey/known_parents
 [ -z "$(persistent)" ] || fail "the swtpm has persistent handles already: $(persistent)"
 
-# Before: a key under 0x40000001 (which pins that key's name); keygen and
-# doctor name tpmkey setup.
+# Before: a key under 0x40000001 (which pins that key's name), made with
+# --no-persist-srk (else keygen persists the SRK itself: keygen-srk.sh);
+# keygen and doctor name tpmkey setup.
 mkdir -p "$TEST_DIR/keys"
-run "$TPMKEY_KEYGEN" -N '' -f "$TEST_DIR/keys/before" -C before
+run "$TPMKEY_KEYGEN" -N '' -f "$TEST_DIR/keys/before" -C before --no-persist-srk
 expect_rc 0 "keygen before setup"
 expect_out "Parent: the owner hierarchy's storage key (0x40000001, re-created on use);" "keygen before setup"
 expect_out "'tpmkey setup' persists it at 0x81000001" "keygen before setup"
