@@ -1,0 +1,252 @@
+#!/bin/bash
+# Keys that need nobody at the keyboard (docs/unattended-keys.md): the
+# config file's pin-from line gives a key's PIN from a systemd credential
+# ($CREDENTIALS_DIRECTORY) or the kernel keyring; ssh-add -s with no PIN
+# adds it to a real ssh-agent, and ssh logins to a real sshd sign with it.
+# On a TPM that locks out after 3 wrong PINs and forgives none during the
+# test (with-swtpm --da 3:1000:1000), the lockout counter read after each
+# step.
+#
+#   unattended.sh credential: a credential sealed with systemd-creds encrypt
+#     (the host key of a private SYSTEMD_CREDENTIAL_SECRET, no systemd
+#     running) and decrypted into a private directory, as systemd does for
+#     LoadCredentialEncrypted=; refused when group-readable, missing or
+#     wrong, the wrong one counted once and never sent again.
+#   unattended.sh keyring: a "user" key of the kernel keyring with an
+#     expiry (keyctl timeout): after it expires the login fails closed;
+#     refused when others may read it. Skipped (77) where keyctl is blocked.
+# Needs root (ssh-agent's allow-list, sshd); exits 77 otherwise.
+set -euo pipefail
+# shellcheck source=../../lib/sshd.sh
+. "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
+
+mode=${1:?usage: unattended.sh credential|keyring}
+state_log=$HOME/.local/state/tpmkey/log
+keys=$TEST_DIR/keys
+
+if [ "$mode" = keyring ]; then
+    command -v keyctl >/dev/null || fail "no keyctl (Debian package keyutils; run tools/install-deps)"
+    # The user keyring is shared by every process of this user: a name of
+    # this test's own, unlinked on exit.
+    desc="tpmkey-test:$$:ring"
+    probe=$(keyctl add user "tpmkey-test:$$:probe" x @u 2>"$TEST_DIR/keyctl.err") ||
+        skip "the kernel keyring cannot be used here: keyctl add: $(cat "$TEST_DIR/keyctl.err")"
+    keyctl unlink "$probe" @u >/dev/null
+    on_exit "keyctl purge user '$desc' >/dev/null 2>&1 || true"
+fi
+
+agent_install_module
+keygen "$keys/unattended.tpm" ecdsa 256 'PIN of unattended'
+keygen "$keys/typed.tpm" ecdsa 256 'PIN of typed'
+export TPMKEY_KEYS=$keys
+mkdir -p "$XDG_CONFIG_HOME/tpmkey"
+if [ "$mode" = credential ]; then
+    echo "pin-from unattended credential tpmkey-pin" >"$XDG_CONFIG_HOME/tpmkey/config"
+else
+    echo "pin-from unattended keyring $desc" >"$XDG_CONFIG_HOME/tpmkey/config"
+fi
+
+# A daemonised ssh-agent, as a service runs it: its helper's stderr is
+# /dev/null, so the module writes to the state log, which doctor shows.
+background_agent() {
+    local out
+    rm -f "$AGENT_SOCK"
+    out=$(ssh-agent -s -a "$AGENT_SOCK") || fail "ssh-agent did not start"
+    AGENT_PID=$(sed -n 's/^SSH_AGENT_PID=\([0-9]*\);.*/\1/p' <<<"$out")
+    [ -n "$AGENT_PID" ] || fail "ssh-agent printed no pid: $out"
+    on_exit agent_stop
+    export SSH_AUTH_SOCK=$AGENT_SOCK
+}
+stop_agent() {  # and wait until it is gone: it removes its socket on the way out
+    local pid=$AGENT_PID tries=0
+    agent_stop
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+}
+
+sshd_start
+pub_blob "$keys/unattended.pub" >"$AUTH_KEYS"
+fp=$(fingerprint "$keys/unattended.pub")
+
+# ssh-add -s with no PIN adds the one key that needs none from the caller
+# (agent_add_keys 1): typed, which needs a PIN, is not added.
+# use WHAT: an ssh login with the agent's unattended key, which must work;
+# refused WHAT: it must fail. Both read the counter after.
+use() {
+    sshd_log_mark
+    login_ok "$1" -o IdentityAgent="$AGENT_SOCK" -o IdentityFile="$keys/unattended.pub" -o IdentitiesOnly=yes
+    expect_accepted "$1" "ECDSA $fp"
+}
+refused() {
+    sshd_log_mark
+    login_fails "$1" -o IdentityAgent="$AGENT_SOCK" -o IdentityFile="$keys/unattended.pub" -o IdentitiesOnly=yes
+}
+# said TEXT: the module's state log (the agent's helper has no stderr
+# anyone reads) has TEXT since the last mark_log.
+mark_log() { if [ -f "$state_log" ]; then log_mark=$(wc -l <"$state_log"); else log_mark=0; fi; }
+said() {
+    tail -n "+$((log_mark + 1))" "$state_log" | grep -qF -- "$1" ||
+        { show "$state_log"; fail "the state log does not say: $1"; }
+}
+clear_counter() {
+    tpm2_dictionarylockout -c -T "$TPMKEY_SWTPM_TCTI" || fail "tpm2_dictionarylockout -c failed"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after tpm2_dictionarylockout -c"
+}
+mark_log
+
+if [ "$mode" = credential ]; then
+    command -v systemd-creds >/dev/null || fail "no systemd-creds (Debian package systemd)"
+    # The credential, sealed as an admin would (systemd-creds encrypt), with
+    # the host key of a private secret file instead of
+    # /var/lib/systemd/credential.secret; opened into a private directory
+    # as systemd does when it starts a unit with LoadCredentialEncrypted=.
+    export SYSTEMD_CREDENTIAL_SECRET=$TEST_DIR/credential.secret
+    seal() {  # seal PIN FILE
+        printf '%s\n' "$1" | systemd-creds encrypt --with-key=host --name=tpmkey-pin - "$2" 2>"$TEST_DIR/creds.err" ||
+            { show "$TEST_DIR/creds.err"; fail "systemd-creds encrypt failed"; }
+    }
+    creds=$TEST_DIR/credentials
+    unseal() {  # unseal FILE: into $creds/tpmkey-pin, 0400 as systemd leaves it
+        rm -f "$creds/tpmkey-pin"
+        systemd-creds decrypt --name=tpmkey-pin "$1" "$creds/tpmkey-pin" 2>"$TEST_DIR/creds.err" ||
+            { show "$TEST_DIR/creds.err"; fail "systemd-creds decrypt failed"; }
+        chmod 0400 "$creds/tpmkey-pin"
+    }
+    seal 'PIN of unattended' "$TEST_DIR/pin.cred"
+    seal 'not the PIN' "$TEST_DIR/wrong.cred"
+    grep -q 'PIN of' "$TEST_DIR/pin.cred" && fail "the sealed credential holds the PIN in clear"
+    mkdir -m 0700 "$creds"
+    unseal "$TEST_DIR/pin.cred"
+    CREDENTIALS_DIRECTORY=$creds background_agent
+    askpass_pin ''
+    agent_add_keys 1
+    expect_prompts "Enter passphrase for PKCS#11: "
+    expect_eq "$(agent_fingerprints)" "$fp" "the key the agent holds"
+    use "the PIN from the credential"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after a login with the credential's PIN"
+    use "the PIN from the credential, again"
+    ok "a credential sealed with systemd-creds, opened into \$CREDENTIALS_DIRECTORY: ssh-add -s with no PIN, two logins; nothing counted"
+
+    # Group-readable: refused with the fix, which works when followed.
+    chmod 0440 "$creds/tpmkey-pin"
+    refused "a group-readable credential"
+    said "tpmkey: unattended: not signing: its PIN comes from the systemd credential 'tpmkey-pin' (config file, pin-from), and that gives none: $creds/tpmkey-pin: the systemd credential 'tpmkey-pin' is readable or writable by others (mode 0440); refusing it: a PIN must be its owner's alone (chmod 0400 $creds/tpmkey-pin)"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after a group-readable credential"
+    chmod 0400 "$creds/tpmkey-pin"
+    use "the credential after chmod 0400"
+    ok "a group-readable credential: the login fails, the log says chmod 0400, which fixes it; nothing counted"
+
+    # Missing: fails closed, nothing sent.
+    mark_log
+    rm "$creds/tpmkey-pin"
+    refused "no credential"
+    said "that gives none: $creds/tpmkey-pin: cannot read the systemd credential 'tpmkey-pin': No such file or directory; the unit needs LoadCredentialEncrypted=tpmkey-pin:FILE"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter with no credential"
+    ok "no credential: the login fails, though the agent held the PIN before; nothing counted"
+
+    # Wrong: counted once, then never sent again.
+    mark_log
+    unseal "$TEST_DIR/wrong.cred"
+    refused "a wrong PIN in the credential"
+    said "tpmkey: unattended: the PIN in the systemd credential 'tpmkey-pin' is wrong: the TPM refused it"
+    expect_eq "$(lockout_counter)" 1 "the lockout counter after a wrong PIN in the credential"
+    for round in 1 2; do
+        refused "the same wrong PIN, round $round"
+        expect_eq "$(lockout_counter)" 1 "the lockout counter after the same wrong PIN (round $round)"
+    done
+    said "tpmkey: unattended: not signing: the PIN in the systemd credential 'tpmkey-pin' was refused by the TPM before and is not sent again"
+    ok "a wrong PIN in the credential: counted once, not sent again in two more logins"
+
+    # The right PIN again, with 1 of 3 counted: the same margin as a typed
+    # PIN (one more wrong one would leave 1 try): not sent.
+    mark_log
+    unseal "$TEST_DIR/pin.cred"
+    refused "the right PIN at 1 of 3"
+    said "tpmkey: unattended: PIN not sent to the TPM: the TPM has counted 1 of 3 wrong PINs"
+    expect_eq "$(lockout_counter)" 1 "the lockout counter after the right PIN at 1 of 3"
+    clear_counter
+    use "the right PIN after the counter was cleared"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after the right PIN"
+    ok "the right PIN at 1 of 3 is not sent (as a typed one); after the counter is cleared it signs"
+
+    # The agent's environment holds only the directory: without it, no PIN.
+    stop_agent
+    mark_log
+    background_agent
+    askpass_pin ''
+    agent_add_keys 1
+    refused "an agent without \$CREDENTIALS_DIRECTORY"
+    said "\$CREDENTIALS_DIRECTORY is not set: the process was not started by systemd with LoadCredentialEncrypted=tpmkey-pin:FILE"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter without \$CREDENTIALS_DIRECTORY"
+    ok "an agent without \$CREDENTIALS_DIRECTORY: the login fails, the log says why; nothing counted"
+else
+    background_agent
+    askpass_pin ''
+    agent_add_keys 1
+    expect_prompts "Enter passphrase for PKCS#11: "
+    # Not there yet: fails closed.
+    refused "no keyring key"
+    said "tpmkey: unattended: not signing: its PIN comes from the kernel keyring key '$desc' (config file, pin-from), and that gives none: kernel keyring key '$desc': no such key in the session or user keyring"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter with no keyring key"
+
+    # Readable by others: refused with the fix, which works when followed.
+    mark_log
+    id=$(keyctl add user "$desc" 'PIN of unattended' @u)
+    keyctl setperm "$id" 0x3f010002
+    refused "a keyring key others can read"
+    said "kernel keyring key '$desc': the key is readable by others (permissions 3f010002); refusing it (keyctl setperm $id 0x3f010000)"
+    keyctl setperm "$id" 0x3f010000
+    use "the keyring key after keyctl setperm"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after a login with the keyring's PIN"
+    ok "a keyring key others may read: refused, and the keyctl setperm the log gives fixes it; nothing counted"
+
+    # An expiry: signs until then, fails closed after.
+    keyctl timeout "$id" 3
+    use "the keyring key before it expires"
+    sleep 4
+    mark_log
+    refused "an expired keyring key"
+    said "tpmkey: unattended: not signing: its PIN comes from the kernel keyring key '$desc' (config file, pin-from), and that gives none: kernel keyring key '$desc': the key has expired (keyctl timeout); add it again"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after the key expired"
+    ok "keyctl timeout 3: a login before, none after it expired, though the agent held the PIN; nothing counted"
+
+    # A wrong PIN: counted once, not sent again; then a right one at 1 of 3
+    # is not sent either (the margin of a typed PIN).
+    keyctl purge user "$desc" >/dev/null
+    mark_log
+    keyctl add user "$desc" 'not the PIN' @u >/dev/null
+    refused "a wrong PIN in the keyring"
+    said "tpmkey: unattended: the PIN in the kernel keyring key '$desc' is wrong: the TPM refused it"
+    expect_eq "$(lockout_counter)" 1 "the lockout counter after a wrong PIN in the keyring"
+    refused "the same wrong PIN again"
+    said "was refused by the TPM before and is not sent again"
+    expect_eq "$(lockout_counter)" 1 "the lockout counter after the same wrong PIN again"
+    keyctl add user "$desc" 'PIN of unattended' @u >/dev/null
+    refused "the right PIN at 1 of 3"
+    said "tpmkey: unattended: PIN not sent to the TPM: the TPM has counted 1 of 3 wrong PINs"
+    expect_eq "$(lockout_counter)" 1 "the lockout counter after the right PIN at 1 of 3"
+    clear_counter
+    use "the right PIN after the counter was cleared"
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after the right PIN"
+    ok "a wrong PIN in the keyring: counted once, not sent again; the right one waits for the margin, then signs"
+fi
+
+# doctor shows what the module said where nobody saw it.
+run "$TPMKEY_TOOL" doctor
+expect_out "tpmkey: unattended: " "doctor"
+ok "tpmkey doctor shows the module's word on the unattended key"
+
+# The key with a typed PIN is untouched: it still needs a login.
+stop_agent
+background_agent
+askpass_pin 'PIN of typed'
+agent_add_keys 2
+echo data >"$TEST_DIR/data"
+agent_sign "$keys/typed.pub" "$TEST_DIR/data"
+expect_signature "$keys/typed.pub" "$TEST_DIR/data.sig" "$TEST_DIR/data"
+expect_eq "$(lockout_counter)" 0 "the lockout counter at the end"
+ok "a key without pin-from still takes its PIN at ssh-add -s"
+stop_agent
+expect_clean_tpm "at the end"
