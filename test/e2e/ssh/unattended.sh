@@ -66,7 +66,12 @@ stop_agent() {  # and wait until it is gone: it removes its socket on the way ou
     done
 }
 
-sshd_start
+# OpenSSH 9.8 and later: sshd refuses a source for seconds after a failed
+# login (PerSourcePenalties); this test fails logins on purpose, one after
+# another. (Debian 12's sshd has neither the option nor -G.)
+penalties=()
+"$SSHD" -G -f /dev/null -o PerSourcePenalties=no >/dev/null 2>&1 && penalties=("PerSourcePenalties no")
+sshd_start "${penalties[@]}"
 pub_blob "$keys/unattended.pub" >"$AUTH_KEYS"
 fp=$(fingerprint "$keys/unattended.pub")
 
@@ -153,10 +158,11 @@ if [ "$mode" = credential ]; then
     said "tpmkey: unattended: the PIN in the systemd credential 'tpmkey-pin' is wrong: the TPM refused it"
     expect_eq "$(lockout_counter)" 1 "the lockout counter after a wrong PIN in the credential"
     for round in 1 2; do
+        mark_log
         refused "the same wrong PIN, round $round"
+        said "tpmkey: unattended: not signing: the PIN in the systemd credential 'tpmkey-pin' was refused by the TPM before and is not sent again"
         expect_eq "$(lockout_counter)" 1 "the lockout counter after the same wrong PIN (round $round)"
     done
-    said "tpmkey: unattended: not signing: the PIN in the systemd credential 'tpmkey-pin' was refused by the TPM before and is not sent again"
     ok "a wrong PIN in the credential: counted once, not sent again in two more logins"
 
     # The right PIN again, with 1 of 3 counted: the same margin as a typed
@@ -220,10 +226,12 @@ else
     refused "a wrong PIN in the keyring"
     said "tpmkey: unattended: the PIN in the kernel keyring key '$desc' is wrong: the TPM refused it"
     expect_eq "$(lockout_counter)" 1 "the lockout counter after a wrong PIN in the keyring"
+    mark_log
     refused "the same wrong PIN again"
     said "was refused by the TPM before and is not sent again"
     expect_eq "$(lockout_counter)" 1 "the lockout counter after the same wrong PIN again"
     keyctl add user "$desc" 'PIN of unattended' @u >/dev/null
+    mark_log
     refused "the right PIN at 1 of 3"
     said "tpmkey: unattended: PIN not sent to the TPM: the TPM has counted 1 of 3 wrong PINs"
     expect_eq "$(lockout_counter)" 1 "the lockout counter after the right PIN at 1 of 3"
