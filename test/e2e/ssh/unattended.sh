@@ -216,7 +216,9 @@ else
     refused "an expired keyring key"
     said "tpmkey: unattended: not signing: its PIN comes from the kernel keyring key '$desc' (config file, pin-from), and that gives none: kernel keyring key '$desc': the key has expired (keyctl timeout); add it again"
     expect_eq "$(lockout_counter)" 0 "the lockout counter after the key expired"
-    ok "keyctl timeout 3: a login before, none after it expired, though the agent held the PIN; nothing counted"
+    run "$TPMKEY_TOOL" doctor
+    expect_out "[problem] unattended: PIN from the kernel keyring key '$desc': kernel keyring key '$desc': the key has expired (keyctl timeout); add it again" "doctor"
+    ok "keyctl timeout 3: a login before, none after it expired, though the agent held the PIN; doctor says so; nothing counted"
 
     # A wrong PIN: counted once, not sent again; then a right one at 1 of 3
     # is not sent either (the margin of a typed PIN).
@@ -241,10 +243,15 @@ else
     ok "a wrong PIN in the keyring: counted once, not sent again; the right one waits for the margin, then signs"
 fi
 
-# doctor shows what the module said where nobody saw it.
+# doctor shows what the module said where nobody saw it, and the source.
 run "$TPMKEY_TOOL" doctor
 expect_out "tpmkey: unattended: " "doctor"
-ok "tpmkey doctor shows the module's word on the unattended key"
+if [ "$mode" = credential ]; then
+    expect_out "[info]    unattended: PIN from the systemd credential 'tpmkey-pin': not checked here: \$CREDENTIALS_DIRECTORY is not set" "doctor"
+    CREDENTIALS_DIRECTORY=$creds run "$TPMKEY_TOOL" doctor
+fi
+expect_out "[ok]      unattended: PIN from the $( [ "$mode" = credential ] && echo "systemd credential 'tpmkey-pin'" || echo "kernel keyring key '$desc'"): there, and no one else may read it" "doctor"
+ok "tpmkey doctor shows the module's word on the unattended key, and checks its source"
 
 # The key with a typed PIN is untouched: it still needs a login.
 stop_agent
