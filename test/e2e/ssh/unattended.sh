@@ -124,14 +124,26 @@ if [ "$mode" = credential ]; then
     grep -q 'PIN of' "$TEST_DIR/pin.cred" && fail "the sealed credential holds the PIN in clear"
     mkdir -m 0700 "$creds"
     unseal "$TEST_DIR/pin.cred"
+    # Listing the keys reads no source and sends no TPM command.
+    pcap_start list
+    CREDENTIALS_DIRECTORY=$creds ssh-keygen -D "$AGENT_MODULE" >"$TEST_DIR/list.out" 2>&1 ||
+        { show "$TEST_DIR/list.out"; fail "ssh-keygen -D failed"; }
+    pcap_stop
+    expect_eq "$(pcap_count list)" 0 "TPM commands of ssh-keygen -D with a pin-from key"
+    # The agent's TPM commands, counted (TCTI_PCAP_FILE in its environment).
+    pcap_start agent
     CREDENTIALS_DIRECTORY=$creds background_agent
+    pcap_stop
     askpass_pin ''
     agent_add_keys 1
     expect_prompts "Enter passphrase for PKCS#11: "
     expect_eq "$(agent_fingerprints)" "$fp" "the key the agent holds"
+    expect_eq "$(pcap_count agent)" 0 "TPM commands of ssh-add -s with a pin-from key"
     use "the PIN from the credential"
+    first=$(pcap_count agent)
     expect_eq "$(lockout_counter)" 0 "the lockout counter after a login with the credential's PIN"
     use "the PIN from the credential, again"
+    echo "info: TPM commands of the agent: first login $first (the PIN proven, then signed), second $(($(pcap_count agent) - first)) (signed)"
     ok "a credential sealed with systemd-creds, opened into \$CREDENTIALS_DIRECTORY: ssh-add -s with no PIN, two logins; nothing counted"
 
     # Group-readable: refused with the fix, which works when followed.
