@@ -264,6 +264,11 @@ if [ "$mode" = credential ]; then
 fi
 expect_out "[ok]      unattended: PIN from the $( [ "$mode" = credential ] && echo "systemd credential 'tpmkey-pin'" || echo "kernel keyring key '$desc'"): there, and no one else may read it" "doctor"
 ok "tpmkey doctor shows the module's word on the unattended key, and checks its source"
+# No PIN, right or wrong, in the state log or doctor's output.
+for pin in 'PIN of unattended' 'not the PIN'; do
+    ! grep -qF "$pin" "$state_log" "$OUT" "$ERR" || { show "$state_log"; fail "a PIN ('$pin') was written to a log"; }
+done
+ok "no PIN in the state log nor in doctor's output"
 
 # The key with a typed PIN is untouched: it still needs a login.
 stop_agent
