@@ -21,7 +21,8 @@ std::atomic<CK_ULONG> handle_counter{0};
 CK_ULONG new_handle() noexcept { return ++handle_counter; }
 
 Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key, std::optional<PinSource> pin_source)
-    : slot_(slot), path_(std::move(path)), pin_source_(std::move(pin_source)), key_(std::move(key.file)), pub_(std::move(key.public_key)),
+    : slot_(slot), path_(std::move(path)), pin_source_(std::move(pin_source)), key_(std::move(key.file)),
+      pub_(std::move(key.public_key)),
       label_(printable(path_.stem().string())), id_(key_id_of(pub_)) {
     const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
                          mechanisms_for(pub_, all_hashes)};

@@ -49,7 +49,9 @@ public:
     bool logged_in_with(const Secret& pin) const noexcept { return logged_in_ && pin_ == pin; }
     // The PIN from the key's source that the TPM refused last (kept, wiped
     // on free, so that it is not sent again while the source holds it).
-    bool refused_source_pin(const Secret& pin) const noexcept { return refused_source_pin_ && *refused_source_pin_ == pin; }
+    bool refused_source_pin(const Secret& pin) const noexcept {
+        return refused_source_pin_ && *refused_source_pin_ == pin;
+    }
     void remember_refused_source_pin(Secret pin) { refused_source_pin_ = std::move(pin); }
     const Bytes& id() const noexcept { return id_; }
 

@@ -236,7 +236,8 @@ TEST_CASE("config lines: pin-from names a key and a credential or keyring key; b
     CHECK(c.pin_from[1].second == PinSource{PinSource::Kind::keyring, "tpmkey:backup"});
     REQUIRE(c.warnings.size() == 4);
     CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:3: ignored: 'pin-from': a credential's name is a file name"));
-    CHECK_THAT(c.warnings[1], Catch::StartsWith("cfg:4: ignored: 'pin-from' needs a key name, 'credential' or 'keyring'"));
+    CHECK_THAT(c.warnings[1],
+               Catch::StartsWith("cfg:4: ignored: 'pin-from' needs a key name, 'credential' or 'keyring'"));
     CHECK_THAT(c.warnings[2], Catch::StartsWith("cfg:5: ignored: 'pin-from' needs a key name"));
     CHECK_THAT(c.warnings[3], Catch::StartsWith("cfg:6: ignored: 'pin-from': a second source for 'host'"));
 }

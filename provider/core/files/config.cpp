@@ -139,11 +139,13 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
             if (words.size() != 3 || (!credential && words[1] != "keyring"))
                 out.warnings.push_back(where + "ignored: 'pin-from' needs a key name, 'credential' or 'keyring', "
                                                "and the credential's name or the keyring key's description");
-            else if (credential && (words[2].find('/') != std::string_view::npos || words[2] == "." || words[2] == ".."))
+            else if (credential &&
+                     (words[2].find('/') != std::string_view::npos || words[2] == "." || words[2] == ".."))
                 out.warnings.push_back(where + "ignored: 'pin-from': a credential's name is a file name, not a path");
             else if (std::any_of(out.pin_from.begin(), out.pin_from.end(),
                                  [&](const auto& entry) { return entry.first == words[0]; }))
-                out.warnings.push_back(where + "ignored: 'pin-from': a second source for '" + std::string(words[0]) + "'");
+                out.warnings.push_back(where + "ignored: 'pin-from': a second source for '" +
+                                       std::string(words[0]) + "'");
             else
                 out.pin_from.emplace_back(std::string(words[0]),
                                           PinSource{credential ? PinSource::Kind::credential : PinSource::Kind::keyring,
@@ -157,7 +159,8 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
-                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin', 'confirm', 'pin-from' or 'ek-roots')");
+                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin', 'confirm', 'pin-from' or "
+                                   "'ek-roots')");
         }
     }
     return out;

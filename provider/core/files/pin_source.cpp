@@ -30,7 +30,8 @@ std::string octal_mode(mode_t mode) {
 // Drops one trailing "\n" or "\r\n"; an empty PIN or a long one is refused.
 Secret finish(SecretBytes& bytes, std::size_t size, const std::string& what) {
     if (size > max_source_pin_size)
-        throw PinSourceError(what + ": longer than " + std::to_string(max_source_pin_size) + " bytes; not a PIN" + how_to);
+        throw PinSourceError(what + ": longer than " + std::to_string(max_source_pin_size) + " bytes; not a PIN" +
+                             how_to);
     if (size > 0 && bytes[size - 1] == '\n')
         --size;
     if (size > 0 && bytes[size - 1] == '\r')
