@@ -7,9 +7,9 @@
 # test (with-swtpm --da 3:1000:1000), the lockout counter read after each
 # step.
 #
-#   unattended.sh credential: a credential sealed with systemd-creds encrypt
-#     (the host key of a private SYSTEMD_CREDENTIAL_SECRET, no systemd
-#     running) and decrypted into a private directory, as systemd does for
+#   unattended.sh credential: a credential sealed to the TPM with
+#     systemd-creds encrypt --with-key=tpm2 (no systemd running) and
+#     decrypted into a private directory, as systemd does for
 #     LoadCredentialEncrypted=; refused when group-readable, missing or
 #     wrong, the wrong one counted once and never sent again.
 #   unattended.sh keyring: a "user" key of the kernel keyring with an
@@ -103,25 +103,35 @@ mark_log
 
 if [ "$mode" = credential ]; then
     command -v systemd-creds >/dev/null || fail "no systemd-creds (Debian package systemd)"
-    # The credential, sealed as an admin would (systemd-creds encrypt), with
-    # the host key of a private secret file instead of
-    # /var/lib/systemd/credential.secret; opened into a private directory
-    # as systemd does when it starts a unit with LoadCredentialEncrypted=.
-    export SYSTEMD_CREDENTIAL_SECRET=$TEST_DIR/credential.secret
+    # The credential, sealed as an admin would (systemd-creds encrypt) to
+    # the TPM: this swtpm, through its TCTI (systemd takes "driver:conf";
+    # bound to PCR 7, the default, which no firmware measured here: systemd
+    # warns and goes on); opened into a private
+    # directory as systemd does when it starts a unit with
+    # LoadCredentialEncrypted=. systemd-creds leaves its session in a TPM
+    # without a resource manager: flushed after each use.
     seal() {  # seal PIN FILE
-        printf '%s\n' "$1" | systemd-creds encrypt --with-key=host --name=tpmkey-pin - "$2" 2>"$TEST_DIR/creds.err" ||
+        printf '%s\n' "$1" | systemd-creds encrypt --with-key=tpm2 --tpm2-device="$TPMKEY_SWTPM_TCTI" \
+            --name=tpmkey-pin - "$2" 2>"$TEST_DIR/creds.err" ||
             { show "$TEST_DIR/creds.err"; fail "systemd-creds encrypt failed"; }
+        flush_leftovers
     }
     creds=$TEST_DIR/credentials
     unseal() {  # unseal FILE: into $creds/tpmkey-pin, 0400 as systemd leaves it
         rm -f "$creds/tpmkey-pin"
-        systemd-creds decrypt --name=tpmkey-pin "$1" "$creds/tpmkey-pin" 2>"$TEST_DIR/creds.err" ||
-            { show "$TEST_DIR/creds.err"; fail "systemd-creds decrypt failed"; }
+        systemd-creds decrypt --tpm2-device="$TPMKEY_SWTPM_TCTI" --name=tpmkey-pin "$1" "$creds/tpmkey-pin" \
+            2>"$TEST_DIR/creds.err" || { show "$TEST_DIR/creds.err"; fail "systemd-creds decrypt failed"; }
+        flush_leftovers
         chmod 0400 "$creds/tpmkey-pin"
     }
     seal 'PIN of unattended' "$TEST_DIR/pin.cred"
     seal 'not the PIN' "$TEST_DIR/wrong.cred"
     grep -q 'PIN of' "$TEST_DIR/pin.cred" && fail "the sealed credential holds the PIN in clear"
+    # Sealed to this TPM: another TPM cannot open it.
+    "$FIXTURES/with-swtpm" -- sh -c 'systemd-creds decrypt --tpm2-device="$TPMKEY_SWTPM_TCTI" --name=tpmkey-pin "$1" -' \
+        sh "$TEST_DIR/pin.cred" >"$TEST_DIR/other-tpm.out" 2>&1 && fail "another TPM opened the credential"
+    grep -q "integrity check failed" "$TEST_DIR/other-tpm.out" ||
+        { show "$TEST_DIR/other-tpm.out"; fail "another TPM: systemd-creds did not fail at decryption"; }
     mkdir -m 0700 "$creds"
     unseal "$TEST_DIR/pin.cred"
     # Listing the keys reads no source and sends no TPM command.
