@@ -156,6 +156,16 @@ if [ "$mode" = credential ]; then
     echo "info: TPM commands of the agent: first login $first (the PIN proven, then signed), second $(($(pcap_count agent) - first)) (signed)"
     ok "a credential sealed with systemd-creds, opened into \$CREDENTIALS_DIRECTORY: ssh-add -s with no PIN, two logins; nothing counted"
 
+    # ssh itself (PKCS11Provider, a job run by a unit): no prompt at all.
+    askpass_pin
+    sshd_log_mark
+    CREDENTIALS_DIRECTORY=$creds login_ok "ssh with PKCS11Provider" -o PKCS11Provider="$TPMKEY_MODULE" \
+        -o IdentityFile="$keys/unattended.pub" -o IdentitiesOnly=yes
+    expect_accepted "ssh with PKCS11Provider" "ECDSA $fp"
+    expect_prompts
+    expect_eq "$(lockout_counter)" 0 "the lockout counter after ssh with PKCS11Provider"
+    ok "ssh loading the module itself signs with the credential's PIN and asks nothing"
+
     # Group-readable: refused with the fix, which works when followed.
     chmod 0440 "$creds/tpmkey-pin"
     refused "a group-readable credential"
