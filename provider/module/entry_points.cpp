@@ -370,7 +370,7 @@ CK_RV C_SignInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HAND
         (void)visible_object(m, s, key, CKR_KEY_HANDLE_INVALID);
         const Token& t = m.token(s.slot);
         require(t.is_private_key_object(key), CKR_KEY_FUNCTION_NOT_PERMITTED);  // only the private key signs
-        require(t.may_sign(), CKR_USER_NOT_LOGGED_IN);
+        require(t.may_start_signing(), CKR_USER_NOT_LOGGED_IN);
         s.sign.emplace(*mechanism, t.public_key());
     });
 }

@@ -6,6 +6,7 @@
 #include "core/base/askpass.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/file_read.hpp"
+#include "core/files/pin_source.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
@@ -49,7 +50,16 @@ Module::Module(const Config& config)
             continue;
         }
         try {
-            auto token = std::make_unique<Token>(tokens_.size(), found.path, std::move(*found.key));
+            std::optional<PinSource> source;
+            const std::string name = printable(found.path.stem().string());
+            for (const auto& [key_name, from] : config.pin_from)
+                if (key_name == name) {
+                    if (found.key->file.needs_pin())
+                        source = from;
+                    else
+                        log_error(name + ": the key has no PIN; the config file's pin-from line for it is ignored");
+                }
+            auto token = std::make_unique<Token>(tokens_.size(), found.path, std::move(*found.key), std::move(source));
             log_debug("slot " + std::to_string(tokens_.size()) + ": " + found.path.string());
             tokens_.push_back(std::move(token));
         } catch (const Error& e) {
@@ -105,7 +115,7 @@ void Module::logout(CK_SLOT_ID slot) {
 }
 
 void Module::login(Token& t, Secret pin) {
-    if (!t.needs_pin() || pin.empty()) {  // the token answers without the TPM
+    if (!t.has_pin() || pin.empty()) {  // the token answers without the TPM
         t.login(tpm(), std::move(pin));
         return;
     }
@@ -220,7 +230,51 @@ Bytes Module::sign(CK_SLOT_ID slot, const TpmSignRequest& request) {
     Token& t = token(slot);
     if (std::find(confirm_.begin(), confirm_.end(), t.label()) != confirm_.end())
         confirm_use(t);
+    if (t.pin_source())
+        login_from_source(t);
     return with_room_in_tpm(t, [&] { return t.sign(tpm(), request); });
+}
+
+void Module::login_from_source(Token& t) {
+    const PinSource& source = *t.pin_source();
+    Secret pin;
+    try {
+        pin = read_pin(source);
+    } catch (const PinSourceError& e) {
+        // Fails closed: the PIN read before is forgotten, no other PIN is
+        // tried. An expired keyring key ends the key's use there.
+        t.logout();
+        log_error(t.label() + ": not signing: its PIN comes from the " + describe(source) +
+                  " (config file, pin-from), and that gives none: " + e.what() + "; nothing was sent to the TPM");
+        throw Pkcs11Error(CKR_USER_NOT_LOGGED_IN);
+    }
+    if (t.logged_in_with(pin))
+        return;
+    // A PIN the TPM refused is not sent again while the source holds it:
+    // each use would count one more wrong PIN, with nobody there to see it.
+    if (t.refused_source_pin(pin)) {
+        t.logout();
+        log_error(t.label() + ": not signing: the PIN in the " + describe(source) +
+                  " was refused by the TPM before and is not sent again until the source holds another one "
+                  "(docs/unattended-keys.md)");
+        throw Pkcs11Error(CKR_PIN_INCORRECT);
+    }
+    t.logout();
+    // The same margin as for a PIN typed for this key.
+    require_room_for_a_wrong_pin(t, lockout_state(t));
+    const Secret tried = pin.clone();
+    try {
+        with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
+    } catch (const TpmError& e) {
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        t.remember_refused_source_pin(tried.clone());
+        log_error(t.label() + ": the PIN in the " + describe(source) +
+                  " is wrong: the TPM refused it and counted it as a wrong PIN; it is not sent again until the source "
+                  "holds another one (docs/unattended-keys.md)");
+        throw;
+    }
+    log_debug(t.label() + ": logged in with the PIN from the " + describe(source));
 }
 
 void Module::confirm_use(Token& t) {

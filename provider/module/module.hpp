@@ -79,7 +79,8 @@ public:
 
     // The key of the token in `slot` signs `request` (TPM2_Sign), with room
     // made in the TPM (with_room_in_tpm); for a key on a `confirm` line, only
-    // after a yes at an askpass confirmation.
+    // after a yes at an askpass confirmation; for a key on a `pin-from`
+    // line, with the PIN its source holds now (login_from_source).
     Bytes sign(CK_SLOT_ID slot, const TpmSignRequest& request);
 
     // Runs a TPM operation of `token`; when the TPM has no room for another
@@ -123,6 +124,12 @@ private:
     PinBurst pin_burst_;
     std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
     std::vector<std::string> confirm_;                 // Config::confirm
+    // A key whose PIN comes from a source (Config::pin_from): read it now,
+    // and log in with it unless logged in with that very PIN. Fails closed,
+    // logged: no source, or a PIN the TPM refused before and still the
+    // same, sends nothing; a PIN not yet proven goes to the TPM only under
+    // the same lockout margin as a typed one (require_room_for_a_wrong_pin).
+    void login_from_source(Token& token);
     // Throws Pkcs11Error(CKR_FUNCTION_REJECTED), logged, unless the user says
     // yes at an askpass confirmation (core/base/askpass.hpp).
     void confirm_use(Token& token);

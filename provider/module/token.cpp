@@ -20,8 +20,9 @@ std::atomic<CK_ULONG> handle_counter{0};
 
 CK_ULONG new_handle() noexcept { return ++handle_counter; }
 
-Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key)
-    : slot_(slot), path_(std::move(path)), key_(std::move(key.file)), pub_(std::move(key.public_key)),
+Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key, std::optional<PinSource> pin_source)
+    : slot_(slot), path_(std::move(path)), pin_source_(std::move(pin_source)), key_(std::move(key.file)),
+      pub_(std::move(key.public_key)),
       label_(printable(path_.stem().string())), id_(key_id_of(pub_)) {
     const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
                          mechanisms_for(pub_, all_hashes)};
@@ -75,14 +76,14 @@ tpmkey::TpmObject Token::load_key_object(TpmConnection& tpm) {
     // Saved where that spares the next call its parent: a key that signs in
     // the password session. A PIN or a policy needs a session salted with
     // the parent anyway, and TPM2_Load under it costs what TPM2_ContextLoad does.
-    if (!tpm.may_hold_objects() && !needs_pin() && !key_.has_policy())
+    if (!tpm.may_hold_objects() && !has_pin() && !key_.has_policy())
         saved_key_ = SavedContext::save(tpm.tpm(), key);
     return key;
 }
 
 const Authorization& Token::authorization(TpmConnection& tpm, Loaded& loaded) {
     if (!loaded.secret)
-        loaded.secret = needs_pin() ? Authorization::for_secret(tpm.tpm(), tpm.parent(key_.parent), true)
+        loaded.secret = has_pin() ? Authorization::for_secret(tpm.tpm(), tpm.parent(key_.parent), true)
                                     : Authorization::password();
     return *loaded.secret;
 }
@@ -111,7 +112,7 @@ CK_FLAGS Token::flags(TpmConnection& tpm) const {
 }
 
 void Token::login(TpmConnection& tpm, Secret pin) {
-    if (!needs_pin()) {
+    if (!has_pin()) {
         // The key file promises an empty auth value: there is nothing to
         // prove, and a PIN sent to the TPM anyway would only count as a
         // failed try against its dictionary-attack counter.

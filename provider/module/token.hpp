@@ -4,6 +4,7 @@
 
 #include "core/keys/key_discovery.hpp"
 #include "core/keys/key_file.hpp"
+#include "core/files/pin_source.hpp"
 #include "module/mechanisms.hpp"
 #include "module/objects.hpp"
 #include "core/keys/public_key.hpp"
@@ -26,8 +27,10 @@ CK_ULONG new_handle() noexcept;
 class Token {
 public:
     // Reads nothing: the key file is already parsed. A certificate next to
-    // the key (NAME.crt, NAME-cert.pem; PEM or DER) is read if present.
-    Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key);
+    // the key (NAME.crt, NAME-cert.pem; PEM or DER) is read if present. A
+    // key with a PIN source (the config file's pin-from) needs no login:
+    // the module reads its PIN when it signs (Module::sign).
+    Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key, std::optional<PinSource> pin_source = {});
     Token(const Token&) = delete;
     Token& operator=(const Token&) = delete;
     ~Token() = default;
@@ -36,7 +39,20 @@ public:
     const std::string& label() const noexcept { return label_; }
     const std::filesystem::path& path() const noexcept { return path_; }
     const PublicKey& public_key() const noexcept { return pub_; }
-    bool needs_pin() const noexcept { return key_.needs_pin(); }
+    // The key has a PIN (its auth value is not empty).
+    bool has_pin() const noexcept { return key_.needs_pin(); }
+    // The caller must log in (C_Login) before the key signs: it has a PIN
+    // and the module has no source to read it from.
+    bool needs_pin() const noexcept { return has_pin() && !pin_source_; }
+    const std::optional<PinSource>& pin_source() const noexcept { return pin_source_; }
+    // Logged in with exactly `pin` (compared in constant time).
+    bool logged_in_with(const Secret& pin) const noexcept { return logged_in_ && pin_ == pin; }
+    // The PIN from the key's source that the TPM refused last (kept, wiped
+    // on free, so that it is not sent again while the source holds it).
+    bool refused_source_pin(const Secret& pin) const noexcept {
+        return refused_source_pin_ && *refused_source_pin_ == pin;
+    }
+    void remember_refused_source_pin(Secret pin) { refused_source_pin_ = std::move(pin); }
     const Bytes& id() const noexcept { return id_; }
 
     const std::vector<P11Object>& objects() const noexcept { return objects_; }
@@ -57,7 +73,9 @@ public:
     // Forgets the PIN and flushes what this token loaded.
     void logout() noexcept;
     // The key may be used now: it has no PIN, or the user logged in.
-    bool may_sign() const noexcept { return !needs_pin() || logged_in_; }
+    bool may_sign() const noexcept { return !has_pin() || logged_in_; }
+    // C_SignInit: the key may sign now, or the module can log in itself.
+    bool may_start_signing() const noexcept { return !needs_pin() || logged_in_; }
 
     Bytes sign(TpmConnection& tpm, const TpmSignRequest& request);
 
@@ -84,6 +102,7 @@ private:
 
     CK_SLOT_ID slot_;
     std::filesystem::path path_;
+    std::optional<PinSource> pin_source_;
     KeyFile key_;
     PublicKey pub_;
     std::string label_;
@@ -95,6 +114,7 @@ private:
     bool logged_in_ = false;
     bool wrong_pin_since_login_ = false;
     Secret pin_;  // held while logged in: each TPM2_Sign's HMAC needs it
+    std::optional<Secret> refused_source_pin_;
     std::optional<Loaded> loaded_;
     // Without a resource manager, a key without PIN or policy: its context
     // between calls, so that a call reloads it with TPM2_ContextLoad alone.

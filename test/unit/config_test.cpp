@@ -4,6 +4,7 @@
 #include "core/base/askpass.hpp"
 #include "core/base/error.hpp"
 #include "core/trust/endorsement.hpp"
+#include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -218,4 +219,73 @@ TEST_CASE("config lines: confirm names keys; an empty one is skipped with a warn
     CHECK(c.confirm == std::vector<std::string>{"work", "laptop", "id_tpm"});
     REQUIRE(c.warnings.size() == 1);
     CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:2: ignored: 'confirm' needs a value"));
+}
+
+TEST_CASE("config lines: pin-from names a key and a credential or keyring key; bad ones skipped with a warning") {
+    const ConfigFile c = parse_config("pin-from host credential host-pin\n"
+                                      "pin-from backup keyring tpmkey:backup\n"
+                                      "pin-from work credential ../etc/pin\n"
+                                      "pin-from work file /tmp/pin\n"
+                                      "pin-from work credential\n"
+                                      "pin-from host keyring other\n",
+                                      "cfg");
+    REQUIRE(c.pin_from.size() == 2);
+    CHECK(c.pin_from[0].first == "host");
+    CHECK(c.pin_from[0].second == PinSource{PinSource::Kind::credential, "host-pin"});
+    CHECK(c.pin_from[1].first == "backup");
+    CHECK(c.pin_from[1].second == PinSource{PinSource::Kind::keyring, "tpmkey:backup"});
+    REQUIRE(c.warnings.size() == 4);
+    CHECK_THAT(c.warnings[0], Catch::StartsWith("cfg:3: ignored: 'pin-from': a credential's name is a file name"));
+    CHECK_THAT(c.warnings[1],
+               Catch::StartsWith("cfg:4: ignored: 'pin-from' needs a key name, 'credential' or 'keyring'"));
+    CHECK_THAT(c.warnings[2], Catch::StartsWith("cfg:5: ignored: 'pin-from' needs a key name"));
+    CHECK_THAT(c.warnings[3], Catch::StartsWith("cfg:6: ignored: 'pin-from': a second source for 'host'"));
+}
+
+TEST_CASE("pin-from credential: read from $CREDENTIALS_DIRECTORY only when private; one newline dropped") {
+    test::TempDir dir;
+    const fs::path creds = dir.path / "creds";
+    fs::create_directory(creds);
+    fs::permissions(creds, fs::perms::owner_all);
+    const fs::path file = creds / "pin";
+    std::ofstream(file) << "secret PIN\n";
+    const PinSource source{PinSource::Kind::credential, "pin"};
+
+    ::unsetenv("CREDENTIALS_DIRECTORY");
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("$CREDENTIALS_DIRECTORY is not set") &&
+                                            Catch::Contains("LoadCredentialEncrypted=pin:FILE"));
+    ::setenv("CREDENTIALS_DIRECTORY", "relative/dir", 1);
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("is not set to an absolute path"));
+    ::setenv("CREDENTIALS_DIRECTORY", creds.c_str(), 1);
+
+    for (const fs::perms readable : {fs::perms::group_read, fs::perms::others_read, fs::perms::others_write}) {
+        fs::permissions(file, fs::perms::owner_read | readable);
+        CHECK_THROWS_WITH(read_pin(source), Catch::Contains("is readable or writable by others") &&
+                                                Catch::Contains("(chmod 0400 " + file.string() + ")"));
+    }
+    fs::permissions(file, fs::perms::owner_read);
+    CHECK(read_pin(source) == Secret("secret PIN"));
+    fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+    std::ofstream(file) << "no newline";
+    CHECK(read_pin(source) == Secret("no newline"));
+    std::ofstream(file) << "\n";
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("empty; the key has a PIN"));
+    std::ofstream(file) << std::string(max_source_pin_size + 1, 'x');
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("longer than 1024 bytes"));
+
+    // A link or a FIFO in the credential's place is no credential.
+    fs::remove(file);
+    fs::create_symlink(dir.path / "elsewhere", file);
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("cannot read the systemd credential 'pin'"));
+    fs::remove(file);
+    REQUIRE(::mkfifo(file.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("is not a regular file"));
+    fs::remove(file);
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("No such file or directory"));
+    // A directory others may write: they could have put their PIN there.
+    std::ofstream(file) << "secret PIN\n";
+    fs::permissions(file, fs::perms::owner_read);
+    fs::permissions(creds, fs::perms::all);
+    CHECK_THROWS_WITH(read_pin(source), Catch::Contains("is writable by others, who could replace the PIN"));
+    ::unsetenv("CREDENTIALS_DIRECTORY");
 }

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -503,6 +504,44 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
     }
 }
 
+// The config file's pin-from lines (docs/unattended-keys.md): is the source
+// there and private, in doctor's own environment? Whether the PIN is right
+// is not asked: a wrong one would count against the TPM's lockout.
+void check_pin_sources(Doctor& d, const Config& config) {
+    if (config.pin_from.empty())
+        return;
+    const std::vector<FoundKeyFile> found = find_keys(config);
+    for (const auto& [name, source] : config.pin_from) {
+        const auto key = std::find_if(found.begin(), found.end(), [&name](const FoundKeyFile& f) {
+            return printable(f.path.stem().string()) == name;
+        });
+        const std::string what = name + ": PIN from the " + describe(source);
+        if (key == found.end() || !key->key) {
+            d.warn(what + ": no such key", "the config file's pin-from line names a key the module does not serve",
+                   "name the key by its file name without .tpm, or remove the line");
+            continue;
+        }
+        if (!key->key->file.needs_pin()) {
+            d.warn(what + ": the key has no PIN", "the line is ignored", "remove the line");
+            continue;
+        }
+        if (source.kind == PinSource::Kind::credential && !std::getenv("CREDENTIALS_DIRECTORY")) {
+            d.info(what + ": not checked here: $CREDENTIALS_DIRECTORY is not set (it is, in the service whose unit "
+                          "has LoadCredentialEncrypted=" + source.name + ":FILE)", {});
+            continue;
+        }
+        try {
+            (void)read_pin(source);
+            d.ok(what + ": there, and no one else may read it (whether the TPM takes it is not tried here)");
+        } catch (const PinSourceError& e) {
+            d.fail(what + ": " + e.what(),
+                   "the key signs only while its source gives a PIN; without one it fails closed and nothing "
+                   "goes to the TPM",
+                   "as said above; the module's own word on it is in its state log (below)");
+        }
+    }
+}
+
 // ssh-agent loads PKCS#11 modules only from these (ssh-agent(1), -P).
 bool in_agent_allow_list(const std::string& path) {
     std::error_code ec;
@@ -664,6 +703,7 @@ int cmd_doctor(const Parsed&) {
     if (tpm)
         check_endorsement(d, *tpm);
     check_keys(d, config, tpm.get());
+    check_pin_sources(d, config);
     check_ssh(d);
     show_module_log(d);
     std::cout << (d.problems() == 0 ? "All is well.\n" : std::to_string(d.problems()) + " problem(s) found.\n");

@@ -126,6 +126,30 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'same-pin' needs two key names or more");
             else
                 out.same_pin.push_back(std::move(names));
+        } else if (keyword == "pin-from") {
+            std::vector<std::string_view> words;
+            for (std::string_view rest = value; !rest.empty();) {
+                const std::size_t blank = rest.find_first_of(" \t");
+                if (blank != 0)
+                    words.push_back(rest.substr(0, blank));
+                rest = blank == std::string_view::npos ? std::string_view() : rest.substr(blank + 1);
+            }
+            const bool credential = words.size() == 3 && words[1] == "credential";
+            // A credential is a file name in $CREDENTIALS_DIRECTORY, never a path.
+            if (words.size() != 3 || (!credential && words[1] != "keyring"))
+                out.warnings.push_back(where + "ignored: 'pin-from' needs a key name, 'credential' or 'keyring', "
+                                               "and the credential's name or the keyring key's description");
+            else if (credential &&
+                     (words[2].find('/') != std::string_view::npos || words[2] == "." || words[2] == ".."))
+                out.warnings.push_back(where + "ignored: 'pin-from': a credential's name is a file name, not a path");
+            else if (std::any_of(out.pin_from.begin(), out.pin_from.end(),
+                                 [&](const auto& entry) { return entry.first == words[0]; }))
+                out.warnings.push_back(where + "ignored: 'pin-from': a second source for '" +
+                                       std::string(words[0]) + "'");
+            else
+                out.pin_from.emplace_back(std::string(words[0]),
+                                          PinSource{credential ? PinSource::Kind::credential : PinSource::Kind::keyring,
+                                                    std::string(words[2])});
         } else if (keyword == "ek-roots") {
             out.ek_roots.push_back(expand_home(value));
         } else if (keyword == "timeout") {
@@ -135,7 +159,8 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'timeout' needs whole seconds from 1 to 86400");
         } else {
             out.warnings.push_back(where + "ignored: unknown keyword '" + std::string(keyword) +
-                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin', 'confirm' or 'ek-roots')");
+                                   "' (expected 'key', 'tcti', 'timeout', 'same-pin', 'confirm', 'pin-from' or "
+                                   "'ek-roots')");
         }
     }
     return out;
@@ -185,6 +210,7 @@ Config load_config() {
 
     config.same_pin = from_file.same_pin;
     config.confirm = from_file.confirm;
+    config.pin_from = from_file.pin_from;
     config.ek_roots = from_file.ek_roots;
     config.tcti = getenv_string("TPMKEY_TCTI");
     config.tcti_source = "TPMKEY_TCTI";

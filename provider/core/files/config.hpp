@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/base/home.hpp"
+#include "core/files/pin_source.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -18,6 +19,9 @@ namespace tpmkey {
 //   timeout SECONDS  how long the TPM may take to answer a command
 //   same-pin NAME NAME...  these keys (file names without .tpm) have one PIN
 //   confirm NAME...  these keys sign only after a yes at an askpass prompt
+//   pin-from NAME credential CRED  this key's PIN is the systemd credential
+//                 CRED ($CREDENTIALS_DIRECTORY/CRED), read when it signs
+//   pin-from NAME keyring DESC  ... the "user" key DESC of the kernel keyring
 //   ek-roots DIR  trusted EK root certificates (repeatable; replaces the
 //                 default directories, trust/endorsement.hpp)
 //   # comment
@@ -27,6 +31,7 @@ struct ConfigFile {
     std::optional<std::chrono::seconds> timeout;
     std::vector<std::vector<std::string>> same_pin;
     std::vector<std::string> confirm;
+    std::vector<std::pair<std::string, PinSource>> pin_from;
     std::vector<std::filesystem::path> ek_roots;
     std::vector<std::string> warnings;  // lines that were skipped, and why
 };
@@ -50,6 +55,10 @@ struct Config {
     // Keys (by name) that sign only after the user said yes at an askpass
     // confirmation, each time (module/module.hpp, Module::sign).
     std::vector<std::string> confirm;
+    // Keys (by name) whose PIN the module reads itself when they sign, from
+    // a systemd credential or the kernel keyring (core/files/pin_source.hpp);
+    // they need no login.
+    std::vector<std::pair<std::string, PinSource>> pin_from;
     // Directories of trusted EK root certificates (`ek-roots` lines); empty:
     // the defaults (default_ek_roots(), trust/endorsement.hpp).
     std::vector<std::filesystem::path> ek_roots;
