@@ -102,7 +102,7 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     const EvpPkey ak(EVP_EC_gen("P-256"));
     const X509Cert ek = ek_certificate();
     const X509Cert cert =
-        issue_ak_certificate({ak.get(), "id:49424D00", "SW   TPM", "id:20191023", ek.get()}, keys.certificate.get(),
+        issue_ak_certificate({ak.get(), "id:49424D00", "SW   TPM", "id:20191023", ek.get(), "file:///var/lib/tpmkey-ca/crl.pem"}, keys.certificate.get(),
                              keys.key.get(), 10);
     X509* c = cert.get();
 
