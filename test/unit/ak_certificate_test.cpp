@@ -397,6 +397,8 @@ TEST_CASE("tpmkey-ca: the CRL and the revocation check: dates, issuer, signature
     CHECK(ASN1_INTEGER_get(number.get()) == 2);
     CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), std::nullopt, ca, now),
                       Contains("REFUSED: the CA revoked the AK certificate"));
+    // Once the certificate has expired, it leaves the CRL.
+    CHECK(publish_crl(ca, keys, now + 11 * 86400, 30) == 0);
 }
 
 TEST_CASE("tpmkey-ca: records: names, the record of a certificate, and records others could write", "[tpmkey-ca]") {

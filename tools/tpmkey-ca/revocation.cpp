@@ -225,7 +225,10 @@ int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int 
 
     int listed = 0;
     for (const AkRecord& record : all_records(ca)) {
-        if (record.revoked.empty())
+        // An expired certificate fails every chain check anyway: it may
+        // leave the CRL (RFC 5280, 3.3), which so lists at most a lifetime
+        // of revocations.
+        if (record.revoked.empty() || *parse_utc_text(record.not_after) < now)
             continue;
         X509_REVOKED* entry = X509_REVOKED_new();
         check(entry ? 1 : 0, "X509_REVOKED_new");

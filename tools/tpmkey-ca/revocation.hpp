@@ -57,7 +57,8 @@ private:
     int fd_ = -1;
 };
 
-// Signs a new CRL with every revoked record of `ca` (all_records()):
+// Signs a new CRL with every revoked record of `ca` (all_records()) whose
+// certificate has not expired at `now`:
 // thisUpdate `now`, nextUpdate `days` later, its CRL number one more than
 // the current crl.pem's, the CA's key identifier; writes it to DIR/crl.pem
 // atomically (0644). Returns how many AKs it lists. Hold a CaLock.
