@@ -397,6 +397,15 @@ TEST_CASE("tpmkey-ca: the CRL and the revocation check: dates, issuer, signature
     CHECK(ASN1_INTEGER_get(number.get()) == 2);
     CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), std::nullopt, ca, now),
                       Contains("REFUSED: the CA revoked the AK certificate"));
+    // Its file:// CRL missing (verify on another host than the CA's).
+    std::filesystem::rename(crl_file(ca), tmp.path / "crl.pem");
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), std::nullopt,
+                                           std::nullopt, now),
+                      Contains("on the CA's host, which is not here: copy the CA's crl.pem and give it with --crl FILE"));
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), (tmp.path / "crl.pem").string(),
+                                           std::nullopt, now),
+                      Contains("REFUSED: the CA revoked the AK certificate"));
+    std::filesystem::rename(tmp.path / "crl.pem", crl_file(ca));
     // Once the certificate has expired, it leaves the CRL.
     CHECK(publish_crl(ca, keys, now + 11 * 86400, 30) == 0);
 }

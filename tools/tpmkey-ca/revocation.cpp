@@ -332,6 +332,10 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
             throw Error("REFUSED: the AK certificate's CRL is at " + printable(urls.front()) +
                         ", which verify does not fetch: download it (curl -o crl.pem '" + printable(urls.front()) +
                         "') and give it with --crl crl.pem");
+        // A file:// CRL is the CA host's: elsewhere it is not there.
+        if (!std::filesystem::exists(path))
+            throw Error("REFUSED: the AK certificate's CRL is " + printable(path) +
+                        " on the CA's host, which is not here: copy the CA's crl.pem and give it with --crl FILE");
     }
     const FileRead file = read_regular_file(path, max_crl_size);
     const Crl crl = parse_crl(file.data);
