@@ -1,10 +1,12 @@
 // tpmkey-ca without a TPM (tools/tpmkey-ca): the CA directory init makes
 // and load_ca reads, and the AK certificate issue_ak_certificate builds,
 // read back field by field with OpenSSL: what WebAuthn §8.3.1 asks of it
-// and tpmkey's EK binding. The whole flow with a TPM, judged by the
+// and tpmkey's EK binding; the records and the CRL check. The whole flow with a TPM, judged by the
 // openssl command, is test/e2e/tools/attest-enroll.sh.
 #include "ak_certificate.hpp"
+#include "ak_records.hpp"
 #include "ca_directory.hpp"
+#include "revocation.hpp"
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
@@ -13,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
 #include <sys/stat.h>
@@ -26,6 +29,7 @@
 using namespace tpmkey;
 using test::TempDir;
 using Catch::Matchers::Contains;
+using X509Crl = Owned<X509_CRL, X509_CRL_free>;
 
 namespace {
 
@@ -102,7 +106,7 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     const EvpPkey ak(EVP_EC_gen("P-256"));
     const X509Cert ek = ek_certificate();
     const X509Cert cert =
-        issue_ak_certificate({ak.get(), "id:49424D00", "SW   TPM", "id:20191023", ek.get()}, keys.certificate.get(),
+        issue_ak_certificate({ak.get(), "id:49424D00", "SW   TPM", "id:20191023", ek.get(), "file:///var/lib/tpmkey-ca/crl.pem"}, keys.certificate.get(),
                              keys.key.get(), 10);
     X509* c = cert.get();
 
@@ -307,4 +311,142 @@ TEST_CASE("tpmkey-ca: a proof uses up only the challenge its secret names, chall
     CHECK(std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
     (void)take_pending(ca, ak_name, first, "proof", now);
     CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
+}
+
+namespace {
+
+X509Crl read_crl(const std::filesystem::path& path) {
+    const Bio bio(BIO_new_file(path.c_str(), "r"));
+    REQUIRE(bio);
+    X509Crl crl(PEM_read_bio_X509_CRL(bio.get(), nullptr, nullptr, nullptr));
+    REQUIRE(crl);
+    return crl;
+}
+
+// An AK certificate of `ca`, recorded as issue-ak records it.
+X509Cert recorded_ak(const CaDirectory& ca, const CaKeys& keys, X509* ek, AkRecord& record) {
+    const EvpPkey ak(EVP_EC_gen("P-256"));
+    X509Cert cert = issue_ak_certificate({ak.get(), "id:49424D00", "swtpm", "id:20191023", ek, crl_distribution_point(ca)},
+                                         keys.certificate.get(), keys.key.get(), 10);
+    record.serial = serial_hex(cert.get());
+    record.ak_certificate_sha256 = certificate_sha256(cert.get());
+    record.ak_name = "000b" + std::string(64, '1');
+    record.ek_certificate_sha256 = certificate_sha256(ek);
+    record.ek_certificate_issuer = "CN = EK CA";
+    record.ek_certificate_serial = serial_hex(ek);
+    record.tpm_manufacturer = "id:49424D00";
+    record.tpm_model = "swtpm";
+    record.tpm_version = "id:20191023";
+    record.machine = "laptop-17";
+    record.principals = "alice,bob";
+    record.issued = utc_text(std::time(nullptr));
+    record.not_after = utc_text(std::time(nullptr) + 10 * 86400);
+    write_record(ca, record, false);
+    return cert;
+}
+
+}  // namespace
+
+TEST_CASE("tpmkey-ca: the CRL and the revocation check: dates, issuer, signature, entries", "[tpmkey-ca]") {
+    TempDir tmp;
+    // A CA directory with a space: the AK certificate's file:// URL is
+    // percent-encoded, and verify finds the CRL through it.
+    const CaDirectory ca{tmp.path / "my ca"};
+    init_ca(ca, "unit CA", 30);
+    const CaKeys keys = load_ca(ca);
+    const X509Cert ek = ek_certificate();
+    AkRecord record;
+    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    CHECK(crl_distribution_point(ca) == "file://" + std::filesystem::absolute(tmp.path).string() + "/my%20ca/crl.pem");
+    const std::time_t now = std::time(nullptr);
+    CHECK(publish_crl(ca, keys, now, 30) == 0);
+    CHECK(mode_of(crl_file(ca)) == 0644);
+    {
+        const X509Crl crl = read_crl(crl_file(ca));
+        CHECK(ak_revocation_problem(ak.get(), keys.certificate.get(), crl.get(), now).empty());
+        CHECK_THAT(ak_revocation_problem(ak.get(), keys.certificate.get(), crl.get(), now - 3600),
+                   Contains("in the future"));
+        CHECK_THAT(ak_revocation_problem(ak.get(), keys.certificate.get(), crl.get(), now + 31 * 86400),
+                   Contains("the CRL is out of date since " + utc_text(now + 30 * 86400)));
+        // The check verify makes: the CRL found through the certificate's file:// URL.
+        const std::filesystem::path roots = tmp.path / "my ca" / "ca.crt";
+        CHECK_THAT(check_ak_not_revoked(ak.get(), roots.string(), std::nullopt, std::nullopt, now),
+                   Contains("not revoked: CRL " + crl_file(ca).string() + ", number 1 of "));
+    }
+    // Another CA of the same name: its CRL's signature is not this CA's.
+    const CaDirectory other{tmp.path / "other"};
+    init_ca(other, "unit CA", 30);
+    const CaKeys other_keys = load_ca(other);
+    make_private_directory(records_dir(other));
+    (void)publish_crl(other, other_keys, now, 30);
+    CHECK_THAT(ak_revocation_problem(ak.get(), keys.certificate.get(), read_crl(crl_file(other)).get(), now),
+               Contains("the CRL's signature does not verify"));
+
+    // Revoked: listed with its reason, the CRL number one more.
+    record.revoked = utc_text(now);
+    record.revocation_reason = "superseded";
+    write_record(ca, record, true);
+    CHECK(publish_crl(ca, keys, now, 30) == 1);
+    const X509Crl crl = read_crl(crl_file(ca));
+    CHECK_THAT(ak_revocation_problem(ak.get(), keys.certificate.get(), crl.get(), now),
+               Contains("the CA revoked the AK certificate (serial " + record.serial + ") on " + utc_text(now) +
+                        ", reason superseded"));
+    const Owned<ASN1_INTEGER, ASN1_INTEGER_free> number(
+        static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(crl.get(), NID_crl_number, nullptr, nullptr)));
+    REQUIRE(number);
+    CHECK(ASN1_INTEGER_get(number.get()) == 2);
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), std::nullopt, ca, now),
+                      Contains("REFUSED: the CA revoked the AK certificate"));
+    // Its file:// CRL missing (verify on another host than the CA's).
+    std::filesystem::rename(crl_file(ca), tmp.path / "crl.pem");
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), std::nullopt,
+                                           std::nullopt, now),
+                      Contains("on the CA's host, which is not here: copy the CA's crl.pem and give it with --crl FILE"));
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), (tmp.path / "crl.pem").string(),
+                                           std::nullopt, now),
+                      Contains("REFUSED: the CA revoked the AK certificate"));
+    std::filesystem::rename(tmp.path / "crl.pem", crl_file(ca));
+    // Once the certificate has expired, it leaves the CRL.
+    CHECK(publish_crl(ca, keys, now + 11 * 86400, 30) == 0);
+}
+
+TEST_CASE("tpmkey-ca: records: names, the record of a certificate, and records others could write", "[tpmkey-ca]") {
+    CHECK(is_record_name("laptop-17"));
+    CHECK(is_record_name("alice@example.org"));
+    CHECK_FALSE(is_record_name(""));
+    CHECK_FALSE(is_record_name("-laptop"));
+    CHECK_FALSE(is_record_name("lap top"));
+    CHECK_FALSE(is_record_name(std::string(65, 'a')));
+    CHECK(is_principal_list("alice"));
+    CHECK(is_principal_list("alice,bob"));
+    CHECK_FALSE(is_principal_list("alice,,bob"));
+    CHECK_FALSE(is_principal_list("alice,"));
+    CHECK_FALSE(is_principal_list("a b"));
+
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const CaKeys keys = load_ca(ca);
+    const X509Cert ek = ek_certificate();
+    AkRecord record;
+    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    CHECK(mode_of(records_dir(ca)) == 0700);
+    CHECK(mode_of(records_dir(ca) / record.serial) == 0600);
+    CHECK(record_of_certificate(ca, ak.get()).machine == "laptop-17");
+    CHECK_THROWS_WITH(write_record(ca, record, false), Contains("exists"));
+    REQUIRE(all_records(ca).size() == 1);
+
+    // A record naming another certificate under this serial is not its record.
+    AkRecord changed = record;
+    changed.ak_certificate_sha256 = std::string(64, '0');
+    write_record(ca, changed, true);
+    CHECK_THROWS_WITH(record_of_certificate(ca, ak.get()), Contains("is not the one recorded under its serial"));
+    write_record(ca, record, true);
+
+    REQUIRE(chmod((records_dir(ca) / record.serial).c_str(), 0644) == 0);
+    CHECK_THROWS_WITH(all_records(ca), Contains("refused: not a record tpmkey-ca wrote"));
+    REQUIRE(chmod((records_dir(ca) / record.serial).c_str(), 0600) == 0);
+    REQUIRE(chmod(records_dir(ca).c_str(), 0770) == 0);
+    CHECK_THROWS_WITH(record_of_certificate(ca, ak.get()),
+                      Contains("could change the machine a key's SSH certificate is issued for; chmod 700"));
 }

@@ -136,6 +136,41 @@ void add_ek_binding(X509* cert, X509* ek_certificate) {
     check(ok, "X509_add_ext of the EK binding");
 }
 
+// The CRL distribution point: one DistributionPoint whose fullName is the
+// URL (RFC 5280, 4.2.1.13), built rather than parsed from a config string,
+// so that no character of the URL is taken for syntax.
+void add_crl_distribution_point(X509* cert, const std::string& url) {
+    GENERAL_NAME* uri = GENERAL_NAME_new();
+    ASN1_IA5STRING* text = ASN1_IA5STRING_new();
+    if (!uri || !text || ASN1_STRING_set(text, url.data(), static_cast<int>(url.size())) != 1) {
+        GENERAL_NAME_free(uri);
+        ASN1_IA5STRING_free(text);
+        check(0, "the CRL URL");
+    }
+    GENERAL_NAME_set0_value(uri, GEN_URI, text);
+    DIST_POINT* point = DIST_POINT_new();
+    DIST_POINT_NAME* name = DIST_POINT_NAME_new();
+    GENERAL_NAMES* names = sk_GENERAL_NAME_new_null();
+    CRL_DIST_POINTS* points = sk_DIST_POINT_new_null();
+    if (!point || !name || !names || !points || !sk_GENERAL_NAME_push(names, uri)) {
+        GENERAL_NAME_free(uri);
+        sk_GENERAL_NAME_pop_free(names, GENERAL_NAME_free);
+        DIST_POINT_NAME_free(name);
+        DIST_POINT_free(point);
+        sk_DIST_POINT_free(points);
+        check(0, "the CRL distribution point");
+    }
+    name->type = 0;  // fullName
+    name->name.fullname = names;
+    point->distpoint = name;
+    if (!sk_DIST_POINT_push(points, point)) {
+        DIST_POINT_free(point);
+        sk_DIST_POINT_free(points);
+        check(0, "sk_DIST_POINT_push");
+    }
+    add(cert, NID_crl_distribution_points, points, false, CRL_DIST_POINTS_free);
+}
+
 }  // namespace
 
 void set_random_serial(X509* cert) {
@@ -165,6 +200,8 @@ X509Cert issue_ak_certificate(const AkCertificateSubject& subject, X509* ca_cert
     add_key_usage(cert.get());
     add_key_identifiers(cert.get(), ca_certificate);
     add_ek_binding(cert.get(), subject.ek_certificate);
+    if (!subject.crl_url.empty())
+        add_crl_distribution_point(cert.get(), subject.crl_url);
 
     if (X509_sign(cert.get(), ca_key, EVP_sha256()) <= 0)
         check(0, "X509_sign");

@@ -22,10 +22,12 @@ inline constexpr const char* ek_binding_oid = "1.3.6.1.5.5.7.1.36";  // id-pe-re
 // What the certificate says about the AK and its TPM.
 struct AkCertificateSubject {
     EVP_PKEY* ak = nullptr;          // the AK's public key
+    // As the EK certificate's subjectAltName names them (tpm_identity_of()):
     std::string tpm_manufacturer;    // "id:49424D00": tcg-at-tpmManufacturer 2.23.133.2.1
-    std::string tpm_model;           // "SW   TPM": tcg-at-tpmModel 2.23.133.2.2
+    std::string tpm_model;           // "swtpm": tcg-at-tpmModel 2.23.133.2.2
     std::string tpm_version;         // "id:20191023": tcg-at-tpmVersion 2.23.133.2.3
     X509* ek_certificate = nullptr;  // the EK certificate of the enrolment
+    std::string crl_url;             // the CRL distribution point; none when empty
 };
 
 // An X.509 v3 certificate for `subject`, issued and signed (ECDSA with
@@ -34,7 +36,8 @@ struct AkCertificateSubject {
 // directoryName of the three TPM attributes (UTF8String), extended key
 // usage tcg-kp-AIKCertificate (2.23.133.8.3), critical basicConstraints
 // CA:FALSE, critical keyUsage digitalSignature, subject and authority key
-// identifiers, and the EK binding above.
+// identifiers, the EK binding above, and a non-critical CRL distribution
+// point with `crl_url` (RFC 5280, 4.2.1.13).
 X509Cert issue_ak_certificate(const AkCertificateSubject& subject, X509* ca_certificate, EVP_PKEY* ca_key, int days);
 
 // Gives `cert` a random positive serial number of 16 bytes (RFC 5280,

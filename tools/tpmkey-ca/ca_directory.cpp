@@ -35,60 +35,6 @@ void check(int ok, const char* what) {
 
 constexpr std::size_t max_pending_size = 64 * 1024;
 
-// "644" for mode 0644.
-std::string octal(mode_t mode) {
-    return std::to_string((mode >> 6) & 7) + std::to_string((mode >> 3) & 7) + std::to_string(mode & 7);
-}
-
-// lstat, so that a symbolic link in the directory's place is refused, not
-// followed to a directory someone else controls.
-void check_private_directory(const std::filesystem::path& dir) {
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0)
-        throw Error(dir.string() + ": " + std::strerror(errno));
-    if (S_ISLNK(st.st_mode))
-        throw Error(dir.string() + ": a symbolic link, not a directory: refused (the CA keeps its challenges in a "
-                                   "directory of its own; replace the link with the directory it points to)");
-    if (!S_ISDIR(st.st_mode))
-        throw Error(dir.string() + ": not a directory: refused");
-    const uid_t me = ::geteuid();
-    if (st.st_uid != me)
-        throw Error(dir.string() + ": belongs to user " + std::to_string(st.st_uid) + ", not to us (" +
-                    std::to_string(me) + "): refused, its owner could plant a challenge and get an AK certificate "
-                    "for a key outside any TPM; chown " + std::to_string(me) + " " + dir.string());
-    if (st.st_mode & 022)
-        throw Error(dir.string() + ": others may write to it (mode " + octal(st.st_mode) +
-                    "): refused, they could plant a challenge and get an AK certificate for a key outside any "
-                    "TPM; chmod 700 " + dir.string());
-}
-
-// mkdir DIR 0700 unless it is there; it must then pass
-// check_private_directory().
-void make_private_directory(const std::filesystem::path& dir) {
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-        throw Error(dir.string() + ": cannot make the directory (" + std::strerror(errno) + ")");
-    check_private_directory(dir);
-}
-
-// The inverse of utc_text(); nullopt for anything utc_text() would not
-// have written.
-std::optional<std::time_t> parse_utc_text(const std::string& text) {
-    std::tm tm{};
-    int end = 0;
-    if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                    &tm.tm_min, &tm.tm_sec, &end) != 6 ||
-        static_cast<std::size_t>(end) != text.size())
-        return std::nullopt;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    const std::time_t time = ::timegm(&tm);
-    // timegm normalises 2026-02-30 to 2026-03-02: only a text that comes
-    // back the same is a time.
-    if (time == -1 || utc_text(time) != text)
-        return std::nullopt;
-    return time;
-}
-
 std::string pem_of(int (*write)(BIO*, void*), void* value, const char* what) {
     Bio bio(BIO_new(BIO_s_mem()));
     if (!bio || write(bio.get(), value) != 1)
@@ -129,6 +75,54 @@ X509Cert self_signed(EVP_PKEY* key, const std::string& name, int days) {
 }
 
 }  // namespace
+
+std::string octal_mode(mode_t mode) {
+    return std::to_string((mode >> 6) & 7) + std::to_string((mode >> 3) & 7) + std::to_string(mode & 7);
+}
+
+// lstat, so that a symbolic link in the directory's place is refused, not
+// followed to a directory someone else controls.
+void check_private_directory(const std::filesystem::path& dir, const char* risk) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0)
+        throw Error(dir.string() + ": " + std::strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        throw Error(dir.string() + ": a symbolic link, not a directory: refused (the CA keeps its challenges in a "
+                                   "directory of its own; replace the link with the directory it points to)");
+    if (!S_ISDIR(st.st_mode))
+        throw Error(dir.string() + ": not a directory: refused");
+    const uid_t me = ::geteuid();
+    if (st.st_uid != me)
+        throw Error(dir.string() + ": belongs to user " + std::to_string(st.st_uid) + ", not to us (" +
+                    std::to_string(me) + "): refused, its owner could " + risk + "; chown " + std::to_string(me) + " " +
+                    dir.string());
+    if (st.st_mode & 022)
+        throw Error(dir.string() + ": others may write to it (mode " + octal_mode(st.st_mode) +
+                    "): refused, they could " + risk + "; chmod 700 " + dir.string());
+}
+
+void make_private_directory(const std::filesystem::path& dir, const char* risk) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        throw Error(dir.string() + ": cannot make the directory (" + std::strerror(errno) + ")");
+    check_private_directory(dir, risk);
+}
+
+std::optional<std::time_t> parse_utc_text(const std::string& text) {
+    std::tm tm{};
+    int end = 0;
+    if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                    &tm.tm_min, &tm.tm_sec, &end) != 6 ||
+        static_cast<std::size_t>(end) != text.size())
+        return std::nullopt;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    const std::time_t time = ::timegm(&tm);
+    // timegm normalises 2026-02-30 to 2026-03-02: only a text that comes
+    // back the same is a time.
+    if (time == -1 || utc_text(time) != text)
+        return std::nullopt;
+    return time;
+}
 
 std::filesystem::path default_ca_directory() {
     const char* xdg = std::getenv("XDG_DATA_HOME");
@@ -190,7 +184,7 @@ CaKeys load_ca(const CaDirectory& ca) {
     check_ca_directory(ca);
     const FileRead key_file = read_regular_file(ca.key_file(), max_pem_size);
     if (key_file.mode & 0077)
-        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " + octal(key_file.mode) +
+        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " + octal_mode(key_file.mode) +
                     "): chmod 600 it, and make a new CA if they may have");
     const FileRead cert_file = read_regular_file(ca.certificate_file(), max_pem_size);
     CaKeys keys;
@@ -236,7 +230,7 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
     // challenge writes it 0600: anything else was put there by someone else.
     if (file.owner != ::geteuid() || (file.mode & 0077))
         throw Error(path.string() + ": refused: not a challenge tpmkey-ca made (owner " + std::to_string(file.owner) +
-                    ", mode " + octal(file.mode) + "; its own are " + std::to_string(::geteuid()) +
+                    ", mode " + octal_mode(file.mode) + "; its own are " + std::to_string(::geteuid()) +
                     " and 600): find out who put it there, remove it and make a new challenge");
     const ExchangeFile pending = ExchangeFile::parse(
         std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), "ak-pending",

@@ -19,10 +19,27 @@
 #include <ctime>
 #include <filesystem>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 
 namespace tpmkey {
+
+// What someone who may write a directory of the CA could do, for the
+// messages of check_private_directory().
+inline constexpr const char* plant_challenge_risk =
+    "plant a challenge and get an AK certificate for a key outside any TPM";
+
+// Throws Error, naming the chmod or chown that fixes it and `risk`, unless
+// `dir` is a directory (lstat: not a symbolic link) of the effective user
+// that no one else may write to.
+void check_private_directory(const std::filesystem::path& dir, const char* risk = plant_challenge_risk);
+// mkdir DIR 0700 unless it is there; it must then pass
+// check_private_directory().
+void make_private_directory(const std::filesystem::path& dir, const char* risk = plant_challenge_risk);
+
+// "644" for mode 0644.
+std::string octal_mode(mode_t mode);
 
 // $XDG_DATA_HOME/tpmkey-ca, else ~/.local/share/tpmkey-ca.
 std::filesystem::path default_ca_directory();
@@ -79,6 +96,9 @@ constexpr int pending_days = 7;
 
 // `time` as "YYYY-MM-DDTHH:MM:SSZ" (UTC).
 std::string utc_text(std::time_t time);
+// The inverse of utc_text(); nullopt for anything utc_text() would not
+// have written.
+std::optional<std::time_t> parse_utc_text(const std::string& text);
 
 // The outstanding challenge of the AK named `ak_name` whose id begins
 // `secret` (a proof's), used up: it is removed before it is returned (one

@@ -6,8 +6,10 @@
 // once the machine returns the secret.
 
 #include "ak_certificate.hpp"
+#include "ak_records.hpp"
 #include "ak_request.hpp"
 #include "ca.hpp"
+#include "revocation.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/attestation/credential.hpp"
@@ -21,6 +23,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 
+#include <cctype>
 #include <charconv>
 #include <ctime>
 #include <iostream>
@@ -33,14 +36,35 @@ namespace {
 // tpmkey's AK has nameAlg SHA-256: its name is 0x000b || 32 bytes.
 constexpr std::size_t ak_name_size = 34;
 
+// TPM_PT_MANUFACTURER as "id:" and 8 hex digits, compared without regard
+// to the case of the hex digits.
+bool same_manufacturer(const std::string& a, const std::string& b) {
+    if (a.size() != b.size() || a.empty())
+        return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::toupper(static_cast<unsigned char>(a[i])) != std::toupper(static_cast<unsigned char>(b[i])))
+            return false;
+    return true;
+}
+
+// The default AK certificate lifetime: a year, so that a machine that is
+// gone, or a CA key that has aged, stops counting on its own even where
+// nobody revoked it, and a CRL grows no longer than a year of revocations.
+// A machine renews by enrolling again (the AK is the same key; its new
+// certificate gets a new serial and record).
+constexpr int default_ak_days = 365;
+
 constexpr CommandSpec init_spec{
     "init",
     "make the attestation CA: its key and root certificate",
-    "tpmkey-ca init [--ca DIR] [--name TEXT]",
+    "tpmkey-ca init [--ca DIR] [--name TEXT] [--crl-url URL]",
     "Makes the attestation CA in DIR (default $XDG_DATA_HOME/tpmkey-ca, i.e.\n"
     "~/.local/share/tpmkey-ca; made 0700): ca.key (EC P-256, PKCS#8 PEM, 0600),\n"
     "ca.crt (its self-signed root certificate, valid 20 years: what verifiers\n"
-    "trust) and pending/ (the outstanding challenges). Refuses, changing\n"
+    "trust), pending/ (the outstanding challenges), records/ (one record per\n"
+    "AK certificate issued) and crl.pem (its CRL, empty). Every AK\n"
+    "certificate names its CRL: --crl-url, else crl.pem as a file:// URL,\n"
+    "which serves verifiers on this host only. Refuses, changing\n"
     "nothing, a directory that has a ca.key already, and a DIR or DIR/pending/\n"
     "that is there but not a directory of the user's that no one else may\n"
     "write to (as challenge and issue-ak do: whoever can write pending/ can\n"
@@ -48,18 +72,33 @@ constexpr CommandSpec init_spec{
     "\n"
     "  --ca DIR          the CA directory\n"
     "  --name TEXT       the root certificate's common name (default\n"
-    "                    'tpmkey attestation CA')\n",
-    {"--ca", "--name", nullptr}, {nullptr}, 0};
+    "                    'tpmkey attestation CA')\n"
+    "  --crl-url URL     where verifiers get the CRL (http://, https:// or\n"
+    "                    file:///), written into every AK certificate\n",
+    {"--ca", "--name", "--crl-url", nullptr}, {nullptr}, 0};
 
 int cmd_init(const Parsed& p) {
     const CaDirectory ca = ca_directory_of(p);
     const std::string name = p.has_value("--name") ? p.value("--name") : "tpmkey attestation CA";
     if (name.empty() || name.size() > 64 || printable(name) != name)
         throw UsageError("tpmkey-ca init: --name needs 1 to 64 printable characters", init_spec.usage);
+    const std::string crl_url = p.value("--crl-url");
+    if (p.has_value("--crl-url") && !is_crl_url(crl_url))
+        throw UsageError("tpmkey-ca init: --crl-url needs an http://, https:// or file:/// URL (at most 512 "
+                         "characters; no spaces, quotes or commas)",
+                         init_spec.usage);
     init_ca(ca, name, 20 * 365);
+    {
+        const CaLock lock(ca);
+        if (p.has_value("--crl-url"))
+            write_file_atomically(crl_url_file(ca), crl_url + "\n", 0644, Replace::yes);
+        make_private_directory(records_dir(ca));
+        (void)publish_crl(ca, load_ca(ca), std::time(nullptr), default_crl_days);
+    }
     std::cout << "Made the attestation CA '" << name << "' in " << ca.dir.string()
               << ": give verifiers its root certificate, " << ca.certificate_file().string()
-              << "; keep ca.key secret.\n";
+              << "; keep ca.key secret. AK certificates will name the CRL " << crl_distribution_point(ca)
+              << " (sign a new one with tpmkey-ca crl before " << default_crl_days << " days are over).\n";
     return 0;
 }
 
@@ -106,6 +145,19 @@ int cmd_challenge(const Parsed& p) {
         throw Error(what + ": refused: its EK certificate (issued by " +
                     name_line(X509_get_issuer_name(request.ek_certificate.get())) + ") does not chain to a root in " +
                     p.value("--ek-roots") + ": " + problem);
+    // The TPM's identity is the EK certificate's, which its maker signed;
+    // the request's is the TPM's own report, which nothing proves. The
+    // manufacturer must agree. The model and version are not compared:
+    // makers write a marketing name ("SLB 9670 TPM2.0") where the TPM
+    // reports vendor strings ("SLB9670"), and the firmware version of the
+    // day the EK certificate was made, which a firmware update changes
+    // (test/data/ek-certs); the AK certificate carries the EK
+    // certificate's.
+    const CertifiedTpm certified = tpm_identity_of(request.ek_certificate.get());
+    if (!same_manufacturer(certified.manufacturer, request.manufacturer))
+        throw Error(what + ": refused: it claims TPM manufacturer " + request.manufacturer +
+                    ", but its EK certificate names " + printable(certified.manufacturer) +
+                    " (tpm-manufacturer must be what the TPM reports; its maker signed the EK certificate's)");
     TPMT_PUBLIC ek_public{};
     try {
         ek_public = ek_public_of(request.ek_certificate.get(), *request.ek_template);
@@ -139,8 +191,8 @@ int cmd_challenge(const Parsed& p) {
     if (p.has_value("-o"))
         std::cout << what << ": the EK certificate (" << request.ek_template->algorithm << ", issued by "
                   << name_line(X509_get_issuer_name(request.ek_certificate.get())) << ") chains to "
-                  << p.value("--ek-roots") << "; TPM " << request.manufacturer << " '" << request.model << "' "
-                  << request.version << ". Wrote the challenge for attestation key " << hex(request.ak_name)
+                  << p.value("--ek-roots") << "; TPM " << printable(certified.manufacturer) << " '"
+                  << printable(certified.model) << "' " << printable(certified.version) << " (by the EK certificate). Wrote the challenge for attestation key " << hex(request.ak_name)
                   << " to " << p.value("-o") << ": the machine answers it with tpmkey attest activate.\n";
     return 0;
 }
@@ -148,7 +200,7 @@ int cmd_challenge(const Parsed& p) {
 constexpr CommandSpec issue_ak_spec{
     "issue-ak",
     "certify an attestation key whose TPM answered its challenge",
-    "tpmkey-ca issue-ak [--ca DIR] [--days N] [-o FILE] PROOF",
+    "tpmkey-ca issue-ak --machine NAME --principals LIST [--ca DIR] [--days N] [-o FILE] PROOF",
     "Checks PROOF (tpmkey attest activate): its secret must be the one of the\n"
     "attestation key's outstanding challenge in DIR/pending/ that it answers\n"
     "(its secret names it). That challenge is used up either way: a proof\n"
@@ -156,17 +208,31 @@ constexpr CommandSpec issue_ak_spec{
     "no other. A challenge is good for 7 days: an older one is refused and\n"
     "removed. Then issues the AK's certificate (PEM, to\n"
     "FILE or standard output): empty subject, the TPM's manufacturer, model\n"
-    "and version in a critical subjectAltName, extended key usage\n"
-    "2.23.133.8.3 (tcg-kp-AIKCertificate), CA:FALSE, and the EK certificate\n"
-    "it was enrolled with (docs/attestation.md).\n"
+    "and version from the EK certificate in a critical subjectAltName,\n"
+    "extended key usage 2.23.133.8.3 (tcg-kp-AIKCertificate), CA:FALSE, the\n"
+    "EK certificate it was enrolled with and the CA's CRL\n"
+    "(docs/attestation.md); records it in DIR/records/ with the machine's\n"
+    "name and principals, and prints its serial: keep it to revoke it.\n"
+    "Renew a certificate by enrolling the machine again.\n"
     "\n"
+    "  --machine NAME    the machine's name (the SSH certificate's -I)\n"
+    "  --principals LIST who may log in with its keys (-n: a,b,c)\n"
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
-    "  --days N          how long the certificate is valid (default 3650)\n"
+    "  --days N          how long the certificate is valid (default 365)\n"
     "  -o FILE           write the certificate to FILE\n",
-    {"--ca", "--days", "-o", nullptr}, {nullptr}, 1};
+    {"--machine", "--principals", "--ca", "--days", "-o", nullptr}, {nullptr}, 1};
 
 int cmd_issue_ak(const Parsed& p) {
-    int days = 3650;
+    const std::string machine = p.value("--machine"), principals = p.value("--principals");
+    if (!p.has_value("--machine") || !p.has_value("--principals"))
+        throw UsageError("tpmkey-ca issue-ak: --machine NAME and --principals LIST are required (the record the SSH "
+                         "CA takes a certificate's -I and -n from)",
+                         issue_ak_spec.usage);
+    if (!is_record_name(machine) || !is_principal_list(principals))
+        throw UsageError("tpmkey-ca issue-ak: --machine is 1 to 64 of A-Z a-z 0-9 . _ @ - (not starting with -), "
+                         "--principals up to 32 such names separated by commas",
+                         issue_ak_spec.usage);
+    int days = default_ak_days;
     if (p.has_value("--days")) {
         const std::string text = p.value("--days");
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), days);
@@ -197,22 +263,56 @@ int cmd_issue_ak(const Parsed& p) {
     if (request.ak_name != ak_name)
         throw Error(pending_path + ": holds the request of another attestation key");
 
+    // challenge refused an EK certificate without the TPM's identity (the
+    // EK-certificate rule) and a request whose manufacturer disagrees;
+    // checked again, as the pending file is read back.
+    const CertifiedTpm certified = tpm_identity_of(request.ek_certificate.get());
+    if (certified.manufacturer.empty() || certified.model.empty() || certified.version.empty() ||
+        !same_manufacturer(certified.manufacturer, request.manufacturer))
+        throw Error(pending_path + ": refused: its EK certificate does not name the TPM's manufacturer, model and "
+                                   "version, or names another manufacturer than the request");
+
     const EvpPkey ak = PublicKey(request.ak).to_evp();
-    const X509Cert cert = issue_ak_certificate(
-        {ak.get(), request.manufacturer, request.model, request.version, request.ek_certificate.get()},
-        keys.certificate.get(), keys.key.get(), days);
+    const CaLock lock(ca);
+    // A CRL for the certificate to point to (a CA made before there were CRLs has none yet).
+    if (!std::filesystem::exists(std::filesystem::symlink_status(crl_file(ca))))
+        (void)publish_crl(ca, keys, std::time(nullptr), default_crl_days);
+    const X509Cert cert = issue_ak_certificate({ak.get(), certified.manufacturer, certified.model, certified.version,
+                                                request.ek_certificate.get(), crl_distribution_point(ca)},
+                                               keys.certificate.get(), keys.key.get(), days);
+    // Recorded before it is given out: no AK certificate the CA cannot list or revoke.
+    AkRecord record;
+    record.serial = serial_hex(cert.get());
+    record.ak_certificate_sha256 = certificate_sha256(cert.get());
+    record.ak_name = hex(ak_name);
+    record.ek_certificate_sha256 = certificate_sha256(request.ek_certificate.get());
+    record.ek_certificate_issuer = printable(name_line(X509_get_issuer_name(request.ek_certificate.get())));
+    record.ek_certificate_serial = serial_hex(request.ek_certificate.get());
+    record.tpm_manufacturer = printable(certified.manufacturer);
+    record.tpm_model = printable(certified.model);
+    record.tpm_version = printable(certified.version);
+    record.machine = machine;
+    record.principals = principals;
+    std::tm tm{};
+    record.issued = ASN1_TIME_to_tm(X509_get0_notBefore(cert.get()), &tm) == 1 ? utc_text(::timegm(&tm)) : "";
+    record.not_after = ASN1_TIME_to_tm(X509_get0_notAfter(cert.get()), &tm) == 1 ? utc_text(::timegm(&tm)) : "";
+    write_record(ca, record, /*replace=*/false);
     Bio bio(BIO_new(BIO_s_mem()));
     if (!bio || PEM_write_bio_X509(bio.get(), cert.get()) != 1)
         throw Error("cannot write the certificate (OpenSSL)");
     char* data = nullptr;
     const long size = BIO_get_mem_data(bio.get(), &data);
     write_output(p, std::string_view(data, static_cast<std::size_t>(size)), 0644);
+    // The serial goes to standard error without -o: standard output is the certificate.
+    std::ostream& out = p.has_value("-o") ? std::cout : std::cerr;
     if (p.has_value("-o"))
-        std::cout << what << ": the TPM activated the challenge. Issued the certificate of attestation key "
-                  << hex(ak_name) << " (TPM " << request.manufacturer << " '" << request.model << "' "
-                  << request.version << ", EK certificate issued by "
-                  << name_line(X509_get_issuer_name(request.ek_certificate.get())) << "), valid " << days
-                  << " days, to " << p.value("-o") << ".\n";
+        out << what << ": the TPM activated the challenge. Issued the certificate of attestation key " << hex(ak_name)
+            << " (TPM " << record.tpm_manufacturer << " '" << record.tpm_model << "' " << record.tpm_version
+            << " by its EK certificate, issued by " << record.ek_certificate_issuer << "), valid " << days
+            << " days, to " << p.value("-o") << ".\n";
+    out << "AK certificate serial " << record.serial << " recorded for machine " << machine << " (principals "
+        << principals << ") in " << records_dir(ca).string() << ": keep the serial, to revoke it with tpmkey-ca "
+        << "revoke --serial " << record.serial << ".\n";
     return 0;
 }
 

@@ -1,5 +1,8 @@
 #include "verify.hpp"
 
+#include "ak_records.hpp"
+#include "revocation.hpp"
+
 #include "core/base/owned.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/file_read.hpp"
@@ -16,6 +19,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <ctime>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -28,7 +32,7 @@ namespace {
 constexpr CommandSpec verify_spec{
     "verify",
     "check a key's attestation; print what it proves, or refuse it",
-    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [-o FILE]",
+    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [--crl FILE] [--ca DIR] [-o FILE]",
     "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
     "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
     "the AK signed TPM2_Certify's result over the key (certInfo) for the\n"
@@ -48,8 +52,13 @@ constexpr CommandSpec verify_spec{
     "                     the key's authPolicy; its public key must be the\n"
     "                     attested one\n"
     "  -o FILE            write the verified key's .pub line to FILE (replaced\n"
-    "                     in one step; in a directory only the CA can write)\n",
-    {"--roots", "--challenge", "--key-file", "-o", nullptr},
+    "                     in one step; in a directory only the CA can write)\n"
+    "  --crl FILE         the CA's CRL (PEM or DER); else --ca's crl.pem, else\n"
+    "                     the file:// CRL the AK certificate names. Refused:\n"
+    "                     a revoked AK, a CRL out of date or not the CA's\n"
+    "  --ca DIR           the CA directory: its record of the AK certificate\n"
+    "                     names the machine and principals (printed)\n",
+    {"--roots", "--challenge", "--key-file", "-o", "--crl", "--ca", nullptr},
     {nullptr},
     1};
 
@@ -312,6 +321,15 @@ int cmd_verify(const Parsed& p) {
     // 1. The AK certificate: issued by the CA, an AK certificate.
     check_chain(ak.get(), attestation.x5c, p.value("--roots"));
     const TpmIdentity identity = check_ak_profile(ak.get());
+    // 1c. Not revoked, and the CA's record of it (revocation.hpp,
+    //     ak_records.hpp: the lead moves this call with verify's checks).
+    const std::optional<CaDirectory> ca_dir =
+        p.has_value("--ca") ? std::optional<CaDirectory>(ca_directory_of(p)) : std::nullopt;
+    const std::string revocation = check_ak_not_revoked(
+        ak.get(), p.value("--roots"), p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt, ca_dir,
+        std::time(nullptr));
+    const std::optional<AkRecord> record =
+        ca_dir ? std::optional<AkRecord>(record_of_certificate(*ca_dir, ak.get())) : std::nullopt;
     // 2. The AK signed certInfo.
     check_signature(ak.get(), attestation);
     // 3. certInfo is TPM2_Certify's, made inside a TPM (its magic).
@@ -425,7 +443,13 @@ int cmd_verify(const Parsed& p) {
               << name_line(X509_get_issuer_name(ak.get())) << ", subject (empty)\n"
               << "TPM:           manufacturer " << manufacturer_text(identity.manufacturer) << ", model "
               << identity.model << ", version " << identity.version
-              << " (as the machine reported them at enrolment; not proven)\n";
+              << " (as the AK certificate names them: tpmkey-ca takes them from the EK certificate, which the TPM's maker signed)\n"
+              << "Revocation:    " << revocation << "\n";
+    if (record)
+        std::cout << "Machine:       " << record->machine << "\n"
+                  << "Principals:    " << record->principals << "\n";
+    else
+        std::cout << "Machine:       not looked up (give --ca DIR for the CA's record)\n";
     for (std::size_t i = 0; i < policy_lines.size(); ++i)
         std::cout << (i == 0 ? "Policy:        " : "               ") << policy_lines[i] << "\n";
     std::cout << "Not proven:    whether the key has a PIN (its auth value is not in the public area)";

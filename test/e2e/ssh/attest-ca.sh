@@ -14,7 +14,11 @@
 #   - a software key (ssh-keygen) passed off with the TPM key's attestation
 #     (its ssh-public-key line replaced) is refused by verify (exit 1,
 #     "REFUSED: ..."), gets no certificate, and cannot log in, neither alone
-#     nor with the TPM key's certificate.
+#     nor with the TPM key's certificate;
+#   - the SSH certificate's -I and -n are the CA's record of the AK
+#     (issue-ak --machine, --principals), as verify --ca prints it;
+#   - once the AK is revoked (tpmkey-ca revoke), its keys' attestations are
+#     refused and get no certificate.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../../lib/sshd.sh
@@ -47,13 +51,17 @@ must ca_tool init --ca "$ca"
 must "$TPMKEY_TOOL" attest enroll -o "$machine/laptop.req"
 must ca_tool challenge "$machine/laptop.req" --ek-roots "$ek_roots" --ca "$ca" -o "$machine/laptop.chal"
 must "$TPMKEY_TOOL" attest activate "$machine/laptop.chal" -o "$machine/laptop.ak-proof"
-must ca_tool issue-ak "$machine/laptop.ak-proof" --ca "$ca" -o "$machine/laptop.ak.crt"
+must ca_tool issue-ak "$machine/laptop.ak-proof" --ca "$ca" --machine asset-0042 --principals "$SSH_USER" \
+    -o "$machine/laptop.ak.crt"
+ak_serial=$(openssl x509 -in "$machine/laptop.ak.crt" -noout -serial | sed 's/^serial=//')
+expect_out "AK certificate serial $ak_serial recorded for machine asset-0042" "issue-ak prints the serial"
 run openssl verify -CAfile "$ca/ca.crt" "$machine/laptop.ak.crt"
 expect_rc 0 "openssl verify of the AK certificate against the CA's root"
 expect_clean_tpm "after the enrolment"
 ok "enrolled: the AK certificate is issued by the attestation CA, which ran without a TPM"
 
-run ca_tool issue-ak "$machine/laptop.ak-proof" --ca "$ca" -o "$machine/again.ak.crt"
+run ca_tool issue-ak "$machine/laptop.ak-proof" --ca "$ca" --machine asset-0042 --principals "$SSH_USER" \
+    -o "$machine/again.ak.crt"
 expect_rc 1 "the same proof a second time"
 [ ! -e "$machine/again.ak.crt" ] || fail "a used proof gave a second AK certificate"
 ok "a proof of activation works once"
@@ -73,14 +81,18 @@ ok "tpmkey attest: one file with the key's .pub line and its attestation"
 # issue_cert ATT NONCE: the script of docs/attestation.md, step by step:
 # verify, which writes the key it verified (-o, from its one read of ATT)
 # into the SSH CA's own directory, and only then sign that .pub (-> the
-# SSH CA's NAME.pub and NAME-cert.pub). tpmkey-ca verify's output is in
-# $OUT/$ERR.
+# SSH CA's NAME.pub and NAME-cert.pub), its -I and -n the CA's record of
+# the AK (verify --ca prints them), not anything the requester sent.
+# tpmkey-ca verify's output is in $OUT/$ERR.
 issue_cert() {
-    local att=$1 nonce=$2 name
+    local att=$1 nonce=$2 name id principals
     name=$(basename "${1%.att}")
-    run ca_tool verify "$att" --roots "$ca/ca.crt" --challenge "$nonce" -o "$ssh_ca/$name.pub"
+    run ca_tool verify "$att" --roots "$ca/ca.crt" --ca "$ca" --challenge "$nonce" -o "$ssh_ca/$name.pub"
     [ "$rc" = 0 ] || return 1
-    ssh-keygen -q -s "$ssh_ca/user_ca" -I laptop -n "$SSH_USER" -V +52w "$ssh_ca/$name.pub" ||
+    id=$(sed -n 's/^Machine: *//p' "$OUT")
+    principals=$(sed -n 's/^Principals: *//p' "$OUT")
+    [ -n "$id" ] && [ -n "$principals" ] || fail "verify --ca printed no Machine: and Principals: lines"
+    ssh-keygen -q -s "$ssh_ca/user_ca" -I "$id" -n "$principals" -V +52w "$ssh_ca/$name.pub" ||
         fail "ssh-keygen -s $ssh_ca/$name.pub failed"
 }
 
@@ -89,7 +101,9 @@ expect_out "$(fingerprint "$keys/id_tpm.pub")" "verify names the key's fingerpri
 cert=$ssh_ca/id_tpm-cert.pub
 ssh-keygen -L -f "$cert" >"$TEST_DIR/cert.txt" || fail "ssh-keygen -L $cert failed"
 grep -qF "Signing CA: ED25519 $ssh_ca_fp" "$TEST_DIR/cert.txt" || { show "$TEST_DIR/cert.txt"; fail "the certificate does not name the SSH CA"; }
-ok "verify said yes: user certificate for the TPM key signed by the SSH CA"
+grep -qF 'Key ID: "asset-0042"' "$TEST_DIR/cert.txt" || { show "$TEST_DIR/cert.txt"; fail "the certificate's key ID is not the recorded machine"; }
+expect_eq "$(sed -n '/Principals:/{n;p}' "$TEST_DIR/cert.txt" | tr -d ' ')" "$SSH_USER" "the certificate's principals (the record's)"
+ok "verify said yes: user certificate for the TPM key signed by the SSH CA, -I and -n from the CA's record (asset-0042, $SSH_USER)"
 
 sshd_start   # authorized_keys empty: only a certificate of a trusted CA logs in
 cp "$ssh_ca/user_ca.pub" "$USER_CAS"
@@ -98,7 +112,7 @@ askpass_pin
 sshd_log_mark
 login_ok "the TPM key with its certificate" -o "PKCS11Provider=$TPMKEY_MODULE" -o "CertificateFile=$cert"
 expect_prompts
-expect_accepted "the TPM key's certificate" "ID laptop (serial 0) CA ED25519 $ssh_ca_fp"
+expect_accepted "the TPM key's certificate" "ID asset-0042 (serial 0) CA ED25519 $ssh_ca_fp"
 ok "sshd with TrustedUserCAKeys accepts the TPM key through the module with its certificate"
 
 # ---- refused: a replay, a software key -------------------------------------------
@@ -126,3 +140,18 @@ login_fails "the software key without a certificate" -i "$machine/soft"
 login_fails "the software key with the TPM key's certificate" -i "$machine/soft" -o "CertificateFile=$cert"
 if sshd_log_has "^Accepted publickey"; then fail "sshd accepted a login with the software key"; fi
 ok "the software key cannot log in, neither alone nor with the TPM key's certificate"
+
+# ---- revoked: the machine is lost ---------------------------------------------------
+# The AK is revoked by its serial (what issue-ak printed): verify refuses
+# every attestation of its keys from then on, so the SSH CA signs none
+# (was: verify knew no revocation, and signed).
+openssl rand 32 >"$ssh_ca/nonce3"
+must "$TPMKEY_TOOL" attest "$keys/id_tpm.tpm" --ak-cert "$machine/laptop.ak.crt" --challenge "$ssh_ca/nonce3" \
+    -o "$machine/id_tpm3.att"
+must ca_tool revoke --ca "$ca" --serial "$ak_serial" --reason key-compromise
+rm -f "$ssh_ca/id_tpm3-cert.pub" "$ssh_ca/id_tpm3.pub"
+if issue_cert "$machine/id_tpm3.att" "$ssh_ca/nonce3"; then fail "a key of a revoked AK got a certificate"; fi
+expect_rc 1 "verify of a revoked AK's key"
+expect_err "REFUSED: the CA revoked the AK certificate (serial $ak_serial) on " "verify of a revoked AK's key"
+[ ! -e "$ssh_ca/id_tpm3-cert.pub" ] && [ ! -e "$ssh_ca/id_tpm3.pub" ] || fail "a revoked AK's key got a certificate"
+ok "after tpmkey-ca revoke, the AK's keys are refused and get no certificate: $(head -1 "$ERR")"

@@ -187,6 +187,16 @@ expect_err "its extended key usage does not name the EK certificate purpose 2.23
 [ ! -e "$w/x.chal" ] && [ -z "$(ls "$ca/pending")" ] || fail "a refused request left a challenge or a pending file"
 ok "challenge: the swtpm's platform certificate, a TLS and a CA certificate under the EK CA are refused as EK certificates; nothing written"
 
+# 4c. A request whose TPM claims another manufacturer than its EK
+# certificate names (was: certified as claimed, id:FFFFFFFF included).
+sed 's/^tpm-manufacturer .*/tpm-manufacturer id:FFFFFFFF/' "$w/laptop.req" >"$w/claim.req"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/claim.req"
+expect_rc 1 "a request claiming manufacturer id:FFFFFFFF"
+expect_err "$w/claim.req: refused: it claims TPM manufacturer id:FFFFFFFF, but its EK certificate names id:49424D00 (tpm-manufacturer must be what the TPM reports; its maker signed the EK certificate's)" \
+    "a request claiming manufacturer id:FFFFFFFF"
+[ ! -e "$w/x.chal" ] && [ -z "$(ls "$ca/pending")" ] || fail "a refused request left a challenge or a pending file"
+ok "challenge: a request claiming another manufacturer (id:FFFFFFFF) than its EK certificate is refused; nothing written"
+
 # 5. The challenge, the proof, the certificate.
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop.chal" "$w/laptop.req"
 expect_out "$w/laptop.req: the EK certificate (" "challenge"
@@ -209,15 +219,41 @@ run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/lap
 expect_rc 1 "challenge with a pending/ of mode 770"
 expect_err "$ca/pending: others may write to it (mode 770)" "challenge with a pending/ of mode 770"
 expect_err "chmod 700 $ca/pending" "challenge with a pending/ of mode 770"
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/x.crt" "$w/laptop.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/x.crt" "$w/laptop.proof"
 expect_rc 1 "issue-ak with a pending/ of mode 770"
 expect_err "$ca/pending: others may write to it (mode 770)" "issue-ak with a pending/ of mode 770"
 [ ! -e "$w/x.chal" ] && [ ! -e "$w/x.crt" ] && [ -e "$pending" ] ||
     fail "a refused challenge or issue-ak wrote a file or used up the pending challenge"
 chmod 700 "$ca/pending"
 ok "challenge and issue-ak refuse a pending/ others may write (mode 770), changing nothing"
-must tpmkey_ca issue-ak --ca "$ca" -o "$w/laptop.ak.crt" "$w/laptop.proof"
+run tpmkey_ca issue-ak --ca "$ca" -o "$w/x.crt" "$w/laptop.proof"
+expect_rc 2 "issue-ak without --machine"
+expect_err "tpmkey-ca issue-ak: --machine NAME and --principals LIST are required" "issue-ak without --machine"
+run tpmkey_ca issue-ak --ca "$ca" --machine -laptop --principals alice -o "$w/x.crt" "$w/laptop.proof"
+expect_rc 2 "issue-ak --machine -laptop"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals 'alice,,bob' -o "$w/x.crt" "$w/laptop.proof"
+expect_rc 2 "issue-ak --principals alice,,bob"
+[ ! -e "$w/x.crt" ] && [ -e "$pending" ] || fail "a refused issue-ak wrote a certificate or used up the challenge"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/laptop.proof"
 expect_out "$w/laptop.proof: the TPM activated the challenge. Issued the certificate of attestation key $ak_name" "issue-ak"
+# The serial the operator keeps is the certificate's (openssl), and the
+# certificate is recorded under it, 0600; valid 365 days by default.
+serial=$(openssl x509 -in "$w/laptop.ak.crt" -noout -serial | sed 's/^serial=//')
+expect_out "AK certificate serial $serial recorded for machine laptop (principals alice) in $ca/records: keep the serial, to revoke it with tpmkey-ca revoke --serial $serial." \
+    "issue-ak prints the serial"
+expect_eq "$(stat -c %a "$ca/records") $(stat -c %a "$ca/records/$serial")" "700 600" "records/ and the record's modes"
+expect_eq "$(head -1 "$ca/records/$serial")" "tpmkey-ak-record 1" "the record's first line"
+expect_eq "$(field machine "$ca/records/$serial") $(field principals "$ca/records/$serial") $(field ak-name "$ca/records/$serial")" \
+    "laptop alice $ak_name" "the record's machine, principals and AK name"
+expect_eq "$(field ek-certificate-sha256 "$ca/records/$serial")" "$(sha256sum "$w/ek.der" | cut -d' ' -f1)" "the record's EK hash"
+expect_eq "$(field ek-certificate-serial "$ca/records/$serial")" \
+    "$(openssl x509 -inform der -in "$w/ek.der" -noout -serial | sed 's/^serial=//')" "the record's EK serial"
+expect_eq "$(field ak-certificate-sha256 "$ca/records/$serial")" \
+    "$(openssl x509 -in "$w/laptop.ak.crt" -outform der | sha256sum | cut -d' ' -f1)" "the record's AK certificate hash"
+not_before=$(date -u -d "$(openssl x509 -in "$w/laptop.ak.crt" -noout -startdate | cut -d= -f2)" +%s)
+not_after=$(date -u -d "$(openssl x509 -in "$w/laptop.ak.crt" -noout -enddate | cut -d= -f2)" +%s)
+expect_eq "$(((not_after - not_before) / 86400))" 365 "the AK certificate's default lifetime in days"
+ok "issue-ak needs --machine and --principals; prints the certificate's serial, records it (0600: machine, principals, AK name, EK hash and serial, AK certificate hash); valid 365 days"
 [ ! -e "$pending" ] || fail "issue-ak left the pending challenge"
 ok "challenge, activate, issue-ak: the AK certificate is issued; the pending challenge is used up"
 
@@ -247,8 +283,16 @@ for i in 1 2 3 4; do
 done
 model=$(sed 's/ *$//' <<<"$model")
 expect_eq "$manufacturer" "id:49424D00" "swtpm's manufacturer (IBM)"
-expect_in "$cert" "DirName:/2\.23\.133\.2\.1=$manufacturer/2\.23\.133\.2\.2=$model/2\.23\.133\.2\.3=$version$" \
-    "the SAN's TPM attributes"
+# The TPM's identity is the EK certificate's, which its maker signed, not
+# what the TPM (or whoever sends the request) reports (was: the request's
+# "SW   TPM" and firmware version). The swtpm's EK certificate names the
+# model "swtpm", the TPM's vendor strings "SW   TPM".
+ek_san=$(openssl x509 -inform der -in "$w/ek.der" -noout -ext subjectAltName | sed -n 's/^ *DirName://p')
+expect_eq "$ek_san" "/2.23.133.2.1=$manufacturer/2.23.133.2.2=swtpm/2.23.133.2.3=id:20191023" "the EK certificate's TPM (openssl)"
+[ "$model" != swtpm ] || fail "the TPM reports the EK certificate's model: this test cannot tell the two apart"
+expect_eq "$(openssl x509 -in "$w/laptop.ak.crt" -noout -ext subjectAltName | sed -n 's/^ *DirName://p')" "$ek_san" \
+    "the AK certificate's TPM attributes: the EK certificate's"
+model=swtpm version=id:20191023
 # extension OBJECT-AS-ASN1PARSE-NAMES-IT: the parsed value of that extension.
 asn1=$(openssl asn1parse -in "$w/laptop.ak.crt")
 extension() {
@@ -285,7 +329,7 @@ tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -t  # tpm2_createprimary leaves it loa
 openssl x509 -in "$w/laptop.ak.crt" -noout -pubkey >"$w/cert-key.pem"
 cmp -s "$w/cert-key.pem" "$w/ak.pem" || { show "$w/cert-key.pem" "$w/ak.pem"; fail "the certificate's key is not the AK"; }
 expect_eq "$(od -An -tx1 "$w/ak.name" | tr -d ' \n')" "$ak_name" "the AK's name (tpm2_readpublic) and the challenge's"
-ok "the AK certificate: openssl verifies it; v3, empty subject, critical SAN with $manufacturer '$model' $version (UTF8String), EKU 2.23.133.8.3, CA:FALSE, digitalSignature, SKI, AKI, the EK binding (RFC 9763); its key is tpm2_createprimary's AK; Go's crypto/x509 parses it and the root"
+ok "the AK certificate: openssl verifies it; v3, empty subject, critical SAN with the EK certificate's $manufacturer '$model' $version (UTF8String; the TPM reports another model), EKU 2.23.133.8.3, CA:FALSE, digitalSignature, SKI, AKI, the EK binding (RFC 9763); its key is tpm2_createprimary's AK; Go's crypto/x509 parses it and the root"
 
 # 7. A proof works once; a wrong secret voids its challenge, no other.
 # flip PROOF OUT BYTE: PROOF with byte BYTE of its secret changed.
@@ -300,7 +344,7 @@ for i, l in enumerate(lines):
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 PY
 }
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/again.crt" "$w/laptop.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/again.crt" "$w/laptop.proof"
 expect_rc 1 "the proof a second time"
 expect_err "$w/laptop.proof: refused: no outstanding challenge for attestation key $ak_name has this proof's id" \
     "the proof a second time"
@@ -314,12 +358,12 @@ must "$TPMKEY_TOOL" attest activate -o "$w/laptop2.proof" "$w/laptop2.chal"
 # Nor does a proof by someone who does not know the challenge (a secret
 # that names no challenge) use it up (was: it voided the machine's).
 flip "$w/laptop2.proof" "$w/guess.proof" 0
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/guess.crt" "$w/guess.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/guess.crt" "$w/guess.proof"
 expect_rc 1 "a proof whose secret names no challenge"
 expect_err "$w/guess.proof: refused: no outstanding challenge for attestation key $ak_name has this proof's id" \
     "a proof whose secret names no challenge"
 [ -e "$(pending_of "$w/laptop2.proof")" ] || fail "a proof naming no challenge used up the machine's"
-must tpmkey_ca issue-ak --ca "$ca" -o "$w/laptop2.ak.crt" "$w/laptop2.proof"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop2.ak.crt" "$w/laptop2.proof"
 expect_out "Issued the certificate of attestation key $ak_name" "the machine's proof after a second challenge and a guess"
 ok "a second challenge for the AK, and a proof that names no challenge, leave the machine's challenge: its proof gets the certificate"
 # A secret that names the challenge but is wrong in its other bytes, which
@@ -327,11 +371,11 @@ ok "a second challenge for the AK, and a proof that names no challenge, leave th
 # guess per challenge), and only that one.
 must "$TPMKEY_TOOL" attest activate -o "$w/meddler.proof" "$w/meddler.chal"
 flip "$w/meddler.proof" "$w/wrong.proof" 31
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/wrong.crt" "$w/wrong.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/wrong.crt" "$w/wrong.proof"
 expect_rc 1 "a wrong secret"
 expect_err "$w/wrong.proof: refused: its secret is not the one of the challenge for attestation key $ak_name; that challenge is void now" \
     "a wrong secret"
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/late.crt" "$w/meddler.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/late.crt" "$w/meddler.proof"
 expect_rc 1 "the right proof after a wrong one"
 expect_err "refused: no outstanding challenge for attestation key $ak_name has this proof's id" "the right proof after a wrong one"
 [ ! -e "$w/again.crt" ] && [ ! -e "$w/guess.crt" ] && [ ! -e "$w/wrong.crt" ] && [ ! -e "$w/late.crt" ] ||
@@ -344,14 +388,14 @@ must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/laptop3.chal" 
 must "$TPMKEY_TOOL" attest activate -o "$w/laptop3.proof" "$w/laptop3.chal"
 pending=$(pending_of "$w/laptop3.proof")
 chmod 644 "$pending"
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/planted.crt" "$w/laptop3.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/planted.crt" "$w/laptop3.proof"
 expect_rc 1 "a pending file of mode 644"
 expect_err "$pending: refused: not a challenge tpmkey-ca made (owner $(id -u), mode 644" "a pending file of mode 644"
 [ -e "$pending" ] || fail "a refused pending file of mode 644 was removed"
 chmod 600 "$pending"
 created=$(date -u -d '8 days ago' +%Y-%m-%dT%H:%M:%SZ)
 sed -i "s/^created .*/created $created/" "$pending"
-run tpmkey_ca issue-ak --ca "$ca" -o "$w/old.crt" "$w/laptop3.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/old.crt" "$w/laptop3.proof"
 expect_rc 1 "a challenge made 8 days ago"
 expect_err "$w/laptop3.proof: refused: its challenge for attestation key $ak_name expired on $(date -u -d "$created 7 days" +%Y-%m-%dT%H:%M:%SZ)" \
     "a challenge made 8 days ago"
@@ -400,7 +444,7 @@ expect_rc 1 "enroll without an EK certificate"
 expect_err "tpmkey: this TPM has no EK certificate in its NV: an attestation CA checks the attestation key against the TPM's certified endorsement key, so this TPM cannot be enrolled" \
     "enroll without an EK certificate"
 [ ! -e "$w/x.req" ] && [ ! -e "$w/x.proof" ] || fail "a refused enroll or activate wrote a file"
-run tpmkey_ca issue-ak --ca "$ca" --days 0 "$w/laptop.proof"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice --days 0 "$w/laptop.proof"
 expect_rc 2 "--days 0"
 expect_err "tpmkey-ca issue-ak: --days needs a whole number of days from 1 to 36500" "--days 0"
 ok "enroll is refused on a TPM with an endorsement password or without an EK certificate; --days 0 is a usage error"

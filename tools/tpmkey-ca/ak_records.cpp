@@ -1,0 +1,181 @@
+#include "ak_records.hpp"
+
+#include "core/base/error.hpp"
+#include "core/base/printable.hpp"
+#include "core/files/atomic_file.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/algorithms.hpp"
+
+#include <openssl/bn.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace tpmkey {
+
+namespace {
+
+constexpr std::size_t max_record_size = 16 * 1024;
+constexpr const char* records_risk = "change the machine a key's SSH certificate is issued for";
+
+constexpr std::initializer_list<const char*> record_fields = {
+    "serial",          "ak-certificate-sha256", "ak-name",   "ek-certificate-sha256", "ek-certificate-issuer",
+    "ek-certificate-serial", "tpm-manufacturer", "tpm-model", "tpm-version",           "machine",
+    "principals",      "issued",                "not-after", "revoked",               "revocation-reason"};
+
+bool is_serial_hex(const std::string& text) {
+    return !text.empty() && text.size() <= 40 && text.find_first_not_of("0123456789ABCDEF") == std::string::npos;
+}
+
+ExchangeFile to_file(const AkRecord& r) {
+    ExchangeFile f("ak-record");
+    f.set_text("serial", r.serial);
+    f.set_text("ak-certificate-sha256", r.ak_certificate_sha256);
+    f.set_text("ak-name", r.ak_name);
+    f.set_text("ek-certificate-sha256", r.ek_certificate_sha256);
+    f.set_text("ek-certificate-issuer", r.ek_certificate_issuer);
+    f.set_text("ek-certificate-serial", r.ek_certificate_serial);
+    f.set_text("tpm-manufacturer", r.tpm_manufacturer);
+    f.set_text("tpm-model", r.tpm_model);
+    f.set_text("tpm-version", r.tpm_version);
+    f.set_text("machine", r.machine);
+    f.set_text("principals", r.principals);
+    f.set_text("issued", r.issued);
+    f.set_text("not-after", r.not_after);
+    if (!r.revoked.empty()) {
+        f.set_text("revoked", r.revoked);
+        f.set_text("revocation-reason", r.revocation_reason);
+    }
+    return f;
+}
+
+AkRecord read_record_file(const std::filesystem::path& path) {
+    const FileRead file = read_regular_file(path, max_record_size, /*follow_links=*/false);
+    // issue-ak writes it 0600: anything else was put there, or changed, by
+    // someone else.
+    if (file.owner != ::geteuid() || (file.mode & 0077))
+        throw Error(path.string() + ": refused: not a record tpmkey-ca wrote (owner " + std::to_string(file.owner) +
+                    ", mode " + octal_mode(file.mode) + "; its own are " + std::to_string(::geteuid()) +
+                    " and 600): find out who changed it; if its contents are right, chown and chmod 600 it");
+    const ExchangeFile f = ExchangeFile::parse(
+        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), "ak-record",
+        record_fields, path.string());
+    AkRecord r;
+    r.serial = f.text("serial");
+    r.ak_certificate_sha256 = f.text("ak-certificate-sha256");
+    r.ak_name = f.text("ak-name");
+    r.ek_certificate_sha256 = f.text("ek-certificate-sha256");
+    r.ek_certificate_issuer = f.text("ek-certificate-issuer");
+    r.ek_certificate_serial = f.text("ek-certificate-serial");
+    r.tpm_manufacturer = f.text("tpm-manufacturer");
+    r.tpm_model = f.text("tpm-model");
+    r.tpm_version = f.text("tpm-version");
+    r.machine = f.text("machine");
+    r.principals = f.text("principals");
+    r.issued = f.text("issued");
+    r.not_after = f.text("not-after");
+    if (f.has("revoked")) {
+        r.revoked = f.text("revoked");
+        r.revocation_reason = f.text("revocation-reason");
+    }
+    if (r.serial != path.filename().string() || !is_serial_hex(r.serial) || !is_record_name(r.machine) ||
+        !is_principal_list(r.principals) || !parse_utc_text(r.issued) || !parse_utc_text(r.not_after) ||
+        (!r.revoked.empty() && !parse_utc_text(r.revoked)))
+        throw Error(path.string() + ": refused: not a record as tpmkey-ca writes them (its serial, machine, "
+                                    "principals or times)");
+    return r;
+}
+
+}  // namespace
+
+std::filesystem::path records_dir(const CaDirectory& ca) { return ca.dir / "records"; }
+
+bool is_record_name(const std::string& text) {
+    return !text.empty() && text.size() <= 64 && text[0] != '-' &&
+           text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@-") ==
+               std::string::npos;
+}
+
+bool is_principal_list(const std::string& text) {
+    std::size_t count = 0, start = 0;
+    while (true) {
+        const std::size_t comma = text.find(',', start);
+        if (!is_record_name(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)))
+            return false;
+        ++count;
+        if (comma == std::string::npos)
+            return count <= 32;
+        start = comma + 1;
+    }
+}
+
+void write_record(const CaDirectory& ca, const AkRecord& record, bool replace) {
+    make_private_directory(records_dir(ca), records_risk);
+    write_file_atomically(records_dir(ca) / record.serial, to_file(record).to_string(), 0600,
+                          replace ? Replace::yes : Replace::no);
+}
+
+std::optional<AkRecord> read_record(const CaDirectory& ca, const std::string& serial) {
+    if (!is_serial_hex(serial))
+        return std::nullopt;
+    const std::filesystem::path dir = records_dir(ca);
+    if (!std::filesystem::exists(std::filesystem::symlink_status(dir)))
+        return std::nullopt;
+    check_private_directory(dir, records_risk);
+    const std::filesystem::path path = dir / serial;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
+        return std::nullopt;
+    return read_record_file(path);
+}
+
+std::vector<AkRecord> all_records(const CaDirectory& ca) {
+    std::vector<AkRecord> out;
+    const std::filesystem::path dir = records_dir(ca);
+    if (!std::filesystem::exists(std::filesystem::symlink_status(dir)))
+        return out;
+    check_private_directory(dir, records_risk);
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        const std::string name = entry.path().filename().string();
+        // write_file_atomically's temporary files start with '.'.
+        if (name.empty() || name[0] == '.')
+            continue;
+        out.push_back(read_record_file(entry.path()));
+    }
+    std::sort(out.begin(), out.end(), [](const AkRecord& a, const AkRecord& b) {
+        return a.issued != b.issued ? a.issued < b.issued : a.serial < b.serial;
+    });
+    return out;
+}
+
+std::string serial_hex(X509* certificate) {
+    const Owned<BIGNUM, BN_free> bn(ASN1_INTEGER_to_BN(X509_get0_serialNumber(certificate), nullptr));
+    const Owned<char, openssl_free> text(bn ? BN_bn2hex(bn.get()) : nullptr);
+    if (!text)
+        throw Error("cannot read a certificate's serial (OpenSSL)");
+    return text.get();
+}
+
+std::string certificate_sha256(X509* certificate) {
+    unsigned char* der = nullptr;
+    const int size = i2d_X509(certificate, &der);
+    const Owned<unsigned char, openssl_free> owner(der);
+    if (size <= 0)
+        throw Error("cannot encode a certificate (OpenSSL)");
+    return hex(digest_of(EVP_sha256(), {{der, static_cast<std::size_t>(size)}}));
+}
+
+AkRecord record_of_certificate(const CaDirectory& ca, X509* ak_certificate) {
+    const std::string serial = serial_hex(ak_certificate);
+    const std::optional<AkRecord> record = read_record(ca, serial);
+    if (!record)
+        throw Error("REFUSED: the AK certificate (serial " + serial + ") is not in the CA's records in " +
+                    records_dir(ca).string() + ": not issued by this CA, or before it kept records (enrol the "
+                    "machine again)");
+    if (record->ak_certificate_sha256 != certificate_sha256(ak_certificate))
+        throw Error("REFUSED: the AK certificate (serial " + serial + ") is not the one recorded under its serial in " +
+                    records_dir(ca).string() + " (another CA's, with the same serial?)");
+    return *record;
+}
+
+}  // namespace tpmkey

@@ -1,0 +1,73 @@
+// The CA's inventory of the attestation keys it certified (docs/
+// attestation.md, "Records and revocation"): DIR/records/, one file per
+// AK certificate, named by its serial in upper-case hex, in the exchange-
+// file format (kind ak-record, text fields only). issue-ak writes one for
+// every certificate it issues, revoke adds when and why it was revoked;
+// list shows them, verify --ca names the machine from them, and the CA
+// script takes the SSH certificate's -I and -n from there, not from the
+// requester.
+//
+// The records say who a key's machine is: whoever could write them could
+// have a certificate issued for another identity. So records/ is checked
+// as pending/ is (a directory of ours no one else may write, not a link)
+// and each record must be a regular file of ours, mode 0600.
+#pragma once
+
+#include "ca_directory.hpp"
+
+#include <openssl/x509.h>
+
+#include <ctime>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpmkey {
+
+struct AkRecord {
+    std::string serial;                 // the AK certificate's serial, upper-case hex (as verify prints it)
+    std::string ak_certificate_sha256;  // SHA-256 of the AK certificate (DER), hex
+    std::string ak_name;                // the AK's TPM name, hex
+    std::string ek_certificate_sha256;  // SHA-256 of the EK certificate (DER), hex
+    std::string ek_certificate_issuer;  // its issuer, on one line
+    std::string ek_certificate_serial;  // its serial, upper-case hex
+    std::string tpm_manufacturer, tpm_model, tpm_version;  // from the EK certificate's subjectAltName
+    std::string machine;                // the name the operator gave (issue-ak --machine)
+    std::string principals;             // issue-ak --principals: comma-separated
+    std::string issued, not_after;      // utc_text()
+    std::string revoked;                // utc_text(), empty while not revoked
+    std::string revocation_reason;      // one of revocation_reasons, with revoked
+};
+
+// DIR/records
+std::filesystem::path records_dir(const CaDirectory& ca);
+
+// A machine name (--machine) or one principal: 1 to 64 of A-Z a-z 0-9 . _
+// @ -, not starting with '-' (it goes to ssh-keygen -I and -n).
+bool is_record_name(const std::string& text);
+// A comma-separated list of 1 to 32 such names (--principals).
+bool is_principal_list(const std::string& text);
+
+// Writes `record` to records/<serial> atomically, 0600, making records/
+// (0700) if missing. With Replace::no, refuses a serial already recorded.
+void write_record(const CaDirectory& ca, const AkRecord& record, bool replace);
+
+// The record of the AK certificate with serial `serial` (upper-case hex),
+// or nullopt when there is none. Throws Error for a records/ or a record
+// file that fails the checks above, or one that does not parse.
+std::optional<AkRecord> read_record(const CaDirectory& ca, const std::string& serial);
+
+// Every record, sorted by issued time. Throws Error as read_record().
+std::vector<AkRecord> all_records(const CaDirectory& ca);
+
+// The record of `ak_certificate` in `ca`: the one of its serial, and the
+// certificate's SHA-256 must be the recorded one. Throws Error "REFUSED:
+// ..." when there is none or it is another certificate's.
+AkRecord record_of_certificate(const CaDirectory& ca, X509* ak_certificate);
+
+// Upper-case hex of a certificate's serial (what verify prints as AK:).
+std::string serial_hex(X509* certificate);
+// Hex of the SHA-256 of a certificate's DER.
+std::string certificate_sha256(X509* certificate);
+
+}  // namespace tpmkey

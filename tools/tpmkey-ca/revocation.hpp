@@ -1,0 +1,85 @@
+// Withdrawing attestation keys (docs/attestation.md, "Records and
+// revocation"): the CA's CRL, DIR/crl.pem (X.509 v2 CRL, PEM, signed by
+// ca.key), which every AK certificate names in its CRL distribution point
+// (the URL given to init --crl-url, else DIR/crl.pem as a file: URI), and
+// the check of an AK certificate against it that tpmkey-ca verify makes.
+#pragma once
+
+#include "ca_directory.hpp"
+
+#include <openssl/x509.h>
+
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace tpmkey {
+
+// RFC 5280, 5.3.1 CRLReason: the ones that fit an AK (a stolen or lost
+// machine, one enrolled again, one retired).
+struct RevocationReason {
+    const char* name;  // revoke --reason
+    int code;          // CRLReason; 0 (unspecified) is left out of the CRL entry
+};
+inline constexpr RevocationReason revocation_reasons[] = {
+    {"unspecified", 0}, {"key-compromise", 1}, {"superseded", 4}, {"cessation-of-operation", 5}};
+const RevocationReason* revocation_reason(const std::string& name);
+
+// How long a CRL is current (its nextUpdate) unless crl --days says: a
+// verifier refuses every AK of the CA once it is out of date, so it must
+// be signed again before then ('tpmkey-ca crl', e.g. weekly from cron).
+inline constexpr int default_crl_days = 30;
+
+std::filesystem::path crl_file(const CaDirectory& ca);      // DIR/crl.pem
+std::filesystem::path crl_url_file(const CaDirectory& ca);  // DIR/crl-url: init --crl-url
+
+// An http://, https:// or file:/// URL of at most 512 printable ASCII
+// characters without spaces, quotes or commas.
+bool is_crl_url(const std::string& url);
+// file:// and the absolute path, percent-encoded.
+std::string file_url(const std::filesystem::path& path);
+
+// What AK certificates name as their CRL: DIR/crl-url's URL, else the
+// file: URL of DIR/crl.pem.
+std::string crl_distribution_point(const CaDirectory& ca);
+
+// An exclusive lock on the CA directory (flock), held while records and
+// the CRL change: two revokes at once both end up in the CRL.
+class CaLock {
+public:
+    explicit CaLock(const CaDirectory& ca);
+    ~CaLock();
+    CaLock(const CaLock&) = delete;
+    CaLock& operator=(const CaLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+// Signs a new CRL with every revoked record of `ca` (all_records()) whose
+// certificate has not expired at `now`:
+// thisUpdate `now`, nextUpdate `days` later, its CRL number one more than
+// the current crl.pem's, the CA's key identifier; writes it to DIR/crl.pem
+// atomically (0644). Returns how many AKs it lists. Hold a CaLock.
+int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int days);
+
+// Why `ak` may not be used by `crl`'s account, or empty when it may:
+// the CRL is `issuer`'s (its name, and its signature verifies with
+// issuer's key), current at `now` (thisUpdate at most 5 minutes ahead,
+// nextUpdate after now) and does not list `ak`'s serial.
+std::string ak_revocation_problem(X509* ak, X509* issuer, X509_CRL* crl, std::time_t now);
+
+// tpmkey-ca verify's revocation check of `ak` (already verified against
+// `roots_file`): the CRL is `crl_path` if given, else the --ca
+// directory's crl.pem, else the file: URL of the AK certificate's CRL
+// distribution point; an http(s) one is not fetched (verify goes on no
+// network): the message says to fetch it and give it with --crl. Returns
+// the line verify prints; throws Error "REFUSED: ..." for a revoked AK,
+// a CRL that is not current or not the CA's, or one that cannot be read.
+// An AK certificate that names no CRL (not tpmkey-ca's) is "not checked"
+// unless a CRL is given.
+std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const std::optional<std::string>& crl_path,
+                                 const std::optional<CaDirectory>& ca, std::time_t now);
+
+}  // namespace tpmkey
