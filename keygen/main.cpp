@@ -597,8 +597,8 @@ SharedPin prepare_shared_pin(Tpm& tpm, KnownParents& known, const std::filesyste
     return shared;
 }
 
-// The TPM checks `pin` against the shared key once (TPM2_ObjectChangeAuth to
-// the same PIN, as C_Login does), only while a wrong PIN would leave it 2
+// The TPM checks `pin` against the shared key once (prove_pin(), as C_Login
+// does), only while a wrong PIN would leave it 2
 // tries before lockout. Nothing is written when it is not that key's PIN.
 void check_shared_pin(Tpm& tpm, const SharedPin& shared, const Secret& pin) {
     if (pin.empty())
@@ -612,8 +612,7 @@ void check_shared_pin(Tpm& tpm, const SharedPin& shared, const Secret& pin) {
     const Authorization auth = Authorization::for_secret(tpm, shared.parent, true);
     try {
         const TpmObject loaded = load_key(tpm, shared.parent, auth, shared.key.blobs);
-        const AuthValue current(tpm, loaded, pin);
-        (void)change_auth(tpm, loaded, shared.parent, auth, pin);
+        prove_pin(tpm, loaded, shared.parent, auth, pin);
     } catch (const TpmError& e) {
         if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
             throw;

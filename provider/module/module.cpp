@@ -46,7 +46,7 @@ Module::Module(const Config& config)
         log_error(warning);
     for (FoundKeyFile& found : find_keys(config)) {
         if (!found.key) {
-            log_error(found.skip_message() + " (key skipped)");
+            log_error(found.skip_message + " (key skipped)");
             continue;
         }
         try {

@@ -134,8 +134,7 @@ void Token::login(TpmConnection& tpm, Secret pin) {
     try {
         Loaded& loaded = load(tpm);
         const Authorization& auth = authorization(tpm, loaded);
-        const AuthValue auth_value(tpm.tpm(), loaded.key, pin);
-        (void)change_auth(tpm.tpm(), loaded.key, tpm.parent(key_.parent), auth, pin);
+        prove_pin(tpm.tpm(), loaded.key, tpm.parent(key_.parent), auth, pin);
     } catch (const TpmError& e) {
         loaded_.reset();
         if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))

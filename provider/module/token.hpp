@@ -67,8 +67,9 @@ public:
     // counter, asked only when `tpm` is open already: listing tokens sends
     // no TPM command (ssh-keygen -D, ssh before it signs).
     CK_FLAGS flags(TpmConnection& tpm) const;
-    // Checks the PIN with the TPM (TPM2_ObjectChangeAuth to the same value:
-    // the cheapest command that proves it without signing anything).
+    // Checks the PIN with the TPM (prove_pin(): TPM2_ObjectChangeAuth to the
+    // same value, the cheapest command that proves it without signing
+    // anything).
     void login(TpmConnection& tpm, Secret pin);
     // Forgets the PIN and flushes what this token loaded.
     void logout() noexcept;

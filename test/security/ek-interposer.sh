@@ -1,5 +1,6 @@
 #!/bin/bash
-# ek-interposer.sh: an interposer present from the very first run (issue 16).
+# ek-interposer.sh: an interposer present from the very first run (docs/security.md,
+# "A parent proven by the endorsement key").
 # swtpm-fixtures/tpm-relay --fake-srk takes the swtpm's place before any key
 # is made (no pins yet) and answers TPM2_CreatePrimary of the owner's
 # storage key with a key whose private part it knows, loaded into the real

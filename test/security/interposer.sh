@@ -14,13 +14,14 @@
 # For 0x81000001 the relay shows another storage key of the same TPM
 # (persisted at 0x81000002): the pinned EK proves it lives in that TPM, so
 # nothing salted to it can leave the TPM; tpmkey takes it for a replaced
-# key of the same TPM (issue 16), not for an interposer, and keys made
+# key of the same TPM (the EK proof), not for an interposer, and keys made
 # under the pinned one do not load under it. Back on the genuine TPM, the
 # module does not switch back to the first key on its own (a login accepts
 # no "clear"); doctor does, and the keys sign again.
-# The same with the TCTI spelt another way (issue 22: pins were filed under
-# the TCTI's text): "host=localhost" and the pairs swapped reach the same
-# pins; a relay on a port of its own (another TPM for the pins) is refused
+# The same with the TCTI spelt another way (pins are filed under the TPM,
+# not the TCTI's text: docs/configuration.md, "Pinned storage keys"):
+# "host=localhost" and the pairs swapped reach the same pins; a relay on a
+# port of its own (another TPM for the pins) is refused
 # because the parent is pinned for another TPM only, and the refusal names
 # tpmkey trust-tpm, not a name to paste into the pins. The module answers
 # CKR_DEVICE_ERROR.

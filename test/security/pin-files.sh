@@ -2,14 +2,14 @@
 # pin-files.sh: known_parents and the config file are trusted only as key
 # files are (ssh's StrictModes: owner the user or root, not writable by
 # group or others, nor their directories), and a pin file that exists but
-# cannot be read as one fails closed (issue 22 item 2). For each bad pin
+# cannot be read as one fails closed. For each bad pin
 # file (a symlink to /dev/null, a directory, over 64 KiB, writable by
 # others, owned by another user, in a directory others may write to):
 # tpmkey-keygen refuses before any PIN and writes nothing, C_Login answers
 # CKR_DEVICE_ERROR without starting a session (pcap), doctor names the file.
 # A config file writable by others is not used (its tcti line is not
 # followed) and doctor names it. A TCTI with blanks or control characters
-# is refused (issue 22 item 1).
+# is refused.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../lib/common.sh

@@ -5,7 +5,7 @@
 # bound on a command (TPMKEY_TPM_TIMEOUT=3) holds for the whole answer, not
 # only its first byte: C_Sign and `tpmkey info` end within the bound and a
 # small slack, measured here, with "the TPM did not answer within 3 s"; the
-# bad size is named as a malformed answer (issue 22, items 4 and 11).
+# bad size is named as a malformed answer (docs/security.md, "Threat model").
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 TEST_NAME="tpm-slow-answer"

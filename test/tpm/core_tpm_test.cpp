@@ -256,6 +256,14 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
                                load_and_sign(tpm, parent, same, Secret("1234"), ecdsa, message)));
     }
 
+    SECTION("prove_pin proves the right PIN and refuses a wrong one with TPM_RC_AUTH_FAIL") {
+        const Authorization auth = Authorization::for_secret(tpm, parent, true);
+        const TpmObject object = load_key(tpm, parent, auth, key.blobs);
+        CHECK_NOTHROW(prove_pin(tpm, object, parent, auth, Secret("1234")));
+        CHECK(rc_is(tpm_error_of([&] { prove_pin(tpm, object, parent, auth, Secret("0000")); }), TPM2_RC_AUTH_FAIL));
+        CHECK_NOTHROW(prove_pin(tpm, object, parent, auth, Secret("1234")));
+    }
+
     SECTION("change_auth with a wrong current PIN is TPM_RC_AUTH_FAIL") {
         CHECK(rc_is(tpm_error_of([&] { with_pin_changed(tpm, parent, key, Secret("0000"), Secret("1234")); }),
                     TPM2_RC_AUTH_FAIL));

@@ -1,7 +1,8 @@
 // tpmkey-test-keytool: the core's key file reader and signer behind a
 // command line, so that shell tests can hold it against tools we did not
-// write (tpm2-openssl, stock openssl, ssh-keygen). A stand-in until the
-// `tpmkey pubkey` tool exists; test-only, never installed.
+// write (tpm2-openssl, stock openssl, ssh-keygen): the core alone, without
+// the module or the CLI (tpmkey has no command that signs); test-only,
+// never installed.
 //
 //   tpmkey-test-keytool pubkey FILE        the OpenSSH public key, no comment
 //   tpmkey-test-keytool info FILE          "parent 0x... pin yes|no"

@@ -1,5 +1,6 @@
 // printable(): names shown on a terminal or given as a PKCS#11 label with
-// what a terminal would act on escaped, as `ls -b` does (issue 22, item 7).
+// what a terminal would act on escaped, as `ls -b` does (docs/security.md,
+// "Threat model": a key file name with control characters).
 #include "core/base/printable.hpp"
 
 #include <catch2/catch.hpp>

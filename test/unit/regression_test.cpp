@@ -1,5 +1,5 @@
 // Regression tests for what the fuzzers, ASan, UBSan and valgrind found
-// (issue 4). Each input that once crashed a fuzz target is also kept in
+// (docs/security.md, "Defences and the tests that prove them"). Each input that once crashed a fuzz target is also kept in
 // test/fuzz/corpus/<target>/, which ctest replays through the target.
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
@@ -20,11 +20,11 @@ TEST_CASE("an empty key file is refused as not PEM, not as out of memory", "[reg
                       Catch::Matchers::StartsWith("empty.tpm: the file is empty"));
 }
 
-// Found by the ssh-agent budget test of issue 20 (7 keys through
-// tpm2-abrmd): tpm2-abrmd refuses a 5th session of one connection with its
-// own TPM_RC_SESSION_MEMORY in layer 11 (0xb0903; tpm2-tss's
-// Tss2_RC_Decode calls it "rmt"), which was not read as the TPM's code, so
-// the module never released other keys to make room.
+// Found by the ssh-agent part of the TPM command budget test (7 keys
+// through tpm2-abrmd; test/e2e/ssh/budget.sh): tpm2-abrmd refuses a 5th
+// session of one connection with its own TPM_RC_SESSION_MEMORY in layer 11
+// (0xb0903; tpm2-tss's Tss2_RC_Decode calls it "rmt"), which was not read
+// as the TPM's code, so the module never released other keys to make room.
 TEST_CASE("tpm2-abrmd's TPM codes are read as the TPM's", "[regression]") {
     const TSS2_RC abrmd_session_memory = TSS2_RESMGR_RC_LAYER | TPM2_RC_SESSION_MEMORY;
     CHECK(TpmError(TpmStep::other, abrmd_session_memory, "x").is(TPM2_RC_SESSION_MEMORY));

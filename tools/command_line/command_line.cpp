@@ -1,5 +1,8 @@
 #include "command_line.hpp"
 
+#include "core/base/log.hpp"
+#include "core/base/printable.hpp"
+
 #include <iostream>
 #include <sstream>
 
@@ -140,6 +143,21 @@ int report_usage_error(const Program& program, const UsageError& e) {
     }
     std::cerr << "usage: " << e.usage() << "\n(see '" << program.name << name << " --help')\n";
     return 2;
+}
+
+int run_program(const Program& program, int argc, char** argv, ExplainError explain) {
+    try {
+        configure_logging();
+        return run_command_line(program, argc, argv);
+    } catch (const UsageError& e) {
+        return report_usage_error(program, e);
+    } catch (const std::exception& e) {
+        std::string line = explain ? explain(e) : std::string();
+        if (line.empty())
+            line = printable(e.what());
+        std::cerr << program.name << ": " << line << "\n";
+        return 1;
+    }
 }
 
 }  // namespace tpmkey::cli

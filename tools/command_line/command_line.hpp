@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 #include <map>
 #include <span>
 #include <string>
@@ -73,7 +74,17 @@ std::string usage_text(const Program& program);
 // pass through.
 int run_command_line(const Program& program, int argc, char** argv);
 
-// Prints a UsageError as main() does, and returns 2.
+// Prints a UsageError as run_program() does, and returns 2.
 int report_usage_error(const Program& program, const UsageError& e);
+
+// Words an error one program knows better than its message does (tpmkey:
+// a TPM failure, diagnosed); "" leaves the error to run_program().
+using ExplainError = std::string (*)(const std::exception& e);
+
+// A program's main(): configures logging and runs its command line. A
+// UsageError is printed with its usage (exit 2); any other error as one
+// line "PROGRAM: MESSAGE" (exit 1), in `explain`'s words if it has them,
+// else the message made printable (it may hold file names).
+int run_program(const Program& program, int argc, char** argv, ExplainError explain = nullptr);
 
 }  // namespace tpmkey::cli

@@ -54,7 +54,7 @@ int cmd_list(const Parsed&) {
     unsigned long slot = 0;
     for (const FoundKeyFile& found : find_keys(config)) {
         if (!found.key) {
-            std::cout << "skipped " << printable(found.skip_message()) << "\n";
+            std::cout << "skipped " << printable(found.skip_message) << "\n";
             continue;
         }
         const KeyFile& key = found.key->file;

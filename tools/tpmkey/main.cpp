@@ -7,14 +7,10 @@
 #include "cli.hpp"
 #include "core/files/config.hpp"
 #include "core/tpm/diagnosis.hpp"
-#include "core/base/log.hpp"
-#include "core/base/printable.hpp"
 #include "tpmkey_version.hpp"
 
 #include <exception>
-#include <iostream>
 #include <string>
-#include <vector>
 
 namespace {
 
@@ -30,25 +26,22 @@ constexpr const Command* commands[] = {
 
 constexpr Program tpmkey_program{"tpmkey", commands, version};
 
+// A TPM failure, diagnosed for the TPM the commands reach: the configured
+// TCTI.
+std::string explain_tpm_failure(const std::exception& e) {
+    const auto* tpm_error = dynamic_cast<const TpmError*>(&e);
+    if (!tpm_error)
+        return "";
+    std::string tcti;
+    try {
+        tcti = load_config().tcti;
+    } catch (const std::exception&) {
+    }
+    return diagnosis_line(diagnose(*tpm_error, tcti));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        configure_logging();
-        return run_command_line(tpmkey_program, argc, argv);
-    } catch (const UsageError& e) {
-        return report_usage_error(tpmkey_program, e);
-    } catch (const TpmError& e) {
-        // The commands reach the TPM through the configured TCTI.
-        std::string tcti;
-        try {
-            tcti = load_config().tcti;
-        } catch (const std::exception&) {
-        }
-        std::cerr << "tpmkey: " << diagnosis_line(diagnose(e, tcti)) << "\n";
-        return 1;
-    } catch (const std::exception& e) {
-        std::cerr << "tpmkey: " << printable(e.what()) << "\n";  // file names in it
-        return 1;
-    }
+    return run_program(tpmkey_program, argc, argv, explain_tpm_failure);
 }

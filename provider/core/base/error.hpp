@@ -15,6 +15,18 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// A failure about one file: what() is "NAME: REASON", reason() the REASON
+// alone, for a caller that names the file in its own words (tpmkey doctor:
+// "PATH: the module skips this file", then the reason).
+class FileError : public Error {
+public:
+    FileError(const std::string& name, const std::string& reason) : Error(name + ": " + reason), reason_(reason) {}
+    const std::string& reason() const noexcept { return reason_; }
+
+private:
+    std::string reason_;
+};
+
 // What we were doing when a TPM call failed. The same code means different
 // things at different steps: TPM_RC_HANDLE reading the parent means the
 // parent is gone; TPM_RC_AUTH_FAIL re-creating the parent means the owner

@@ -23,17 +23,17 @@ std::optional<FileRead> read(const std::filesystem::path& path, std::size_t max_
     if (!file && missing_ok && errno == ENOENT)
         return std::nullopt;
     if (!file && errno == ELOOP && !follow_links)
-        throw Error(name + ": is a symbolic link; refusing it");
+        throw FileError(name, "is a symbolic link; refusing it");
     if (!file)
-        throw Error(name + ": cannot open: " + std::strerror(errno));
+        throw FileError(name, std::string("cannot open: ") + std::strerror(errno));
     const int fd = file.get();
     struct stat st {};
     if (::fstat(fd, &st) != 0)
-        throw Error(name + ": cannot read: " + std::strerror(errno));
+        throw FileError(name, std::string("cannot read: ") + std::strerror(errno));
     if (!S_ISREG(st.st_mode))
-        throw Error(name + ": not a regular file");
+        throw FileError(name, "not a regular file");
     if (static_cast<std::uint64_t>(st.st_size) > max_size)
-        throw Error(name + ": too large (" + std::to_string(st.st_size) + " bytes, at most " +
+        throw FileError(name, "too large (" + std::to_string(st.st_size) + " bytes, at most " +
                     std::to_string(max_size) + ")");
     FileRead out;
     out.owner = st.st_uid;
@@ -46,13 +46,13 @@ std::optional<FileRead> read(const std::filesystem::path& path, std::size_t max_
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            throw Error(name + ": cannot read: " + std::strerror(errno));
+            throw FileError(name, std::string("cannot read: ") + std::strerror(errno));
         if (n == 0)
             break;
         used += static_cast<std::size_t>(n);
     }
     if (used > max_size)
-        throw Error(name + ": too large (more than " + std::to_string(max_size) + " bytes)");
+        throw FileError(name, "too large (more than " + std::to_string(max_size) + " bytes)");
     out.data.resize(used);
     return out;
 }
@@ -65,10 +65,10 @@ void check_not_replaceable(const std::filesystem::path& path, const FileRead& fi
     const std::string name = path.string();
     const std::string what(contents);
     if (file.owner != me && file.owner != 0)
-        throw ReplaceableFile(name + ": the file belongs to another user (uid " + std::to_string(file.owner) +
+        throw ReplaceableFile(name, "the file belongs to another user (uid " + std::to_string(file.owner) +
                     "), who could replace " + what + " with theirs; refusing it");
     if (file.mode & (S_IWGRP | S_IWOTH))
-        throw ReplaceableFile(name + ": the " + std::string(kind) + " is writable by others; refusing it (chmod go-w " + name + ")");
+        throw ReplaceableFile(name, "the " + std::string(kind) + " is writable by others; refusing it (chmod go-w " + name + ")");
     std::error_code ec;
     std::filesystem::path dir = std::filesystem::canonical(path, ec).parent_path();
     if (ec)
@@ -78,12 +78,12 @@ void check_not_replaceable(const std::filesystem::path& path, const FileRead& fi
     for (;;) {
         struct stat st {};
         if (::stat(dir.c_str(), &st) != 0)
-            throw Error(name + ": cannot check its directory " + dir.string() + ": " + std::strerror(errno));
+            throw FileError(name, "cannot check its directory " + dir.string() + ": " + std::strerror(errno));
         if (st.st_uid != me && st.st_uid != 0)
-            throw ReplaceableFile(name + ": its directory " + dir.string() + " belongs to another user (uid " +
+            throw ReplaceableFile(name, "its directory " + dir.string() + " belongs to another user (uid " +
                         std::to_string(st.st_uid) + "), who could replace " + what + "; refusing it");
         if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-            throw ReplaceableFile(name + ": its directory " + dir.string() +
+            throw ReplaceableFile(name, "its directory " + dir.string() +
                         " is writable by others, who could replace " + what + "; refusing it (chmod go-w " +
                         dir.string() + ")");
         if ((under_home && dir == home) || dir == dir.root_path())

@@ -37,9 +37,9 @@ FileRead read_regular_file(const std::filesystem::path& path, std::size_t max_si
 // writable by all is fine with the sticky bit, as /tmp). Throws Error
 // naming what is wrong and the chmod that fixes it; `kind` and `contents`
 // name the file in it ("pin file", "the pins").
-class ReplaceableFile : public Error {
+class ReplaceableFile : public FileError {
 public:
-    using Error::Error;
+    using FileError::FileError;
 };
 void check_not_replaceable(const std::filesystem::path& path, const FileRead& file, std::string_view kind = "key file",
                            std::string_view contents = "the key");

@@ -5,30 +5,26 @@
 
 namespace tpmkey {
 
-namespace {
-
-// Most messages start with the file's path ("PATH: reason"); the reason
-// is kept without it.
-std::string reason_without_path(const std::string& what, const std::string& path) {
-    return what.starts_with(path) ? what.substr(path.size() + 2) : what;
-}
-
-}  // namespace
-
 std::vector<FoundKeyFile> find_keys(const Config& config) {
     std::vector<FoundKeyFile> found;
     for (const std::filesystem::path& path : config.key_files) {
-        FoundKeyFile f{path, std::nullopt, {}, false};
+        FoundKeyFile f{path, std::nullopt, {}, {}, false};
         try {
             KeyFile key = read_key_file(path);
             PublicKey public_key(key.blobs.pub.publicArea);
             check_usable(key, path.string());
             f.key = UsableKey{std::move(key), std::move(public_key)};
         } catch (const ReplaceableFile& e) {
-            f.skip_reason = reason_without_path(e.what(), path.string());
+            f.skip_message = e.what();
+            f.skip_reason = e.reason();
             f.replaceable = true;
+        } catch (const FileError& e) {
+            f.skip_message = e.what();
+            f.skip_reason = e.reason();
         } catch (const Error& e) {
-            f.skip_reason = reason_without_path(e.what(), path.string());
+            // A check that does not name the file (PublicKey's).
+            f.skip_message = path.string() + ": " + e.what();
+            f.skip_reason = e.what();
         }
         found.push_back(std::move(f));
     }

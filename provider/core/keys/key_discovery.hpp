@@ -23,14 +23,14 @@ struct UsableKey {
 struct FoundKeyFile {
     std::filesystem::path path;
     std::optional<UsableKey> key;
-    // When skipped: the reason, without the path in front ...
+    // When skipped: the message whole, "PATH: REASON" ...
+    std::string skip_message;
+    // ... the REASON alone (FileError::reason()), for a line that names
+    // the file in its own words (doctor) ...
     std::string skip_reason;
     // ... and whether it is that others could replace the file
     // (ReplaceableFile: fixed by its ownership or permissions).
     bool replaceable = false;
-
-    // "PATH: REASON"
-    std::string skip_message() const { return path.string() + ": " + skip_reason; }
 };
 
 // Config::key_files in their order, each read (read_key_file) and checked

@@ -118,7 +118,7 @@ public:
     }
 
     [[noreturn]] void fail(const std::string& problem) const {
-        throw Error(name_ + ": not a valid TSS2 PRIVATE KEY: " + problem);
+        throw FileError(name_, "not a valid TSS2 PRIVATE KEY: " + problem);
     }
 
 private:
@@ -243,7 +243,7 @@ bool is_printable_utf8(std::string_view text) {
 
 KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name) {
     if (pem.size() > max_key_file_size)
-        throw Error(name + ": too large for a key file (" + std::to_string(pem.size()) + " bytes)");
+        throw FileError(name, "too large for a key file (" + std::to_string(pem.size()) + " bytes)");
     // BIO_new_mem_buf() refuses a NULL buffer, which an empty span may have.
     static const std::uint8_t nothing = 0;
     Bio bio(BIO_new_mem_buf(pem.empty() ? &nothing : pem.data(), static_cast<int>(pem.size())));
@@ -259,16 +259,16 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
         // partial base64 line) and for one that never was a key file.
         const std::string_view text(reinterpret_cast<const char*>(pem.data()), pem.size());
         if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-            throw Error(name + ": the file is empty: it was truncated, or is not a key file");
+            throw FileError(name, "the file is empty: it was truncated, or is not a key file");
         if (text.find(std::string("-----BEGIN ") + pem_label + "-----") != std::string_view::npos)
-            throw Error(name + ": the file is truncated or damaged: its " + pem_label +
+            throw FileError(name, std::string("the file is truncated or damaged: its ") + pem_label +
                         " block has no END line, or broken base64");
-        throw Error(name + ": not a key file (no '-----BEGIN " + pem_label + "-----' line)");
+        throw FileError(name, std::string("not a key file (no '-----BEGIN ") + pem_label + "-----' line)");
     }
     if (std::strcmp(label.get(), pem_label) != 0)
-        throw Error(name + ": holds a '" + label.get() + "', not a " + pem_label);
+        throw FileError(name, std::string("holds a '") + label.get() + "', not a " + pem_label);
     if (header && header.get()[0] != '\0')
-        throw Error(name + ": PEM headers (encryption) are not allowed in a " + pem_label);
+        throw FileError(name, std::string("PEM headers (encryption) are not allowed in a ") + pem_label);
 
     DerReader outer(der.get(), der_size, name);
     const DerReader::Header seq = outer.peek();
@@ -401,7 +401,7 @@ Bytes format_policy(const std::vector<PolicyCommand>& policy) { return policy_de
 
 std::vector<PolicyCommand> parse_policy(std::span<const std::uint8_t> der, const std::string& name) {
     if (der.size() > max_key_file_size)
-        throw Error(name + ": too large for a policy");
+        throw FileError(name, "too large for a policy");
     DerReader reader(der.data(), static_cast<long>(der.size()), name);
     std::vector<PolicyCommand> policy = read_policy(reader);
     reader.expect_end("the policy");
@@ -509,7 +509,7 @@ void check_usable(const KeyFile& key, const std::string& name) {
     try {
         check_runnable(key);
     } catch (const Error& e) {
-        throw Error(name + ": " + e.what());
+        throw FileError(name, e.what());
     }
 }
 

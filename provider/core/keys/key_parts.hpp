@@ -26,7 +26,7 @@ struct KeyBlobs {
     TPM2B_PRIVATE priv{};
 };
 
-// The policy commands of a key file (policy [1]); core/policy/tpm_policy.hpp
+// The policy commands of a key file (policy [1]); core/keys/tpm_policy.hpp
 // says what their bodies hold.
 struct PolicyCommand {
     TPM2_CC code = 0;

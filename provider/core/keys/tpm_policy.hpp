@@ -1,13 +1,15 @@
 // Keys bound to the machine's boot state: TPM policies in the form the
 // TSS2 key file stores them (draft-bottomley-tpm2-keys, byte for byte as
-// openssl_tpm2_engine writes them; docs/pcr-bound-keys.md), their digests,
-// and running them in a policy session.
+// openssl_tpm2_engine writes them; docs/pcr-bound-keys.md), their digests
+// and signatures, in software. Running them in a policy session, and
+// reading the PCRs, is core/policy/tpm_policy_session.hpp's.
 //
 // A policy is a list of commands, each stored as its TPM command code and
 // `body`: the bytes that follow the code in the policy-digest computation.
 //   TPM2_PolicyAuthValue (0x16B): empty; the PIN is then needed (in the HMAC)
-//   TPM2_PolicyPCR (0x17F):       TPML_PCR_SELECTION || pcrDigest (raw, the
-//                                 key's name-hash size; the engine's order)
+//   TPM2_PolicyPCR (0x17F):       TPML_PCR_SELECTION || pcrDigest (raw, 32
+//                                 bytes: SHA-256, the name hash of every
+//                                 key we make; the engine's order)
 //   TPM2_PolicyAuthorize (0x16A): TPM2B_PUBLIC signer || TPM2B_DIGEST policyRef
 //                                 || TPMT_SIGNATURE (sigAlg NULL in the key's
 //                                 own `policy`; a real one in authPolicy)
@@ -113,7 +115,8 @@ struct PolicySigning {
     TPM2B_DIGEST nonce{};
     std::string signed_name;  // the first signed policy's name
 };
-// `values`: the selected PCRs' values, in ascending order (read_pcrs());
+// `values`: the selected PCRs' values, in ascending order (read_pcrs(),
+// core/policy/tpm_policy_session.hpp);
 // `signing`: none for a key without a signer.
 PcrBoundPolicy pcr_bound_policy(const PcrSelection& selection, const std::vector<Bytes>& values, bool pin,
                                 const std::optional<PolicySigning>& signing);

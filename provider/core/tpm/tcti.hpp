@@ -46,9 +46,9 @@ public:
     // TCTIs tctildr tries, but the device nodes before tpm2-abrmd, and
     // tpm2-abrmd only where a system D-Bus runs. tctildr tries tabrmd
     // first, and its TCTI prints a GLib "CRITICAL ... failed to allocate
-    // dbus proxy object" line on stderr wherever no tpm2-abrmd answers
-    // (issue 21); where one does, it holds /dev/tpm0, and /dev/tpmrm0 is
-    // the same TPM with a resource manager too.
+    // dbus proxy object" line on stderr wherever no tpm2-abrmd answers;
+    // where one does, it holds /dev/tpm0, and /dev/tpmrm0 is the same TPM
+    // with a resource manager too.
     static std::vector<std::string> default_search_order();
 
     // A simulator's address as written, with tpm2-tss's defaults filled in

@@ -338,4 +338,10 @@ TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& paren
     return *priv;
 }
 
+void prove_pin(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth,
+               const Secret& pin) {
+    const AuthValue current(tpm, key, pin);
+    (void)change_auth(tpm, key, parent, auth, pin);
+}
+
 }  // namespace tpmkey

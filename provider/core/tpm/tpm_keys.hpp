@@ -117,4 +117,13 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Auth
 TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent,
                           const Authorization& auth, const Secret& new_pin);
 
+// Proves `pin` to be the PIN of the loaded `key`, or throws the TPM's
+// TpmError (TPM2_RC_AUTH_FAIL, or BAD_AUTH for a key without DA
+// protection; a wrong PIN counts as a failed try). It asks for
+// TPM2_ObjectChangeAuth to the same PIN and drops the new private part: the
+// cheapest command that checks a key's auth value without signing
+// anything, and it changes nothing (the key file keeps its blob).
+void prove_pin(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth,
+               const Secret& pin);
+
 }  // namespace tpmkey

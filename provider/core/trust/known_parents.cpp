@@ -145,11 +145,11 @@ void check_pin_directories(const std::filesystem::path& path) {
         if (::stat(dir.c_str(), &st) != 0)
             throw Error(path.string() + ": cannot check its directory " + dir.string() + ": " + std::strerror(errno));
         if (st.st_uid != me && st.st_uid != 0)
-            throw ReplaceableFile(path.string() + ": its directory " + dir.string() + " belongs to another user (uid " +
+            throw ReplaceableFile(path.string(), "its directory " + dir.string() + " belongs to another user (uid " +
                                   std::to_string(st.st_uid) + "), who could remove the pins or put theirs there; "
                                   "refusing it");
         if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-            throw ReplaceableFile(path.string() + ": its directory " + dir.string() +
+            throw ReplaceableFile(path.string(), "its directory " + dir.string() +
                                   " is writable by others, who could remove the pins or put theirs there; refusing "
                                   "it (chmod go-w " + dir.string() + ")");
         if ((under_home && dir == home) || dir == dir.root_path())

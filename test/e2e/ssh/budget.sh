@@ -1,5 +1,5 @@
 #!/bin/bash
-# The TPM command budget (issues 5 and 20), counted with tpm2-tss's pcap
+# The TPM command budget (docs/performance.md), counted with tpm2-tss's pcap
 # TCTI. Counts are exact, so a module that spends one command more fails
 # here. Two ways to the TPM, two sets of budgets (docs/performance.md):
 #

@@ -40,7 +40,7 @@ if ! ls /dev/tpm* >/dev/null 2>&1; then
     expect_out "no TPM answers where tpm2-tss looks by default" "default, no TPM"
     ok "no TPM device: says so and what was tried"
     # tpm2-abrmd is not tried without a system D-Bus: no GLib CRITICAL line
-    # from its TCTI (issue 21) on any tool run.
+    # from its TCTI on any tool run.
     if [ ! -e /run/dbus/system_bus_socket ] && [ -z "${DBUS_SYSTEM_BUS_ADDRESS:-}" ]; then
         ! grep -q "CRITICAL" "$ERR" || { show "$ERR"; fail "doctor: tpm2-tss's tabrmd TCTI printed a CRITICAL line"; }
         run env -u TPMKEY_TCTI "$TPMKEY_TOOL" info "$(dirname "$0")/../../data/ecdsa256.tpm"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A ~/.ssh/config put in the way, and key file names with control
-# characters (issue 22, items 5 and 7). ~/.ssh/config as a FIFO, a link to
+# characters (docs/security.md, "Threat model"). ~/.ssh/config as a FIFO, a link to
 # /dev/zero or a 2 MB file: doctor and ssh-config --apply finish, name it,
 # change nothing. A key named "evil<newline>[ok] ..." or with an escape
 # sequence that clears the screen: list, info, doctor and the module's token

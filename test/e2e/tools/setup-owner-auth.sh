@@ -1,5 +1,5 @@
 #!/bin/bash
-# tpmkey setup on a TPM whose owner hierarchy has a password (issue 20):
+# tpmkey setup on a TPM whose owner hierarchy has a password (docs/design.md, "Parent"):
 # doctor's advice and keygen's failure name it; without the password, or
 # with a wrong one, it changes nothing (and the TPM's wrong-PIN counter does
 # not move: the owner hierarchy is not under dictionary-attack protection);

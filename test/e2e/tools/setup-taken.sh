@@ -1,5 +1,5 @@
 #!/bin/bash
-# tpmkey setup when 0x81000001 holds something else (issue 20): refused,
+# tpmkey setup when 0x81000001 holds something else (docs/design.md, "Parent"): refused,
 # naming it, nothing changed (the handle's public area is the same after);
 # keygen's note names --parent 0x81000001, which then works.
 # shellcheck source=../../lib/p11.sh

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tpmkey setup on a fresh TPM (issue 20): it persists the TCG standard SRK
+# tpmkey setup on a fresh TPM (docs/design.md, "Parent"): it persists the TCG standard SRK
 # at 0x81000001 (the very key 0x40000001 re-creates) and pins it; a second
 # run says so and changes nothing; keygen then puts keys under 0x81000001,
 # and their logins read the SRK (TPM2_ReadPublic) instead of re-creating it

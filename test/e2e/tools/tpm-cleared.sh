@@ -1,5 +1,6 @@
 #!/bin/bash
-# tpm-cleared.sh: a TPM cleared between two keygens (issue 16) is
+# tpm-cleared.sh: a TPM cleared between two keygens (docs/security.md, "A
+# parent proven by the endorsement key") is
 # recognised as such, not taken for an interposer: the EK survives
 # TPM2_Clear, the storage key does not, and the pinned EK proves the new
 # one. The second keygen works and says the TPM was cleared; the module
