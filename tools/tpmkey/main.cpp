@@ -39,13 +39,13 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
         return report_usage_error(tpmkey_program, e);
     } catch (const TpmError& e) {
-        // The commands reach the TPM through the configured TCTI.
-        std::string tcti;
+        // The commands reach the TPM through the configured address.
+        TpmAddress address;
         try {
-            tcti = load_config().tcti;
+            address = load_config().tpm;
         } catch (const std::exception&) {
         }
-        std::cerr << "tpmkey: " << diagnosis_line(diagnose(e, tcti)) << "\n";
+        std::cerr << "tpmkey: " << diagnosis_line(diagnose(e, address)) << "\n";
         return 1;
     } catch (const std::exception& e) {
         std::cerr << "tpmkey: " << printable(e.what()) << "\n";  // file names in it
