@@ -47,10 +47,12 @@ Tpm::Tpm(const TpmAddress& address) : address_(address), opened_(address.tcti())
         // The default, tried as Tcti::default_search_order() says; a failure
         // reports the first one's reason (/dev/tpmrm0's).
         TSS2_RC first = TSS2_RC_SUCCESS;
-        for (const TpmAddress& candidate : address.candidates()) {
-            rc = Tss2_TctiLdr_Initialize(candidate.text().c_str(), &inner);
+        // (Not address.candidates(), whose identities would resolve the
+        // simulators' "localhost" on every open of the machine's TPM.)
+        for (const std::string& candidate : Tcti::default_search_order()) {
+            rc = Tss2_TctiLdr_Initialize(candidate.c_str(), &inner);
             if (rc == TSS2_RC_SUCCESS) {
-                opened_ = candidate.tcti();
+                opened_ = Tcti(candidate);
                 break;
             }
             if (first == TSS2_RC_SUCCESS)
