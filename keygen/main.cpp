@@ -621,9 +621,9 @@ void check_shared_pin(Tpm& tpm, const SharedPin& shared, const Secret& pin) {
     }
 }
 
-// `tcti` is set to the TCTI in use as soon as it is known, for the message
-// about a TPM failure (main).
-int run(int argc, char** argv, std::string& tcti) {
+// `address` is set to the TPM in use as soon as it is known, for the
+// message about a TPM failure (main).
+int run(int argc, char** argv, TpmAddress& address) {
     catch_interrupts();
     const Options o = parse_options(argc, argv);
     const Destination dest = prepare_destination(o);
@@ -633,8 +633,8 @@ int run(int argc, char** argv, std::string& tcti) {
     // a run that can succeed, and never sent under a storage key that fails
     // its checks.
     const Config config = load_config();
-    tcti = o.tcti ? *o.tcti : config.tcti;
-    Tpm tpm(tcti, config.tpm_timeout);
+    address = o.tcti ? config.tpm.overridden_by(*o.tcti) : config.tpm;
+    Tpm tpm(address);
     check_interrupted();
     KnownParents known = load_known_parents();
     const std::uint32_t parent_handle = o.parent ? *o.parent : choose_parent(tpm, o.quiet, o.persist_srk);
@@ -692,11 +692,11 @@ int run(int argc, char** argv, std::string& tcti) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string tcti;
+    TpmAddress address;
     try {
-        return run(argc, argv, tcti);
+        return run(argc, argv, address);
     } catch (const TpmError& e) {
-        std::cerr << "tpmkey-keygen: " << diagnosis_line(diagnose(e, tcti)) << "\n";
+        std::cerr << "tpmkey-keygen: " << diagnosis_line(diagnose(e, address)) << "\n";
         return 1;
     } catch (const UsageError& e) {
         std::cerr << "tpmkey-keygen: " << e.what() << "\n(see tpmkey-keygen --help)\n";

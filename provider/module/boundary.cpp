@@ -155,7 +155,7 @@ void LockedState::finalize() noexcept {
 CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
     try {
         // Also when the TPM went away under a running process.
-        const Diagnosis d = diagnose_key_failure(e, m.tpm().tcti(), e.key_file());
+        const Diagnosis d = diagnose_key_failure(e, m.tpm().address(), e.key_file());
         CK_RV rv = CKR_DEVICE_ERROR;
         std::string line = diagnosis_line(d);
         switch (d.kind) {

@@ -41,7 +41,7 @@ std::string pub_comment(const std::filesystem::path& key_path) {
 }  // namespace
 
 Module::Module(const Config& config)
-    : tpm_(config.tcti, config.tpm_timeout), same_pin_(config.same_pin), confirm_(config.confirm) {
+    : tpm_(config.tpm), same_pin_(config.same_pin), confirm_(config.confirm) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
     for (FoundKeyFile& found : find_keys(config)) {

@@ -7,7 +7,7 @@ namespace tpmkey {
 
 Tpm& TpmConnection::tpm() {
     if (!tpm_)
-        tpm_ = std::make_unique<Tpm>(tcti_, timeout_);
+        tpm_ = std::make_unique<Tpm>(address_);
     return *tpm_;
 }
 

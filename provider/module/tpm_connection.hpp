@@ -6,7 +6,7 @@
 
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/known_parents.hpp"
-#include "core/tpm/tcti.hpp"
+#include "core/files/tpm_address.hpp"
 #include "core/tpm/tpm.hpp"
 
 #include <cstdint>
@@ -19,8 +19,7 @@ namespace tpmkey {
 
 class TpmConnection {
 public:
-    TpmConnection(std::string tcti, std::optional<std::chrono::seconds> timeout)
-        : tcti_(std::move(tcti)), timeout_(timeout) {}
+    explicit TpmConnection(TpmAddress address) : address_(std::move(address)) {}
     TpmConnection(const TpmConnection&) = delete;
     TpmConnection& operator=(const TpmConnection&) = delete;
     ~TpmConnection() { close(); }
@@ -37,7 +36,7 @@ public:
     // contexts stay in the process (without a resource manager), and a
     // persistent parent stays known, which holds nothing in the TPM.
     void flush_parents() noexcept;
-    const std::string& tcti() const noexcept { return tcti_; }
+    const TpmAddress& address() const noexcept { return address_; }
 
     // Whether objects and sessions may stay loaded between operations: only
     // when a resource manager (the kernel's /dev/tpmrm*, tpm2-abrmd) flushes
@@ -56,9 +55,8 @@ private:
     };
     const TpmObject& reload(std::uint32_t handle, Parent& parent);
 
-    std::string tcti_;
-    std::optional<std::chrono::seconds> timeout_;
-    bool has_resource_manager_ = Tcti(tcti_).has_resource_manager();
+    TpmAddress address_;
+    bool has_resource_manager_ = address_.tcti().has_resource_manager();
     std::unique_ptr<Tpm> tpm_;
     std::optional<KnownParents> known_parents_;  // read with the first parent
     std::map<std::uint32_t, Parent> parents_;    // destroyed before tpm_ (close())

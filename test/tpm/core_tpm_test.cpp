@@ -31,7 +31,7 @@ using namespace tpmkey;
 
 namespace {
 
-std::string tcti() { return tpmkey::test::simulator_tcti().value(); }
+TpmAddress address() { return tpmkey::test::simulator_address(); }
 
 std::string spec_name(const KeySpec& spec) {
     return (spec.algorithm == KeyAlgorithm::ecdsa ? "ECDSA " : "RSA ") + std::to_string(spec.bits);
@@ -179,7 +179,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     const std::string pin = GENERATE(std::string(), std::string("1234"));
     INFO(spec_name(spec) << (pin.empty() ? ", no PIN" : ", PIN"));
 
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const KeyFile key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret(pin)), !pin.empty());
 
@@ -223,7 +223,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     const KeySpec spec{KeyAlgorithm::ecdsa, 256};
     const Signing ecdsa{TPM2_ALG_ECDSA, TPM2_ALG_SHA256};
     const Bytes message = bytes_of("PIN test");
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const KeyFile key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret("1234")), true);
     const PublicKey pub(key.blobs.pub.publicArea);
@@ -288,7 +288,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
 TEST_CASE("saved contexts: a parent and a key reloaded from the process, the PIN not in the blob", "[keys]") {
     const KeySpec spec{KeyAlgorithm::ecdsa, 256};
     const std::string pin = "saved-context PIN 8d41";
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     std::optional<SavedContext> saved_parent, saved_key;
     KeyFile key;
     {
@@ -325,7 +325,7 @@ TEST_CASE("saved contexts: a parent and a key reloaded from the process, the PIN
 
 TEST_CASE("PCR policies: one policy session signs again and again, and again after the PCR failed", "[policy]") {
     const PcrSelection pcr16 = parse_pcr_selection("16", "sha256");
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     check_rc(Esys_PCR_Reset(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE), "PCR_Reset");
     const std::string pin = "4321";
@@ -362,7 +362,7 @@ TEST_CASE("PCR policies: one policy session signs again and again, and again aft
 }
 
 TEST_CASE("a key file's private part is bound to its parent and integrity-protected", "[keys]") {
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     KeyFile key = written_and_read_back(owner_hierarchy,
                                         create_key(tpm, parent, KeySpec{KeyAlgorithm::ecdsa, 256}, Secret()), false);
@@ -373,7 +373,7 @@ TEST_CASE("a key file's private part is bound to its parent and integrity-protec
 }
 
 TEST_CASE("without a persistent SRK, 0x81000001 is reported missing", "[parent]") {
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     CHECK(inspect_persistent_srk(tpm).state == PersistentSrk::State::absent);
     CHECK(rc_is(tpm_error_of([&] { load_parent(tpm, standard_srk); }), TPM2_RC_HANDLE));
 }
@@ -395,7 +395,7 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
         spec.algorithm == KeyAlgorithm::ecdsa ? Signing{TPM2_ALG_ECDSA, TPM2_ALG_SHA256} : Signing{TPM2_ALG_RSASSA, TPM2_ALG_SHA256};
     const Bytes message = bytes_of("SRK test");
 
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     REQUIRE(inspect_persistent_srk(tpm).state == PersistentSrk::State::standard);
     KeyFile key;
     {
@@ -427,7 +427,7 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
 TEST_CASE("PCR policies: an altered policy is refused in software, and hides neither a good one nor the PCR change",
           "[policy]") {
     const PcrSelection pcr16 = parse_pcr_selection("16", "sha256");
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     check_rc(Esys_PCR_Reset(tpm.esys(), ESYS_TR_PCR16, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE), "PCR_Reset");
     const PolicyCommand pcr_now = policy_pcr(pcr16, pcr_digest_now(tpm, parent, pcr16));

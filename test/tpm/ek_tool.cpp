@@ -79,7 +79,7 @@ int run(const std::vector<std::string>& args) {
         write_all(args.at(4), out);
         return 0;
     }
-    Tpm tpm(test::simulator_tcti().value(), std::nullopt);
+    Tpm tpm(test::simulator_address());
     if (command == "ek-public") {
         TPM2B_PUBLIC pub{};
         const TpmObject ek = create_ek(tpm, template_at(args.at(1)), pub.publicArea);

@@ -30,7 +30,7 @@ using namespace tpmkey;
 
 namespace {
 
-std::string tcti() { return tpmkey::test::simulator_tcti().value(); }
+TpmAddress address() { return tpmkey::test::simulator_address(); }
 
 std::filesystem::path swtpm_dir() {
     const char* dir = std::getenv("TPMKEY_SWTPM_DIR");
@@ -227,7 +227,7 @@ private:
 }  // namespace
 
 TEST_CASE("a certified EK proves the real parent", "[ek-cert]") {
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const EndorsementKey ek = prove_parent(tpm, parent, public_of(tpm, parent), swtpm_ca());
     CHECK(ek.certified);
@@ -243,7 +243,7 @@ TEST_CASE("a certified EK proves the real parent", "[ek-cert]") {
 }
 
 TEST_CASE("without a trusted root the EK still proves the parent, and is pinned by its name", "[ek-cert]") {
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const EndorsementKey ek = prove_parent(tpm, parent, public_of(tpm, parent), EkRoots{{empty_dir()}});
     CHECK_FALSE(ek.certified);
@@ -258,7 +258,7 @@ TEST_CASE("a credential for a name the loaded object does not have fails", "[ek-
     // The interposer's move: claim the real parent's public area (so its
     // name) while the object the TPM holds is another. The credential is
     // for the claimed name; the TPM checks it against the object's own.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const TPM2B_PUBLIC claimed = public_of(tpm, parent);
     const TpmObject decoy = other_primary(tpm);
@@ -268,7 +268,7 @@ TEST_CASE("a credential for a name the loaded object does not have fails", "[ek-
 }
 
 TEST_CASE("a key that can leave the TPM is refused, though the TPM would activate it", "[ek-cert][no-ek-cert]") {
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const TpmObject duplicable = duplicable_storage_key(tpm, parent);
     const TPM2B_PUBLIC pub = public_of(tpm, duplicable);
@@ -288,7 +288,7 @@ TEST_CASE("a parent usable by policy in the ADMIN role is refused before any TPM
     // (nothing secret is loaded); such an object has no auth value, but
     // with adminWithPolicy a policy could stand for it in the ADMIN role
     // TPM2_ActivateCredential asks of the parent.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     TPM2B_PUBLIC claimed = public_of(tpm, parent);
     claimed.publicArea.objectAttributes |= TPMA_OBJECT_ADMINWITHPOLICY;
@@ -304,7 +304,7 @@ TEST_CASE("the TPM refuses a known private key that claims fixedTPM|fixedParent 
           "[ek-cert][no-ek-cert]") {
     // The rule the proof rests on (TPM 2.0 Part 3, LoadExternal: with a
     // sensitive area, fixedTPM and fixedParent must be CLEAR).
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     TPM2B_PUBLIC pub = storage_key_template();
     TPM2B_SENSITIVE sensitive{};
     sensitive.sensitiveArea.sensitiveType = TPM2_ALG_ECC;
@@ -322,7 +322,7 @@ TEST_CASE("the TPM refuses a known private key that claims fixedTPM|fixedParent 
 }
 
 TEST_CASE("without an EK certificate the EK is trusted on first use", "[no-ek-cert]") {
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const EndorsementKey ek = prove_parent(tpm, parent, public_of(tpm, parent), EkRoots{{empty_dir()}});
     CHECK_FALSE(ek.certified);
@@ -339,7 +339,7 @@ TEST_CASE("a credential made in software activates with the EK of every template
           "[ek-cert][no-ek-cert]") {
     // RSA-OAEP and ECDH seeds, SHA-256/384/512 names, AES-128/256, policy A
     // and PolicyOR(A, C): what a real TPM's certificate may ask for.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const Bytes name = tpm_name(public_of(tpm, parent).publicArea);
     for (const EkTemplate& t : ek_templates()) {
@@ -355,7 +355,7 @@ TEST_CASE("what the platform put where an EK certificate belongs but is none fai
           "[ek-cert][no-ek-cert]") {
     // The platform's NV is hostile input like any other answer of the TPM.
     // 0x01C0000A (ECC P-256, the first one tpmkey looks at) filled with zeros.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const NvIndex zeros(tpm, 0x01C0000A, ESYS_TR_RH_PLATFORM, Bytes(600, 0));
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     try {
@@ -373,7 +373,7 @@ TEST_CASE("an index the owner defined in the EK certificate range is not the TPM
     // template L-2. Was: the proof took it, and failed ("... is not the key
     // of its certificate at 0x01c0000a"); with a certificate of its own for
     // the L-2 EK, the owner would choose what the EK is pinned by.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const NvIndex owners(tpm, 0x01C0000A, ESYS_TR_RH_OWNER, nv_contents(tpm, 0x01C00002));
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const EndorsementKey ek = prove_parent(tpm, parent, public_of(tpm, parent), swtpm_ca());
@@ -387,7 +387,7 @@ TEST_CASE("an index the owner defined in the EK certificate range is not the TPM
 TEST_CASE("an index the owner defined in the EK certificate range does not stop the proof", "[no-ek-cert]") {
     // Was: "the EK certificate at NV index 0x01c00016 is not an X.509
     // certificate", for an index anyone with owner authorization can make.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const NvIndex owners(tpm, 0x01C00016, ESYS_TR_RH_OWNER, Bytes(600, 0));
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const EndorsementKey ek = prove_parent(tpm, parent, public_of(tpm, parent), EkRoots{{empty_dir()}});
@@ -422,7 +422,7 @@ TEST_CASE("a platform certificate that is not its template's EK's is passed over
     // The TPM's RSA certificate at 0x01C0000A, the index of the ECC P-256
     // EK (L-2): the next certificate, 0x01C00016 (H-3), is the TPM's.
     // Was: the proof failed at the first.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const NvIndex misplaced(tpm, 0x01C0000A, ESYS_TR_RH_PLATFORM, nv_contents(tpm, 0x01C00002));
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const EndorsementKey ek = prove_parent(tpm, parent, public_of(tpm, parent), swtpm_ca());
@@ -434,7 +434,7 @@ TEST_CASE("a platform certificate that is not its template's EK's is passed over
 TEST_CASE("a platform certificate that is no EK's the TPM makes fails the proof", "[no-ek-cert]") {
     // The only certificate is not the key of its template's EK: nothing
     // to pass over to.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const NvIndex other(tpm, 0x01C0000A, ESYS_TR_RH_PLATFORM, self_signed_certificate());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     try {
@@ -452,7 +452,7 @@ TEST_CASE("an endorsement hierarchy with a password is said to have one, not tak
     // Was: a TpmError with TPM_RC_BAD_AUTH re-creating the EK (which the
     // module counts as a wrong PIN), and, for an EK made before,
     // "... it is not the storage key it claims to be".
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const TPM2B_PUBLIC pub = public_of(tpm, parent);
     const EkTemplate& t = uncertified_ek_template();
@@ -482,7 +482,7 @@ TEST_CASE("only a credential that does not open is CredentialRefused", "[no-ek-c
     // A name the object does not have: TPM_RC_INTEGRITY. The answers
     // that prove nothing (a full TPM, TPM_RC_RETRY) stay TpmErrors, so
     // that the module makes room and asks again.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const EkTemplate& t = uncertified_ek_template();
     TPMT_PUBLIC ek_public{};
@@ -503,7 +503,7 @@ TEST_CASE("a refused authorisation of the parent is neither an impostor nor a wr
     // TPM_RC_BAD_AUTH. That proves nothing about the key. Was: "... it is
     // not the storage key it claims to be"; as a bare TpmError with
     // BAD_AUTH the module would have counted it as a wrong PIN.
-    Tpm tpm(tcti(), std::nullopt);
+    Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
     const TpmObject with_password = duplicable_storage_key(tpm, parent, "pw");
     try {

@@ -81,7 +81,7 @@ int sign(const std::string& key_path, const std::string& in_path, const std::str
     }
     const Bytes digest = sha256(read_all(in_path));
 
-    Tpm tpm(*tcti, std::nullopt);
+    Tpm tpm(test::simulator_address());
     const TpmObject parent = load_parent(tpm, key.parent);
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
     const TpmObject object = load_key(tpm, parent, auth, key.blobs);

@@ -3,7 +3,8 @@
 // to the tpm2-tss default, which would find the machine's real TPM.
 #pragma once
 
-#include "core/tpm/tcti.hpp"
+#include "core/files/tcti.hpp"
+#include "core/files/tpm_address.hpp"
 
 #include <cstdlib>
 #include <optional>
@@ -20,6 +21,11 @@ inline std::optional<std::string> simulator_tcti() {
     if (!Tcti(value).is_simulator())
         return std::nullopt;
     return std::string(value);
+}
+
+// The TPM of simulator_tcti(), as the tools resolve TPMKEY_TCTI (load_config()).
+inline TpmAddress simulator_address() {
+    return TpmAddress(simulator_tcti().value(), TpmAddress::Source::environment, "TPMKEY_TCTI", std::nullopt);
 }
 
 inline constexpr const char* refusal =

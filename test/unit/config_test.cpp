@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -67,22 +69,64 @@ TEST_CASE("keys come from TPMKEY_KEYS, else the config file, else ~/.ssh/*.tpm")
     REQUIRE(c.key_files.size() == 2);
     CHECK(c.key_files[0].filename() == "a.tpm");  // sorted: stable slot order
     CHECK(c.key_files[1].filename() == "b.tpm");
-    CHECK(c.tcti.empty());
+    CHECK(c.tpm.text().empty());
 
     home.write_config("key ~/keys\ntcti device:/dev/tpmrm0\n");
     c = load_config();
     REQUIRE(c.key_files.size() == 1);
     CHECK(c.key_files[0] == home.dir / "keys" / "work.tpm");
-    CHECK(c.tcti == "device:/dev/tpmrm0");
+    CHECK(c.tpm.text() == "device:/dev/tpmrm0");
 
     ::setenv("TPMKEY_KEYS", (home.dir.string() + "/keys/work.tpm::~/.ssh/a.tpm:" + home.dir.string() + "/keys").c_str(), 1);
     ::setenv("TPMKEY_TCTI", "swtpm:port=1", 1);
     c = load_config();
     REQUIRE(c.key_files.size() == 2);  // the directory repeats work.tpm: listed once
     CHECK(c.key_files[1] == home.dir / ".ssh" / "a.tpm");
-    CHECK(c.tcti == "swtpm:port=1");
-    CHECK(c.tcti_source == "TPMKEY_TCTI");
+    CHECK(c.tpm.text() == "swtpm:port=1");
+    CHECK(c.tpm.origin() == "TPMKEY_TCTI");
     ::unsetenv("TPMKEY_KEYS");
+    ::unsetenv("TPMKEY_TCTI");
+}
+
+TEST_CASE("the TPM address: TPMKEY_TCTI, else the config file's tcti, else the default, with the time bound") {
+    TempHome home;
+    ::unsetenv("TPMKEY_TPM_TIMEOUT");
+    Config c = load_config();
+    CHECK(c.tpm.source() == TpmAddress::Source::tpm2_tss_default);
+    CHECK(c.tpm.is_default_search());
+    CHECK(c.tpm.identity() == "default");
+    CHECK_FALSE(c.tpm.timeout());
+
+    home.write_config("tcti swtpm:port=2321,host=localhost\ntimeout 30\n");
+    c = load_config();
+    CHECK(c.tpm.source() == TpmAddress::Source::config_file);
+    CHECK(c.tpm.origin() == (home.dir / ".config" / "tpmkey" / "config").string());
+    CHECK(c.tpm.identity() == "swtpm:host=127.0.0.1,port=2321");
+    CHECK(c.tpm.timeout() == std::chrono::seconds(30));
+
+    ::setenv("TPMKEY_TCTI", "device:/dev/tpmrm0", 1);
+    ::setenv("TPMKEY_TPM_TIMEOUT", "5", 1);
+    c = load_config();
+    CHECK(c.tpm.source() == TpmAddress::Source::environment);
+    CHECK(c.tpm.text() == "device:/dev/tpmrm0");
+    CHECK(c.tpm.identity() == "default");
+    CHECK(c.tpm.timeout() == std::chrono::seconds(5));
+    CHECK(c.warnings.empty());
+    ::unsetenv("TPMKEY_TCTI");
+    ::unsetenv("TPMKEY_TPM_TIMEOUT");
+}
+
+TEST_CASE("the TPM address: a TCTI that names no TPM exactly is refused at config read, none other used") {
+    TempHome home;
+    home.write_config("tcti swtpm:port=2321\n");
+    ::setenv("TPMKEY_TCTI", "swtpm:port=2322\n", 1);
+    const Config c = load_config();
+    CHECK(c.tpm.text() == "swtpm:port=2322\n");  // not the config file's, nor the default
+    REQUIRE(c.tpm.refusal());
+    CHECK_THAT(*c.tpm.refusal(), Catch::Contains("the TCTI 'swtpm:port=2322\\x0a' contains a blank"));
+    CHECK(std::find(c.warnings.begin(), c.warnings.end(), *c.tpm.refusal()) != c.warnings.end());
+    CHECK_THROWS_AS(c.tpm.identity(), Error);
+    CHECK(c.tpm.candidates().size() == 1);
     ::unsetenv("TPMKEY_TCTI");
 }
 
@@ -159,7 +203,7 @@ TEST_CASE("record_same_pin: a same-pin line added, the rest kept; a file others 
         fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
         record_same_pin("id_tpm", "work");
         const Config c = load_config();
-        CHECK(c.tcti == "swtpm:port=2321");
+        CHECK(c.tpm.text() == "swtpm:port=2321");
         CHECK(c.searched.front() == file.string());
         REQUIRE(c.same_pin.size() == 1);
         CHECK(c.same_pin[0] == std::vector<std::string>{"id_tpm", "work"});

@@ -1,12 +1,16 @@
 // The one description of a TCTI string (tcti.hpp): its kind, device node,
-// resource manager, machine TPM, simulator, and the identity pins are filed under.
+// resource manager, machine TPM, simulator, and the identity pins are filed
+// under; and the TPM address made of it once (tpm_address.hpp).
 #include "core/base/error.hpp"
-#include "core/tpm/tcti.hpp"
+#include "core/files/tcti.hpp"
+#include "core/files/tpm_address.hpp"
+#include "core/tpm/tpm.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 
 #include <string>
@@ -114,4 +118,64 @@ TEST_CASE("Tcti::default_search_order: the device nodes first, tpm2-abrmd only w
     CHECK(Tcti::default_search_order() ==
           std::vector<std::string>{"device:/dev/tpmrm0", "device:/dev/tpm0", "tabrmd", "swtpm", "mssim"});
     ::unsetenv("DBUS_SYSTEM_BUS_ADDRESS");
+}
+
+TEST_CASE("TpmAddress: the TCTI parsed once, with its identity, time bound and origin, and --tcti keeps the bound") {
+    const TpmAddress env("pcap:swtpm:port=2321,host=localhost", TpmAddress::Source::environment, "TPMKEY_TCTI",
+                         std::chrono::seconds(7));
+    CHECK(env.text() == "pcap:swtpm:port=2321,host=localhost");
+    CHECK(env.tcti().is_simulator());
+    CHECK(env.identity() == "swtpm:host=127.0.0.1,port=2321");
+    CHECK(env.timeout() == std::chrono::seconds(7));
+    CHECK(env.origin() == "TPMKEY_TCTI");
+    CHECK_FALSE(env.is_default_search());
+    CHECK_FALSE(env.refusal());
+
+    const TpmAddress option = env.overridden_by("device:/dev/tpmrm0");
+    CHECK(option.source() == TpmAddress::Source::command_line);
+    CHECK(option.origin() == "--tcti");
+    CHECK(option.identity() == "default");
+    CHECK(option.timeout() == std::chrono::seconds(7));
+    CHECK(option.tcti().has_resource_manager());
+
+    const TpmAddress none;
+    CHECK(none.is_default_search());
+    CHECK(none.identity() == "default");
+    CHECK(none.origin() == "the tpm2-tss default");
+    CHECK_FALSE(none.timeout());
+}
+
+TEST_CASE("TpmAddress: the default search's candidates, each an address with the same bound, else itself") {
+    const TpmAddress def({}, TpmAddress::Source::tpm2_tss_default, {}, std::chrono::seconds(3));
+    const std::vector<TpmAddress> candidates = def.candidates();
+    const std::vector<std::string> order = Tcti::default_search_order();
+    REQUIRE(candidates.size() == order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        CHECK(candidates[i].text() == order[i]);
+        CHECK(candidates[i].timeout() == std::chrono::seconds(3));
+    }
+    const TpmAddress one("swtpm:port=1", TpmAddress::Source::config_file, "/home/u/.config/tpmkey/config", std::nullopt);
+    REQUIRE(one.candidates().size() == 1);
+    CHECK(one.candidates()[0].text() == "swtpm:port=1");
+    CHECK(one.candidates()[0].origin() == "/home/u/.config/tpmkey/config");
+}
+
+TEST_CASE("TpmAddress: a TCTI with blanks or control characters is refused when made, and never opened") {
+    for (const char* spelling : {"swtpm:port=2321 ", "device:/dev/tpmrm0\n", "cmd:tpm2_send --tcti x"}) {
+        INFO(spelling);
+        const TpmAddress address(spelling, TpmAddress::Source::command_line, "--tcti", std::nullopt);
+        REQUIRE(address.refusal());
+        CHECK_THAT(*address.refusal(),
+                   Catch::Contains("contains a blank or a control character, so it cannot say which TPM it reaches"));
+        CHECK_THROWS_AS(address.identity(), Error);
+        // Refused before any TCTI is loaded: an Error, not a TpmError of the connection.
+        try {
+            Tpm tpm(address);
+            FAIL("a refused address was opened");
+        } catch (const TpmError&) {
+            FAIL("a refused address was handed to tpm2-tss");
+        } catch (const Error& e) {
+            CHECK(std::string(e.what()) == *address.refusal());
+        }
+    }
 }

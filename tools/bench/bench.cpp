@@ -213,7 +213,7 @@ int run_pkcs11(const std::string& module_path, const std::string& token_label, c
 int run_esys(const std::string& tcti, const std::string& key_path, const Options& o) {
     using namespace tpmkey;
     const KeyFile key_file = read_key_file(key_path);
-    Tpm tpm(tcti, std::nullopt);
+    Tpm tpm(TpmAddress(tcti, TpmAddress::Source::command_line, "the TCTI argument", std::nullopt));
     const TpmObject parent = load_parent(tpm, key_file.parent);
     const Secret pin(o.pin);
     const Authorization auth = Authorization::for_secret(tpm, parent, o.has_pin);

@@ -42,7 +42,7 @@ constexpr CommandSpec attest_enroll_spec{
 
 int cmd_attest_enroll(const Parsed& p) {
     const Config config = load_config();
-    Tpm tpm(config.tcti, config.tpm_timeout);
+    Tpm tpm(config.tpm);
     const ExchangeFile request = make_ak_request(tpm);
     write_output(p, request, 0644);
     if (p.has_value("-o"))
@@ -69,7 +69,7 @@ int cmd_attest_activate(const Parsed& p) {
     const std::string path = p.positional[0];
     const ExchangeFile challenge = read_exchange_file(path, "ak-challenge", ak_challenge_fields);
     const Config config = load_config();
-    Tpm tpm(config.tcti, config.tpm_timeout);
+    Tpm tpm(config.tpm);
     SecretBytes secret;
     try {
         secret = activate_ak_credential(tpm, challenge);

@@ -95,7 +95,7 @@ int cmd_attest_key(const Parsed& p) {
     // for a run that was going to fail, and none is sent under a storage
     // key that fails its checks.
     const Config config = load_config();
-    Tpm tpm(config.tcti, config.tpm_timeout);
+    Tpm tpm(config.tpm);
     TPMT_PUBLIC ak_area{};
     const TpmObject ak = create_ak(tpm, ak_area);
     if (!certifies(x5c.front(), ak_area))
@@ -109,7 +109,7 @@ int cmd_attest_key(const Parsed& p) {
         // in a login; a key made before a clear cannot load anyway).
         parent = load_verified_parent(tpm, key.parent, known, nullptr, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem);
+        throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem);
     } catch (const UnverifiedParent& e) {
         throw Error(path.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)));
     }
@@ -126,7 +126,7 @@ int cmd_attest_key(const Parsed& p) {
         const AuthValue pin_set(tpm, loaded, pin);
         attestation = attest_key(tpm, loaded, key.blobs.pub.publicArea, auth, ak, x5c, challenge);
     } catch (const TpmError& e) {
-        const Diagnosis d = diagnose(e, tpm.tcti());
+        const Diagnosis d = diagnose(e, tpm.address());
         throw Error(path.string() + ": " + d.problem + " (" + d.solution + ")");
     }
 

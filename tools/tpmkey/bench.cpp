@@ -7,7 +7,6 @@
 #include "core/files/config.hpp"
 #include "core/keys/key_parts.hpp"
 #include "login_cost.hpp"
-#include "core/tpm/tcti.hpp"
 #include "tpm_bench.hpp"
 #include "core/trust/owner_srk.hpp"
 
@@ -74,9 +73,9 @@ std::string joined(const std::vector<std::string>& words) {
 int cmd_bench(const Parsed& p) {
     const unsigned seconds = max_seconds(p);
     const Config config = load_config();
-    const bool resource_manager = Tcti(config.tcti).has_resource_manager();
-    Tpm tpm(config.tcti, config.tpm_timeout);
-    const std::string where = config.tcti.empty() ? "the default TPM" : config.tcti;
+    const bool resource_manager = config.tpm.tcti().has_resource_manager();
+    Tpm tpm(config.tpm);
+    const std::string where = config.tpm.is_default_search() ? "the default TPM" : config.tpm.text();
     std::cerr << "tpmkey bench: timing the TPM commands of a login on " << where << " (about " << seconds
               << " s)\n";
     const auto say = [](const std::string& step) { std::cerr << "tpmkey bench: " << step << " ...\n"; };

@@ -27,7 +27,7 @@ std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, con
         const Authorization auth = Authorization::for_secret(tpm, parent, false);
         const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
-        return diagnose_key_failure(e, tpm.tcti(), file, &known);
+        return diagnose_key_failure(e, tpm.address(), file, &known);
     } catch (const Error& e) {
         return diagnose_untrusted_parent(e);
     }

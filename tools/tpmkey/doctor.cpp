@@ -12,7 +12,6 @@
 #include "core/base/log.hpp"
 #include "core/base/printable.hpp"
 #include "ssh_config.hpp"
-#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm_queries.hpp"
@@ -194,45 +193,44 @@ void check_device(Doctor& d, const std::string& device) {
 // when none answers (said so).
 struct ReachedTpm {
     std::unique_ptr<Tpm> tpm;
-    std::string tcti;
     std::map<TPM2_PT, UINT32> props;
 };
 ReachedTpm reach_tpm(Doctor& d, const Config& config) {
     // For the default, try what tpm2-tss tries, in its order, so we can say
     // which one answers.
-    const std::vector<std::string> candidates =
-        config.tcti.empty() ? Tcti::default_search_order() : std::vector<std::string>{config.tcti};
+    const TpmAddress& address = config.tpm;
     ReachedTpm r;
     std::string tried;
-    for (const std::string& candidate : candidates) {
+    for (const TpmAddress& candidate : address.candidates()) {
         try {
-            auto t = std::make_unique<Tpm>(candidate, config.tpm_timeout);
+            auto t = std::make_unique<Tpm>(candidate);
             r.props = tpm_properties(*t, TPM2_PT_PERMANENT, TPM2_PT_LOCKOUT_RECOVERY - TPM2_PT_PERMANENT + 1);
             r.tpm = std::move(t);
-            r.tcti = candidate;
             break;
         } catch (const TpmError& e) {
-            tried += "\n            " + candidate + ": " + unreachable_reason(candidate, e);
+            tried += "\n            " + candidate.text() + ": " + unreachable_reason(candidate, e);
         }
     }
     if (!r.tpm) {
         d.fail("TPM not reachable; tried:" + tried,
-               config.tcti.empty() ? "no TPM answers where tpm2-tss looks by default"
-                                   : "no TPM answers at the TCTI set in " + config.tcti_source,
-               config.tcti.empty() ? "see the /dev/tpmrm0 line above; or set TPMKEY_TCTI to how your TPM is reached"
-                                   : "check that TCTI string (same syntax as tpm2-tools' TPM2TOOLS_TCTI), "
-                                     "or unset it to use /dev/tpmrm0");
+               address.is_default_search() ? "no TPM answers where tpm2-tss looks by default"
+                                           : "no TPM answers at the TCTI set in " + address.origin(),
+               address.is_default_search()
+                   ? "see the /dev/tpmrm0 line above; or set TPMKEY_TCTI to how your TPM is reached"
+                   : "check that TCTI string (same syntax as tpm2-tools' TPM2TOOLS_TCTI), or unset it to use "
+                     "/dev/tpmrm0");
         return r;
     }
-    d.ok("TPM reachable through " + r.tcti +
-         (config.tcti.empty() ? " (the tpm2-tss default)" : " (set in " + config.tcti_source + ")"));
+    d.ok("TPM reachable through " + r.tpm->address().text() +
+         (address.is_default_search() ? " (the tpm2-tss default)" : " (set in " + address.origin() + ")"));
     return r;
 }
 
 // Whether a resource manager stands between programs and the TPM, and
 // what other programs left loaded in it.
-void check_resource_manager(Doctor& d, Tpm& tpm, const std::string& tcti, const std::map<TPM2_PT, UINT32>& props) {
-    const Tcti reached(tcti);
+void check_resource_manager(Doctor& d, Tpm& tpm, const std::map<TPM2_PT, UINT32>& props) {
+    const Tcti& reached = tpm.address().tcti();
+    const std::string& tcti = reached.text();
     if (reached.kind() == Tcti::Kind::tabrmd)
         d.ok("resource manager: tpm2-abrmd");
     else if (reached.kind() == Tcti::Kind::device && reached.has_resource_manager())
@@ -335,13 +333,13 @@ void check_persistent_srk(Doctor& d, Tpm& tpm, UINT32 permanent) {
 // The TPM part of the doctor; returns the open connection (or nothing).
 std::unique_ptr<Tpm> check_tpm(Doctor& d, const Config& config) {
     // The device node the TCTI uses, if it uses one.
-    if (const std::string device = Tcti(config.tcti).device_path(); !device.empty())
+    if (const std::string device = config.tpm.tcti().device_path(); !device.empty())
         check_device(d, device);
 
     ReachedTpm r = reach_tpm(d, config);
     if (!r.tpm)
         return nullptr;
-    check_resource_manager(d, *r.tpm, r.tcti, r.props);
+    check_resource_manager(d, *r.tpm, r.props);
     check_dictionary_attack(d, *r.tpm);
     check_persistent_srk(d, *r.tpm, r.props[TPM2_PT_PERMANENT]);
     return std::move(r.tpm);
@@ -354,7 +352,7 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
     const KnownParents known = KnownParents::load();
     if (known.problem())
         return;  // check_keys says why
-    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::string& id = tpm.address().identity();
     const std::vector<ParentPin> pins = known.pins_of(id);
     std::vector<std::uint32_t> handles;
     for (const ParentPin& pin : pins)

@@ -11,7 +11,6 @@
 #include "core/base/prompt.hpp"
 #include "core/files/config.hpp"
 #include "core/keys/key_parts.hpp"
-#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/endorsement.hpp"
 #include "core/trust/known_parents.hpp"
@@ -63,6 +62,11 @@ constexpr CommandSpec trust_tpm_spec{
     "A handle already pinned for this TPM is not changed.\n",
     {"--tcti", "--parent", nullptr}, {"--yes", nullptr}, 0};
 
+// The TPM these commands act on: --tcti, else the one tpmkey uses.
+TpmAddress tpm_address(const Parsed& p, const Config& config) {
+    return p.has_value("--tcti") ? config.tpm.overridden_by(p.value("--tcti")) : config.tpm;
+}
+
 // Whether to go on: --yes, or the user's yes on the terminal.
 bool confirmed(const Parsed& p, const std::string& question, const char* command) {
     if (p.has_flag("--yes"))
@@ -75,8 +79,7 @@ bool confirmed(const Parsed& p, const std::string& question, const char* command
 }
 
 int cmd_forget_tpm(const Parsed& p) {
-    const std::string tcti = p.has_value("--tcti") ? p.value("--tcti") : load_config().tcti;
-    const std::string id = Tcti(tcti).identity();
+    const std::string id = tpm_address(p, load_config()).identity();
     KnownParents known = KnownParents::load();
     if (known.problem())
         throw UnusablePinFile(*known.problem());
@@ -122,13 +125,13 @@ std::uint32_t parent_option(const Parsed& p) {
 int cmd_trust_tpm(const Parsed& p) {
     const std::uint32_t handle = parent_option(p);
     const Config config = load_config();
-    const std::string tcti = p.has_value("--tcti") ? p.value("--tcti") : config.tcti;
-    const std::string id = Tcti(tcti).identity();
+    const TpmAddress address = tpm_address(p, config);
+    const std::string& id = address.identity();
     KnownParents known = KnownParents::load();
     if (known.problem())
         throw UnusablePinFile(*known.problem());
     const std::string file = KnownParents::file_path().string();
-    Tpm tpm(tcti, config.tpm_timeout);
+    Tpm tpm(address);
     if (known.pin(id, handle)) {
         // Matches, or is refused as any use would be: forget-tpm is for that.
         ParentCheck check;

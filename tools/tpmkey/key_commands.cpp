@@ -129,9 +129,9 @@ int cmd_info(const Parsed& p) {
     const Config config = load_config();
     std::unique_ptr<Tpm> tpm;
     try {
-        tpm = std::make_unique<Tpm>(config.tcti, config.tpm_timeout);
+        tpm = std::make_unique<Tpm>(config.tpm);
     } catch (const TpmError& e) {
-        problem = diagnose(e, config.tcti);
+        problem = diagnose(e, config.tpm);
     }
     const std::optional<bool> pcrs_match = print_policy(key, tpm.get());
     try {
@@ -140,7 +140,7 @@ int cmd_info(const Parsed& p) {
             problem = why_key_does_not_load(*tpm, key, path, known);
         }
     } catch (const TpmError& e) {
-        problem = diagnose(e, config.tcti);
+        problem = diagnose(e, config.tpm);
     }
     if (problem) {
         std::cout << "loads:       no: " << problem->problem << "\n"
@@ -202,7 +202,7 @@ int cmd_passwd(const Parsed& p) {
     // is typed for a run that was going to fail, and none is sent under a
     // storage key that fails its checks.
     const Config config = load_config();
-    Tpm tpm(config.tcti, config.tpm_timeout);
+    Tpm tpm(config.tpm);
     KnownParents known = KnownParents::load();
     TpmObject parent;
     ParentCheck parent_check;
@@ -212,7 +212,7 @@ int cmd_passwd(const Parsed& p) {
         // proven by an EK trusted at its first use could be an interposer's.
         parent = load_verified_parent(tpm, key.parent, known, &parent_check, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
+        throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem + "; the file is unchanged");
     } catch (const UnverifiedParent& e) {
         throw Error(path.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)) + "; the file is unchanged");
     } catch (const Error& e) {
@@ -231,7 +231,7 @@ int cmd_passwd(const Parsed& p) {
     try {
         loaded = load_key(tpm, parent, auth, key.blobs);
     } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
+        throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem + "; the file is unchanged");
     }
     const AuthValue current(tpm, loaded, old_pin);
     // The key wrapped again with `pin` (TPM2_ObjectChangeAuth, authorised
@@ -240,7 +240,7 @@ int cmd_passwd(const Parsed& p) {
         try {
             return change_auth(tpm, loaded, parent, auth, pin);
         } catch (const TpmError& e) {
-            const Diagnosis d = diagnose(e, tpm.tcti());
+            const Diagnosis d = diagnose(e, tpm.address());
             throw Error(d.problem + "; " + path.string() + " is unchanged (" + d.solution + ")");
         }
     };

@@ -27,17 +27,17 @@ constexpr const Command* commands[] = {
 constexpr Program tpmkey_program{"tpmkey", commands, version};
 
 // A TPM failure, diagnosed for the TPM the commands reach: the configured
-// TCTI.
+// TPM address.
 std::string explain_tpm_failure(const std::exception& e) {
     const auto* tpm_error = dynamic_cast<const TpmError*>(&e);
     if (!tpm_error)
         return "";
-    std::string tcti;
+    TpmAddress address;
     try {
-        tcti = load_config().tcti;
+        address = load_config().tpm;
     } catch (const std::exception&) {
     }
-    return diagnosis_line(diagnose(*tpm_error, tcti));
+    return diagnosis_line(diagnose(*tpm_error, address));
 }
 
 }  // namespace

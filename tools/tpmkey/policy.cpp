@@ -50,7 +50,7 @@ std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key) {
     try {
         parent = load_verified_parent(tpm, key.parent, known);
     } catch (const TpmError& e) {
-        throw Error(diagnose(e, tpm.tcti()).problem);
+        throw Error(diagnose(e, tpm.address()).problem);
     }
     return std::any_of(pcrs.begin(), pcrs.end(),
                        [&](const PolicyCommand* pcr) { return pcrs_match(tpm, parent, *pcr); });
@@ -143,14 +143,14 @@ int cmd_policy(const Parsed& p) {
     // as for a PIN: an interposer that rewrote them would choose the boot
     // state the key signs in.
     const Config config = load_config();
-    Tpm tpm(config.tcti, config.tpm_timeout);
+    Tpm tpm(config.tpm);
     std::vector<Bytes> values;
     KnownParents known = KnownParents::load();
     try {
         const TpmObject parent = load_verified_parent(tpm, key.parent, known);
         values = read_pcrs(tpm, parent, selection);
     } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + diagnose(e, tpm.tcti()).problem + "; the file is unchanged");
+        throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem + "; the file is unchanged");
     } catch (const Error& e) {
         throw Error(path.string() + ": " + e.what() + "; the file is unchanged");
     }

@@ -6,7 +6,6 @@
 #include "core/base/prompt.hpp"
 #include "core/files/file_read.hpp"
 #include "core/attestation/ek_certificate.hpp"
-#include "core/tpm/tcti.hpp"
 #include "core/trust/endorsement.hpp"
 #include "core/files/config.hpp"
 #include "core/trust/known_parents.hpp"
@@ -51,7 +50,7 @@ constexpr CommandSpec setup_spec{
 int supply_ek_cert(const std::string& file) {
     KnownParents known = KnownParents::load();
     const Config config = load_config();
-    Tpm tpm(config.tcti, config.tpm_timeout);
+    Tpm tpm(config.tpm);
     const Bytes data = read_regular_file(file, 64 * 1024).data;
     SuppliedEk ek;
     try {
@@ -66,7 +65,7 @@ int supply_ek_cert(const std::string& file) {
     // rewritten here (the certificate may be of another template's EK than
     // the one that proved it): forgetting it makes the next use prove the
     // parent by the certified EK, with no first use to trust.
-    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::string& id = tpm.address().identity();
     bool uncertified = false;
     for (const ParentPin& pin : known.pins_of(id))
         uncertified = uncertified || !pin.certified();
@@ -135,7 +134,7 @@ int cmd_setup(const Parsed& p) {
         throw Error(*known.problem() + ": the pinned storage keys cannot be trusted, so the new one could not be "
                                        "pinned; nothing was changed");
     const Config config = load_config();
-    Tpm tpm(config.tcti, config.tpm_timeout);
+    Tpm tpm(config.tpm);
 
     const PersistentSrk present = inspect_persistent_srk(tpm);
     using State = PersistentSrk::State;

@@ -91,7 +91,7 @@ bool rsa_keys_need_sha256(const Config& config) {
                      [](const FoundKeyFile& f) { return f.key && f.key->public_key.is_rsa(); }))
         return false;
     try {
-        Tpm tpm(config.tcti, config.tpm_timeout);
+        Tpm tpm(config.tpm);
         return tpm_lacks_sha512(tpm);
     } catch (const Error&) {
         return false;

@@ -212,23 +212,23 @@ Config load_config() {
     config.confirm = from_file.confirm;
     config.pin_from = from_file.pin_from;
     config.ek_roots = from_file.ek_roots;
-    config.tcti = getenv_string("TPMKEY_TCTI");
-    config.tcti_source = "TPMKEY_TCTI";
-    if (config.tcti.empty() && !from_file.tcti.empty()) {
-        config.tcti = from_file.tcti;
-        config.tcti_source = file.string();
-    }
-    if (config.tcti.empty())
-        config.tcti_source = "the tpm2-tss default";
-
     const std::string env_timeout = getenv_string("TPMKEY_TPM_TIMEOUT");
-    config.tpm_timeout = from_file.timeout;
+    std::optional<std::chrono::seconds> timeout = from_file.timeout;
     if (!env_timeout.empty()) {
         if (const auto seconds = parse_seconds(env_timeout))
-            config.tpm_timeout = seconds;
+            timeout = seconds;
         else
             config.warnings.push_back("TPMKEY_TPM_TIMEOUT: ignored: needs whole seconds from 1 to 86400");
     }
+    const std::string env_tcti = getenv_string("TPMKEY_TCTI");
+    if (!env_tcti.empty())
+        config.tpm = TpmAddress(env_tcti, TpmAddress::Source::environment, "TPMKEY_TCTI", timeout);
+    else if (!from_file.tcti.empty())
+        config.tpm = TpmAddress(from_file.tcti, TpmAddress::Source::config_file, file.string(), timeout);
+    else
+        config.tpm = TpmAddress({}, TpmAddress::Source::tpm2_tss_default, {}, timeout);
+    if (config.tpm.refusal())
+        config.warnings.push_back(*config.tpm.refusal());
     return config;
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/base/home.hpp"
 #include "core/files/pin_source.hpp"
+#include "core/files/tpm_address.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -46,9 +47,8 @@ ConfigFile parse_config(std::string_view text, const std::string& name);
 struct Config {
     std::vector<std::filesystem::path> key_files;  // in the order found, no duplicates
     std::vector<std::string> searched;             // where we looked, for messages
-    std::string tcti;                              // empty: the tpm2-tss default
-    std::string tcti_source;                       // "TPMKEY_TCTI", the config file, "default"
-    std::optional<std::chrono::seconds> tpm_timeout;  // unset: the defaults in tcti_timeout.hpp
+    // The TPM, resolved once here: the TCTI, its time bound, where it came from.
+    TpmAddress tpm;
     // Keys (by name) the user says have one PIN: a PIN one of them took is
     // tried for the others too (module/pin_burst.hpp).
     std::vector<std::vector<std::string>> same_pin;
@@ -69,7 +69,10 @@ struct Config {
 // TPMKEY_KEYS (':'-separated paths or directories), else the config file's
 // `key` lines, else ~/.ssh/*.tpm; TPMKEY_TCTI, else the config file's
 // `tcti` line, else the default; TPMKEY_TPM_TIMEOUT, else the config
-// file's `timeout` line. Key files are listed, not read. A config file
+// file's `timeout` line; the TPM's address is made of them once, here (a
+// TCTI that names no TPM exactly is kept refused, with a warning: no TPM
+// is opened, none other used in its place). Key files are listed, not
+// read. A config file
 // that others could have written (ssh's StrictModes, file_read.hpp), or
 // that cannot be read, is not used at all: its tcti line could send the
 // PINs elsewhere.

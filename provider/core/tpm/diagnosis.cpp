@@ -1,6 +1,5 @@
 #include "core/tpm/diagnosis.hpp"
 
-#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
 
 #include "core/base/owned.hpp"
@@ -26,8 +25,8 @@ bool is_auth_failure(const TpmError& e) { return e.is(TPM2_RC_AUTH_FAIL) || e.is
 // chip, whoever starts a simulator must (swtpm: --flags startup-clear).
 constexpr const char* not_started_up = "a TPM answers there, but it was never started up (TPM2_Startup)";
 
-std::string start_it_up(const std::string& tcti) {
-    return "run 'tpm2_startup -c -T " + (tcti.empty() ? std::string("device:/dev/tpm0") : tcti) +
+std::string start_it_up(const TpmAddress& address) {
+    return "run 'tpm2_startup -c -T " + (address.is_default_search() ? std::string("device:/dev/tpm0") : address.text()) +
            "', or start swtpm with --flags not-need-init,startup-clear (tpmkey-swtpm start does)";
 }
 
@@ -67,9 +66,10 @@ std::string simulator_problem(const Tcti::Address& a) {
     return where + ": " + std::strerror(error);
 }
 
-Diagnosis unreachable(const TpmError& e, const std::string& tcti) {
+Diagnosis unreachable(const TpmError& e, const TpmAddress& address) {
     const std::string reason = Tss2_RC_Decode(e.rc());
-    if (!tcti.empty())
+    const std::string& tcti = address.text();
+    if (!address.is_default_search())
         return {TpmProblem::unreachable, "cannot reach the TPM at TCTI '" + tcti + "' (" + reason + ")",
                 "check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0"};
     return {TpmProblem::unreachable,
@@ -91,17 +91,18 @@ bool is_malformed_answer(const TpmError& e) {
 
 }  // namespace
 
-Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
+Diagnosis diagnose(const TpmError& e, const TpmAddress& address) {
+    const std::string& tcti = address.text();
     if (is_malformed_answer(e))
         return {TpmProblem::malformed_answer,
                 "the TPM's answer was malformed (" + std::string(Tss2_RC_Decode(e.rc())) +
                     "): the TPM is faulty, or something between it and us changed the answer",
                 "restart the TPM (or the machine); if it happens again, check what stands between: TCTI '" +
-                    (tcti.empty() ? std::string("the tpm2-tss default") : tcti) + "'"};
+                    (address.is_default_search() ? std::string("the tpm2-tss default") : tcti) + "'"};
     if (e.tpm_unreachable() || e.step() == TpmStep::connect)
-        return unreachable(e, tcti);
+        return unreachable(e, address);
     if (e.is(TPM2_RC_INITIALIZE))
-        return {TpmProblem::unreachable, not_started_up, start_it_up(tcti)};
+        return {TpmProblem::unreachable, not_started_up, start_it_up(address)};
     if (e.is(TPM2_RC_LOCKOUT))
         return {TpmProblem::locked_out,
                 "the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses its keys until "
@@ -118,7 +119,7 @@ Diagnosis diagnose(const TpmError& e, const std::string& tcti) {
                     ": other programs, or one that was killed while using the TPM, left theirs loaded, and "
                     "nothing between us and the TPM (no resource manager) flushes them",
                 std::string("when no other program is using the TPM, flush them: ") +
-                    (tcti.empty() ? "" : "TPM2TOOLS_TCTI='" + tcti + "' ") + "tpm2_flushcontext " +
+                    (address.is_default_search() ? "" : "TPM2TOOLS_TCTI='" + tcti + "' ") + "tpm2_flushcontext " +
                     (objects ? "-t" : "-l") +
                     "; for good, use a resource manager (TPMKEY_TCTI=device:/dev/tpmrm0, or tpm2-abrmd)"};
     }
@@ -181,8 +182,8 @@ std::string dictionary_attack_text(const DictionaryAttackState& da) {
            std::to_string(da.max_failures) + " it locks out";
 }
 
-std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
-    const Tcti parsed(tcti);
+std::string unreachable_reason(const TpmAddress& address, const TpmError& e) {
+    const Tcti& parsed = address.tcti();
     if (parsed.kind() == Tcti::Kind::device) {
         const std::string path = parsed.device_path();
         if (::access(path.c_str(), F_OK) != 0)
@@ -194,10 +195,10 @@ std::string unreachable_reason(const std::string& tcti, const TpmError& e) {
     if (base == TSS2_BASE_RC_NOT_SUPPORTED || base == TSS2_BASE_RC_NOT_IMPLEMENTED)
         return "not installed (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
     if (e.is(TPM2_RC_INITIALIZE))
-        return std::string(not_started_up) + ": " + start_it_up(tcti);
+        return std::string(not_started_up) + ": " + start_it_up(address);
     if (parsed.is_simulator()) {
-        if (const std::optional<Tcti::Address> address = parsed.simulator_address())
-            return "no simulator answers there: " + simulator_problem(*address);
+        if (const std::optional<Tcti::Address> simulator = parsed.simulator_address())
+            return "no simulator answers there: " + simulator_problem(*simulator);
         return "no simulator answers there (" + std::string(Tss2_RC_Decode(e.rc())) + ")";
     }
     return e.tpm_unreachable() ? std::string(Tss2_RC_Decode(e.rc())) : std::string(e.what());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/base/error.hpp"
+#include "core/files/tpm_address.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
 #include <cstdint>
@@ -32,9 +33,9 @@ struct Diagnosis {
     std::string solution;  // possible solution, one sentence
 };
 
-// `tcti`: what the connection was opened with (empty: the tpm2-tss default),
-// for the unreachable case.
-Diagnosis diagnose(const TpmError& e, const std::string& tcti);
+// `address`: what the connection was opened with (Tpm::address()), for
+// the unreachable case.
+Diagnosis diagnose(const TpmError& e, const TpmAddress& address);
 
 
 // What to do about a key (`key_file`) that its PCRs refuse: one with signed
@@ -57,6 +58,6 @@ std::string dictionary_attack_text(const DictionaryAttackState& da);
 // Why one TCTI did not answer, in a few words (tpmkey doctor lists each
 // one it tried): a missing or forbidden device node, a TCTI library that
 // is not installed, no simulator at the port.
-std::string unreachable_reason(const std::string& tcti, const TpmError& e);
+std::string unreachable_reason(const TpmAddress& address, const TpmError& e);
 
 }  // namespace tpmkey

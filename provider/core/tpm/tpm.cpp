@@ -2,7 +2,6 @@
 
 #include "core/base/error.hpp"
 #include "core/base/log.hpp"
-#include "core/tpm/tcti.hpp"
 
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tctildr.h>
@@ -39,19 +38,21 @@ QuietTss2::~QuietTss2() {
     }
 }
 
-Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout)
-    : tcti_(tcti), opened_(tcti), timeout_(timeout) {
+Tpm::Tpm(const TpmAddress& address) : address_(address), opened_(address.tcti()) {
+    address.check();
     const QuietTss2 quiet;
     TSS2_TCTI_CONTEXT* inner = nullptr;
     TSS2_RC rc = TSS2_RC_SUCCESS;
-    if (tcti.empty()) {
+    if (address.is_default_search()) {
         // The default, tried as Tcti::default_search_order() says; a failure
         // reports the first one's reason (/dev/tpmrm0's).
         TSS2_RC first = TSS2_RC_SUCCESS;
+        // (Not address.candidates(), whose identities would resolve the
+        // simulators' "localhost" on every open of the machine's TPM.)
         for (const std::string& candidate : Tcti::default_search_order()) {
             rc = Tss2_TctiLdr_Initialize(candidate.c_str(), &inner);
             if (rc == TSS2_RC_SUCCESS) {
-                opened_ = candidate;
+                opened_ = Tcti(candidate);
                 break;
             }
             if (first == TSS2_RC_SUCCESS)
@@ -60,10 +61,10 @@ Tpm::Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout)
         if (rc != TSS2_RC_SUCCESS)
             rc = first;
     } else {
-        rc = Tss2_TctiLdr_Initialize(tcti.c_str(), &inner);
+        rc = Tss2_TctiLdr_Initialize(address.text().c_str(), &inner);
     }
     check_rc(rc, "connecting to the TPM", TpmStep::connect);
-    tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, tcti, timeout);
+    tcti_ctx_ = std::make_unique<TimeoutTcti>(inner, address.text(), address.timeout());
     rc = Esys_Initialize(&esys_, tcti_ctx_->context(), nullptr);
     check_rc(rc, "connecting to the TPM", TpmStep::connect);
 }
@@ -81,7 +82,7 @@ void Tpm::strand(ESYS_TR handle) noexcept {
     // closes, and its handles are virtual: nothing to do, nothing to send.
     try {
         TPM2_HANDLE tpm_handle = 0;
-        if (!Tcti(opened_).has_resource_manager() &&
+        if (!opened_.has_resource_manager() &&
             Esys_TR_GetTpmHandle(esys(), handle, &tpm_handle) == TSS2_RC_SUCCESS)
             stranded_.push_back(tpm_handle);
     } catch (...) {
@@ -102,12 +103,12 @@ void Tpm::flush_stranded() noexcept {
         return;
     try {
         TSS2_TCTI_CONTEXT* inner = nullptr;
-        if (Tss2_TctiLdr_Initialize(opened_.c_str(), &inner) != TSS2_RC_SUCCESS) {
+        if (Tss2_TctiLdr_Initialize(opened_.text().c_str(), &inner) != TSS2_RC_SUCCESS) {
             log_debug(std::to_string(stranded_.size()) + " TPM objects of a call that was cut off stay in the TPM: "
                       "no new connection to flush them");
             return;
         }
-        TimeoutTcti connection(inner, opened_, std::chrono::seconds(1));
+        TimeoutTcti connection(inner, opened_.text(), std::chrono::seconds(1));
         std::size_t flushed = 0;
         for (const TPM2_HANDLE handle : stranded_) {
             std::uint8_t command[14] = {0x80, 0x01, 0, 0, 0, sizeof command, 0, 0, 0x01, 0x65};

@@ -4,6 +4,7 @@
 
 #include "core/base/owned.hpp"
 #include "core/base/secret.hpp"
+#include "core/files/tpm_address.hpp"
 #include "core/tpm/tcti_timeout.hpp"
 
 #include <tss2/tss2_esys.h>
@@ -60,19 +61,20 @@ private:
 // sessions keep a reference to it.
 class Tpm {
 public:
-    // `tcti` uses the tpm2-tools syntax ("device:/dev/tpmrm0",
-    // "swtpm:port=2321"); empty means the tpm2-tss default search. Every
-    // command is bounded in time: `timeout` (Config::tpm_timeout), unset:
-    // the defaults of tcti_timeout.hpp.
-    Tpm(const std::string& tcti, std::optional<std::chrono::seconds> timeout);
+    // The TPM at `address` (Config::tpm, tpm_address.hpp): its TCTI, or
+    // for the tpm2-tss default the first of Tcti::default_search_order()
+    // that opens. Every command is bounded in time: the address's timeout,
+    // unset: the defaults of tcti_timeout.hpp. Throws Error for an address
+    // that is refused (TpmAddress::refusal()), before anything is opened.
+    explicit Tpm(const TpmAddress& address);
     ~Tpm();
     Tpm(const Tpm&) = delete;
     Tpm& operator=(const Tpm&) = delete;
 
     // For passing to one ESAPI call (not to be stored: see EsysCall).
     EsysCall esys() const { return EsysCall(esys_); }
-    // What the connection was opened with, for messages.
-    const std::string& tcti() const noexcept { return tcti_; }
+    // What the connection was opened with: for messages, and the identity pins are filed under.
+    const TpmAddress& address() const noexcept { return address_; }
 
     // A transient object or session of this context that could not be
     // flushed because a command was cut off by its time bound (TpmObject's
@@ -85,9 +87,8 @@ public:
 private:
     void flush_stranded() noexcept;
 
-    std::string tcti_;
-    std::string opened_;  // the TCTI that answered (one of the default search's when tcti_ is empty)
-    std::optional<std::chrono::seconds> timeout_;
+    TpmAddress address_;
+    Tcti opened_;  // the TCTI that answered (one of the default search's for the default)
     std::vector<TPM2_HANDLE> stranded_;
     std::unique_ptr<TimeoutTcti> tcti_ctx_;
     ESYS_CONTEXT* esys_ = nullptr;

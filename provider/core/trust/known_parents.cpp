@@ -8,7 +8,7 @@
 #include "core/files/file_read.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/base/log.hpp"
-#include "core/tpm/tcti.hpp"
+#include "core/files/tcti.hpp"
 #include "core/trust/endorsement.hpp"
 
 #include <tss2/tss2_mu.h>
@@ -357,7 +357,7 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
     if (known.problem())
         throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
                               "until the file is fixed; nothing secret was sent to the TPM");
-    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::string& id = tpm.address().identity();
     TpmObject parent = open_parent(tpm, handle);
     const std::string name = loaded_name_hex(tpm, parent);
     const std::optional<ParentPin> pin = known.pin(id, handle);
@@ -470,7 +470,7 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
 
 void check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, const KnownParents& known) {
     const std::string file = KnownParents::file_path().string();
-    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::string& id = tpm.address().identity();
     const std::optional<std::string> expected = known.expected(id, handle);
     if (expected && name != *expected)
         throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
@@ -542,12 +542,12 @@ std::optional<std::string> made_before_clear(const KnownParents& known, const st
     return std::nullopt;
 }
 
-Diagnosis diagnose_key_failure(const TpmError& e, const std::string& tcti, const std::filesystem::path& key_file,
+Diagnosis diagnose_key_failure(const TpmError& e, const TpmAddress& address, const std::filesystem::path& key_file,
                                const KnownParents* known) {
-    Diagnosis d = diagnose(e, tcti);
+    Diagnosis d = diagnose(e, address);
     if (d.kind != TpmProblem::foreign_key)
         return d;
-    const std::string tpm = Tcti(tcti).identity();
+    const std::string& tpm = address.identity();
     const std::optional<std::string> why =
         known ? made_before_clear(*known, tpm, key_file) : made_before_clear(KnownParents::load(), tpm, key_file);
     if (why)

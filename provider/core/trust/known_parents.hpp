@@ -206,7 +206,7 @@ std::optional<std::string> made_before_clear(const KnownParents& known, const st
 // diagnose() of a TPM failure with `key_file`, and for a key the TPM's
 // integrity check refused, made_before_clear()'s words when the pins of
 // that TPM (`known`, or the user's file read now when null) record a clear.
-Diagnosis diagnose_key_failure(const TpmError& e, const std::string& tcti, const std::filesystem::path& key_file,
+Diagnosis diagnose_key_failure(const TpmError& e, const TpmAddress& address, const std::filesystem::path& key_file,
                                const KnownParents* known = nullptr);
 
 // A parent that check_storage_key() or the pins (known_parents.hpp) refused.

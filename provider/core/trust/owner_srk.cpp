@@ -2,7 +2,6 @@
 
 #include "core/base/log.hpp"
 #include "core/keys/key_parts.hpp"
-#include "core/tpm/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
 
 namespace tpmkey {
@@ -38,7 +37,7 @@ std::optional<ParentPin> proven_owner_pin(const std::string& id, const KnownPare
 std::optional<TpmObject> open_owner_srk_persisted(Tpm& tpm, const KnownParents& known) {
     if (known.problem())
         return std::nullopt;  // load_verified_parent says why
-    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::string& id = tpm.address().identity();
     const std::optional<ParentPin> owner = proven_owner_pin(id, known);
     const std::optional<ParentPin> srk_pin = known.pin(id, standard_srk);
     if (!owner || !srk_pin || srk_pin->name_hex != owner->name_hex)
@@ -57,7 +56,7 @@ std::optional<TpmObject> open_owner_srk_persisted(Tpm& tpm, const KnownParents& 
 bool pin_owner_srk_persisted(Tpm& tpm, KnownParents& known) {
     if (known.problem())
         return false;
-    const std::string id = Tcti(tpm.tcti()).identity();
+    const std::string& id = tpm.address().identity();
     const std::optional<ParentPin> owner = proven_owner_pin(id, known);
     if (!owner)
         return false;

@@ -1,4 +1,4 @@
-#include "core/tpm/tcti.hpp"
+#include "core/files/tcti.hpp"
 
 #include "core/base/error.hpp"
 
