@@ -295,15 +295,14 @@ int cmd_verify(const Parsed& p) {
         key_file = read_key_file(p.value("--key-file"));
 
     // Whatever the file holds is hostile: a file that does not parse is refused.
-    ExchangeFile file("attestation");
+    ExchangeFile file(attestation_file::kind);
     TpmAttestation attestation;
     std::string client_data;
     try {
-        file = read_exchange_file(path, attestation_file_kind,
-                                  {"ssh-public-key", "client-data-json", "attestation-object", "key-policy"});
-        const Bytes json = file.bytes("client-data-json");
+        file = read_exchange_file(path, attestation_file::kind, attestation_file::fields);
+        const Bytes json = file.bytes(attestation_file::client_data_json);
         client_data.assign(json.begin(), json.end());
-        attestation = parse_attestation_object(file.bytes("attestation-object", 256 * 1024));
+        attestation = parse_attestation_object(file.bytes(attestation_file::attestation_object, 256 * 1024));
     } catch (const Error& e) {
         refuse(e.what());
     }
@@ -387,7 +386,7 @@ int cmd_verify(const Parsed& p) {
         refuse("authData's credential ID is not the key's name");
     if (auth.credential_public_key != cose_key(area))
         refuse("authData's credential public key is not pubArea's key");
-    const std::string ssh_line = file.text("ssh-public-key");
+    const std::string ssh_line = file.text(attestation_file::ssh_public_key);
     if (!same_ssh_key(ssh_line, *key))
         refuse("the file's ssh-public-key is not the attested key");
     std::optional<std::vector<PolicyCommand>> policy;
@@ -396,10 +395,10 @@ int cmd_verify(const Parsed& p) {
             refuse(p.value("--key-file") + " holds another key than the attested one");
         policy = key_file->policy;
     }
-    if (file.has("key-policy")) {
+    if (file.has(attestation_file::key_policy)) {
         std::vector<PolicyCommand> from_file;
         try {
-            from_file = parse_policy(file.bytes("key-policy"), path + ": key-policy");
+            from_file = parse_policy(file.bytes(attestation_file::key_policy), path + ": " + attestation_file::key_policy);
         } catch (const Error& e) {
             refuse(e.what());
         }
