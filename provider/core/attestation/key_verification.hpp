@@ -1,0 +1,103 @@
+// tpmkey-ca verify without its command line: whether a key's attestation
+// (an `attestation` exchange file, written by tpmkey attest) proves that
+// the key lives in a TPM whose AK a CA of the roots certified, for the
+// CA's challenge (docs/attestation.md, "What it proves, and what it does
+// not"). The result is what it proves, or a refusal that names the check
+// that failed and says why, in words for the person at the CA.
+//
+// The checks run in a fixed order, each with a name (verify_checks()); the
+// first that fails ends verification. A check added later (a CRL, a
+// policy of the CA's) is one more row of that table, with its input here.
+#pragma once
+
+#include "core/base/bytes.hpp"
+#include "core/keys/key_file.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace tpmkey {
+
+// What verification is given. Only the attestation is the sender's; the
+// rest is the CA's own, read by the caller (a problem with it, such as
+// roots without a certificate, throws Error rather than refusing).
+struct AttestationInputs {
+    std::string_view attestation;  // the attestation file's contents
+    std::string attestation_name;  // its path, for messages
+    // The challenge the machine was given: 16 to 1024 bytes (Error else).
+    std::span<const std::uint8_t> challenge;
+    std::string challenge_name;
+    // The CA certificates to trust (PEM).
+    std::span<const std::uint8_t> roots;
+    std::string roots_name;
+    // The key file (KEY.tpm), if given: its policy explains the key's
+    // authPolicy, and its public key must be the attested one.
+    const KeyFile* key_file = nullptr;
+    std::string key_file_name;
+};
+
+// The checks, in the order they run. Their names (check_name) are what
+// tests and scripts go by; the refusal's reason is what a person reads.
+enum class VerifyCheck {
+    attestation_file,        // the file, its attestation object and x5c[0] parse
+    ak_certificate_chain,    // x5c[0] chains to a root (x5c's others as intermediates)
+    ak_certificate_profile,  // an AK certificate as WebAuthn 8.3.1 wants it
+    certify_signature,       // alg ES256, and the AK's signature over certInfo verifies
+    certified_data,          // certInfo is TPM2_Certify's (magic, type); pubArea, authData parse
+    extra_data,              // certInfo's extraData is H(authData || H(clientDataJSON))
+    challenge,               // clientDataJSON is the one of this challenge (no replay)
+    attested_name,           // certInfo certifies pubArea (its name), with SHA-256 and up
+    key_attributes,          // fixedTPM, fixedParent, sensitiveDataOrigin
+    public_key,              // pubArea holds a valid public key (an ECC point on its curve)
+    not_attestation_key,     // not the AK itself
+    unrestricted,            // not a restricted key (which signs only what the TPM made)
+    key_size,                // RSA: 2048 bits and up
+    auth_data,               // authData: rpId "tpmkey", credential ID and key are pubArea's
+    ssh_public_key,          // the file's ssh-public-key line is the attested key
+    key_policy,              // the key's policy (key-policy, --key-file) gives its authPolicy
+    ek_record,               // the AK certificate's record of the EK certificate is sound
+};
+
+// "attestation-file", "ak-certificate-chain", ...: the check's name.
+const char* check_name(VerifyCheck check) noexcept;
+// Every check, in the order verification runs them.
+std::span<const VerifyCheck> verify_checks() noexcept;
+
+// What a verified attestation proves, and what else it says.
+struct VerifiedKey {
+    // The file's ssh-public-key line, proven to be the attested key: the
+    // one to sign, never the file read again.
+    std::string ssh_public_key;
+    bool rsa = false;               // else ECDSA
+    unsigned bits = 0;
+    std::string fingerprint;        // "SHA256:...", as ssh-keygen -l prints it
+    bool user_with_auth = false;    // the key signs with its auth value alone, a policy aside
+    // The SHA-256 (hex) of the EK certificate the CA enrolled the AK with,
+    // if the AK certificate records it.
+    std::optional<std::string> ek_certificate_sha256;
+    std::string ak_serial;          // hex, as BN_bn2hex writes it
+    std::string ak_issuer;          // name_line() of the AK certificate's issuer
+    // As the machine reported them at enrolment, in the AK certificate's
+    // subjectAltName (printable()): not proven.
+    std::string tpm_manufacturer, tpm_model, tpm_version;
+    // The key's policy, one line per statement: "none", or its authPolicy
+    // and what the recomputed policy binds the key to.
+    std::vector<std::string> policy;
+};
+
+struct Refusal {
+    VerifyCheck check;
+    std::string reason;  // "the AK's signature over certInfo does not verify", ...
+};
+
+// Runs every check of verify_checks() in order. Throws Error only for a
+// problem of the CA's own inputs (roots without a certificate, a challenge
+// of the wrong size) or of OpenSSL itself, never for the attestation's.
+std::variant<VerifiedKey, Refusal> verify_key_attestation(const AttestationInputs& inputs);
+
+}  // namespace tpmkey
