@@ -278,10 +278,10 @@ struct Forge {
 };
 
 std::variant<VerifiedKey, Refusal> verify(const std::string& file, const Forge& f, const Bytes* roots = nullptr,
-                                          const KeyFile* key_file = nullptr) {
+                                          const KeyFile* key_file = nullptr, const VerifyPolicy& policy = {}) {
     const Bytes ca_pem = pem_of(f.ca.cert.get());
     return verify_key_attestation({file, "key.att", f.challenge, "nonce", roots ? *roots : ca_pem, "ca.crt",
-                                   key_file, key_file ? "key.tpm" : ""});
+                                   key_file, key_file ? "key.tpm" : "", policy});
 }
 
 // The names of the checks that refused a forgery so far.
@@ -314,7 +314,7 @@ TEST_CASE("verify: the checks have names, in the order they run", "[verify]") {
                        "attestation-file", "ak-certificate-chain", "ak-certificate-profile", "certify-signature",
                        "certified-data", "extra-data", "challenge", "attested-name", "key-attributes", "public-key",
                        "not-attestation-key", "unrestricted", "key-size", "auth-data", "ssh-public-key",
-                       "key-policy", "ek-record"});
+                       "key-policy", "ek-record", "min-rsa-size", "pcr-policy", "manufacturer"});
 }
 
 TEST_CASE("verify: a genuine attestation verifies, and says what it proves", "[verify]") {
@@ -364,6 +364,15 @@ TEST_CASE("verify: a PCR-bound key's policy is recomputed and explained", "[veri
     const std::variant<VerifiedKey, Refusal> unexplained = verify(bare.make(), bare);
     REQUIRE(std::holds_alternative<VerifiedKey>(unexplained));
     CHECK_THAT(std::get<VerifiedKey>(unexplained).policy.at(0), Contains("not explained: no key-policy in the file"));
+}
+
+TEST_CASE("verify: TPM_PT_MANUFACTURER's letters", "[verify]") {
+    CHECK(manufacturer_letters("id:49424D00") == "IBM");
+    CHECK(manufacturer_letters("id:53544D20") == "STM");
+    CHECK(manufacturer_letters("id:494E5443") == "INTC");
+    CHECK(manufacturer_letters("id:00000000").empty());
+    CHECK(manufacturer_letters("id:zz424D00").empty());  // was std::stoi's exception in the CLI
+    CHECK(manufacturer_letters("IBM").empty());
 }
 
 TEST_CASE("verify: the EK record of the AK certificate is reported", "[verify]") {
@@ -603,6 +612,86 @@ TEST_CASE("verify: a forged field is refused by the check for it", "[verify]") {
             g.profile.ek_record = Bytes{0x30, 0x03, 0x02, 0x01, 0x00};
             refused_by(g, "ek-record", "the AK certificate's EK record is damaged");
          }},
+        // The CA's policy (VerifyPolicy): each check is off until set.
+        {"min-rsa-size", [] {
+            Forge f;
+            f.ssh_key = test::generate_key("RSA", "2048");
+            f.area = tpm_key_area(f.ssh_key.get());
+            const std::string file = f.make();
+            VerifyPolicy policy;
+            policy.min_rsa_bits = 3072;
+            refused_by(verify(file, f, nullptr, nullptr, policy), "min-rsa-size",
+                       "the key is RSA-2048: fewer than the 3072 bits this CA requires (--min-rsa-bits)");
+            policy.min_rsa_bits = 2048;
+            CHECK(std::holds_alternative<VerifiedKey>(verify(file, f, nullptr, nullptr, policy)));
+            Forge ecc;  // not RSA: no RSA size to require
+            policy.min_rsa_bits = 4096;
+            CHECK(std::holds_alternative<VerifiedKey>(verify(ecc.make(), ecc, nullptr, nullptr, policy)));
+        }},
+        {"pcr-policy", [] {
+            VerifyPolicy policy;
+            policy.required_pcrs = PcrSelection{TPM2_ALG_SHA256, {7}};
+            const std::string wanted = "this CA requires keys bound to PCR 7 (sha256) (--require-pcrs)";
+            Forge none;
+            refused_by(verify(none.make(), none, nullptr, nullptr, policy), "pcr-policy",
+                       "the key has no policy, and " + wanted);
+            const PolicyCommand pcr7 = policy_pcr({TPM2_ALG_SHA256, {7}}, Bytes(32, 0x07));
+            const PolicyCommand pcr0 = policy_pcr({TPM2_ALG_SHA256, {0}}, Bytes(32, 0x07));
+            const PolicyCommand pcr07 = policy_pcr({TPM2_ALG_SHA256, {0, 7}}, Bytes(32, 0x07));
+            const auto bound = [](Forge& f, const std::vector<PolicyCommand>& commands, bool in_file) {
+                set_tpm2b(f.area.authPolicy, policy_digest(commands), "authPolicy");
+                f.area.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
+                if (in_file)
+                    f.key_policy = commands;
+            };
+            Forge unexplained;
+            bound(unexplained, {pcr7}, false);
+            refused_by(verify(unexplained.make(), unexplained, nullptr, nullptr, policy), "pcr-policy",
+                       "the key's policy is not explained (give --key-file KEY.tpm), and " + wanted);
+            Forge not_enforced;
+            bound(not_enforced, {pcr7}, true);
+            not_enforced.area.objectAttributes |= TPMA_OBJECT_USERWITHAUTH;
+            refused_by(verify(not_enforced.make(), not_enforced, nullptr, nullptr, policy), "pcr-policy",
+                       "the key's policy is not enforced (userWithAuth: it also signs with its auth value alone)");
+            Forge other_pcr;
+            bound(other_pcr, {pcr0}, true);
+            refused_by(verify(other_pcr.make(), other_pcr, nullptr, nullptr, policy), "pcr-policy",
+                       "the key is not bound to every PCR of PCR 7 (sha256): " + wanted);
+            Forge signed_policy;
+            const EvpPkey signer(EVP_EC_gen("P-256"));
+            AuthorizeParts parts;
+            parts.signer = signer_public(signer.get());
+            parts.signature.sigAlg = TPM2_ALG_NULL;
+            bound(signed_policy, {policy_authorize(parts)}, true);
+            refused_by(verify(signed_policy.make(), signed_policy, nullptr, nullptr, policy), "pcr-policy",
+                       "the key's PCRs are its policy signer's choice (PolicyAuthorize), not proven");
+            // Bound to PCR 7, or to 0 and 7, with a PIN too: accepted.
+            for (const auto& commands : {std::vector{pcr7}, std::vector{pcr07}, std::vector{policy_auth_value(), pcr7}}) {
+                Forge f;
+                bound(f, commands, true);
+                CHECK(std::holds_alternative<VerifiedKey>(verify(f.make(), f, nullptr, nullptr, policy)));
+            }
+            policy.required_pcrs = PcrSelection{TPM2_ALG_SHA256, {0, 7}};
+            Forge f;
+            bound(f, {pcr7}, true);
+            refused_by(verify(f.make(), f, nullptr, nullptr, policy), "pcr-policy",
+                       "the key is not bound to every PCR of PCRs 0, 7 (sha256)");
+        }},
+        {"manufacturer", [] {
+            Forge f;
+            const std::string file = f.make();
+            VerifyPolicy policy;
+            policy.manufacturers = {"INTC", "id:49465800"};
+            refused_by(verify(file, f, nullptr, nullptr, policy), "manufacturer",
+                       "the TPM's manufacturer IBM (id:49424D00) is not one this CA allows (--manufacturers "
+                       "INTC,id:49465800)");
+            for (const char* allowed : {"IBM", "id:49424D00"}) {
+                policy.manufacturers = {"INTC", allowed};
+                CHECK(std::holds_alternative<VerifiedKey>(verify(file, f, nullptr, nullptr, policy)));
+            }
+            policy.manufacturers = {"ibm"};  // the letters as the TPM has them
+            refused_by(verify(file, f, nullptr, nullptr, policy), "manufacturer", "is not one this CA allows");
+        }},
     };
     // One check at a time; then every named check must have refused one.
     for (const auto& [check, forge] : forgeries) {

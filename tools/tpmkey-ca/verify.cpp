@@ -6,10 +6,17 @@
 #include "core/files/file_read.hpp"
 #include "core/keys/key_file.hpp"
 
+#include "core/keys/algorithms.hpp"
+#include "core/keys/tpm_policy.hpp"
+
+#include <algorithm>
+#include <charconv>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
+#include <vector>
 
 namespace tpmkey::cli {
 
@@ -18,7 +25,8 @@ namespace {
 constexpr CommandSpec verify_spec{
     "verify",
     "check a key's attestation; print what it proves, or refuse it",
-    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [-o FILE]",
+    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [-o FILE] [--json] "
+    "[--min-rsa-bits N] [--require-pcrs LIST] [--manufacturers LIST]",
     "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
     "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
     "the AK signed TPM2_Certify's result over the key (certInfo) for the\n"
@@ -28,9 +36,10 @@ constexpr CommandSpec verify_spec{
     "fixedParent, sensitiveDataOrigin). Then prints what that proves, and\n"
     "what it cannot prove. Exit 0 only if every check holds; a refusal is\n"
     "'tpmkey-ca: REFUSED: REASON', exit 1, and prints nothing on standard\n"
-    "output. With -o, writes the verified key's .pub line to FILE: sign\n"
-    "that one (ssh-keygen -s), never the ATTESTATION file read again, which\n"
-    "its sender may have changed since.\n"
+    "output (with --json: the refusal, as JSON). With -o, writes the\n"
+    "verified key's .pub line to FILE: sign that one (ssh-keygen -s), never\n"
+    "the ATTESTATION file read again, which its sender may have changed\n"
+    "since.\n"
     "\n"
     "  --roots FILE       the CA certificates to trust (PEM)\n"
     "  --challenge FILE   the challenge the machine was given (16 to 1024 bytes)\n"
@@ -38,21 +47,116 @@ constexpr CommandSpec verify_spec{
     "                     the key's authPolicy; its public key must be the\n"
     "                     attested one\n"
     "  -o FILE            write the verified key's .pub line to FILE (replaced\n"
-    "                     in one step; in a directory only the CA can write)\n",
-    {"--roots", "--challenge", "--key-file", "-o", nullptr},
-    {nullptr},
+    "                     in one step; in a directory only the CA can write)\n"
+    "  --json             print the result as one JSON object on standard\n"
+    "                     output, a refusal too (with the check's name)\n"
+    "\n"
+    "The CA's policy (each off unless given; a key that breaks it is refused):\n"
+    "  --min-rsa-bits N   RSA keys need at least N bits (2048 to 16384)\n"
+    "  --require-pcrs LIST  keys must be bound to these PCRs (sha256 bank,\n"
+    "                     \"7\" or \"0,7\"), as the attestation proves\n"
+    "  --manufacturers LIST  TPMs of these makers only: \"IBM,INTC\" or\n"
+    "                     \"id:49424D00\" (TPM_PT_MANUFACTURER), comma-separated\n",
+    {"--roots", "--challenge", "--key-file", "-o", "--min-rsa-bits", "--require-pcrs", "--manufacturers", nullptr},
+    {"--json", nullptr},
     1};
 
-// "id:49424D00" -> "IBM" (TPM_PT_MANUFACTURER: four ASCII bytes).
+// "id:49424D00" -> "IBM (id:49424D00)".
 std::string manufacturer_text(const std::string& id) {
-    std::string out;
-    if (id.size() == 11 && id.rfind("id:", 0) == 0)
-        for (std::size_t i = 3; i < 11; i += 2) {
-            const int c = std::stoi(id.substr(i, 2), nullptr, 16);
-            if (c >= 0x21 && c < 0x7f)
-                out += static_cast<char>(c);
+    const std::string letters = manufacturer_letters(id);
+    return letters.empty() ? id : letters + " (" + id + ")";
+}
+
+// A JSON string: the text with '"', '\\' and control characters escaped
+// (RFC 8259, 7). The values are printable() UTF-8 or ASCII already.
+std::string json_string(std::string_view text) {
+    std::string out = "\"";
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (byte < 0x20) {
+            static constexpr char digits[] = "0123456789abcdef";
+            out += "\\u00";
+            out += digits[byte >> 4];
+            out += digits[byte & 15];
+        } else {
+            out += c;
         }
-    return out.empty() ? id : out + " (" + id + ")";
+    }
+    return out + "\"";
+}
+
+std::string json_list(const std::vector<std::string>& items) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < items.size(); ++i)
+        out += (i ? ", " : "") + json_string(items[i]);
+    return out + "]";
+}
+
+// The facts for scripts: docs/attestation.md, "verify --json".
+std::string json_of(const std::string& path, const VerifiedKey& key) {
+    std::vector<std::string> checks;
+    for (const VerifyCheck check : verify_checks())
+        checks.emplace_back(check_name(check));
+    std::string pcrs = "[";
+    for (std::size_t i = 0; i < key.pcrs.size(); ++i) {
+        const HashAlgorithm* bank = find_hash(key.pcrs[i].bank);
+        pcrs += std::string(i ? ", " : "") + "{\"bank\": " + json_string(bank ? bank->name : "?") + ", \"pcrs\": [";
+        for (std::size_t j = 0; j < key.pcrs[i].pcrs.size(); ++j)
+            pcrs += (j ? ", " : "") + std::to_string(key.pcrs[i].pcrs[j]);
+        pcrs += "]}";
+    }
+    pcrs += "]";
+    return "{\"verified\": true, \"attestation\": " + json_string(path) +
+           ", \"ssh_public_key\": " + json_string(key.ssh_public_key) +
+           ", \"key\": {\"type\": " + json_string(key.rsa ? "RSA" : "ECDSA") + ", \"bits\": " +
+           std::to_string(key.bits) + ", \"fingerprint\": " + json_string(key.fingerprint) +
+           ", \"tpm_resident\": true, \"user_with_auth\": " + (key.user_with_auth ? "true" : "false") + "}" +
+           ", \"ek_certificate_sha256\": " +
+           (key.ek_certificate_sha256 ? json_string(*key.ek_certificate_sha256) : std::string("null")) +
+           ", \"ak_certificate\": {\"serial\": " + json_string(key.ak_serial) + ", \"issuer\": " +
+           json_string(key.ak_issuer) + "}" + ", \"tpm\": {\"manufacturer\": " + json_string(key.tpm_manufacturer) +
+           ", \"manufacturer_letters\": " + json_string(manufacturer_letters(key.tpm_manufacturer)) +
+           ", \"model\": " + json_string(key.tpm_model) + ", \"version\": " + json_string(key.tpm_version) +
+           ", \"proven\": false}" + ", \"policy\": {\"auth_policy\": " + json_string(key.auth_policy) +
+           ", \"explained\": " + (key.policy_explained ? "true" : "false") + ", \"pcrs\": " + pcrs +
+           ", \"lines\": " + json_list(key.policy) + "}" + ", \"pin_proven\": false" +
+           ", \"checks\": " + json_list(checks) + "}\n";
+}
+
+// The CA's policy from the command line; UsageError for a bad value.
+VerifyPolicy policy_of(const Parsed& p) {
+    VerifyPolicy policy;
+    if (p.has_value("--min-rsa-bits")) {
+        const std::string text = p.value("--min-rsa-bits");
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), policy.min_rsa_bits);
+        if (ec != std::errc() || end != text.data() + text.size() || policy.min_rsa_bits < 2048 ||
+            policy.min_rsa_bits > 16384)
+            throw UsageError("tpmkey-ca verify: --min-rsa-bits needs a whole number of bits from 2048 to 16384",
+                             verify_spec.usage);
+    }
+    if (p.has_value("--require-pcrs")) {
+        try {
+            policy.required_pcrs = parse_pcr_selection(p.value("--require-pcrs"), "sha256");
+        } catch (const Error& e) {
+            throw UsageError(std::string("tpmkey-ca verify: --require-pcrs: ") + e.what(), verify_spec.usage);
+        }
+    }
+    if (p.has_value("--manufacturers")) {
+        const std::string list = p.value("--manufacturers");
+        for (std::size_t start = 0; start <= list.size();) {
+            const std::size_t comma = std::min(list.find(',', start), list.size());
+            policy.manufacturers.push_back(list.substr(start, comma - start));
+            if (policy.manufacturers.back().empty())
+                throw UsageError("tpmkey-ca verify: --manufacturers needs makers separated by commas, as "
+                                 "'IBM,INTC' or 'id:49424D00'",
+                                 verify_spec.usage);
+            start = comma + 1;
+        }
+    }
+    return policy;
 }
 
 // Reads the files, has the core verify (core/attestation/key_verification.hpp)
@@ -60,6 +164,7 @@ std::string manufacturer_text(const std::string& id) {
 int cmd_verify(const Parsed& p) {
     if (!p.has_value("--roots") || !p.has_value("--challenge"))
         throw UsageError("tpmkey-ca verify: --roots and --challenge are needed", verify_spec.usage);
+    const VerifyPolicy policy = policy_of(p);
     const std::string path = p.positional[0];
     const std::string challenge_file = p.value("--challenge");
     const Bytes challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;
@@ -81,13 +186,23 @@ int cmd_verify(const Parsed& p) {
     const std::variant<VerifiedKey, Refusal> outcome = verify_key_attestation(
         {std::string_view(reinterpret_cast<const char*>(attestation.data()), attestation.size()), path, challenge,
          challenge_file, roots, p.value("--roots"), key_file ? &*key_file : nullptr,
-         p.has_value("--key-file") ? p.value("--key-file") : std::string()});
+         p.has_value("--key-file") ? p.value("--key-file") : std::string(), policy});
     // main() prints "tpmkey-ca: REFUSED: REASON" and exits 1.
-    if (const Refusal* refusal = std::get_if<Refusal>(&outcome))
+    if (const Refusal* refusal = std::get_if<Refusal>(&outcome)) {
+        if (p.has_flag("--json"))
+            std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
+                      << ", \"check\": " << json_string(check_name(refusal->check))
+                      << ", \"reason\": " << json_string(refusal->reason) << "}\n"
+                      << std::flush;
         throw Error("REFUSED: " + refusal->reason);
+    }
     const VerifiedKey& key = std::get<VerifiedKey>(outcome);
     if (p.has_value("-o"))
         write_output(p, key.ssh_public_key + "\n", 0644);
+    if (p.has_flag("--json")) {
+        std::cout << json_of(path, key);
+        return 0;
+    }
 
     std::cout << "Verified:      " << path << "\n"
               << "SSH key:       " << key.bits << " " << key.fingerprint << " (" << (key.rsa ? "RSA" : "ECDSA")

@@ -16,6 +16,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <array>
 #include <new>
 
@@ -322,6 +323,7 @@ void check_key_policy(Verification& v) {
     std::vector<std::string>& lines = v.result.policy;
     const TPMT_PUBLIC& area = v.area;
     const Bytes auth_policy(area.authPolicy.buffer, area.authPolicy.buffer + area.authPolicy.size);
+    v.result.auth_policy = hex(auth_policy);
     if (auth_policy.empty()) {
         lines = {"none"};
         return;
@@ -354,9 +356,11 @@ void check_key_policy(Verification& v) {
     const bool enforced = !(area.objectAttributes & TPMA_OBJECT_USERWITHAUTH);
     const std::string bound = enforced ? "bound to " : "not enforced (userWithAuth: the key also signs without it): ";
     lines = {"authPolicy " + hex(auth_policy) + " (recomputed from the key's policy)"};
+    v.result.policy_explained = true;
     for (const PolicyCommand& command : policy) {
         if (command.code == TPM2_CC_PolicyPCR) {
             const PcrParts pcr = pcr_parts_of(command);
+            v.result.pcrs.push_back(pcr.selection);
             lines.push_back(bound + pcr_selection_text(pcr.selection) + ", PCR digest " +
                             hex(std::span(pcr.digest.buffer, pcr.digest.size)));
         } else if (command.code == TPM2_CC_PolicyAuthValue) {
@@ -399,6 +403,58 @@ void check_ek_record(Verification& v) {
     v.result.ek_certificate_sha256 = hex(std::span(ASN1_STRING_get0_data(hash.get()), 32));
 }
 
+// The CA's policy: the least RSA size it certifies.
+void check_min_rsa_size(Verification& v) {
+    const unsigned least = v.in.policy.min_rsa_bits;
+    if (v.key->is_rsa() && v.key->bits() < least)
+        refuse("the key is RSA-" + std::to_string(v.key->bits()) + ": fewer than the " + std::to_string(least) +
+               " bits this CA requires (--min-rsa-bits)");
+}
+
+// The CA's policy: keys bound to certain PCRs. The binding counts only if
+// the attestation proves it: authPolicy recomputed from the key's policy,
+// no userWithAuth, and a PolicyPCR that selects every required PCR (with
+// PolicyAuthorize, which PCRs is the signer's choice, not proven here).
+void check_pcr_policy(Verification& v) {
+    if (!v.in.policy.required_pcrs)
+        return;
+    const PcrSelection& required = *v.in.policy.required_pcrs;
+    const std::string wanted = "this CA requires keys bound to " + pcr_selection_text(required) + " (--require-pcrs)";
+    const VerifiedKey& r = v.result;
+    if (!r.policy_explained)
+        refuse(r.auth_policy.empty() ? "the key has no policy, and " + wanted
+                                     : "the key's policy is not explained (give --key-file KEY.tpm), and " + wanted);
+    if (v.area.objectAttributes & TPMA_OBJECT_USERWITHAUTH)
+        refuse("the key's policy is not enforced (userWithAuth: it also signs with its auth value alone), and " +
+               wanted);
+    for (const PolicyCommand& command : *v.policy)
+        if (command.code == TPM2_CC_PolicyAuthorize)
+            refuse("the key's PCRs are its policy signer's choice (PolicyAuthorize), not proven, and " + wanted);
+    for (const PcrSelection& bound : r.pcrs)
+        if (bound.bank == required.bank &&
+            std::includes(bound.pcrs.begin(), bound.pcrs.end(), required.pcrs.begin(), required.pcrs.end()))
+            return;
+    refuse("the key is not bound to every PCR of " + pcr_selection_text(required) + ": " + wanted);
+}
+
+// The CA's policy: TPMs of the makers it trusts, as the AK certificate
+// names them.
+void check_manufacturer(Verification& v) {
+    const std::vector<std::string>& allowed = v.in.policy.manufacturers;
+    if (allowed.empty())
+        return;
+    const std::string& id = v.result.tpm_manufacturer;
+    const std::string letters = manufacturer_letters(id);
+    for (const std::string& maker : allowed)
+        if (maker == id || (!letters.empty() && maker == letters))
+            return;
+    std::string list;
+    for (const std::string& maker : allowed)
+        list += (list.empty() ? "" : ",") + maker;
+    refuse("the TPM's manufacturer " + (letters.empty() ? id : letters + " (" + id + ")") +
+           " is not one this CA allows (--manufacturers " + list + ")");
+}
+
 std::string serial_text(X509* cert) {
     const Owned<BIGNUM, BN_free> bn(ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr));
     const Owned<char, openssl_free> hex_serial(bn ? BN_bn2hex(bn.get()) : nullptr);
@@ -414,7 +470,7 @@ struct CheckRow {
 // The checks in the order they run: each relies on the ones before it.
 // docs/troubleshooting.md ("Messages of tpmkey-ca verify") lists their
 // reasons in this order.
-constexpr std::array<CheckRow, 17> check_table{{
+constexpr std::array<CheckRow, 20> check_table{{
     {VerifyCheck::attestation_file, "attestation-file", check_attestation_file},
     {VerifyCheck::ak_certificate_chain, "ak-certificate-chain", check_ak_certificate_chain},
     {VerifyCheck::ak_certificate_profile, "ak-certificate-profile", check_ak_certificate_profile},
@@ -432,6 +488,9 @@ constexpr std::array<CheckRow, 17> check_table{{
     {VerifyCheck::ssh_public_key, "ssh-public-key", check_ssh_public_key},
     {VerifyCheck::key_policy, "key-policy", check_key_policy},
     {VerifyCheck::ek_record, "ek-record", check_ek_record},
+    {VerifyCheck::min_rsa_size, "min-rsa-size", check_min_rsa_size},
+    {VerifyCheck::pcr_policy, "pcr-policy", check_pcr_policy},
+    {VerifyCheck::manufacturer, "manufacturer", check_manufacturer},
 }};
 
 constexpr std::array<VerifyCheck, check_table.size()> check_order = [] {
@@ -458,6 +517,19 @@ const char* check_name(VerifyCheck check) noexcept {
 }
 
 std::span<const VerifyCheck> verify_checks() noexcept { return check_order; }
+
+std::string manufacturer_letters(const std::string& id) {
+    static constexpr std::string_view digits = "0123456789ABCDEFabcdef";
+    std::string out;
+    if (id.size() != 11 || id.rfind("id:", 0) != 0 || id.find_first_not_of(digits, 3) != std::string::npos)
+        return out;
+    for (std::size_t i = 3; i < 11; i += 2) {
+        const int c = std::stoi(id.substr(i, 2), nullptr, 16);
+        if (c >= 0x21 && c < 0x7f)
+            out += static_cast<char>(c);
+    }
+    return out;
+}
 
 std::variant<VerifiedKey, Refusal> verify_key_attestation(const AttestationInputs& inputs) {
     Verification v(inputs);

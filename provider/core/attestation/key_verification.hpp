@@ -12,6 +12,7 @@
 
 #include "core/base/bytes.hpp"
 #include "core/keys/key_file.hpp"
+#include "core/keys/tpm_policy.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -22,6 +23,20 @@
 #include <vector>
 
 namespace tpmkey {
+
+// The CA's own rules for the keys it certifies, beyond what the
+// attestation proves (docs/attestation.md, "The CA's policy"). Each is off
+// until set.
+struct VerifyPolicy {
+    // RSA keys below this many bits are refused (below 2048 they always are).
+    unsigned min_rsa_bits = 0;
+    // The key must be bound to these PCRs (at least), by a PolicyPCR the
+    // attestation explains, without userWithAuth.
+    std::optional<PcrSelection> required_pcrs;
+    // The TPM makers allowed, as the AK certificate names them: "id:" and 8
+    // hex digits (TPM_PT_MANUFACTURER), or its letters ("IBM", "INTC").
+    std::vector<std::string> manufacturers;
+};
 
 // What verification is given. Only the attestation is the sender's; the
 // rest is the CA's own, read by the caller (a problem with it, such as
@@ -39,6 +54,7 @@ struct AttestationInputs {
     // authPolicy, and its public key must be the attested one.
     const KeyFile* key_file = nullptr;
     std::string key_file_name;
+    VerifyPolicy policy;
 };
 
 // The checks, in the order they run. Their names (check_name) are what
@@ -61,6 +77,10 @@ enum class VerifyCheck {
     ssh_public_key,          // the file's ssh-public-key line is the attested key
     key_policy,              // the key's policy (key-policy, --key-file) gives its authPolicy
     ek_record,               // the AK certificate's record of the EK certificate is sound
+    // The CA's policy (VerifyPolicy), after everything the attestation proves:
+    min_rsa_size,            // RSA: at least policy.min_rsa_bits
+    pcr_policy,              // bound to policy.required_pcrs
+    manufacturer,            // a TPM maker of policy.manufacturers
 };
 
 // "attestation-file", "ak-certificate-chain", ...: the check's name.
@@ -88,6 +108,9 @@ struct VerifiedKey {
     // The key's policy, one line per statement: "none", or its authPolicy
     // and what the recomputed policy binds the key to.
     std::vector<std::string> policy;
+    std::string auth_policy;        // hex; empty for a key without a policy
+    bool policy_explained = false;  // authPolicy recomputed from the key's policy
+    std::vector<PcrSelection> pcrs; // the PolicyPCRs of an explained policy
 };
 
 struct Refusal {
@@ -99,5 +122,9 @@ struct Refusal {
 // problem of the CA's own inputs (roots without a certificate, a challenge
 // of the wrong size) or of OpenSSL itself, never for the attestation's.
 std::variant<VerifiedKey, Refusal> verify_key_attestation(const AttestationInputs& inputs);
+
+// "id:49424D00" -> "IBM" (TPM_PT_MANUFACTURER: four ASCII bytes, blanks
+// and NULs dropped); empty for anything else.
+std::string manufacturer_letters(const std::string& id);
 
 }  // namespace tpmkey
