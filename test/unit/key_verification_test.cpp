@@ -280,8 +280,15 @@ struct Forge {
 std::variant<VerifiedKey, Refusal> verify(const std::string& file, const Forge& f, const Bytes* roots = nullptr,
                                           const KeyFile* key_file = nullptr, const VerifyPolicy& policy = {}) {
     const Bytes ca_pem = pem_of(f.ca.cert.get());
-    return verify_key_attestation({file, "key.att", f.challenge, "nonce", roots ? *roots : ca_pem, "ca.crt",
-                                   key_file, key_file ? "key.tpm" : "", policy});
+    return verify_key_attestation({.attestation = file,
+                                   .attestation_name = "key.att",
+                                   .challenge = f.challenge,
+                                   .challenge_name = "nonce",
+                                   .roots = roots ? *roots : ca_pem,
+                                   .roots_name = "ca.crt",
+                                   .key_file = key_file,
+                                   .key_file_name = key_file ? "key.tpm" : "",
+                                   .policy = policy});
 }
 
 // The names of the checks that refused a forgery so far.

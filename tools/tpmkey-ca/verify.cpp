@@ -183,10 +183,17 @@ int cmd_verify(const Parsed& p) {
     }
     const Bytes roots = read_regular_file(p.value("--roots"), 1024 * 1024).data;
 
-    const std::variant<VerifiedKey, Refusal> outcome = verify_key_attestation(
-        {std::string_view(reinterpret_cast<const char*>(attestation.data()), attestation.size()), path, challenge,
-         challenge_file, roots, p.value("--roots"), key_file ? &*key_file : nullptr,
-         p.has_value("--key-file") ? p.value("--key-file") : std::string(), policy});
+    const std::variant<VerifiedKey, Refusal> outcome = verify_key_attestation({
+        .attestation = std::string_view(reinterpret_cast<const char*>(attestation.data()), attestation.size()),
+        .attestation_name = path,
+        .challenge = challenge,
+        .challenge_name = challenge_file,
+        .roots = roots,
+        .roots_name = p.value("--roots"),
+        .key_file = key_file ? &*key_file : nullptr,
+        .key_file_name = p.value("--key-file"),
+        .policy = policy,
+    });
     // main() prints "tpmkey-ca: REFUSED: REASON" and exits 1.
     if (const Refusal* refusal = std::get_if<Refusal>(&outcome)) {
         if (p.has_flag("--json"))

@@ -38,23 +38,25 @@ struct VerifyPolicy {
     std::vector<std::string> manufacturers;
 };
 
-// What verification is given. Only the attestation is the sender's; the
-// rest is the CA's own, read by the caller (a problem with it, such as
-// roots without a certificate, throws Error rather than refusing).
+// What verification is given. Callers name the fields (designated
+// initializers) and every field has a default, so that an input added
+// later, such as a CRL, breaks no caller. Only the attestation is the sender's; the rest is the CA's
+// own, read by the caller (a problem with it, such as roots without a
+// certificate, throws Error rather than refusing).
 struct AttestationInputs {
-    std::string_view attestation;  // the attestation file's contents
-    std::string attestation_name;  // its path, for messages
+    std::string_view attestation{};  // the attestation file's contents
+    std::string attestation_name{};  // its path, for messages
     // The challenge the machine was given: 16 to 1024 bytes (Error else).
-    std::span<const std::uint8_t> challenge;
-    std::string challenge_name;
+    std::span<const std::uint8_t> challenge{};
+    std::string challenge_name{};
     // The CA certificates to trust (PEM).
-    std::span<const std::uint8_t> roots;
-    std::string roots_name;
+    std::span<const std::uint8_t> roots{};
+    std::string roots_name{};
     // The key file (KEY.tpm), if given: its policy explains the key's
     // authPolicy, and its public key must be the attested one.
     const KeyFile* key_file = nullptr;
-    std::string key_file_name;
-    VerifyPolicy policy;
+    std::string key_file_name{};
+    VerifyPolicy policy{};
 };
 
 // The checks, in the order they run. Their names (check_name) are what
