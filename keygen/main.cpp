@@ -7,7 +7,7 @@
 #include "core/tpm/diagnosis.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
-#include "core/tpm/tcti.hpp"
+#include "core/files/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/known_parents.hpp"
 #include "core/trust/owner_srk.hpp"
@@ -370,7 +370,7 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
                              "(it is left as it is): logins of this key re-create it\n";
             return;
         }
-        const std::optional<ParentPin> owner = known.pin(Tcti(tpm.tcti()).identity(), owner_hierarchy);
+        const std::optional<ParentPin> owner = known.pin(tpm.address().identity(), owner_hierarchy);
         if (known.problem() || !owner || owner->ek.empty()) {
             std::cerr << prefix << "the standard SRK was not persisted there: 0x40000001's pin could not be "
                          "recorded, so no login would use it\n";

@@ -66,8 +66,8 @@ const X509_EXTENSION* extension(X509* cert, const char* oid) {
 // checks of the file itself need no TPM and no valid request.
 void write_pending(const CaDirectory& ca, const std::vector<std::uint8_t>& ak_name, std::span<const std::uint8_t> id,
                    const std::string& created, mode_t mode = 0600) {
-    ExchangeFile pending("ak-pending");
-    for (const char* field : pending_fields)
+    ExchangeFile pending(ak_pending_file::kind);
+    for (const char* field : ak_pending_file::fields)
         pending.set_text(field, "x");
     pending.set_text("created", created);
     write_exchange_file(ca.pending_file(ak_name, id), pending, mode);

@@ -6,6 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
 #include <string>
 
 using namespace tpmkey;
@@ -14,7 +18,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 ExchangeFile parse(const std::string& contents) {
-    return ExchangeFile::parse(contents, "ak-proof", ak_proof_fields, "proof.txt");
+    return ExchangeFile::parse(contents, "ak-proof", ak_proof_file::fields, "proof.txt");
 }
 
 }  // namespace
@@ -88,4 +92,50 @@ TEST_CASE("exchange file: a value that would break the format is not written", "
     CHECK_THROWS_AS(file.set_text("Ak name", "x"), Error);
     CHECK_THROWS_AS(file.set_text("", "x"), Error);
     CHECK(file.to_string() == "tpmkey-ak-proof 1\n");
+}
+
+// Each kind's name and fields are in exchange_file.hpp alone; the table of
+// docs/attestation.md ("The files") lists the same kinds and fields.
+TEST_CASE("exchange file: the kinds and fields are the ones docs/attestation.md lists", "[exchange-file]") {
+    std::ifstream doc(TPMKEY_DOCS "/attestation.md");
+    REQUIRE(doc);
+    std::map<std::string, std::set<std::string>> documented;
+    bool in_table = false;
+    for (std::string line; std::getline(doc, line);) {
+        if (line == "| kind | written by | fields |") {
+            in_table = true;
+            continue;
+        }
+        if (!in_table || line == "|---|---|---|")
+            continue;
+        if (line.rfind("| `", 0) != 0)
+            break;
+        // "| `KIND` | WRITER | `name` (...), `name`, ... |": the fields are
+        // the names in backquotes of the last cell (not `0x01c0000a`, `.pub`).
+        const std::size_t kind_end = line.find('`', 3);
+        const std::string kind = line.substr(3, kind_end - 3);
+        const std::string cell = line.substr(line.rfind(" | ") + 3);
+        static const std::regex field("`([a-z][a-z0-9-]*)`");
+        std::set<std::string>& fields = documented[kind];
+        for (std::sregex_iterator it(cell.begin(), cell.end(), field), end; it != end; ++it)
+            fields.insert((*it)[1]);
+    }
+    const auto fields_of = [](std::initializer_list<const char*> list) {
+        return std::set<std::string>(list.begin(), list.end());
+    };
+    const std::map<std::string, std::set<std::string>> in_code{
+        {ak_request_file::kind, fields_of(ak_request_file::fields)},
+        {ak_challenge_file::kind, fields_of(ak_challenge_file::fields)},
+        {ak_proof_file::kind, fields_of(ak_proof_file::fields)},
+        {attestation_file::kind, fields_of(attestation_file::fields)},
+    };
+    CHECK(documented == in_code);
+    // Each list names each field once.
+    for (const auto list : {ak_request_file::fields, ak_challenge_file::fields, ak_proof_file::fields,
+                            attestation_file::fields, ak_pending_file::fields})
+        CHECK(fields_of(list).size() == list.size());
+    // The CA's pending file holds the request, the secret and when it was made.
+    std::set<std::string> pending = fields_of(ak_request_file::fields);
+    pending.insert({ak_pending_file::secret, ak_pending_file::created});
+    CHECK(fields_of(ak_pending_file::fields) == pending);
 }

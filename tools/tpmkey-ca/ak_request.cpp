@@ -21,18 +21,18 @@ bool is_tcg_id(const std::string& text) {
 
 AkRequest checked_request(const ExchangeFile& file, const std::string& what) {
     AkRequest r;
-    r.ek_der = file.bytes("ek-certificate", max_ek_certificate_size);
+    r.ek_der = file.bytes(ak_request_file::ek_certificate, max_ek_certificate_size);
     const unsigned char* p = r.ek_der.data();
     r.ek_certificate.reset(d2i_X509(nullptr, &p, static_cast<long>(r.ek_der.size())));
     if (!r.ek_certificate || p != r.ek_der.data() + r.ek_der.size())
         throw Error(what + ": ek-certificate is not one X.509 certificate (DER)");
     try {
-        r.ek_template = &ek_template_of(file.text("ek-certificate-index"));
+        r.ek_template = &ek_template_of(file.text(ak_request_file::ek_certificate_index));
     } catch (const Error& e) {
         throw Error(what + ": ek-certificate-index: " + e.what());
     }
 
-    const Bytes ak_public = file.bytes("ak-public", sizeof(TPM2B_PUBLIC));
+    const Bytes ak_public = file.bytes(ak_request_file::ak_public, sizeof(TPM2B_PUBLIC));
     TPM2B_PUBLIC ak{};
     size_t offset = 0;
     if (Tss2_MU_TPM2B_PUBLIC_Unmarshal(ak_public.data(), ak_public.size(), &offset, &ak) != TSS2_RC_SUCCESS ||
@@ -44,9 +44,9 @@ AkRequest checked_request(const ExchangeFile& file, const std::string& what) {
     r.ak = ak.publicArea;
     r.ak_name = tpm_name(r.ak);
 
-    r.manufacturer = file.text("tpm-manufacturer");
-    r.model = file.text("tpm-model");
-    r.version = file.text("tpm-version");
+    r.manufacturer = file.text(ak_request_file::tpm_manufacturer);
+    r.model = file.text(ak_request_file::tpm_model);
+    r.version = file.text(ak_request_file::tpm_version);
     if (!is_tcg_id(r.manufacturer) || !is_tcg_id(r.version))
         throw Error(what + ": tpm-manufacturer and tpm-version must be 'id:' and 8 hex digits (as the TPM reports "
                            "them), not '" + r.manufacturer + "', '" + r.version + "'");

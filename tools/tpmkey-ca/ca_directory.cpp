@@ -233,16 +233,16 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
                     ", mode " + octal_mode(file.mode) + "; its own are " + std::to_string(::geteuid()) +
                     " and 600): find out who put it there, remove it and make a new challenge");
     const ExchangeFile pending = ExchangeFile::parse(
-        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), "ak-pending",
-        pending_fields, path.string());
+        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), ak_pending_file::kind,
+        ak_pending_file::fields, path.string());
     // Used up before anything else is looked at: one guess per challenge.
     // Two issue-ak at once both read it, but only one removes it.
     if (!std::filesystem::remove(path))
         throw Error(what + ": refused: its challenge for attestation key " + hex(ak_name) +
                     " was used meanwhile (a proof works once)");
-    const std::optional<std::time_t> created = parse_utc_text(pending.text("created"));
+    const std::optional<std::time_t> created = parse_utc_text(pending.text(ak_pending_file::created));
     if (!created)
-        throw Error(path.string() + ": refused: its created time '" + printable(pending.text("created")) +
+        throw Error(path.string() + ": refused: its created time '" + printable(pending.text(ak_pending_file::created)) +
                     "' is not YYYY-MM-DDTHH:MM:SSZ; it is removed now: make a new challenge");
     const std::time_t expiry = *created + std::time_t{pending_days} * 24 * 60 * 60;
     if (now > expiry)

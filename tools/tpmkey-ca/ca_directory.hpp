@@ -75,11 +75,9 @@ struct CaKeys {
 };
 CaKeys load_ca(const CaDirectory& ca);
 
-// A pending file: the request's fields plus what only the CA knows, the
-// secret of the challenge and when it was made ("created", utc_text()).
-constexpr std::initializer_list<const char*> pending_fields = {
-    "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version",
-    "secret",         "created"};
+// A pending file (exchange_file.hpp, ak_pending_file): the request's
+// fields plus what only the CA knows, the secret of the challenge and when
+// it was made.
 // A challenge's secret, which only the TPM can recover from the
 // credential, is its id (challenge_id_size random bytes: the pending file's
 // name) followed by challenge_key_size random bytes. The id picks the

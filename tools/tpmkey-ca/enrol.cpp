@@ -129,7 +129,7 @@ int cmd_challenge(const Parsed& p) {
     const CaDirectory ca = ca_directory_of(p);
     (void)load_ca(ca);  // no challenge the CA could not answer
     const std::string what = p.positional[0];
-    const ExchangeFile file = read_exchange_file(what, "ak-request", ak_request_fields);
+    const ExchangeFile file = read_exchange_file(what, ak_request_file::kind, ak_request_file::fields);
     const AkRequest request = checked_request(file, what);
 
     const EkRoots roots{{p.value("--ek-roots")}};
@@ -171,22 +171,22 @@ int cmd_challenge(const Parsed& p) {
         throw Error("cannot get random bytes (OpenSSL)");
     const Credential credential = make_credential(ek_public, request.ak_name, secret);
 
-    ExchangeFile pending("ak-pending");
-    for (const char* field : ak_request_fields)
+    ExchangeFile pending(ak_pending_file::kind);
+    for (const char* field : ak_request_file::fields)
         pending.set_text(field, file.text(field));
-    pending.set_bytes("secret", secret);
-    pending.set_text("created", utc_text(std::time(nullptr)));
+    pending.set_bytes(ak_pending_file::secret, secret);
+    pending.set_text(ak_pending_file::created, utc_text(std::time(nullptr)));
     const std::filesystem::path pending_path = ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
     OPENSSL_cleanse(secret.data(), secret.size());
     // A file of its own, never another's: challenges for the same AK
     // coexist, each answered by its own proof.
     write_file_atomically(pending_path, pending.to_string(), 0600, Replace::no);
 
-    ExchangeFile challenge("ak-challenge");
-    challenge.set_bytes("ak-name", request.ak_name);
-    challenge.set_text("ek-certificate-index", handle_text(request.ek_template->cert_index));
-    challenge.set_bytes("credential-blob", credential.blob);
-    challenge.set_bytes("encrypted-secret", credential.encrypted_seed);
+    ExchangeFile challenge(ak_challenge_file::kind);
+    challenge.set_bytes(ak_challenge_file::ak_name, request.ak_name);
+    challenge.set_text(ak_challenge_file::ek_certificate_index, handle_text(request.ek_template->cert_index));
+    challenge.set_bytes(ak_challenge_file::credential_blob, credential.blob);
+    challenge.set_bytes(ak_challenge_file::encrypted_secret, credential.encrypted_seed);
     write_output(p, challenge.to_string(), 0644);
     if (p.has_value("-o"))
         std::cout << what << ": the EK certificate (" << request.ek_template->algorithm << ", issued by "
@@ -243,15 +243,15 @@ int cmd_issue_ak(const Parsed& p) {
     const CaDirectory ca = ca_directory_of(p);
     const CaKeys keys = load_ca(ca);
     const std::string what = p.positional[0];
-    const ExchangeFile proof = read_exchange_file(what, "ak-proof", ak_proof_fields);
-    const Bytes ak_name = proof.bytes("ak-name", ak_name_size);
+    const ExchangeFile proof = read_exchange_file(what, ak_proof_file::kind, ak_proof_file::fields);
+    const Bytes ak_name = proof.bytes(ak_proof_file::ak_name, ak_name_size);
     if (ak_name.size() != ak_name_size)
         throw Error(what + ": ak-name is not the name of a tpmkey attestation key");
-    Bytes secret = proof.bytes("secret", 64);
+    Bytes secret = proof.bytes(ak_proof_file::secret, 64);
 
     const ExchangeFile pending = take_pending(ca, ak_name, secret, what, std::time(nullptr));
     const std::string pending_path = ca.pending_file(ak_name, std::span(secret).first(challenge_id_size)).string();
-    Bytes expected = pending.bytes("secret", 64);
+    Bytes expected = pending.bytes(ak_pending_file::secret, 64);
     const bool same = secret.size() == expected.size() &&
                       CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
     OPENSSL_cleanse(secret.data(), secret.size());

@@ -67,7 +67,7 @@ constexpr CommandSpec attest_activate_spec{
 
 int cmd_attest_activate(const Parsed& p) {
     const std::string path = p.positional[0];
-    const ExchangeFile challenge = read_exchange_file(path, "ak-challenge", ak_challenge_fields);
+    const ExchangeFile challenge = read_exchange_file(path, ak_challenge_file::kind, ak_challenge_file::fields);
     const Config config = load_config();
     Tpm tpm(config.tpm);
     SecretBytes secret;
@@ -78,9 +78,9 @@ int cmd_attest_activate(const Parsed& p) {
     } catch (const Error& e) {
         throw Error(path + ": " + e.what());
     }
-    ExchangeFile proof("ak-proof");
-    proof.set_bytes("ak-name", challenge.bytes("ak-name"));
-    proof.set_bytes("secret", secret);
+    ExchangeFile proof(ak_proof_file::kind);
+    proof.set_bytes(ak_proof_file::ak_name, challenge.bytes(ak_challenge_file::ak_name));
+    proof.set_bytes(ak_proof_file::secret, secret);
     write_output(p, proof, 0600);
     if (p.has_value("-o"))
         std::cout << "This TPM activated the challenge " << path << "; wrote the proof to " << p.value("-o")

@@ -130,12 +130,12 @@ int cmd_attest_key(const Parsed& p) {
         throw Error(path.string() + ": " + d.problem + " (" + d.solution + ")");
     }
 
-    ExchangeFile file(attestation_file_kind);
-    file.set_text("ssh-public-key", PublicKey(key.blobs.pub.publicArea).ssh_line(key.description));
-    file.set_bytes("client-data-json", Bytes(attestation.client_data_json.begin(), attestation.client_data_json.end()));
-    file.set_bytes("attestation-object", attestation.attestation_object);
+    ExchangeFile file(attestation_file::kind);
+    file.set_text(attestation_file::ssh_public_key, PublicKey(key.blobs.pub.publicArea).ssh_line(key.description));
+    file.set_bytes(attestation_file::client_data_json, Bytes(attestation.client_data_json.begin(), attestation.client_data_json.end()));
+    file.set_bytes(attestation_file::attestation_object, attestation.attestation_object);
     if (key.has_policy())
-        file.set_bytes("key-policy", format_policy(key.policy));
+        file.set_bytes(attestation_file::key_policy, format_policy(key.policy));
     write_exchange_file(output, file);
     std::cout << "Wrote the attestation of " << path.string() << " to " << output.string()
               << " (check it with tpmkey-ca verify).\n";

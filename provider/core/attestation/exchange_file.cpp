@@ -13,8 +13,6 @@ namespace tpmkey {
 
 namespace {
 
-constexpr std::size_t max_file_size = 1024 * 1024;
-
 bool is_name(std::string_view name) {
     return !name.empty() && name.size() <= 64 &&
            name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
@@ -110,7 +108,7 @@ ExchangeFile ExchangeFile::parse(std::string_view contents, const std::string& k
 
 ExchangeFile read_exchange_file(const std::filesystem::path& path, const std::string& kind,
                                 std::initializer_list<const char*> names) {
-    const FileRead read = read_regular_file(path, max_file_size);
+    const FileRead read = read_regular_file(path, max_exchange_file_size);
     return ExchangeFile::parse({reinterpret_cast<const char*>(read.data.data()), read.data.size()}, kind, names,
                                path.string());
 }

@@ -54,7 +54,11 @@ private:
     std::map<std::string, std::string> fields_;
 };
 
-// Reads PATH (a regular file, at most 1 MiB) as ExchangeFile::parse does.
+// The largest exchange file read.
+inline constexpr std::size_t max_exchange_file_size = 1024 * 1024;
+
+// Reads PATH (a regular file, at most max_exchange_file_size) as
+// ExchangeFile::parse does.
 ExchangeFile read_exchange_file(const std::filesystem::path& path, const std::string& kind,
                                 std::initializer_list<const char*> names);
 
@@ -62,13 +66,66 @@ ExchangeFile read_exchange_file(const std::filesystem::path& path, const std::st
 // secret in it), replacing what was there.
 void write_exchange_file(const std::filesystem::path& path, const ExchangeFile& file, mode_t mode = 0644);
 
-// The fields of enrolment's files: tpmkey attest enroll writes the
-// request, tpmkey-ca challenge the challenge, tpmkey attest activate the
-// proof, which tpmkey-ca issue-ak reads.
-inline constexpr std::initializer_list<const char*> ak_request_fields = {
-    "ek-certificate", "ek-certificate-index", "ak-public", "tpm-manufacturer", "tpm-model", "tpm-version"};
-inline constexpr std::initializer_list<const char*> ak_challenge_fields = {"ak-name", "ek-certificate-index",
-                                                                          "credential-blob", "encrypted-secret"};
-inline constexpr std::initializer_list<const char*> ak_proof_fields = {"ak-name", "secret"};
+// Each kind of file, its name and its fields, in one place
+// (docs/attestation.md, "The files", lists them the same; a unit test
+// compares the two). Code names a field only by these constants.
+
+// The enrolment request: tpmkey attest enroll writes it, tpmkey-ca
+// challenge reads it.
+namespace ak_request_file {
+inline constexpr const char* kind = "ak-request";
+inline constexpr const char* ak_public = "ak-public";
+inline constexpr const char* ek_certificate = "ek-certificate";
+inline constexpr const char* ek_certificate_index = "ek-certificate-index";
+inline constexpr const char* tpm_manufacturer = "tpm-manufacturer";
+inline constexpr const char* tpm_model = "tpm-model";
+inline constexpr const char* tpm_version = "tpm-version";
+inline constexpr std::initializer_list<const char*> fields = {
+    ak_public, ek_certificate, ek_certificate_index, tpm_manufacturer, tpm_model, tpm_version};
+}  // namespace ak_request_file
+
+// The challenge: tpmkey-ca challenge writes it, tpmkey attest activate reads it.
+namespace ak_challenge_file {
+inline constexpr const char* kind = "ak-challenge";
+inline constexpr const char* ak_name = "ak-name";
+inline constexpr const char* credential_blob = "credential-blob";
+inline constexpr const char* ek_certificate_index = "ek-certificate-index";
+inline constexpr const char* encrypted_secret = "encrypted-secret";
+inline constexpr std::initializer_list<const char*> fields = {ak_name, credential_blob, ek_certificate_index,
+                                                               encrypted_secret};
+}  // namespace ak_challenge_file
+
+// The proof of activation: tpmkey attest activate writes it, tpmkey-ca
+// issue-ak reads it.
+namespace ak_proof_file {
+inline constexpr const char* kind = "ak-proof";
+inline constexpr const char* ak_name = "ak-name";
+inline constexpr const char* secret = "secret";
+inline constexpr std::initializer_list<const char*> fields = {ak_name, secret};
+}  // namespace ak_proof_file
+
+// A key's attestation: tpmkey attest writes it, tpmkey-ca verify reads it.
+namespace attestation_file {
+inline constexpr const char* kind = "attestation";
+inline constexpr const char* attestation_object = "attestation-object";
+inline constexpr const char* client_data_json = "client-data-json";
+inline constexpr const char* key_policy = "key-policy";  // only for a key with a policy
+inline constexpr const char* ssh_public_key = "ssh-public-key";
+inline constexpr std::initializer_list<const char*> fields = {attestation_object, client_data_json, key_policy,
+                                                               ssh_public_key};
+}  // namespace attestation_file
+
+// Not exchanged: the CA's own copy of an outstanding challenge
+// (tpmkey-ca's pending/, ca_directory.hpp), in the same format: the
+// request's fields, the challenge's secret and when it was made.
+namespace ak_pending_file {
+inline constexpr const char* kind = "ak-pending";
+inline constexpr const char* secret = "secret";
+inline constexpr const char* created = "created";  // utc_text()
+inline constexpr std::initializer_list<const char*> fields = {
+    ak_request_file::ak_public,        ak_request_file::ek_certificate, ak_request_file::ek_certificate_index,
+    ak_request_file::tpm_manufacturer, ak_request_file::tpm_model,      ak_request_file::tpm_version,
+    secret,                            created};
+}  // namespace ak_pending_file
 
 }  // namespace tpmkey

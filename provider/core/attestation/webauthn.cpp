@@ -1,5 +1,6 @@
 #include "core/attestation/webauthn.hpp"
 
+#include "core/attestation/exchange_file.hpp"
 #include "core/keys/algorithms.hpp"
 #include "core/keys/public_key.hpp"
 
@@ -167,7 +168,7 @@ Bytes attestation_object(const TpmAttestation& a) {
 
 TpmAttestation parse_attestation_object(std::span<const std::uint8_t> data) {
     using Type = cbor::Item::Type;
-    constexpr const char* what = "attestation-object";
+    constexpr const char* what = attestation_file::attestation_object;  // the field it is read from
     const cbor::Item object = cbor::decode(data, what);
     if (object.type != Type::map || object.entries.size() != 3)
         throw Error(std::string(what) + ": not a map of fmt, attStmt and authData");

@@ -21,8 +21,6 @@ namespace tpmkey {
 
 // The relying party of every attestation: authData's rpIdHash is its SHA-256.
 inline constexpr const char* webauthn_rp_id = "tpmkey";
-// The `attestation` exchange file (exchange_file.hpp) and its fields.
-inline constexpr const char* attestation_file_kind = "attestation";
 // COSE algorithm of the AK's signature (ES256: ECDSA P-256 with SHA-256).
 inline constexpr std::int64_t cose_es256 = -7;
 // The challenge (a nonce file the CA made): 16 to 1024 bytes.

@@ -40,21 +40,21 @@ ExchangeFile make_ak_request(Tpm& tpm) {
     ak_public.resize(size);
     const TpmIdentity identity = tpm_identity(tpm);
 
-    ExchangeFile request("ak-request");
-    request.set_bytes("ek-certificate", certificate->der);
-    request.set_text("ek-certificate-index", handle_text(certificate->index));
-    request.set_bytes("ak-public", ak_public);
-    request.set_text("tpm-manufacturer", identity.manufacturer);
-    request.set_text("tpm-model", identity.model);
-    request.set_text("tpm-version", identity.version);
+    ExchangeFile request(ak_request_file::kind);
+    request.set_bytes(ak_request_file::ek_certificate, certificate->der);
+    request.set_text(ak_request_file::ek_certificate_index, handle_text(certificate->index));
+    request.set_bytes(ak_request_file::ak_public, ak_public);
+    request.set_text(ak_request_file::tpm_manufacturer, identity.manufacturer);
+    request.set_text(ak_request_file::tpm_model, identity.model);
+    request.set_text(ak_request_file::tpm_version, identity.version);
     return request;
 }
 
 SecretBytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge) {
-    const EkTemplate& ek_template = ek_template_of(challenge.text("ek-certificate-index"));
-    const Bytes ak_name = challenge.bytes("ak-name", sizeof(TPM2B_NAME::name));
-    const Credential credential{challenge.bytes("credential-blob", sizeof(TPM2B_ID_OBJECT::credential)),
-                                challenge.bytes("encrypted-secret", sizeof(TPM2B_ENCRYPTED_SECRET::secret))};
+    const EkTemplate& ek_template = ek_template_of(challenge.text(ak_challenge_file::ek_certificate_index));
+    const Bytes ak_name = challenge.bytes(ak_challenge_file::ak_name, sizeof(TPM2B_NAME::name));
+    const Credential credential{challenge.bytes(ak_challenge_file::credential_blob, sizeof(TPM2B_ID_OBJECT::credential)),
+                                challenge.bytes(ak_challenge_file::encrypted_secret, sizeof(TPM2B_ENCRYPTED_SECRET::secret))};
     require_empty_endorsement_auth(tpm);
     TPMT_PUBLIC ak_public{};
     const TpmObject ak = create_ak(tpm, ak_public);

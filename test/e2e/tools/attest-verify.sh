@@ -246,6 +246,62 @@ expect_err "REFUSED: the attestation was made for another challenge" "verify -o,
 [ ! -e "$W/refused.pub" ] || fail "verify -o wrote a key it refused"
 ok "verify -o writes the verified key's .pub line, and nothing when it refuses"
 
+# --json: the facts for scripts, read back by Python's json module; a
+# refusal too, with the name of the check that failed.
+run "$CA_TOOL" verify "$K/pcr.att" --roots "$W/ca.crt" --challenge "$W/nonce" --json
+expect_rc 0 "verify --json"
+printf '%s\n' "$out" >"$W/verified.json"
+must "$PY" - "$W/verified.json" "$(fingerprint_line "$K/pcr.pub" | cut -d' ' -f2)" "$(cut -d' ' -f1,2 "$K/pcr.pub")" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verified"] is True, d
+assert d["key"] == {"type": "ECDSA", "bits": 256, "fingerprint": sys.argv[2], "tpm_resident": True,
+                    "user_with_auth": False}, d["key"]
+assert d["ssh_public_key"].startswith(sys.argv[3] + " ") or d["ssh_public_key"] == sys.argv[3], d
+assert d["tpm"]["manufacturer"] == "id:49424D00" and d["tpm"]["manufacturer_letters"] == "IBM", d["tpm"]
+assert d["tpm"]["proven"] is False and d["pin_proven"] is False, d
+assert d["policy"]["explained"] is True and d["policy"]["pcrs"] == [{"bank": "sha256", "pcrs": [7]}], d["policy"]
+assert d["ek_certificate_sha256"] is None, d
+assert d["checks"][0] == "attestation-file" and "pcr-policy" in d["checks"], d["checks"]
+PY
+run "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/another-nonce" --json
+expect_rc 1 "verify --json, refused"
+expect_err "tpmkey-ca: REFUSED: the attestation was made for another challenge" "verify --json, refused"
+printf '%s\n' "$out" >"$W/refused.json"
+must "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["verified"] is False and d["check"] == "challenge" and d["reason"].startswith("the attestation was made for another challenge"), d' "$W/refused.json"
+ok "verify --json: the facts, read by Python's json; a refusal names its check"
+
+# The CA's policy: each a named check after the proof, off unless given.
+run "$CA_TOOL" verify "$K/rsa.att" --roots "$W/ca.crt" --challenge "$W/nonce" --min-rsa-bits 3072
+expect_rc 1 "--min-rsa-bits 3072"
+expect_err "tpmkey-ca: REFUSED: the key is RSA-2048: fewer than the 3072 bits this CA requires (--min-rsa-bits)" "--min-rsa-bits"
+run "$CA_TOOL" verify "$K/rsa.att" --roots "$W/ca.crt" --challenge "$W/nonce" --min-rsa-bits 2048
+expect_rc 0 "--min-rsa-bits 2048"
+run "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/nonce" --require-pcrs 7
+expect_rc 1 "--require-pcrs 7, a key without a policy"
+expect_err "tpmkey-ca: REFUSED: the key has no policy, and this CA requires keys bound to PCR 7 (sha256) (--require-pcrs)" "--require-pcrs"
+expect_eq "$out" "" "--require-pcrs: stdout"
+run "$CA_TOOL" verify "$K/signed.att" --roots "$W/ca.crt" --challenge "$W/nonce" --require-pcrs 7
+expect_rc 1 "--require-pcrs 7, signed policies"
+expect_err "REFUSED: the key's PCRs are its policy signer's choice (PolicyAuthorize), not proven" "--require-pcrs, signed"
+run "$CA_TOOL" verify "$K/pcr-pin.att" --roots "$W/ca.crt" --challenge "$W/nonce" --require-pcrs 7 --manufacturers INTC,IBM
+expect_rc 0 "--require-pcrs 7 --manufacturers INTC,IBM, a key bound to PCRs 0 and 7"
+run "$CA_TOOL" verify "$K/pcr.att" --roots "$W/ca.crt" --challenge "$W/nonce" --manufacturers INTC,id:53544D20 --json
+expect_rc 1 "--manufacturers INTC,id:53544D20"
+expect_err "REFUSED: the TPM's manufacturer IBM (id:49424D00) is not one this CA allows (--manufacturers INTC,id:53544D20)" "--manufacturers"
+printf '%s\n' "$out" >"$W/refused.json"
+must "$PY" -c 'import json, sys; assert json.load(open(sys.argv[1]))["check"] == "manufacturer"' "$W/refused.json"
+run "$CA_TOOL" verify "$K/pcr.att" --roots "$W/ca.crt" --challenge "$W/nonce" --min-rsa-bits 1024
+expect_rc 2 "--min-rsa-bits 1024"
+expect_err "tpmkey-ca verify: --min-rsa-bits needs a whole number of bits from 2048 to 16384" "--min-rsa-bits 1024"
+ok "the CA's policy: --min-rsa-bits, --require-pcrs, --manufacturers refuse what they exclude, and only that"
+
+# A file without its ssh-public-key line is the sender's doing: refused
+# (was: "tpmkey-ca: FILE: no ssh-public-key", without REFUSED:).
+grep -v '^ssh-public-key ' "$K/p256.att" >"$W/no-ssh-key.att"
+refused "$W/no-ssh-key.att" "$W/no-ssh-key.att: no ssh-public-key" "a file without ssh-public-key"
+ok "a file without its ssh-public-key line is refused (REFUSED:), stdout empty"
+
 # The CA side needs no TPM and links no TCTI loader nor ESAPI.
 run env TPMKEY_TCTI="$(closed_tcti)" "$CA_TOOL" verify "$K/p256.att" --roots "$W/ca.crt" --challenge "$W/nonce"
 expect_rc 0 "verify with no TPM reachable"
