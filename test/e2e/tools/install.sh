@@ -46,7 +46,7 @@ $p11_file
 LIST
 # The user documentation, which tpmkey-pkcs11(8) points at.
 for doc in README.md LICENSE quick-start.md configuration.md troubleshooting.md ssh-agent-and-more.md ci.md \
-    pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg; do
+    pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg unattended-keys.md; do
     echo "$TPMKEY_DOCDIR/$doc" >>"$TEST_DIR/expected"
 done
 # The TPM makers' EK roots (tools/ek-roots), trusted by default, and their
@@ -202,7 +202,7 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
         [ -z "$elsewhere" ] || fail "user prefix: the installed $page names paths outside the prefix: $elsewhere"
     done
     expect_eq "$(man_paths "$U/prefix/share/man" man8/tpmkey-pkcs11.8 | tr '\n' ' ')" \
-        "$U/prefix/lib/pkcs11/tpmkey-pkcs11.so $U/prefix/share/doc/tpmkey/troubleshooting.md " \
+        "$U/prefix/lib/pkcs11/tpmkey-pkcs11.so $U/prefix/share/doc/tpmkey/troubleshooting.md $U/prefix/share/doc/tpmkey/unattended-keys.md " \
         "user prefix: the paths tpmkey-pkcs11(8) names"
     ok "as a user without root: cmake --install --prefix PREFIX puts everything under PREFIX, and the man pages name it"
 else
