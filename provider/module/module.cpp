@@ -150,14 +150,10 @@ void Module::login(Token& t, Secret pin) {
         require_room_for_a_wrong_pin(t, da);
     }
     const Secret tried = pin.clone();
-    try {
-        with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
-    } catch (const TpmError& e) {
-        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
-            throw;
+    if (const std::optional<TpmError> refused = send_pin(t, std::move(pin))) {
         pin_burst_.record(t.slot(), tried, false);
         if (!earlier || !earlier->accepted_by)
-            throw;
+            throw *refused;
         log_error(t.label() + ": the PIN '" + token(*earlier->accepted_by).label() + "' took was tried for it " +
                   (known_right ? "(the config file says they share a PIN) " : "") +
                   "and refused: it has a PIN of its own (docs/ssh-agent-and-more.md)");
@@ -165,6 +161,17 @@ void Module::login(Token& t, Secret pin) {
         return;
     }
     pin_burst_.record(t.slot(), tried, true);
+}
+
+std::optional<TpmError> Module::send_pin(Token& t, Secret pin) {
+    try {
+        with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
+    } catch (const TpmError& e) {
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        return e;
+    }
+    return std::nullopt;
 }
 
 void Module::require_room_for_a_wrong_pin(Token& t, const DictionaryAttackState& da) {
@@ -263,16 +270,12 @@ void Module::login_from_source(Token& t) {
     // The same margin as for a PIN typed for this key.
     require_room_for_a_wrong_pin(t, lockout_state(t));
     const Secret tried = pin.clone();
-    try {
-        with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
-    } catch (const TpmError& e) {
-        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
-            throw;
+    if (const std::optional<TpmError> refused = send_pin(t, std::move(pin))) {
         t.remember_refused_source_pin(tried.clone());
         log_error(t.label() + ": the PIN in the " + describe(source) +
                   " is wrong: the TPM refused it and counted it as a wrong PIN; it is not sent again until the source "
                   "holds another one (docs/unattended-keys.md)");
-        throw;
+        throw *refused;
     }
     log_debug(t.label() + ": logged in with the PIN from the " + describe(source));
 }

@@ -111,6 +111,11 @@ private:
     // Throws Pkcs11Error(CKR_PIN_LOCKED), logged, when a wrong PIN would
     // leave the TPM fewer than own_reserve tries.
     void require_room_for_a_wrong_pin(Token& token, const DictionaryAttackState& da);
+    // Sends `pin` to the TPM, the login's PIN proof (Token::login). A wrong
+    // PIN, which the TPM refused and counted, comes back as that refusal,
+    // for the caller to record before it throws it; nullopt when the TPM
+    // took the PIN. Any other failure throws.
+    std::optional<TpmError> send_pin(Token& token, Secret pin);
     // A key the PIN passed on is not for: its own PIN through the askpass
     // program (core/base/askpass.hpp), once per key per burst; throws
     // Pkcs11Error(otherwise) when no prompt is shown or nothing is typed.
