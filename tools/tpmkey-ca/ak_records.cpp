@@ -1,6 +1,7 @@
 #include "ak_records.hpp"
 
 #include "core/base/error.hpp"
+#include "core/attestation/exchange_file.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/file_read.hpp"
@@ -19,33 +20,29 @@ namespace {
 constexpr std::size_t max_record_size = 16 * 1024;
 constexpr const char* records_risk = "change the machine a key's SSH certificate is issued for";
 
-constexpr std::initializer_list<const char*> record_fields = {
-    "serial",          "ak-certificate-sha256", "ak-name",   "ek-certificate-sha256", "ek-certificate-issuer",
-    "ek-certificate-serial", "tpm-manufacturer", "tpm-model", "tpm-version",           "machine",
-    "principals",      "issued",                "not-after", "revoked",               "revocation-reason"};
 
 bool is_serial_hex(const std::string& text) {
     return !text.empty() && text.size() <= 40 && text.find_first_not_of("0123456789ABCDEF") == std::string::npos;
 }
 
 ExchangeFile to_file(const AkRecord& r) {
-    ExchangeFile f("ak-record");
-    f.set_text("serial", r.serial);
-    f.set_text("ak-certificate-sha256", r.ak_certificate_sha256);
-    f.set_text("ak-name", r.ak_name);
-    f.set_text("ek-certificate-sha256", r.ek_certificate_sha256);
-    f.set_text("ek-certificate-issuer", r.ek_certificate_issuer);
-    f.set_text("ek-certificate-serial", r.ek_certificate_serial);
-    f.set_text("tpm-manufacturer", r.tpm_manufacturer);
-    f.set_text("tpm-model", r.tpm_model);
-    f.set_text("tpm-version", r.tpm_version);
-    f.set_text("machine", r.machine);
-    f.set_text("principals", r.principals);
-    f.set_text("issued", r.issued);
-    f.set_text("not-after", r.not_after);
+    ExchangeFile f(ak_record_file::kind);
+    f.set_text(ak_record_file::serial, r.serial);
+    f.set_text(ak_record_file::ak_certificate_sha256, r.ak_certificate_sha256);
+    f.set_text(ak_record_file::ak_name, r.ak_name);
+    f.set_text(ak_record_file::ek_certificate_sha256, r.ek_certificate_sha256);
+    f.set_text(ak_record_file::ek_certificate_issuer, r.ek_certificate_issuer);
+    f.set_text(ak_record_file::ek_certificate_serial, r.ek_certificate_serial);
+    f.set_text(ak_record_file::tpm_manufacturer, r.tpm_manufacturer);
+    f.set_text(ak_record_file::tpm_model, r.tpm_model);
+    f.set_text(ak_record_file::tpm_version, r.tpm_version);
+    f.set_text(ak_record_file::machine, r.machine);
+    f.set_text(ak_record_file::principals, r.principals);
+    f.set_text(ak_record_file::issued, r.issued);
+    f.set_text(ak_record_file::not_after, r.not_after);
     if (!r.revoked.empty()) {
-        f.set_text("revoked", r.revoked);
-        f.set_text("revocation-reason", r.revocation_reason);
+        f.set_text(ak_record_file::revoked, r.revoked);
+        f.set_text(ak_record_file::revocation_reason, r.revocation_reason);
     }
     return f;
 }
@@ -59,25 +56,25 @@ AkRecord read_record_file(const std::filesystem::path& path) {
                     ", mode " + octal_mode(file.mode) + "; its own are " + std::to_string(::geteuid()) +
                     " and 600): find out who changed it; if its contents are right, chown and chmod 600 it");
     const ExchangeFile f = ExchangeFile::parse(
-        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), "ak-record",
-        record_fields, path.string());
+        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), ak_record_file::kind,
+        ak_record_file::fields, path.string());
     AkRecord r;
-    r.serial = f.text("serial");
-    r.ak_certificate_sha256 = f.text("ak-certificate-sha256");
-    r.ak_name = f.text("ak-name");
-    r.ek_certificate_sha256 = f.text("ek-certificate-sha256");
-    r.ek_certificate_issuer = f.text("ek-certificate-issuer");
-    r.ek_certificate_serial = f.text("ek-certificate-serial");
-    r.tpm_manufacturer = f.text("tpm-manufacturer");
-    r.tpm_model = f.text("tpm-model");
-    r.tpm_version = f.text("tpm-version");
-    r.machine = f.text("machine");
-    r.principals = f.text("principals");
-    r.issued = f.text("issued");
-    r.not_after = f.text("not-after");
-    if (f.has("revoked")) {
-        r.revoked = f.text("revoked");
-        r.revocation_reason = f.text("revocation-reason");
+    r.serial = f.text(ak_record_file::serial);
+    r.ak_certificate_sha256 = f.text(ak_record_file::ak_certificate_sha256);
+    r.ak_name = f.text(ak_record_file::ak_name);
+    r.ek_certificate_sha256 = f.text(ak_record_file::ek_certificate_sha256);
+    r.ek_certificate_issuer = f.text(ak_record_file::ek_certificate_issuer);
+    r.ek_certificate_serial = f.text(ak_record_file::ek_certificate_serial);
+    r.tpm_manufacturer = f.text(ak_record_file::tpm_manufacturer);
+    r.tpm_model = f.text(ak_record_file::tpm_model);
+    r.tpm_version = f.text(ak_record_file::tpm_version);
+    r.machine = f.text(ak_record_file::machine);
+    r.principals = f.text(ak_record_file::principals);
+    r.issued = f.text(ak_record_file::issued);
+    r.not_after = f.text(ak_record_file::not_after);
+    if (f.has(ak_record_file::revoked)) {
+        r.revoked = f.text(ak_record_file::revoked);
+        r.revocation_reason = f.text(ak_record_file::revocation_reason);
     }
     if (r.serial != path.filename().string() || !is_serial_hex(r.serial) || !is_record_name(r.machine) ||
         !is_principal_list(r.principals) || !parse_utc_text(r.issued) || !parse_utc_text(r.not_after) ||

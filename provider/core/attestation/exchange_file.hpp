@@ -128,4 +128,30 @@ inline constexpr std::initializer_list<const char*> fields = {
     secret,                            created};
 }  // namespace ak_pending_file
 
+// Not exchanged: the CA's record of an AK certificate it issued
+// (tpmkey-ca's records/SERIAL, tools/tpmkey-ca/ak_records.hpp), in the
+// same format. revoked and revocation-reason only once it is revoked.
+namespace ak_record_file {
+inline constexpr const char* kind = "ak-record";
+inline constexpr const char* serial = "serial";
+inline constexpr const char* ak_certificate_sha256 = "ak-certificate-sha256";
+inline constexpr const char* ak_name = "ak-name";
+inline constexpr const char* ek_certificate_sha256 = "ek-certificate-sha256";
+inline constexpr const char* ek_certificate_issuer = "ek-certificate-issuer";
+inline constexpr const char* ek_certificate_serial = "ek-certificate-serial";
+inline constexpr const char* tpm_manufacturer = "tpm-manufacturer";
+inline constexpr const char* tpm_model = "tpm-model";
+inline constexpr const char* tpm_version = "tpm-version";
+inline constexpr const char* machine = "machine";
+inline constexpr const char* principals = "principals";
+inline constexpr const char* issued = "issued";
+inline constexpr const char* not_after = "not-after";
+inline constexpr const char* revoked = "revoked";
+inline constexpr const char* revocation_reason = "revocation-reason";
+inline constexpr std::initializer_list<const char*> fields = {
+    serial,           ak_certificate_sha256, ak_name,    ek_certificate_sha256, ek_certificate_issuer,
+    ek_certificate_serial, tpm_manufacturer, tpm_model, tpm_version,        machine,
+    principals,       issued,                not_after,  revoked,               revocation_reason};
+}  // namespace ak_record_file
+
 }  // namespace tpmkey
