@@ -561,9 +561,9 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
 
 void print_summary(const Destination& dest, const Options& o, const KeyFile& key, const PublicKey& pub,
                    const std::string& comment, const PcrBinding& binding) {
-    std::cout << "Your TPM key is in " << dest.key.string() << " (usable only with this TPM"
+    std::cout << "Your TPM key is in " << printable(dest.key.string()) << " (usable only with this TPM"
               << (key.needs_pin() ? ", PIN protected" : ", no PIN") << ").\n"
-              << "Your public key is in " << dest.pub.string() << ".\n"
+              << "Your public key is in " << printable(dest.pub.string()) << ".\n"
               << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
     if (o.pcrs)
         std::cout << "It signs only while " << pcr_selection_text(*o.pcrs) << " hold the values they have now"
