@@ -6,6 +6,7 @@
 #include "core/files/config.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/base/error.hpp"
+#include "core/base/printable.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/files/tcti.hpp"
 #include "core/tpm/tpm_keys.hpp"
@@ -560,9 +561,9 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
 
 void print_summary(const Destination& dest, const Options& o, const KeyFile& key, const PublicKey& pub,
                    const std::string& comment, const PcrBinding& binding) {
-    std::cout << "Your TPM key is in " << dest.key.string() << " (usable only with this TPM"
+    std::cout << "Your TPM key is in " << printable(dest.key.string()) << " (usable only with this TPM"
               << (key.needs_pin() ? ", PIN protected" : ", no PIN") << ").\n"
-              << "Your public key is in " << dest.pub.string() << ".\n"
+              << "Your public key is in " << printable(dest.pub.string()) << ".\n"
               << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
     if (o.pcrs)
         std::cout << "It signs only while " << pcr_selection_text(*o.pcrs) << " hold the values they have now"
@@ -696,17 +697,17 @@ int main(int argc, char** argv) {
     try {
         return run(argc, argv, address);
     } catch (const TpmError& e) {
-        std::cerr << "tpmkey-keygen: " << diagnosis_line(diagnose(e, address)) << "\n";
+        std::cerr << "tpmkey-keygen: " << printable(diagnosis_line(diagnose(e, address))) << "\n";
         return 1;
     } catch (const UsageError& e) {
-        std::cerr << "tpmkey-keygen: " << e.what() << "\n(see tpmkey-keygen --help)\n";
+        std::cerr << "tpmkey-keygen: " << printable(e.what()) << "\n(see tpmkey-keygen --help)\n";
         return 2;
     } catch (const UnverifiedParent& e) {
         // Before any PIN or TPM2_Create: what failed, and what to do.
-        std::cerr << "tpmkey-keygen: " << diagnosis_line(diagnose_untrusted_parent(e)) << "\n";
+        std::cerr << "tpmkey-keygen: " << printable(diagnosis_line(diagnose_untrusted_parent(e))) << "\n";
         return 1;
     } catch (const std::exception& e) {
-        std::cerr << "tpmkey-keygen: " << e.what() << "\n";
+        std::cerr << "tpmkey-keygen: " << printable(e.what()) << "\n";
         return 1;
     }
 }

@@ -12,7 +12,8 @@
 #   sshd_start [LINE...]    a throwaway sshd on 127.0.0.1:$SSHD_PORT; its
 #                           authorized_keys is $AUTH_KEYS, its trusted user
 #                           CAs are in $USER_CAS (both empty at start, read
-#                           by sshd at every login), its log $SSHD_LOG
+#                           by sshd at every login), its log $SSHD_LOG; no
+#                           penalty for failed logins (PerSourcePenalties no)
 #   sshd_log_mark, sshd_log_since, sshd_log_has, expect_accepted
 #                           what sshd logged since the mark
 #   tssh OPTS...            ssh to that sshd running a marker command;
@@ -136,6 +137,13 @@ sshd_start() {
     ssh-keygen -q -t ed25519 -N '' -C e2e-host -f "$SSHD_DIR/host_ed25519"
     : >"$AUTH_KEYS"
     : >"$USER_CAS"
+    # OpenSSH 9.8 and later refuse a source for seconds after a failed
+    # login (PerSourcePenalties): tests fail logins on purpose, one after
+    # another, and a later login would then fail for the wrong reason (or
+    # one that must fail, pass). Off for every test sshd, where sshd knows
+    # it (Debian 12's sshd has neither the option nor -G).
+    local penalties=""
+    ! "$SSHD" -G -f /dev/null -o PerSourcePenalties=no >/dev/null 2>&1 || penalties="PerSourcePenalties no"
     on_exit sshd_stop
     for _ in $(seq 20); do
         port=$((10000 + RANDOM % 10000))
@@ -161,6 +169,7 @@ X11Forwarding no
 # DEBUG3, not VERBOSE: only DEBUG3 logs the algorithm of the signature that
 # was checked ("... have rsa-sha2-512 signature for RSA SHA256:...").
 LogLevel DEBUG3
+$penalties
 EOF
         [ $# -eq 0 ] || printf '%s\n' "$@" >>"$SSHD_CONFIG"
         : >"$SSHD_LOG"

@@ -10,6 +10,8 @@
 # before, and the refusal names the one command that accepts it on
 # purpose, tpmkey trust-tpm, which asks on the terminal and then pins it:
 # after that both TPMs work in one HOME.
+# trust-tpm --tcti at a stopped swtpm, the configured one alive: the
+# diagnosis names the --tcti one, and its advice works.
 # Runs under `with-swtpm --abrmd --relaxed-da`.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
@@ -92,3 +94,16 @@ TPMKEY_TCTI=$direct login_sign "$keys/direct.tpm" || { show "$TEST_DIR/p11.out";
 must "$TPMKEY_TOOL" trust-tpm --tcti "$second_tcti" --yes
 expect_out "Already pinned for TPM" "trust-tpm again"
 ok "trust-tpm (asked on the terminal) pins the second TPM; both TPMs work in one HOME"
+
+# A --tcti that does not answer while the configured TPM does: the
+# diagnosis names the TPM the command used, not the configured one.
+"$FIXTURES/swtpm-stop" "$second" || fail "the second swtpm did not stop"
+TPMKEY_TCTI=$direct run "$TPMKEY_TOOL" trust-tpm --tcti "$second_tcti" --yes
+expect_rc 1 "trust-tpm --tcti at a stopped swtpm"
+expect_err "cannot reach the TPM at TCTI '$second_tcti'" "trust-tpm --tcti at a stopped swtpm"
+expect_err "check that it is running and the --tcti option is right" "trust-tpm --tcti at a stopped swtpm"
+case $err in *"'$direct'"* | *TPMKEY_TCTI*) fail "trust-tpm --tcti: the diagnosis is about the configured TPM: $err" ;; esac
+# The advice, followed: that TPM running again, at the TCTI it answers at now.
+second_tcti=$("$FIXTURES/swtpm-start" "$second") || fail "the second swtpm did not start again"
+TPMKEY_TCTI=$direct must "$TPMKEY_TOOL" trust-tpm --tcti "$second_tcti" --yes
+ok "trust-tpm --tcti at a stopped swtpm: the diagnosis names that TCTI and --tcti, not the configured one; started again, it works"

@@ -140,8 +140,9 @@ int cmd_bench(const Parsed& p) {
         std::cout << "0x81000001 holds the standard storage key: tpmkey-keygen makes new keys under it.\n";
         break;
     case PersistentSrk::State::absent:
-        std::cout << "'tpmkey setup' makes the persistent storage key at 0x81000001; keys made\n"
-                     "after it (tpmkey-keygen) use it and save the difference above.\n";
+        std::cout << "'tpmkey setup' makes the persistent storage key at 0x81000001, as does\n"
+                     "tpmkey-keygen when it next makes a key; logins then use it and save the\n"
+                     "difference above.\n";
         break;
     default:
         std::cout << "0x81000001 holds another key than the standard storage key ('tpmkey doctor').\n";

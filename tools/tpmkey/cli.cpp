@@ -5,6 +5,21 @@
 
 namespace tpmkey::cli {
 
+namespace {
+std::optional<TpmAddress>& recorded_tpm() {
+    static std::optional<TpmAddress> address;
+    return address;
+}
+}  // namespace
+
+void record_tpm_in_use(const TpmAddress& address) {
+    recorded_tpm() = address;
+}
+
+const std::optional<TpmAddress>& tpm_in_use() {
+    return recorded_tpm();
+}
+
 Secret pin_from_terminal(const std::string& prompt, const char* option) {
     try {
         return read_pin_from_terminal(prompt);

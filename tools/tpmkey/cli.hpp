@@ -40,6 +40,12 @@ std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm);
 // its signed policies) allows now; nullopt for a key without PCRs.
 std::optional<bool> policy_pcrs_match(Tpm& tpm, const KeyFile& key);
 
+// The TPM a command acts on when it is not the configured one (--tcti):
+// the command records it before it opens it, and main.cpp diagnoses a TPM
+// failure for it (nullopt: the configured TPM, load_config()).
+void record_tpm_in_use(const TpmAddress& address);
+const std::optional<TpmAddress>& tpm_in_use();
+
 // A PIN from the terminal; without one, say how else to give it (`option`).
 Secret pin_from_terminal(const std::string& prompt, const char* option);
 

@@ -324,7 +324,9 @@ void check_persistent_srk(Doctor& d, Tpm& tpm, UINT32 permanent) {
                    "persist the standard SRK once: tpmkey setup --owner-auth-file FILE (or it asks for the password)");
         else
             d.ok("no storage key at 0x81000001: keys use 0x40000001, a login uses: " +
-                 owner_srk_use_text(OwnerSrkUse::recreated) + " (slower on real TPMs; 'tpmkey setup' persists it)");
+                 owner_srk_use_text(OwnerSrkUse::recreated) +
+                 " (slower on real TPMs; 'tpmkey setup' persists it, as does tpmkey-keygen when it next makes a "
+                 "key)");
     } catch (const TpmError& e) {
         d.warn("storage key (SRK)", e.what(), "none needed unless keys fail to load below");
     }

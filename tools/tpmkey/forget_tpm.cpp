@@ -62,9 +62,14 @@ constexpr CommandSpec trust_tpm_spec{
     "A handle already pinned for this TPM is not changed.\n",
     {"--tcti", "--parent", nullptr}, {"--yes", nullptr}, 0};
 
-// The TPM these commands act on: --tcti, else the one tpmkey uses.
+// The TPM these commands act on: --tcti (recorded, for the diagnosis of
+// a TPM failure), else the one tpmkey uses.
 TpmAddress tpm_address(const Parsed& p, const Config& config) {
-    return p.has_value("--tcti") ? config.tpm.overridden_by(p.value("--tcti")) : config.tpm;
+    if (!p.has_value("--tcti"))
+        return config.tpm;
+    TpmAddress address = config.tpm.overridden_by(p.value("--tcti"));
+    record_tpm_in_use(address);
+    return address;
 }
 
 // Whether to go on: --yes, or the user's yes on the terminal.

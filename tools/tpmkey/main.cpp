@@ -26,16 +26,20 @@ constexpr const Command* commands[] = {
 
 constexpr Program tpmkey_program{"tpmkey", commands, version};
 
-// A TPM failure, diagnosed for the TPM the commands reach: the configured
-// TPM address.
+// A TPM failure, diagnosed for the TPM the command used: the one it
+// recorded (--tcti), else the configured TPM address.
 std::string explain_tpm_failure(const std::exception& e) {
     const auto* tpm_error = dynamic_cast<const TpmError*>(&e);
     if (!tpm_error)
         return "";
     TpmAddress address;
-    try {
-        address = load_config().tpm;
-    } catch (const std::exception&) {
+    if (tpm_in_use()) {
+        address = *tpm_in_use();
+    } else {
+        try {
+            address = load_config().tpm;
+        } catch (const std::exception&) {
+        }
     }
     return diagnosis_line(diagnose(*tpm_error, address));
 }

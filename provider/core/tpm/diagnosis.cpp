@@ -69,6 +69,9 @@ std::string simulator_problem(const Tcti::Address& a) {
 Diagnosis unreachable(const TpmError& e, const TpmAddress& address) {
     const std::string reason = Tss2_RC_Decode(e.rc());
     const std::string& tcti = address.text();
+    if (address.source() == TpmAddress::Source::command_line)
+        return {TpmProblem::unreachable, "cannot reach the TPM at TCTI '" + tcti + "' (" + reason + ")",
+                "check that it is running and the --tcti option is right"};
     if (!address.is_default_search())
         return {TpmProblem::unreachable, "cannot reach the TPM at TCTI '" + tcti + "' (" + reason + ")",
                 "check that it is running and the TCTI is right, or unset TPMKEY_TCTI for /dev/tpmrm0"};

@@ -25,7 +25,11 @@ keys=$TEST_DIR/keys
 mkdir -p "$keys"
 pin=4321
 
-# 1. An empty TPM: keygen persists the SRK and says so.
+# 1. An empty TPM: doctor names keygen (and setup) as what persists the
+# SRK; keygen persists it and says so, and doctor then finds it.
+run "$TPMKEY_TOOL" doctor
+expect_out "[ok]      no storage key at 0x81000001: keys use 0x40000001, a login uses: re-created in each process (TPM2_CreatePrimary) (slower on real TPMs; 'tpmkey setup' persists it, as does tpmkey-keygen when it next makes a key)" \
+    "doctor on an empty TPM"
 run "$TPMKEY_KEYGEN" -t ecdsa -b 256 --pin-file "$(pin_file "$pin")" -f "$keys/pin.tpm" -C pin
 expect_rc 0 "keygen on an empty TPM"
 expect_out "Parent: made the TCG standard storage key (SRK) and persisted it at 0x81000001, as systemd-tpm2-setup does:" \
@@ -46,6 +50,8 @@ expect_eq "$srk_name" "$(xxd -p -c 256 "$TEST_DIR/tcg.name")" "0x81000001 agains
 expect_eq "$(awk '$1 == "0x40000001" { print $2 }' "$pins")" "$srk_name" "0x40000001's pin"
 expect_eq "$(awk '$1 == "0x81000001" { print $2 }' "$pins")" "$srk_name" "0x81000001's pin"
 expect_clean_tpm "after keygen"
+run "$TPMKEY_TOOL" doctor
+expect_out "[ok]      storage key (SRK) at 0x81000001: the TCG standard SRK" "doctor after keygen"
 ok "keygen on an empty TPM: the key under 0x40000001, the TCG standard SRK persisted at 0x81000001 and pinned, said so"
 
 # 2. The first login with that key reads 0x81000001: no TPM2_CreatePrimary.

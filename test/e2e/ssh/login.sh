@@ -7,7 +7,8 @@
 # exactly this key, with the expected signature algorithm (RSA: both
 # rsa-sha2-256 and rsa-sha2-512, chosen with PubkeyAcceptedAlgorithms), the
 # PIN prompt is "Enter PIN for 'NAME': " (and there is none without PIN),
-# and the TPM holds nothing afterwards.
+# and the TPM holds nothing afterwards. Then four failed logins hold back
+# no later one (no PerSourcePenalties).
 set -euo pipefail
 # shellcheck source=../../lib/sshd.sh
 . "$(dirname "$(readlink -f "$0")")/../../lib/sshd.sh"
@@ -73,3 +74,20 @@ for key in "$name" "$name-pin"; do
         ok "$key: login with $alg"
     done
 done
+
+# Failed logins do not hold back the next ones (sshd_start turns OpenSSH
+# 9.8's PerSourcePenalties off): four logins with a key sshd does not
+# know, each refused for that key, then the TPM key's login works.
+ssh-keygen -q -t ed25519 -N '' -C stranger -f "$TEST_DIR/stranger"
+for i in 1 2 3 4; do
+    login_fails "a key sshd does not know ($i)" -o IdentityFile="$TEST_DIR/stranger" -o IdentitiesOnly=yes
+    grep -qF "Permission denied (publickey)" "$SSH_ERR" ||
+        { show "$SSH_ERR"; fail "a key sshd does not know ($i): refused, but not for the key"; }
+done
+cp "$TEST_DIR/keys/$name.pub" "$AUTH_KEYS"
+export TPMKEY_KEYS=$TEST_DIR/keys/$name.tpm
+askpass_pin
+sshd_log_mark
+login_ok "$name after four failed logins" -o "PKCS11Provider=$TPMKEY_MODULE"
+expect_accepted "$name after four failed logins" "ssh2: $ktype $(fingerprint "$TEST_DIR/keys/$name.pub")"
+ok "four failed logins, each refused for its key, then a login that works: no penalty for the source"

@@ -66,12 +66,9 @@ stop_agent() {  # and wait until it is gone: it removes its socket on the way ou
     done
 }
 
-# OpenSSH 9.8 and later: sshd refuses a source for seconds after a failed
-# login (PerSourcePenalties); this test fails logins on purpose, one after
-# another. (Debian 12's sshd has neither the option nor -G.)
-penalties=()
-"$SSHD" -G -f /dev/null -o PerSourcePenalties=no >/dev/null 2>&1 && penalties=("PerSourcePenalties no")
-sshd_start "${penalties[@]}"
+# This test fails logins on purpose, one after another: sshd_start turns
+# OpenSSH's PerSourcePenalties off.
+sshd_start
 pub_blob "$keys/unattended.pub" >"$AUTH_KEYS"
 fp=$(fingerprint "$keys/unattended.pub")
 

@@ -67,7 +67,7 @@ printf 'PKCS11Provider %s\n' "$TPMKEY_MODULE" >"$S/config"
 tpm2_evictcontrol -T "$TPMKEY_TCTI" -C o -c 0x81000001 >/dev/null || fail "evicting the SRK failed"
 run "$TPMKEY_TOOL" doctor
 expect_rc 1 "no SRK"
-expect_out "[ok]      no storage key at 0x81000001: keys use 0x40000001" "no SRK"
+expect_out "[ok]      no storage key at 0x81000001: keys use 0x40000001, a login uses: re-created in each process (TPM2_CreatePrimary) (slower on real TPMs; 'tpmkey setup' persists it, as does tpmkey-keygen when it next makes a key)" "no SRK"
 expect_out "[problem] $S/id_tpm.tpm: ECDSA P-256, no PIN, parent 0x81000001: does not load" "no SRK"
 expect_out "Likely problem:    its parent key 0x81000001 is not in this TPM" "no SRK"
 expect_out "[ok]      $S/owner.tpm: ECDSA P-256, no PIN, parent 0x40000001: loads on this TPM" "no SRK"

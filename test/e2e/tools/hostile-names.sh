@@ -5,7 +5,8 @@
 # change nothing. A key named "evil<newline>[ok] ..." or with an escape
 # sequence that clears the screen: list, info, doctor and the module's token
 # label and slot description (pkcs11-tool -L) show the name escaped as
-# `ls -b` does; no control character reaches the terminal.
+# `ls -b` does, as do keygen's summary and error; no control
+# character reaches the terminal.
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
 
@@ -98,3 +99,14 @@ expect_rc 0 "ssh-keygen -D"
 no_control "ssh-keygen -D"
 expect_out "$fake_shown" "ssh-keygen -D (the key's label as comment)"
 ok "ssh-keygen -D: the labels escaped"
+
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -N '' -f "$TEST_DIR/$clear"
+expect_rc 0 "keygen"
+no_control "keygen"
+expect_out "Your TPM key is in $TEST_DIR/$clear_shown.tpm" "keygen"
+expect_out "Your public key is in $TEST_DIR/$clear_shown.pub" "keygen"
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -N '' -f "$TEST_DIR/$fake/$clear"
+expect_rc 1 "keygen into a missing directory"
+no_control "keygen into a missing directory"
+expect_err "tpmkey-keygen: $TEST_DIR/$fake_shown/$clear_shown.tpm: cannot write in $TEST_DIR/$fake_shown" "keygen into a missing directory"
+ok "keygen's summary and its error show the key file name escaped"

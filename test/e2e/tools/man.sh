@@ -1,8 +1,9 @@
 #!/bin/bash
 # The man pages: built by the normal build (scdoc), rendered by man -l
 # without warnings, and complete: every option of each program's --help
-# and every subcommand and environment variable are in them. tpmkey-ca's
-# commands are checked when TPMKEY_CA (its path) is set.
+# and every subcommand, environment variable and config file keyword are
+# in them. tpmkey-ca's commands are checked when TPMKEY_CA (its path) is
+# set.
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$0")/../../lib/common.sh"
 : "${TPMKEY_MAN_DIR:?set by CMakeLists.txt}"
@@ -105,4 +106,14 @@ for s in ENVIRONMENT "CONFIGURATION FILE" LOGGING; do
 done
 in_page tpmkey-pkcs11.8 "key path"
 in_page tpmkey-pkcs11.8 "tcti tcti"
-ok "tpmkey-pkcs11.8 has the environment variables, the config file format and logging"
+# Every keyword the config file parser knows (its warning about an unknown
+# one lists them) has its entry, "KEYWORD ARGUMENTS" at the start of a line.
+mkdir -p "$TEST_DIR/xdg/tpmkey"
+echo "no-such-keyword x" >"$TEST_DIR/xdg/tpmkey/config"
+keywords=$(XDG_CONFIG_HOME=$TEST_DIR/xdg "$TPMKEY_TOOL" list 2>&1 >/dev/null | sed -n "s/.*unknown keyword 'no-such-keyword' (expected \(.*\))$/\1/p" |
+    grep -oE "'[a-z-]+'" | tr -d "'")
+[ "$(wc -w <<<"$keywords")" -ge 7 ] || fail "could not read the config file's keywords from tpmkey list: $keywords"
+for kw in $keywords; do
+    grep -qE "^ +$kw [a-z]" "$TEST_DIR/tpmkey-pkcs11.8.txt" || fail "tpmkey-pkcs11.8 has no entry for the config keyword '$kw'"
+done
+ok "tpmkey-pkcs11.8 has the environment variables, the config file format (every keyword: $(echo $keywords)) and logging"

@@ -21,7 +21,7 @@ expect_rc 0 "keygen before setup"
 expect_out "Parent: the owner hierarchy's storage key (0x40000001, re-created on use);" "keygen before setup"
 expect_out "'tpmkey setup' persists it at 0x81000001" "keygen before setup"
 run "$TPMKEY_TOOL" doctor
-expect_out "[ok]      no storage key at 0x81000001: keys use 0x40000001, a login uses: re-created in each process (TPM2_CreatePrimary) (slower on real TPMs; 'tpmkey setup' persists it)" "doctor before setup"
+expect_out "[ok]      no storage key at 0x81000001: keys use 0x40000001, a login uses: re-created in each process (TPM2_CreatePrimary) (slower on real TPMs; 'tpmkey setup' persists it, as does tpmkey-keygen when it next makes a key)" "doctor before setup"
 ok "before setup, keygen and doctor name 'tpmkey setup'"
 
 # A pin of 0x81000001 that the new key does not match (a cleared TPM, an
