@@ -126,7 +126,7 @@ int run_command_line(const Program& program, int argc, char** argv) {
 }
 
 int report_usage_error(const Program& program, const UsageError& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << printable(e.what()) << "\n";  // it repeats the argument it refuses
     if (e.usage().empty()) {
         std::cerr << usage_text(program);
         return 2;
@@ -154,8 +154,8 @@ int run_program(const Program& program, int argc, char** argv, ExplainError expl
     } catch (const std::exception& e) {
         std::string line = explain ? explain(e) : std::string();
         if (line.empty())
-            line = printable(e.what());
-        std::cerr << program.name << ": " << line << "\n";
+            line = e.what();
+        std::cerr << program.name << ": " << printable(line) << "\n";  // file names in it
         return 1;
     }
 }

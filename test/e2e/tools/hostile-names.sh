@@ -110,3 +110,9 @@ expect_rc 1 "keygen into a missing directory"
 no_control "keygen into a missing directory"
 expect_err "tpmkey-keygen: $TEST_DIR/$fake_shown/$clear_shown.tpm: cannot write in $TEST_DIR/$fake_shown" "keygen into a missing directory"
 ok "keygen's summary and its error show the key file name escaped"
+
+# A usage error repeats the argument it refuses: escaped too.
+run "$TPMKEY_TOOL" list "--$clear"
+expect_rc 2 "an unknown option with control characters"
+no_control "an unknown option with control characters"
+ok "usage errors show what they refuse escaped"
