@@ -56,6 +56,7 @@ constexpr CommandSpec revoke_spec{
     "(every AK enrolled with that EK: a bad EK). 'tpmkey-ca list' shows them.\n"
     "Refuses, changing nothing, a choice that matches no record. A revoked\n"
     "certificate stays revoked; the machine enrols again for a new one.\n"
+    "Each certificate revoked, or the refusal, goes to DIR/audit.log.\n"
     "\n"
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  --reason REASON   unspecified (default), key-compromise, superseded,\n"

@@ -223,6 +223,7 @@ void verify(const Parsed& p, const VerifyPolicy& policy, AuditLog* log, AuditEnt
         ca_dir ? std::optional<AkRecord>(record_of_certificate(*ca_dir, ak.get())) : std::nullopt;
     entry.check.clear();
     if (record) {
+        entry.ak_name = record->ak_name;
         entry.machine = record->machine;
         entry.principals = record->principals;
     }

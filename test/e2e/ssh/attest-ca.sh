@@ -176,7 +176,19 @@ login_ok "the lost machine's certificate, before the KRL" -o "PKCS11Provider=$TP
 expect_accepted "the lost machine's certificate, before the KRL" "ID asset-0042 (serial 0)"
 machine_id=$(ca_tool list --ca "$ca" | sed -n "/^AK certificate $ak_serial\$/,/^AK/s/^  machine *//p" | head -1)
 expect_eq "$machine_id" asset-0042 "the machine's name in tpmkey-ca list (the certificates' key ID)"
+# hash_lines SERIAL...: the audit log's fingerprints of the keys verify
+# accepted for these AK serials, as KRL lines (attestation.md's snippet).
+hash_lines() {
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o["command"] == "verify" and o["decision"] == "accepted" and o["ak_serial"] in sys.argv[2:]:
+        print("hash:", o["key_fingerprint"])' "$ca/audit.log" "$@" | sort -u
+}
 printf 'id: %s\n' "$machine_id" >"$ssh_ca/revoke-asset-0042.txt"
+hash_lines "$ak_serial" >>"$ssh_ca/revoke-asset-0042.txt"
+expect_eq "$(sed -n 's/^hash: //p' "$ssh_ca/revoke-asset-0042.txt")" "$(fingerprint "$keys/id_tpm.pub")" \
+    "the audit log's fingerprint of the key verify accepted for the AK"
 must ssh-keygen -k -u -f "$ssh_ca/revoked.krl" -s "$ssh_ca/user_ca.pub" "$ssh_ca/revoke-asset-0042.txt"
 run ssh-keygen -Q -f "$ssh_ca/revoked.krl" "$machine/id_tpm-cert.pub"
 expect_rc 1 "ssh-keygen -Q of the lost machine's certificate"
@@ -186,19 +198,27 @@ login_fails "the lost machine's certificate, after the KRL" -o "PKCS11Provider=$
     -o "CertificateFile=$machine/id_tpm-cert.pub"
 sshd_log_has "revoked by file $ssh_ca/revoked.krl" || { sshd_log_since >&2; fail "sshd did not log the KRL's refusal"; }
 if sshd_log_has "^Accepted publickey"; then fail "sshd accepted the lost machine's key after the KRL"; fi
-ok "the SSH certificate issued before logs in until the KRL (ssh-keygen -k, id asset-0042) is in RevokedKeys; then sshd refuses it; ssh-keygen -Q: REVOKED"
+ok "the SSH certificate issued before logs in until the KRL (ssh-keygen -k: id asset-0042, hash: from the audit log) is in RevokedKeys; then sshd refuses it; ssh-keygen -Q: REVOKED"
 
-# By the key itself (its .pub): every certificate of that key, whatever its ID.
-ssh-keygen -k -f "$ssh_ca/by-key.krl" || fail "ssh-keygen -k of an empty KRL failed"
-run ssh-keygen -Q -f "$ssh_ca/by-key.krl" "$machine/id_tpm-cert.pub"
-expect_rc 0 "ssh-keygen -Q before the key is in the KRL"
-must ssh-keygen -k -u -f "$ssh_ca/by-key.krl" "$keys/id_tpm.pub"
-cp "$ssh_ca/by-key.krl" "$ssh_ca/revoked.krl"
-run ssh-keygen -Q -f "$ssh_ca/revoked.krl" "$machine/id_tpm-cert.pub" "$keys/id_tpm.pub"
-expect_rc 1 "ssh-keygen -Q of the revoked key"
-expect_eq "$(grep -c ': REVOKED$' "$OUT")" 2 "ssh-keygen -Q: the certificate and the key both revoked"
-sshd_log_mark
-login_fails "the lost machine's key, revoked by its .pub" -o "PKCS11Provider=$TPMKEY_MODULE" \
-    -o "CertificateFile=$machine/id_tpm-cert.pub"
-if sshd_log_has "^Accepted publickey"; then fail "sshd accepted a key revoked by its .pub"; fi
-ok "a KRL of the key's .pub (ssh-keygen -k -u KEY.pub) revokes the key and its certificates: sshd refuses the certificate"
+# Each kind of line alone: the key's fingerprint from the audit log
+# (hash:), and the key's .pub; each revokes the key and its certificates.
+for how in hash pub; do
+    ssh-keygen -k -f "$ssh_ca/$how.krl" || fail "ssh-keygen -k of an empty KRL failed"
+    run ssh-keygen -Q -f "$ssh_ca/$how.krl" "$machine/id_tpm-cert.pub"
+    expect_rc 0 "ssh-keygen -Q before the key is in the KRL ($how)"
+    if [ $how = hash ]; then
+        hash_lines "$ak_serial" >"$ssh_ca/hash.txt"
+        must ssh-keygen -k -u -f "$ssh_ca/$how.krl" "$ssh_ca/hash.txt"
+    else
+        must ssh-keygen -k -u -f "$ssh_ca/$how.krl" "$keys/id_tpm.pub"
+    fi
+    cp "$ssh_ca/$how.krl" "$ssh_ca/revoked.krl"
+    run ssh-keygen -Q -f "$ssh_ca/revoked.krl" "$machine/id_tpm-cert.pub" "$keys/id_tpm.pub"
+    expect_rc 1 "ssh-keygen -Q of the revoked key ($how)"
+    expect_eq "$(grep -c ': REVOKED$' "$OUT")" 2 "ssh-keygen -Q: the certificate and the key both revoked ($how)"
+    sshd_log_mark
+    login_fails "the lost machine's key, revoked by $how" -o "PKCS11Provider=$TPMKEY_MODULE" \
+        -o "CertificateFile=$machine/id_tpm-cert.pub"
+    if sshd_log_has "^Accepted publickey"; then fail "sshd accepted a key revoked by $how"; fi
+done
+ok "a KRL of the key's fingerprint from the audit log (hash:), or of its .pub, revokes the key and its certificates: sshd refuses the certificate"
