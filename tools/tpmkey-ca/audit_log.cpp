@@ -25,10 +25,19 @@ std::string value(const std::string& text) {
     return text.empty() ? std::string("null") : json_string(printable(text));
 }
 
+// `text` with every `hidden` replaced by "ID".
+std::string without(std::string text, const std::string& hidden) {
+    if (!hidden.empty())
+        for (std::size_t at = text.find(hidden); at != std::string::npos; at = text.find(hidden, at + 2))
+            text.replace(at, hidden.size(), "ID");
+    return text;
+}
+
 std::string audit_line(const AuditEntry& entry, bool accepted, std::time_t now) {
     return "{\"time\": " + json_string(utc_text(now)) + ", \"command\": " + value(entry.command) +
            ", \"decision\": " + json_string(accepted ? "accepted" : "refused") + ", \"check\": " +
-           value(entry.check) + ", \"reason\": " + value(entry.reason) + ", \"input\": " + value(entry.input) +
+           value(entry.check) + ", \"reason\": " + value(without(entry.reason, entry.hidden)) +
+           ", \"input\": " + value(without(entry.input, entry.hidden)) +
            ", \"ak_serial\": " + value(entry.ak_serial) + ", \"ak_name\": " + value(entry.ak_name) +
            ", \"ek_certificate_sha256\": " + value(entry.ek_certificate_sha256) + ", \"key_fingerprint\": " +
            value(entry.key_fingerprint) + ", \"machine\": " + value(entry.machine) + ", \"principals\": " +

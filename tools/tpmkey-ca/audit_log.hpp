@@ -38,6 +38,9 @@ struct AuditEntry {
     std::string key_fingerprint{};        // verify: the SSH key's SHA256: fingerprint
     std::string machine{};                // the record's (or issue-ak --machine) name of the machine
     std::string principals{};             // the record's principals
+    // Never written: a challenge's id (in the hex of its pending file's
+    // name, which some messages name), replaced by "ID" in the reason.
+    std::string hidden{};
 };
 
 class AuditLog {

@@ -176,6 +176,7 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
     pending.set_bytes(ak_pending_file::secret, secret);
     pending.set_text(ak_pending_file::created, utc_text(std::time(nullptr)));
     const std::filesystem::path pending_path = ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
+    entry.hidden = hex(std::span(secret).first(challenge_id_size));
     OPENSSL_cleanse(secret.data(), secret.size());
     // A file of its own, never another's: challenges for the same AK
     // coexist, each answered by its own proof.
@@ -250,6 +251,8 @@ void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int da
         throw Error(what + ": ak-name is not the name of a tpmkey attestation key");
     entry.ak_name = hex(ak_name);
     Bytes secret = proof.bytes(ak_proof_file::secret, 64);
+    if (secret.size() >= challenge_id_size)
+        entry.hidden = hex(std::span(secret).first(challenge_id_size));
 
     const ExchangeFile pending = take_pending(ca, ak_name, secret, what, std::time(nullptr));
     const std::string pending_path = ca.pending_file(ak_name, std::span(secret).first(challenge_id_size)).string();

@@ -95,9 +95,18 @@ has "$l" "command=issue-ak" "refused issue-ak"
 has "$l" "decision=refused" "refused issue-ak"
 has "$l" "reason=$w/stranger.proof: refused: no outstanding challenge for attestation key $ak_name" "refused issue-ak"
 has "$l" "ak_name=$ak_name" "refused issue-ak"
+# A refusal whose message names the pending file: its name's challenge
+# id is not logged (the challenge is still outstanding).
+chmod 644 "$ca/pending/$pending"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop-17 --principals alice -o "$w/x.crt" "$w/laptop.proof"
+expect_rc 1 "issue-ak with a pending file of mode 644"
+expect_err "$ca/pending/$pending: refused: not a challenge tpmkey-ca made" "issue-ak with a pending file of mode 644"
+has "$(line 4)" "reason=$ca/pending/$ak_name.ID: refused: not a challenge tpmkey-ca made" \
+    "refused issue-ak: the pending file named without its challenge id"
+chmod 600 "$ca/pending/$pending"
 must tpmkey_ca issue-ak --ca "$ca" --machine laptop-17 --principals alice,bob -o "$w/laptop.ak.crt" "$w/laptop.proof"
 serial=$(openssl x509 -in "$w/laptop.ak.crt" -noout -serial | sed 's/^serial=//')
-l=$(line 4)
+l=$(line 5)
 has "$l" "command=issue-ak" "accepted issue-ak"
 has "$l" "decision=accepted" "accepted issue-ak"
 has "$l" "ak_serial=$serial" "accepted issue-ak: the serial (openssl x509)"
@@ -118,9 +127,9 @@ openssl rand 32 >"$w/one.nonce"
 must "$TPMKEY_TOOL" attest "$w/id.tpm" --ak-cert "$w/laptop.ak.crt" --challenge "$w/one.nonce" -o "$w/one.att"
 fingerprint=$(ssh-keygen -lf "$w/id.pub" | cut -d' ' -f2)
 must tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce"
-expect_eq "$(lines)" 4 "verify without --ca or --audit-log logs nothing"
+expect_eq "$(lines)" 5 "verify without --ca or --audit-log logs nothing"
 must tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce" --ca "$ca"
-l=$(line 5)
+l=$(line 6)
 has "$l" "command=verify" "accepted verify"
 has "$l" "decision=accepted" "accepted verify"
 has "$l" "check=null" "accepted verify"
@@ -132,14 +141,14 @@ has "$l" "machine=laptop-17" "accepted verify: the recorded machine"
 openssl rand 32 >"$w/other.nonce"
 run tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/other.nonce" --ca "$ca"
 expect_rc 1 "verify for another challenge"
-l=$(line 6)
+l=$(line 7)
 has "$l" "command=verify" "refused verify"
 has "$l" "decision=refused" "refused verify"
 has "$l" "check=challenge" "refused verify: the refusing check's name"
 has "$l" "reason=REFUSED: the attestation was made for another challenge than $w/other.nonce (a replay?)" \
     "refused verify: its reason"
 must tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce" --audit-log "$w/verify.log"
-expect_eq "$(stat -c %a "$w/verify.log") $(lines "$w/verify.log") $(lines)" "600 1 6" "verify --audit-log"
+expect_eq "$(stat -c %a "$w/verify.log") $(lines "$w/verify.log") $(lines)" "600 1 7" "verify --audit-log"
 has "$(line 1 "$w/verify.log")" "key_fingerprint=$fingerprint" "verify --audit-log"
 # Lines of verify runs at once, each one write() under O_APPEND: none mixed.
 pids=()
@@ -156,12 +165,12 @@ ok "verify: accepted (fingerprint, serial, EK hash, machine) and refused (check 
 # 4. revoke: refused (no such AK), then accepted.
 run tpmkey_ca revoke --ca "$ca" --ak-name "000b$(printf '%064d' 0)"
 expect_rc 1 "revoke of an AK name not recorded"
-l=$(line 7)
+l=$(line 8)
 has "$l" "command=revoke" "refused revoke"
 has "$l" "decision=refused" "refused revoke"
 has "$l" "reason=no AK certificate with AK name 000b$(printf '%064d' 0) in the records of $ca" "refused revoke"
 must tpmkey_ca revoke --ca "$ca" --serial "$serial" --reason key-compromise
-l=$(line 8)
+l=$(line 9)
 has "$l" "command=revoke" "accepted revoke"
 has "$l" "decision=accepted" "accepted revoke"
 has "$l" "reason=revoked, reason key-compromise" "accepted revoke"
@@ -171,7 +180,7 @@ has "$l" "ek_certificate_sha256=$ek_hash" "accepted revoke"
 has "$l" "machine=laptop-17" "accepted revoke"
 run tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce" --ca "$ca"
 expect_rc 1 "verify of a revoked AK's key"
-has "$(line 9)" "check=not-revoked" "verify of a revoked AK's key: the check"
+has "$(line 10)" "check=not-revoked" "verify of a revoked AK's key: the check"
 python3 -c '
 import json, sys
 kinds = {(o["command"], o["decision"]) for o in map(json.loads, open(sys.argv[1], encoding="utf-8"))}
@@ -195,7 +204,7 @@ expect_err "$log: refused as the audit log" "verify --audit-log with a log of mo
 # Following the advice as written.
 chown "$(id -u)" "$log" && chmod 600 "$log"
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/y.chal" "$w/laptop.req"
-expect_eq "$(lines)" 10 "the log after chmod 600"
+expect_eq "$(lines)" 11 "the log after chmod 600"
 mv "$log" "$w/real.log"
 ln -s "$w/real.log" "$log"
 cp "$ca/crl.pem" "$w/crl.before"
@@ -206,7 +215,7 @@ expect_err "tpmkey-ca: $log: a symbolic link, not the audit log: refused, nothin
     "revoke with a symbolic link as the audit log"
 cmp -s "$ca/crl.pem" "$w/crl.before" && cmp -s "$ca/records/$serial" "$w/record.before" ||
     fail "a revoke refused for its log changed the CRL or a record"
-expect_eq "$(lines "$w/real.log")" 10 "the link's target after a refused revoke"
+expect_eq "$(lines "$w/real.log")" 11 "the link's target after a refused revoke"
 must "$TPMKEY_TOOL" attest activate -o "$w/y.proof" "$w/y.chal"
 pending_before=$(ls "$ca/pending")
 run tpmkey_ca issue-ak --ca "$ca" --machine laptop-17 --principals alice -o "$w/y.crt" "$w/y.proof"
@@ -217,5 +226,5 @@ expect_err "a symbolic link, not the audit log: refused" "issue-ak with a symbol
 # Replacing the link with the file, as the message says: the challenge is still there to be answered.
 rm "$log" && mv "$w/real.log" "$log"
 must tpmkey_ca issue-ak --ca "$ca" --machine laptop-17 --principals alice -o "$w/y.crt" "$w/y.proof"
-has "$(line 11)" "command=issue-ak" "issue-ak after the link was replaced"
+has "$(line 12)" "command=issue-ak" "issue-ak after the link was replaced"
 ok "an audit log of mode 644 or a symbolic link is refused with its fix (followed: chmod 600 works); nothing else changes"
