@@ -151,6 +151,70 @@ VerifyPolicy policy_of(const Parsed& p) {
     return policy;
 }
 
+// What the CA directory adds to a verified key: not revoked (the CA's CRL,
+// revocation.hpp) and its record of the AK certificate (ak_records.hpp).
+// Here, not among the core's checks, because finding the CRL and the
+// records is the CA directory's matter. Refused: "REFUSED: ..." (with
+// --json, also the refusal as JSON, check "not-revoked").
+struct CaFacts {
+    std::string revocation;  // the line verify prints
+    std::optional<AkRecord> record;
+};
+CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& key, AuditEntry& entry) {
+    const unsigned char* der = key.ak_certificate.data();
+    const X509Cert ak(d2i_X509(nullptr, &der, static_cast<long>(key.ak_certificate.size())));
+    const std::optional<CaDirectory> ca_dir =
+        p.has_value("--ca") ? std::optional<CaDirectory>(ca_directory_of(p)) : std::nullopt;
+    CaFacts facts;
+    entry.check = "not-revoked";
+    try {
+        facts.revocation = check_ak_not_revoked(
+            ak.get(), p.value("--roots"), p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt,
+            ca_dir, std::time(nullptr));
+    } catch (const Error& e) {
+        if (p.has_flag("--json"))
+            std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
+                      << ", \"check\": \"not-revoked\", \"reason\": " << json_string(e.what()) << "}\n"
+                      << std::flush;
+        throw;
+    }
+    entry.check = "ca-record";
+    if (ca_dir)
+        facts.record = record_of_certificate(*ca_dir, ak.get());
+    entry.check.clear();
+    return facts;
+}
+
+void print_text(const std::string& path, const VerifiedKey& key, const CaFacts& facts) {
+    std::cout << "Verified:      " << path << "\n"
+              << "SSH key:       " << key.bits << " " << key.fingerprint << " (" << (key.rsa ? "RSA" : "ECDSA")
+              << ")\n"
+              << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n";
+    if (key.ek_certificate_sha256)
+        std::cout << "EK:            the CA enrolled the AK with the EK certificate of SHA-256 "
+                  << *key.ek_certificate_sha256 << "\n";
+    else
+        std::cout << "EK:            not recorded by the CA\n";
+    std::cout << "AK:            certificate serial " << key.ak_serial << ", issuer " << key.ak_issuer
+              << ", subject (empty)\n"
+              << "TPM:           manufacturer " << manufacturer_text(key.tpm_manufacturer) << ", model "
+              << key.tpm_model << ", version " << key.tpm_version
+              << " (as the AK certificate names them: tpmkey-ca takes them from the EK certificate, which the TPM's "
+                 "maker signed)\n"
+              << "Revocation:    " << facts.revocation << "\n";
+    if (facts.record)
+        std::cout << "Machine:       " << facts.record->machine << "\n"
+                  << "Principals:    " << facts.record->principals << "\n";
+    else
+        std::cout << "Machine:       not looked up (give --ca DIR for the CA's record)\n";
+    for (std::size_t i = 0; i < key.policy.size(); ++i)
+        std::cout << (i == 0 ? "Policy:        " : "               ") << key.policy[i] << "\n";
+    std::cout << "Not proven:    whether the key has a PIN (its auth value is not in the public area)";
+    if (key.user_with_auth)
+        std::cout << "; userWithAuth: the key is usable with its auth value alone";
+    std::cout << "\n";
+}
+
 // Reads the files, has the core verify (core/attestation/key_verification.hpp)
 // and prints what it proves; nothing is printed before every check held,
 // and logged (`log`, if any) before anything is printed or written.
@@ -198,74 +262,23 @@ void verify(const Parsed& p, const VerifyPolicy& policy, AuditLog* log, AuditEnt
     entry.ak_serial = key.ak_serial;
     entry.key_fingerprint = key.fingerprint;
     entry.ek_certificate_sha256 = key.ek_certificate_sha256.value_or("");
-    // Not revoked (the CA's CRL: revocation.hpp), and the CA's record of the
-    // AK certificate (ak_records.hpp): here, not in the core's checks,
-    // because finding the CRL and the records is the CA directory's matter.
-    const unsigned char* der = key.ak_certificate.data();
-    const X509Cert ak(d2i_X509(nullptr, &der, static_cast<long>(key.ak_certificate.size())));
-    const std::optional<CaDirectory> ca_dir =
-        p.has_value("--ca") ? std::optional<CaDirectory>(ca_directory_of(p)) : std::nullopt;
-    std::string revocation;
-    entry.check = "not-revoked";
-    try {
-        revocation = check_ak_not_revoked(ak.get(), p.value("--roots"),
-                                          p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt,
-                                          ca_dir, std::time(nullptr));
-    } catch (const Error& e) {
-        if (p.has_flag("--json"))
-            std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
-                      << ", \"check\": \"not-revoked\", \"reason\": " << json_string(e.what()) << "}\n"
-                      << std::flush;
-        throw;
-    }
-    entry.check = "ca-record";
-    const std::optional<AkRecord> record =
-        ca_dir ? std::optional<AkRecord>(record_of_certificate(*ca_dir, ak.get())) : std::nullopt;
-    entry.check.clear();
-    if (record) {
-        entry.ak_name = record->ak_name;
-        entry.machine = record->machine;
-        entry.principals = record->principals;
+    const CaFacts facts = ca_facts(p, path, key, entry);
+    if (facts.record) {
+        entry.ak_name = facts.record->ak_name;
+        entry.machine = facts.record->machine;
+        entry.principals = facts.record->principals;
     }
     if (log) {
         entry.reason = "verified: " + std::to_string(key.bits) + "-bit " + (key.rsa ? "RSA" : "ECDSA") +
-                       " key, TPM-resident, not exportable; " + revocation;
+                       " key, TPM-resident, not exportable; " + facts.revocation;
         log->accepted(entry);
     }
     if (p.has_value("-o"))
         write_output(p, key.ssh_public_key + "\n", 0644);
-    if (p.has_flag("--json")) {
-        std::cout << json_of(path, key, revocation, record);
-        return;
-    }
-
-    std::cout << "Verified:      " << path << "\n"
-              << "SSH key:       " << key.bits << " " << key.fingerprint << " (" << (key.rsa ? "RSA" : "ECDSA")
-              << ")\n"
-              << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n";
-    if (key.ek_certificate_sha256)
-        std::cout << "EK:            the CA enrolled the AK with the EK certificate of SHA-256 "
-                  << *key.ek_certificate_sha256 << "\n";
+    if (p.has_flag("--json"))
+        std::cout << json_of(path, key, facts.revocation, facts.record);
     else
-        std::cout << "EK:            not recorded by the CA\n";
-    std::cout << "AK:            certificate serial " << key.ak_serial << ", issuer " << key.ak_issuer
-              << ", subject (empty)\n"
-              << "TPM:           manufacturer " << manufacturer_text(key.tpm_manufacturer) << ", model "
-              << key.tpm_model << ", version " << key.tpm_version
-              << " (as the AK certificate names them: tpmkey-ca takes them from the EK certificate, which the TPM's "
-                 "maker signed)\n"
-              << "Revocation:    " << revocation << "\n";
-    if (record)
-        std::cout << "Machine:       " << record->machine << "\n"
-                  << "Principals:    " << record->principals << "\n";
-    else
-        std::cout << "Machine:       not looked up (give --ca DIR for the CA's record)\n";
-    for (std::size_t i = 0; i < key.policy.size(); ++i)
-        std::cout << (i == 0 ? "Policy:        " : "               ") << key.policy[i] << "\n";
-    std::cout << "Not proven:    whether the key has a PIN (its auth value is not in the public area)";
-    if (key.user_with_auth)
-        std::cout << "; userWithAuth: the key is usable with its auth value alone";
-    std::cout << "\n";
+        print_text(path, key, facts);
 }
 
 int cmd_verify(const Parsed& p) {
