@@ -34,7 +34,7 @@ struct CommandSpec {
     const char* summary;                // its line in --help, the one list of the commands
     const char* usage;                  // "tpmkey pubkey [-C COMMENT] KEY"
     const char* help;                   // what --help prints after the usage line
-    const char* value_options[10];      // take a value: "-C", "--old-pin-file"; null-terminated
+    const char* value_options[12];      // take a value: "-C", "--old-pin-file"; null-terminated
     const char* flag_options[2];        // take none: "--apply"; null-terminated
     std::size_t positional;             // exact number of other arguments
 };

@@ -8,6 +8,7 @@
 #include "ak_certificate.hpp"
 #include "ak_records.hpp"
 #include "ak_request.hpp"
+#include "audit_log.hpp"
 #include "ca.hpp"
 #include "revocation.hpp"
 #include "core/base/printable.hpp"
@@ -114,23 +115,21 @@ constexpr CommandSpec challenge_spec{
     "that AK can activate (TPM2_MakeCredential), keeps the secret in\n"
     "DIR/pending/ and writes the challenge to FILE (default: standard output)\n"
     "for tpmkey attest activate. Each challenge is a file of its own: a new\n"
-    "challenge for the same AK leaves the others as they are.\n"
+    "challenge for the same AK leaves the others as they are. The decision,\n"
+    "made or refused, goes to DIR/audit.log (never the secret).\n"
     "\n"
     "  --ek-roots DIR    the trusted EK root certificates\n"
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  -o FILE           write the challenge to FILE\n",
     {"--ek-roots", "--ca", "-o", nullptr}, {nullptr}, 1};
 
-int cmd_challenge(const Parsed& p) {
-    if (!p.has_value("--ek-roots"))
-        throw UsageError("tpmkey-ca challenge: --ek-roots DIR is required (the EK root certificates the TPM's EK "
-                         "certificate must chain to)",
-                         challenge_spec.usage);
-    const CaDirectory ca = ca_directory_of(p);
-    (void)load_ca(ca);  // no challenge the CA could not answer
+// challenge's decision; cmd_challenge logs a refusal.
+void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, AuditEntry& entry) {
     const std::string what = p.positional[0];
     const ExchangeFile file = read_exchange_file(what, ak_request_file::kind, ak_request_file::fields);
     const AkRequest request = checked_request(file, what);
+    entry.ak_name = hex(request.ak_name);
+    entry.ek_certificate_sha256 = certificate_sha256(request.ek_certificate.get());
 
     const EkRoots roots{{p.value("--ek-roots")}};
     if (!has_trusted_ek_root(roots))
@@ -177,6 +176,7 @@ int cmd_challenge(const Parsed& p) {
     pending.set_bytes(ak_pending_file::secret, secret);
     pending.set_text(ak_pending_file::created, utc_text(std::time(nullptr)));
     const std::filesystem::path pending_path = ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
+    entry.hidden = hex(std::span(secret).first(challenge_id_size));
     OPENSSL_cleanse(secret.data(), secret.size());
     // A file of its own, never another's: challenges for the same AK
     // coexist, each answered by its own proof.
@@ -187,6 +187,12 @@ int cmd_challenge(const Parsed& p) {
     challenge.set_text(ak_challenge_file::ek_certificate_index, handle_text(request.ek_template->cert_index));
     challenge.set_bytes(ak_challenge_file::credential_blob, credential.blob);
     challenge.set_bytes(ak_challenge_file::encrypted_secret, credential.encrypted_seed);
+    // Not its id or secret: the log is no place for what only the CA and
+    // the TPM may know.
+    entry.reason = "made a challenge: the EK certificate chains to " + p.value("--ek-roots") + ", TPM " +
+                   printable(certified.manufacturer) + " '" + printable(certified.model) + "' " +
+                   printable(certified.version);
+    log.accepted(entry);
     write_output(p, challenge.to_string(), 0644);
     if (p.has_value("-o"))
         std::cout << what << ": the EK certificate (" << request.ek_template->algorithm << ", issued by "
@@ -194,6 +200,18 @@ int cmd_challenge(const Parsed& p) {
                   << p.value("--ek-roots") << "; TPM " << printable(certified.manufacturer) << " '"
                   << printable(certified.model) << "' " << printable(certified.version) << " (by the EK certificate). Wrote the challenge for attestation key " << hex(request.ak_name)
                   << " to " << p.value("-o") << ": the machine answers it with tpmkey attest activate.\n";
+}
+
+int cmd_challenge(const Parsed& p) {
+    if (!p.has_value("--ek-roots"))
+        throw UsageError("tpmkey-ca challenge: --ek-roots DIR is required (the EK root certificates the TPM's EK "
+                         "certificate must chain to)",
+                         challenge_spec.usage);
+    const CaDirectory ca = ca_directory_of(p);
+    (void)load_ca(ca);  // no challenge the CA could not answer
+    AuditLog log(audit_log_file(ca));
+    AuditEntry entry{.command = "challenge", .input = p.positional[0]};
+    run_audited(log, entry, [&] { make_challenge(p, ca, log, entry); });
     return 0;
 }
 
@@ -213,7 +231,8 @@ constexpr CommandSpec issue_ak_spec{
     "EK certificate it was enrolled with and the CA's CRL\n"
     "(docs/attestation.md); records it in DIR/records/ with the machine's\n"
     "name and principals, and prints its serial: keep it to revoke it.\n"
-    "Renew a certificate by enrolling the machine again.\n"
+    "Renew a certificate by enrolling the machine again. The decision, issued\n"
+    "or refused, goes to DIR/audit.log.\n"
     "\n"
     "  --machine NAME    the machine's name (the SSH certificate's -I)\n"
     "  --principals LIST who may log in with its keys (-n: a,b,c)\n"
@@ -222,32 +241,18 @@ constexpr CommandSpec issue_ak_spec{
     "  -o FILE           write the certificate to FILE\n",
     {"--machine", "--principals", "--ca", "--days", "-o", nullptr}, {nullptr}, 1};
 
-int cmd_issue_ak(const Parsed& p) {
+// issue-ak's decision; cmd_issue_ak logs a refusal.
+void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int days, AuditLog& log, AuditEntry& entry) {
     const std::string machine = p.value("--machine"), principals = p.value("--principals");
-    if (!p.has_value("--machine") || !p.has_value("--principals"))
-        throw UsageError("tpmkey-ca issue-ak: --machine NAME and --principals LIST are required (the record the SSH "
-                         "CA takes a certificate's -I and -n from)",
-                         issue_ak_spec.usage);
-    if (!is_record_name(machine) || !is_principal_list(principals))
-        throw UsageError("tpmkey-ca issue-ak: --machine is 1 to 64 of A-Z a-z 0-9 . _ @ - (not starting with -), "
-                         "--principals up to 32 such names separated by commas",
-                         issue_ak_spec.usage);
-    int days = default_ak_days;
-    if (p.has_value("--days")) {
-        const std::string text = p.value("--days");
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), days);
-        if (ec != std::errc() || end != text.data() + text.size() || days < 1 || days > 36500)
-            throw UsageError("tpmkey-ca issue-ak: --days needs a whole number of days from 1 to 36500",
-                             issue_ak_spec.usage);
-    }
-    const CaDirectory ca = ca_directory_of(p);
-    const CaKeys keys = load_ca(ca);
     const std::string what = p.positional[0];
     const ExchangeFile proof = read_exchange_file(what, ak_proof_file::kind, ak_proof_file::fields);
     const Bytes ak_name = proof.bytes(ak_proof_file::ak_name, ak_name_size);
     if (ak_name.size() != ak_name_size)
         throw Error(what + ": ak-name is not the name of a tpmkey attestation key");
+    entry.ak_name = hex(ak_name);
     Bytes secret = proof.bytes(ak_proof_file::secret, 64);
+    if (secret.size() >= challenge_id_size)
+        entry.hidden = hex(std::span(secret).first(challenge_id_size));
 
     const ExchangeFile pending = take_pending(ca, ak_name, secret, what, std::time(nullptr));
     const std::string pending_path = ca.pending_file(ak_name, std::span(secret).first(challenge_id_size)).string();
@@ -262,6 +267,7 @@ int cmd_issue_ak(const Parsed& p) {
     const AkRequest request = checked_request(pending, pending_path);
     if (request.ak_name != ak_name)
         throw Error(pending_path + ": holds the request of another attestation key");
+    entry.ek_certificate_sha256 = certificate_sha256(request.ek_certificate.get());
 
     // challenge refused an EK certificate without the TPM's identity (the
     // EK-certificate rule) and a request whose manufacturer disagrees;
@@ -300,6 +306,10 @@ int cmd_issue_ak(const Parsed& p) {
     Bio bio(BIO_new(BIO_s_mem()));
     if (!bio || PEM_write_bio_X509(bio.get(), cert.get()) != 1)
         throw Error("cannot write the certificate (OpenSSL)");
+    entry.ak_serial = record.serial;
+    entry.reason = "issued the AK certificate, valid " + std::to_string(days) + " days, TPM " + record.tpm_manufacturer +
+                   " '" + record.tpm_model + "' " + record.tpm_version + " by its EK certificate";
+    log.accepted(entry);
     char* data = nullptr;
     const long size = BIO_get_mem_data(bio.get(), &data);
     write_output(p, std::string_view(data, static_cast<std::size_t>(size)), 0644);
@@ -313,6 +323,31 @@ int cmd_issue_ak(const Parsed& p) {
     out << "AK certificate serial " << record.serial << " recorded for machine " << machine << " (principals "
         << principals << ") in " << records_dir(ca).string() << ": keep the serial, to revoke it with tpmkey-ca "
         << "revoke --serial " << record.serial << ".\n";
+}
+
+int cmd_issue_ak(const Parsed& p) {
+    const std::string machine = p.value("--machine"), principals = p.value("--principals");
+    if (!p.has_value("--machine") || !p.has_value("--principals"))
+        throw UsageError("tpmkey-ca issue-ak: --machine NAME and --principals LIST are required (the record the SSH "
+                         "CA takes a certificate's -I and -n from)",
+                         issue_ak_spec.usage);
+    if (!is_record_name(machine) || !is_principal_list(principals))
+        throw UsageError("tpmkey-ca issue-ak: --machine is 1 to 64 of A-Z a-z 0-9 . _ @ - (not starting with -), "
+                         "--principals up to 32 such names separated by commas",
+                         issue_ak_spec.usage);
+    int days = default_ak_days;
+    if (p.has_value("--days")) {
+        const std::string text = p.value("--days");
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), days);
+        if (ec != std::errc() || end != text.data() + text.size() || days < 1 || days > 36500)
+            throw UsageError("tpmkey-ca issue-ak: --days needs a whole number of days from 1 to 36500",
+                             issue_ak_spec.usage);
+    }
+    const CaDirectory ca = ca_directory_of(p);
+    const CaKeys keys = load_ca(ca);
+    AuditLog log(audit_log_file(ca));
+    AuditEntry entry{.command = "issue-ak", .input = p.positional[0], .machine = machine, .principals = principals};
+    run_audited(log, entry, [&] { issue_ak(p, ca, keys, days, log, entry); });
     return 0;
 }
 

@@ -2,6 +2,7 @@
 // and their revocation (docs/attestation.md, "Records and revocation").
 
 #include "ak_records.hpp"
+#include "audit_log.hpp"
 #include "ca.hpp"
 #include "revocation.hpp"
 
@@ -55,6 +56,7 @@ constexpr CommandSpec revoke_spec{
     "(every AK enrolled with that EK: a bad EK). 'tpmkey-ca list' shows them.\n"
     "Refuses, changing nothing, a choice that matches no record. A revoked\n"
     "certificate stays revoked; the machine enrols again for a new one.\n"
+    "Each certificate revoked, or the refusal, goes to DIR/audit.log.\n"
     "\n"
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  --reason REASON   unspecified (default), key-compromise, superseded,\n"
@@ -65,6 +67,46 @@ constexpr CommandSpec revoke_spec{
     {"--ca", "--reason", "--serial", "--ak-name", "--ek", nullptr},
     {nullptr},
     0};
+
+// revoke's decisions, one line in the audit log per AK certificate;
+// cmd_revoke logs a refusal.
+void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, const std::string& value,
+            const std::string& reason_name, AuditLog& log, AuditEntry& entry) {
+    const CaLock lock(ca);
+    std::vector<AkRecord> matches;
+    for (const AkRecord& record : all_records(ca))
+        if ((what == "serial" && record.serial == value) || (what == "AK name" && record.ak_name == value) ||
+            (what == "EK certificate SHA-256" && record.ek_certificate_sha256 == value))
+            matches.push_back(record);
+    if (matches.empty())
+        throw Error("no AK certificate with " + what + " " + value + " in the records of " + ca.dir.string() +
+                    " (tpmkey-ca list --ca " + ca.dir.string() + " shows them); nothing was revoked");
+    const std::time_t now = std::time(nullptr);
+    for (AkRecord& record : matches) {
+        entry.ak_serial = record.serial;
+        entry.ak_name = record.ak_name;
+        entry.ek_certificate_sha256 = record.ek_certificate_sha256;
+        entry.machine = record.machine;
+        entry.principals = record.principals;
+        if (!record.revoked.empty()) {
+            entry.reason = "revoked already, on " + record.revoked + " (" + record.revocation_reason + ")";
+            log.accepted(entry);
+            std::cout << "AK certificate " << record.serial << " (machine " << record.machine
+                      << ") was revoked already, on " << record.revoked << " (" << record.revocation_reason << ").\n";
+            continue;
+        }
+        record.revoked = utc_text(now);
+        record.revocation_reason = reason_name;
+        write_record(ca, record, /*replace=*/true);
+        entry.reason = "revoked, reason " + reason_name;
+        log.accepted(entry);
+        std::cout << "Revoked AK certificate " << record.serial << " (machine " << record.machine << ", AK name "
+                  << record.ak_name << "), reason " << reason_name << ".\n";
+    }
+    const int listed = publish_crl(ca, keys, now, default_crl_days);
+    std::cout << "Signed a new CRL listing " << listed << " revoked AK certificate(s), next update "
+              << utc_text(now + std::time_t{default_crl_days} * 24 * 60 * 60) << ": " << published_text(ca) << ".\n";
+}
 
 int cmd_revoke(const Parsed& p) {
     const int chosen = (p.has_value("--serial") ? 1 : 0) + (p.has_value("--ak-name") ? 1 : 0) + (p.has_value("--ek") ? 1 : 0);
@@ -96,31 +138,9 @@ int cmd_revoke(const Parsed& p) {
 
     const CaDirectory ca = ca_directory_of(p);
     const CaKeys keys = load_ca(ca);
-    const CaLock lock(ca);
-    std::vector<AkRecord> matches;
-    for (const AkRecord& record : all_records(ca))
-        if ((what == "serial" && record.serial == value) || (what == "AK name" && record.ak_name == value) ||
-            (what == "EK certificate SHA-256" && record.ek_certificate_sha256 == value))
-            matches.push_back(record);
-    if (matches.empty())
-        throw Error("no AK certificate with " + what + " " + value + " in the records of " + ca.dir.string() +
-                    " (tpmkey-ca list --ca " + ca.dir.string() + " shows them); nothing was revoked");
-    const std::time_t now = std::time(nullptr);
-    for (AkRecord& record : matches) {
-        if (!record.revoked.empty()) {
-            std::cout << "AK certificate " << record.serial << " (machine " << record.machine
-                      << ") was revoked already, on " << record.revoked << " (" << record.revocation_reason << ").\n";
-            continue;
-        }
-        record.revoked = utc_text(now);
-        record.revocation_reason = reason_name;
-        write_record(ca, record, /*replace=*/true);
-        std::cout << "Revoked AK certificate " << record.serial << " (machine " << record.machine << ", AK name "
-                  << record.ak_name << "), reason " << reason_name << ".\n";
-    }
-    const int listed = publish_crl(ca, keys, now, default_crl_days);
-    std::cout << "Signed a new CRL listing " << listed << " revoked AK certificate(s), next update "
-              << utc_text(now + std::time_t{default_crl_days} * 24 * 60 * 60) << ": " << published_text(ca) << ".\n";
+    AuditLog log(audit_log_file(ca));
+    AuditEntry entry{.command = "revoke", .input = what + " " + value + ", reason " + reason_name};
+    run_audited(log, entry, [&] { revoke(ca, keys, what, value, reason_name, log, entry); });
     return 0;
 }
 

@@ -1,6 +1,8 @@
 #include "verify.hpp"
 
 #include "ak_records.hpp"
+#include "audit_log.hpp"
+#include "json_text.hpp"
 #include "revocation.hpp"
 
 #include "core/attestation/exchange_file.hpp"
@@ -29,7 +31,7 @@ namespace {
 constexpr CommandSpec verify_spec{
     "verify",
     "check a key's attestation; print what it proves, or refuse it",
-    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [--crl FILE] [--ca DIR] [-o FILE] [--json] "
+    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [--crl FILE] [--ca DIR] [--audit-log FILE] [-o FILE] [--json] "
     "[--min-rsa-bits N] [--require-pcrs LIST] [--manufacturers LIST]",
     "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
     "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
@@ -56,7 +58,10 @@ constexpr CommandSpec verify_spec{
     "                     the file:// CRL the AK certificate names. Refused:\n"
     "                     a revoked AK, a CRL out of date or not the CA's\n"
     "  --ca DIR           the CA directory: its record of the AK certificate\n"
-    "                     names the machine and principals (printed)\n"
+    "                     names the machine and principals (printed), and\n"
+    "                     the decision goes to its audit log, DIR/audit.log\n"
+    "  --audit-log FILE   append the decision to FILE instead (one JSON\n"
+    "                     object per line; made 0600)\n"
     "  --json             print the result as one JSON object on standard\n"
     "                     output, a refusal too (with the check's name)\n"
     "\n"
@@ -66,7 +71,7 @@ constexpr CommandSpec verify_spec{
     "                     \"7\" or \"0,7\"), as the attestation proves\n"
     "  --manufacturers LIST  TPMs of these makers only: \"IBM,INTC\" or\n"
     "                     \"id:49424D00\" (TPM_PT_MANUFACTURER), comma-separated\n",
-    {"--roots", "--challenge", "--key-file", "-o", "--crl", "--ca", "--min-rsa-bits", "--require-pcrs",
+    {"--roots", "--challenge", "--key-file", "-o", "--crl", "--ca", "--audit-log", "--min-rsa-bits", "--require-pcrs",
      "--manufacturers", nullptr},
     {"--json", nullptr},
     1};
@@ -75,34 +80,6 @@ constexpr CommandSpec verify_spec{
 std::string manufacturer_text(const std::string& id) {
     const std::string letters = manufacturer_letters(id);
     return letters.empty() ? id : letters + " (" + id + ")";
-}
-
-// A JSON string: the text with '"', '\\' and control characters escaped
-// (RFC 8259, 7). The values are printable() UTF-8 or ASCII already.
-std::string json_string(std::string_view text) {
-    std::string out = "\"";
-    for (const char c : text) {
-        const auto byte = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (byte < 0x20) {
-            static constexpr char digits[] = "0123456789abcdef";
-            out += "\\u00";
-            out += digits[byte >> 4];
-            out += digits[byte & 15];
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
-}
-
-std::string json_list(const std::vector<std::string>& items) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < items.size(); ++i)
-        out += (i ? ", " : "") + json_string(items[i]);
-    return out + "]";
 }
 
 // The facts for scripts: docs/attestation.md, "verify --json".
@@ -183,12 +160,13 @@ struct CaFacts {
     std::string revocation;  // the line verify prints
     std::optional<AkRecord> record;
 };
-CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& key) {
+CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& key, AuditEntry& entry) {
     const unsigned char* der = key.ak_certificate.data();
     const X509Cert ak(d2i_X509(nullptr, &der, static_cast<long>(key.ak_certificate.size())));
     const std::optional<CaDirectory> ca_dir =
         p.has_value("--ca") ? std::optional<CaDirectory>(ca_directory_of(p)) : std::nullopt;
     CaFacts facts;
+    entry.check = "not-revoked";
     try {
         facts.revocation = check_ak_not_revoked(
             ak.get(), p.value("--roots"), p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt,
@@ -200,8 +178,10 @@ CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& ke
                       << std::flush;
         throw;
     }
+    entry.check = "ca-record";
     if (ca_dir)
         facts.record = record_of_certificate(*ca_dir, ak.get());
+    entry.check.clear();
     return facts;
 }
 
@@ -236,11 +216,9 @@ void print_text(const std::string& path, const VerifiedKey& key, const CaFacts& 
 }
 
 // Reads the files, has the core verify (core/attestation/key_verification.hpp)
-// and prints what it proves; nothing is printed before every check held.
-int cmd_verify(const Parsed& p) {
-    if (!p.has_value("--roots") || !p.has_value("--challenge"))
-        throw UsageError("tpmkey-ca verify: --roots and --challenge are needed", verify_spec.usage);
-    const VerifyPolicy policy = policy_of(p);
+// and prints what it proves; nothing is printed before every check held,
+// and logged (`log`, if any) before anything is printed or written.
+void verify(const Parsed& p, const VerifyPolicy& policy, AuditLog* log, AuditEntry& entry) {
     const std::string path = p.positional[0];
     const std::string challenge_file = p.value("--challenge");
     const Bytes challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;
@@ -272,6 +250,7 @@ int cmd_verify(const Parsed& p) {
     });
     // main() prints "tpmkey-ca: REFUSED: REASON" and exits 1.
     if (const Refusal* refusal = std::get_if<Refusal>(&outcome)) {
+        entry.check = check_name(refusal->check);
         if (p.has_flag("--json"))
             std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
                       << ", \"check\": " << json_string(check_name(refusal->check))
@@ -280,13 +259,46 @@ int cmd_verify(const Parsed& p) {
         throw Error("REFUSED: " + refusal->reason);
     }
     const VerifiedKey& key = std::get<VerifiedKey>(outcome);
-    const CaFacts facts = ca_facts(p, path, key);
+    entry.ak_serial = key.ak_serial;
+    entry.key_fingerprint = key.fingerprint;
+    entry.ek_certificate_sha256 = key.ek_certificate_sha256.value_or("");
+    const CaFacts facts = ca_facts(p, path, key, entry);
+    if (facts.record) {
+        entry.ak_name = facts.record->ak_name;
+        entry.machine = facts.record->machine;
+        entry.principals = facts.record->principals;
+    }
+    if (log) {
+        entry.reason = "verified: " + std::to_string(key.bits) + "-bit " + (key.rsa ? "RSA" : "ECDSA") +
+                       " key, TPM-resident, not exportable; " + facts.revocation;
+        log->accepted(entry);
+    }
     if (p.has_value("-o"))
         write_output(p, key.ssh_public_key + "\n", 0644);
     if (p.has_flag("--json"))
         std::cout << json_of(path, key, facts.revocation, facts.record);
     else
         print_text(path, key, facts);
+}
+
+int cmd_verify(const Parsed& p) {
+    if (!p.has_value("--roots") || !p.has_value("--challenge"))
+        throw UsageError("tpmkey-ca verify: --roots and --challenge are needed", verify_spec.usage);
+    const VerifyPolicy policy = policy_of(p);
+    // verify needs no CA directory; it logs where it is told to.
+    std::optional<AuditLog> log;
+    if (p.has_value("--audit-log")) {
+        log.emplace(p.value("--audit-log"));
+    } else if (p.has_value("--ca")) {
+        const CaDirectory ca = ca_directory_of(p);
+        check_ca_directory(ca);  // before making audit.log in it
+        log.emplace(audit_log_file(ca));
+    }
+    AuditEntry entry{.command = "verify", .input = p.positional[0]};
+    if (log)
+        run_audited(*log, entry, [&] { verify(p, policy, &*log, entry); });
+    else
+        verify(p, policy, nullptr, entry);
     return 0;
 }
 

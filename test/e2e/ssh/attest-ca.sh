@@ -18,7 +18,12 @@
 #   - the SSH certificate's -I and -n are the CA's record of the AK
 #     (issue-ak --machine, --principals), as verify --ca prints it;
 #   - once the AK is revoked (tpmkey-ca revoke), its keys' attestations are
-#     refused and get no certificate.
+#     refused and get no certificate;
+#   - the SSH side of a lost laptop (docs/attestation.md, "A lost laptop,
+#     end to end"): the certificate issued before still logs in until the
+#     SSH CA's KRL (ssh-keygen -k, by the recorded machine's key ID, or by
+#     the key) is in sshd's RevokedKeys; then sshd refuses it, and
+#     ssh-keygen -Q says REVOKED.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 # shellcheck source=../../lib/sshd.sh
@@ -105,7 +110,11 @@ grep -qF 'Key ID: "asset-0042"' "$TEST_DIR/cert.txt" || { show "$TEST_DIR/cert.t
 expect_eq "$(sed -n '/Principals:/{n;p}' "$TEST_DIR/cert.txt" | tr -d ' ')" "$SSH_USER" "the certificate's principals (the record's)"
 ok "verify said yes: user certificate for the TPM key signed by the SSH CA, -I and -n from the CA's record (asset-0042, $SSH_USER)"
 
-sshd_start   # authorized_keys empty: only a certificate of a trusted CA logs in
+cp "$cert" "$machine/id_tpm-cert.pub"   # the machine keeps its certificate
+# The SSH CA's KRL, empty until a machine is lost: sshd refuses every key
+# when RevokedKeys names a file it cannot read.
+ssh-keygen -k -f "$ssh_ca/revoked.krl" || fail "ssh-keygen -k of an empty KRL failed"
+sshd_start "RevokedKeys $ssh_ca/revoked.krl"   # authorized_keys empty: only a certificate of a trusted CA logs in
 cp "$ssh_ca/user_ca.pub" "$USER_CAS"
 export TPMKEY_KEYS=$keys/id_tpm.tpm
 askpass_pin
@@ -155,3 +164,61 @@ expect_rc 1 "verify of a revoked AK's key"
 expect_err "REFUSED: the CA revoked the AK certificate (serial $ak_serial) on " "verify of a revoked AK's key"
 [ ! -e "$ssh_ca/id_tpm3-cert.pub" ] && [ ! -e "$ssh_ca/id_tpm3.pub" ] || fail "a revoked AK's key got a certificate"
 ok "after tpmkey-ca revoke, the AK's keys are refused and get no certificate: $(head -1 "$ERR")"
+
+# ---- the SSH side: a KRL ------------------------------------------------------------
+# The SSH certificate issued before the revocation is not the AK's: sshd
+# knows no CRL, and it logs in until the SSH CA revokes it in the KRL that
+# sshd's RevokedKeys names (docs/attestation.md, "A lost laptop, end to end").
+export TPMKEY_KEYS=$keys/id_tpm.tpm
+sshd_log_mark
+login_ok "the lost machine's certificate, before the KRL" -o "PKCS11Provider=$TPMKEY_MODULE" \
+    -o "CertificateFile=$machine/id_tpm-cert.pub"
+expect_accepted "the lost machine's certificate, before the KRL" "ID asset-0042 (serial 0)"
+machine_id=$(ca_tool list --ca "$ca" | sed -n "/^AK certificate $ak_serial\$/,/^AK/s/^  machine *//p" | head -1)
+expect_eq "$machine_id" asset-0042 "the machine's name in tpmkey-ca list (the certificates' key ID)"
+# hash_lines SERIAL...: the audit log's fingerprints of the keys verify
+# accepted for these AK serials, as KRL lines (attestation.md's snippet).
+hash_lines() {
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o["command"] == "verify" and o["decision"] == "accepted" and o["ak_serial"] in sys.argv[2:]:
+        print("hash:", o["key_fingerprint"])' "$ca/audit.log" "$@" | sort -u
+}
+printf 'id: %s\n' "$machine_id" >"$ssh_ca/revoke-asset-0042.txt"
+hash_lines "$ak_serial" >>"$ssh_ca/revoke-asset-0042.txt"
+expect_eq "$(sed -n 's/^hash: //p' "$ssh_ca/revoke-asset-0042.txt")" "$(fingerprint "$keys/id_tpm.pub")" \
+    "the audit log's fingerprint of the key verify accepted for the AK"
+must ssh-keygen -k -u -f "$ssh_ca/revoked.krl" -s "$ssh_ca/user_ca.pub" "$ssh_ca/revoke-asset-0042.txt"
+run ssh-keygen -Q -f "$ssh_ca/revoked.krl" "$machine/id_tpm-cert.pub"
+expect_rc 1 "ssh-keygen -Q of the lost machine's certificate"
+expect_out "REVOKED" "ssh-keygen -Q of the lost machine's certificate"
+sshd_log_mark
+login_fails "the lost machine's certificate, after the KRL" -o "PKCS11Provider=$TPMKEY_MODULE" \
+    -o "CertificateFile=$machine/id_tpm-cert.pub"
+sshd_log_has "revoked by file $ssh_ca/revoked.krl" || { sshd_log_since >&2; fail "sshd did not log the KRL's refusal"; }
+if sshd_log_has "^Accepted publickey"; then fail "sshd accepted the lost machine's key after the KRL"; fi
+ok "the SSH certificate issued before logs in until the KRL (ssh-keygen -k: id asset-0042, hash: from the audit log) is in RevokedKeys; then sshd refuses it; ssh-keygen -Q: REVOKED"
+
+# Each kind of line alone: the key's fingerprint from the audit log
+# (hash:), and the key's .pub; each revokes the key and its certificates.
+for how in hash pub; do
+    ssh-keygen -k -f "$ssh_ca/$how.krl" || fail "ssh-keygen -k of an empty KRL failed"
+    run ssh-keygen -Q -f "$ssh_ca/$how.krl" "$machine/id_tpm-cert.pub"
+    expect_rc 0 "ssh-keygen -Q before the key is in the KRL ($how)"
+    if [ $how = hash ]; then
+        hash_lines "$ak_serial" >"$ssh_ca/hash.txt"
+        must ssh-keygen -k -u -f "$ssh_ca/$how.krl" "$ssh_ca/hash.txt"
+    else
+        must ssh-keygen -k -u -f "$ssh_ca/$how.krl" "$keys/id_tpm.pub"
+    fi
+    cp "$ssh_ca/$how.krl" "$ssh_ca/revoked.krl"
+    run ssh-keygen -Q -f "$ssh_ca/revoked.krl" "$machine/id_tpm-cert.pub" "$keys/id_tpm.pub"
+    expect_rc 1 "ssh-keygen -Q of the revoked key ($how)"
+    expect_eq "$(grep -c ': REVOKED$' "$OUT")" 2 "ssh-keygen -Q: the certificate and the key both revoked ($how)"
+    sshd_log_mark
+    login_fails "the lost machine's key, revoked by $how" -o "PKCS11Provider=$TPMKEY_MODULE" \
+        -o "CertificateFile=$machine/id_tpm-cert.pub"
+    if sshd_log_has "^Accepted publickey"; then fail "sshd accepted a key revoked by $how"; fi
+done
+ok "a KRL of the key's fingerprint from the audit log (hash:), or of its .pub, revokes the key and its certificates: sshd refuses the certificate"
