@@ -2,30 +2,30 @@
 // TPM-wrapped key file (TSS2 PRIVATE KEY PEM) and its OpenSSH .pub line.
 // Flags follow ssh-keygen where they mean the same thing.
 
-#include "core/files/atomic_file.hpp"
-#include "core/files/config.hpp"
-#include "core/tpm/diagnosis.hpp"
 #include "core/base/error.hpp"
 #include "core/base/printable.hpp"
-#include "core/keys/key_file.hpp"
-#include "core/files/tcti.hpp"
-#include "core/tpm/tpm_keys.hpp"
-#include "core/trust/known_parents.hpp"
-#include "core/trust/owner_srk.hpp"
-#include "core/policy/policy_signer.hpp"
 #include "core/base/prompt.hpp"
+#include "core/files/atomic_file.hpp"
+#include "core/files/config.hpp"
+#include "core/files/tcti.hpp"
+#include "core/keys/key_file.hpp"
 #include "core/keys/public_key.hpp"
 #include "core/keys/tpm_policy.hpp"
+#include "core/policy/policy_signer.hpp"
 #include "core/policy/tpm_policy_session.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm_queries.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/trust/owner_srk.hpp"
 #include "tpmkey_version.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
 #include <getopt.h>
 #include <pwd.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -161,8 +161,18 @@ std::uint32_t parse_handle(const std::string& text) {
 }
 
 Options parse_options(int argc, char** argv) {
-    enum { opt_pin_file = 256, opt_parent, opt_tcti, opt_pcr, opt_pcr_bank, opt_policy_signer, opt_help, opt_version,
-           opt_same_pin_as, opt_no_persist_srk };
+    enum {
+        opt_pin_file = 256,
+        opt_parent,
+        opt_tcti,
+        opt_pcr,
+        opt_pcr_bank,
+        opt_policy_signer,
+        opt_help,
+        opt_version,
+        opt_same_pin_as,
+        opt_no_persist_srk
+    };
     const option long_options[] = {
         {"pcr", required_argument, nullptr, opt_pcr},
         {"pcr-bank", required_argument, nullptr, opt_pcr_bank},
@@ -223,12 +233,8 @@ Options parse_options(int argc, char** argv) {
         case opt_pcr_bank: pcr_bank = arg; break;
         case opt_policy_signer: o.policy_signer = arg; break;
         case 'h':
-        case opt_help:
-            std::cout << usage_text;
-            std::exit(0);
-        case opt_version:
-            std::cout << "tpmkey-keygen " << version << "\n";
-            std::exit(0);
+        case opt_help: std::cout << usage_text; std::exit(0);
+        case opt_version: std::cout << "tpmkey-keygen " << version << "\n"; std::exit(0);
         case ':': throw UsageError(std::string("option needs a value: ") + argv[optind - 1]);
         default: throw UsageError(std::string("unknown option: ") + argv[optind - 1]);
         }
@@ -373,7 +379,8 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
         }
         const std::optional<ParentPin> owner = known.pin(tpm.address().identity(), owner_hierarchy);
         if (known.problem() || !owner || owner->ek.empty()) {
-            std::cerr << prefix << "the standard SRK was not persisted there: 0x40000001's pin could not be "
+            std::cerr << prefix
+                      << "the standard SRK was not persisted there: 0x40000001's pin could not be "
                          "recorded, so no login would use it\n";
             return;
         }
@@ -389,14 +396,15 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
             check_parent_name(tpm, standard_srk, name, known);
         });
         if (!pin_owner_srk_persisted(tpm, known)) {
-            std::cerr << prefix << "persisted the standard SRK there, but could not pin it: logins re-create "
+            std::cerr << prefix
+                      << "persisted the standard SRK there, but could not pin it: logins re-create "
                          "it until a tool pins it ('tpmkey setup')\n";
             return;
         }
         if (!quiet)
             std::cout << "Parent: made the TCG standard storage key (SRK) and persisted it at 0x81000001, as "
-                     "systemd-tpm2-setup does:\n        logins of keys under 0x40000001 read it instead of "
-                     "re-creating it (--no-persist-srk leaves 0x81000001 empty)\n";
+                         "systemd-tpm2-setup does:\n        logins of keys under 0x40000001 read it instead of "
+                         "re-creating it (--no-persist-srk leaves 0x81000001 empty)\n";
     } catch (const UnverifiedParent& e) {
         std::cerr << prefix << "the standard SRK was not persisted there: " << e.what() << "\n";
     } catch (const Error& e) {
@@ -480,10 +488,13 @@ KnownParents load_known_parents() {
 
 void warn_if_no_sha512(Tpm& tpm, const KeySpec& spec) {
     if (spec.algorithm == KeyAlgorithm::rsa && tpm_lacks_sha512(tpm))
-        std::cerr << "tpmkey-keygen: warning: this TPM cannot sign SHA-512, and ssh signs RSA keys with "
-                     "rsa-sha2-512 by default (and does not fall back): logins with this key need\n"
-                     "    " << no_rsa_sha2_512_line << "\n"
-                     "in ~/.ssh/config ('tpmkey ssh-config --apply' adds it). An ECDSA key (-t ecdsa) has no such limit.\n";
+        std::cerr
+            << "tpmkey-keygen: warning: this TPM cannot sign SHA-512, and ssh signs RSA keys with "
+               "rsa-sha2-512 by default (and does not fall back): logins with this key need\n"
+               "    "
+            << no_rsa_sha2_512_line
+            << "\n"
+               "in ~/.ssh/config ('tpmkey ssh-config --apply' adds it). An ECDSA key (-t ecdsa) has no such limit.\n";
 }
 
 // What a PCR-bound key is bound to: the PCRs' values now (read in a session
@@ -502,11 +513,11 @@ PcrBinding bind_to_pcrs(Tpm& tpm, const TpmObject& parent, const Options& o) {
 }
 
 // The key, made inside the TPM under `parent`, as its key file holds it.
-KeyFile make_key(Tpm& tpm, const TpmObject& parent, std::uint32_t parent_handle, const Options& o,
-                 const Secret& pin, const PcrBinding& binding) {
+KeyFile make_key(Tpm& tpm, const TpmObject& parent, std::uint32_t parent_handle, const Options& o, const Secret& pin,
+                 const PcrBinding& binding) {
     if (!o.quiet) {
-        std::cout << "Generating " << (o.spec.algorithm == KeyAlgorithm::rsa ? "an RSA " : "an ECDSA ")
-                  << o.spec.bits << " key inside the TPM";
+        std::cout << "Generating " << (o.spec.algorithm == KeyAlgorithm::rsa ? "an RSA " : "an ECDSA ") << o.spec.bits
+                  << " key inside the TPM";
         if (o.spec.algorithm == KeyAlgorithm::rsa)
             std::cout << " (on a real TPM this can take a minute)";
         std::cout << "..." << std::endl;
@@ -551,11 +562,10 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
         std::error_code ec;
         if (!dest.replace_key)
             std::filesystem::remove(dest.key, ec);
-        throw Error(std::string(e.what()) + (dest.replace_key
-                                                 ? "; the key was written, run 'tpmkey pubkey -C COMMENT " +
-                                                       dest.key.string() + " > " + dest.pub.string() +
-                                                       "' to make the .pub"
-                                                 : "; nothing was written"));
+        throw Error(std::string(e.what()) +
+                    (dest.replace_key ? "; the key was written, run 'tpmkey pubkey -C COMMENT " + dest.key.string() +
+                                            " > " + dest.pub.string() + "' to make the .pub"
+                                      : "; nothing was written"));
     }
 }
 
@@ -582,19 +592,21 @@ struct SharedPin {
     TpmObject parent;
 };
 
-SharedPin prepare_shared_pin(Tpm& tpm, KnownParents& known, const std::filesystem::path& path,
-                             const Destination& dest, const Config& config) {
+SharedPin prepare_shared_pin(Tpm& tpm, KnownParents& known, const std::filesystem::path& path, const Destination& dest,
+                             const Config& config) {
     SharedPin shared{path, path.stem().string(), read_key_file(path), {}};
     if (!shared.key.needs_pin())
         throw Error("--same-pin-as " + path.string() + ": that key has no PIN");
     if (shared.name == dest.key.stem().string())
-        throw Error("--same-pin-as " + path.string() + ": the new key has the same name; ssh-add -s could not "
+        throw Error("--same-pin-as " + path.string() +
+                    ": the new key has the same name; ssh-add -s could not "
                     "tell them apart");
     if (!config.file_problem.empty())
         throw Error("--same-pin-as: the config file cannot record it: " + config.file_problem);
     // The other key's PIN goes under its parent: no clear accepted here (as
     // in a login; a key made before a clear cannot load anyway).
-    shared.parent = load_verified_parent(tpm, shared.key.parent, known, nullptr, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+    shared.parent = load_verified_parent(tpm, shared.key.parent, known, nullptr,
+                                         ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     return shared;
 }
 
@@ -607,7 +619,8 @@ void check_shared_pin(Tpm& tpm, const SharedPin& shared, const Secret& pin) {
     const DictionaryAttackState da = dictionary_attack_state(tpm);
     if (!da.locked_out() && da.max_failures > 0 && da.failures > 0 && da.failures + 3 > da.max_failures)
         throw Error("--same-pin-as: the PIN was not checked: the TPM has counted " + std::to_string(da.failures) +
-                    " of " + std::to_string(da.max_failures) + " wrong PINs, and one more would leave it fewer "
+                    " of " + std::to_string(da.max_failures) +
+                    " wrong PINs, and one more would leave it fewer "
                     "than 2 tries before it locks out every key; try again later (it forgives one every " +
                     duration_text(da.recovery_seconds) + "); nothing was written");
     const Authorization auth = Authorization::for_secret(tpm, shared.parent, true);
@@ -673,8 +686,8 @@ int run(int argc, char** argv, TpmAddress& address) {
         try {
             const std::filesystem::path config_file = record_same_pin(shared->name, dest.key.stem().string());
             if (!o.quiet)
-                std::cout << "It has the PIN of " << shared->name << ": recorded in " << config_file.string()
-                          << " ('" << line << "'), so ssh-add -s adds both with one PIN.\n";
+                std::cout << "It has the PIN of " << shared->name << ": recorded in " << config_file.string() << " ('"
+                          << line << "'), so ssh-add -s adds both with one PIN.\n";
         } catch (const Error& e) {
             std::cerr << "tpmkey-keygen: the key was made with the PIN of " << shared->name
                       << ", but that could not be recorded: " << e.what() << "; add the line '" << line

@@ -17,7 +17,7 @@ namespace {
 // Plain C objects: constant-initialised, no constructors run at load time.
 pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 Module* the_module = nullptr;  // between C_Initialize and C_Finalize
-pid_t module_pid = 0;      // the process that initialised it
+pid_t module_pid = 0;          // the process that initialised it
 
 // fork() while another thread is inside the module (in a TPM command, or
 // holding OpenSSL's or tpm2-tss's locks on its way) would give the child
@@ -31,9 +31,7 @@ void lock_before_fork() noexcept { pthread_mutex_lock(&module_lock); }
 void unlock_in_parent() noexcept { pthread_mutex_unlock(&module_lock); }
 void unlock_in_child() noexcept { pthread_mutex_init(&module_lock, nullptr); }
 pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-void register_fork_handlers() noexcept {
-    (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child);
-}
+void register_fork_handlers() noexcept { (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child); }
 
 // A problem with a PIN, with the TPM's count of wrong PINs
 // (dictionary_attack_text) when the TPM says it.
@@ -92,8 +90,7 @@ const char* rv_name(CK_RV rv) noexcept {
         RV_NAME(CKR_CRYPTOKI_NOT_INITIALIZED)
         RV_NAME(CKR_CRYPTOKI_ALREADY_INITIALIZED)
 #undef RV_NAME
-    default:
-        return nullptr;
+    default: return nullptr;
     }
 }
 
@@ -172,8 +169,7 @@ CK_RV answer_tpm_failure(Module& m, const TpmError& e) noexcept {
             // boot state.
             rv = CKR_FUNCTION_REJECTED;
             break;
-        default:
-            break;
+        default: break;
         }
         log_error(line);
         if (rv == CKR_DEVICE_ERROR)

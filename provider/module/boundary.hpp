@@ -6,10 +6,10 @@
 // included): the TPM executes one command at a time anyway.
 #pragma once
 
-#include "core/tpm/diagnosis.hpp"
 #include "core/base/error.hpp"
-#include "core/trust/known_parents.hpp"
 #include "core/base/log.hpp"
+#include "core/tpm/diagnosis.hpp"
+#include "core/trust/known_parents.hpp"
 #include "module/module.hpp"
 #include "module/pkcs11.hpp"
 

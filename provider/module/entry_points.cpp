@@ -9,10 +9,10 @@
 // PIN). A step of an active operation (C_Sign .. C_VerifyFinal) checks the
 // operation before its pointers, because every error after that ends it.
 
+#include "core/base/printable.hpp"
 #include "module/boundary.hpp"
 #include "module/module.hpp"
 #include "module/pkcs11.hpp"
-#include "core/base/printable.hpp"
 #include "tpmkey_version.hpp"
 
 #include <algorithm>
@@ -168,7 +168,7 @@ CK_RV C_GetTokenInfo(CK_SLOT_ID slot, CK_TOKEN_INFO_PTR info) {
         info->ulSessionCount = m.session_count(slot, false);
         info->ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
         info->ulRwSessionCount = m.session_count(slot, true);
-        info->ulMaxPinLen = 32;  // a TPM auth value is at most one SHA-256 digest
+        info->ulMaxPinLen = 32;                     // a TPM auth value is at most one SHA-256 digest
         info->ulMinPinLen = t.needs_pin() ? 1 : 0;  // no key that needs a login has an empty PIN
         info->ulTotalPublicMemory = CK_UNAVAILABLE_INFORMATION;
         info->ulFreePublicMemory = CK_UNAVAILABLE_INFORMATION;
@@ -376,7 +376,7 @@ CK_RV C_SignInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR mechanism, CK_OBJECT_HAND
 }
 
 CK_RV C_Sign(CK_SESSION_HANDLE h, CK_BYTE_PTR data, CK_ULONG data_len, CK_BYTE_PTR signature,
-                    CK_ULONG_PTR signature_len) {
+             CK_ULONG_PTR signature_len) {
     return with_module(session_call("C_Sign", h), [&](Module& m) {
         Session& s = m.session(h);
         require(s.sign.has_value(), CKR_OPERATION_NOT_INITIALIZED);
@@ -467,34 +467,68 @@ CK_RV C_VerifyFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR signature, CK_ULONG signatu
 // ---- What a signing-only, read-only TPM token does not do ----------------
 
 CK_RV C_EncryptInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
-CK_RV C_Encrypt(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_EncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_Encrypt(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_EncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
 CK_RV C_EncryptFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
 CK_RV C_DecryptInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
-CK_RV C_Decrypt(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_DecryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_Decrypt(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_DecryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
 CK_RV C_DecryptFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
 CK_RV C_DigestInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR) { return not_supported(__func__, h); }
-CK_RV C_Digest(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+CK_RV C_Digest(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
 CK_RV C_DigestUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) { return not_supported(__func__, h); }
 CK_RV C_DigestKey(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
 CK_RV C_DigestFinal(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
 CK_RV C_SignRecoverInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
-CK_RV C_SignRecover(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) { return not_supported(__func__, h); }
-CK_RV C_VerifyRecover(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_DecryptDigestUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_SignEncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
-CK_RV C_GenerateKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
+CK_RV C_SignRecover(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_VerifyRecoverInit(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE) {
+    return not_supported(__func__, h);
+}
+CK_RV C_VerifyRecover(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_DigestEncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_DecryptDigestUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_SignEncryptUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_DecryptVerifyUpdate(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_GenerateKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR) {
+    return not_supported(__func__, h);
+}
 CK_RV C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_ATTRIBUTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR, CK_ULONG,
-                               CK_OBJECT_HANDLE_PTR, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
-CK_RV C_WrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) { return not_supported(__func__, h); }
+                        CK_OBJECT_HANDLE_PTR, CK_OBJECT_HANDLE_PTR) {
+    return not_supported(__func__, h);
+}
+CK_RV C_WrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG_PTR) {
+    return not_supported(__func__, h);
+}
 CK_RV C_UnwrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG, CK_ATTRIBUTE_PTR,
-                         CK_ULONG, CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
+                  CK_ULONG, CK_OBJECT_HANDLE_PTR) {
+    return not_supported(__func__, h);
+}
 CK_RV C_DeriveKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
-                         CK_OBJECT_HANDLE_PTR) { return not_supported(__func__, h); }
+                  CK_OBJECT_HANDLE_PTR) {
+    return not_supported(__func__, h);
+}
 // PKCS#11 2.40, 5.15: a token without a random number generator answers
 // CKR_RANDOM_NO_RNG to both (we leave random numbers to the OS).
 CK_RV C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
@@ -503,25 +537,85 @@ CK_RV C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
 CK_RV C_GenerateRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR, CK_ULONG) {
     return fixed_session_answer("C_GenerateRandom", h, CKR_RANDOM_NO_RNG);
 }
-CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE h) { return fixed_answer(session_call(__func__, h), CKR_FUNCTION_NOT_PARALLEL); }
-CK_RV C_CancelFunction(CK_SESSION_HANDLE h) { return fixed_answer(session_call(__func__, h), CKR_FUNCTION_NOT_PARALLEL); }
+CK_RV C_GetFunctionStatus(CK_SESSION_HANDLE h) {
+    return fixed_answer(session_call(__func__, h), CKR_FUNCTION_NOT_PARALLEL);
+}
+CK_RV C_CancelFunction(CK_SESSION_HANDLE h) {
+    return fixed_answer(session_call(__func__, h), CKR_FUNCTION_NOT_PARALLEL);
+}
 CK_RV C_WaitForSlotEvent(CK_FLAGS, CK_SLOT_ID_PTR, CK_VOID_PTR) { return not_supported(__func__); }
 
 // The static function table (one per library, as SoftHSM keeps it).
 CK_FUNCTION_LIST function_list = {
     {2, 40},
-    C_Initialize, C_Finalize, C_GetInfo, C_GetFunctionList, C_GetSlotList, C_GetSlotInfo,
-    C_GetTokenInfo, C_GetMechanismList, C_GetMechanismInfo, C_InitToken, C_InitPIN, C_SetPIN,
-    C_OpenSession, C_CloseSession, C_CloseAllSessions, C_GetSessionInfo, C_GetOperationState,
-    C_SetOperationState, C_Login, C_Logout, C_CreateObject, C_CopyObject, C_DestroyObject,
-    C_GetObjectSize, C_GetAttributeValue, C_SetAttributeValue, C_FindObjectsInit, C_FindObjects,
-    C_FindObjectsFinal, C_EncryptInit, C_Encrypt, C_EncryptUpdate, C_EncryptFinal, C_DecryptInit,
-    C_Decrypt, C_DecryptUpdate, C_DecryptFinal, C_DigestInit, C_Digest, C_DigestUpdate,
-    C_DigestKey, C_DigestFinal, C_SignInit, C_Sign, C_SignUpdate, C_SignFinal, C_SignRecoverInit,
-    C_SignRecover, C_VerifyInit, C_Verify, C_VerifyUpdate, C_VerifyFinal, C_VerifyRecoverInit,
-    C_VerifyRecover, C_DigestEncryptUpdate, C_DecryptDigestUpdate, C_SignEncryptUpdate,
-    C_DecryptVerifyUpdate, C_GenerateKey, C_GenerateKeyPair, C_WrapKey, C_UnwrapKey, C_DeriveKey,
-    C_SeedRandom, C_GenerateRandom, C_GetFunctionStatus, C_CancelFunction, C_WaitForSlotEvent,
+    C_Initialize,
+    C_Finalize,
+    C_GetInfo,
+    C_GetFunctionList,
+    C_GetSlotList,
+    C_GetSlotInfo,
+    C_GetTokenInfo,
+    C_GetMechanismList,
+    C_GetMechanismInfo,
+    C_InitToken,
+    C_InitPIN,
+    C_SetPIN,
+    C_OpenSession,
+    C_CloseSession,
+    C_CloseAllSessions,
+    C_GetSessionInfo,
+    C_GetOperationState,
+    C_SetOperationState,
+    C_Login,
+    C_Logout,
+    C_CreateObject,
+    C_CopyObject,
+    C_DestroyObject,
+    C_GetObjectSize,
+    C_GetAttributeValue,
+    C_SetAttributeValue,
+    C_FindObjectsInit,
+    C_FindObjects,
+    C_FindObjectsFinal,
+    C_EncryptInit,
+    C_Encrypt,
+    C_EncryptUpdate,
+    C_EncryptFinal,
+    C_DecryptInit,
+    C_Decrypt,
+    C_DecryptUpdate,
+    C_DecryptFinal,
+    C_DigestInit,
+    C_Digest,
+    C_DigestUpdate,
+    C_DigestKey,
+    C_DigestFinal,
+    C_SignInit,
+    C_Sign,
+    C_SignUpdate,
+    C_SignFinal,
+    C_SignRecoverInit,
+    C_SignRecover,
+    C_VerifyInit,
+    C_Verify,
+    C_VerifyUpdate,
+    C_VerifyFinal,
+    C_VerifyRecoverInit,
+    C_VerifyRecover,
+    C_DigestEncryptUpdate,
+    C_DecryptDigestUpdate,
+    C_SignEncryptUpdate,
+    C_DecryptVerifyUpdate,
+    C_GenerateKey,
+    C_GenerateKeyPair,
+    C_WrapKey,
+    C_UnwrapKey,
+    C_DeriveKey,
+    C_SeedRandom,
+    C_GenerateRandom,
+    C_GetFunctionStatus,
+    C_CancelFunction,
+    C_WaitForSlotEvent,
 };
 
 // The one exported symbol.

@@ -275,8 +275,8 @@ TpmSignRequest SignatureOperation::request_for_digest(Bytes digest, TPM2_ALG_ID 
     return TpmSignRequest{mechanism_->scheme, hash, std::move(digest)};
 }
 
-void finish_signature(std::optional<SignatureOperation>& operation, bool final_part,
-                      std::span<const std::uint8_t> data, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
+void finish_signature(std::optional<SignatureOperation>& operation, bool final_part, std::span<const std::uint8_t> data,
+                      CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
                       const std::function<Bytes(const TpmSignRequest&)>& sign) {
     const std::size_t size = operation->signature_size();
     if (signature == nullptr) {

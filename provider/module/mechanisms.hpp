@@ -3,8 +3,8 @@
 // digest is verified in software.
 #pragma once
 
-#include "module/pkcs11.hpp"
 #include "core/keys/algorithms.hpp"
+#include "module/pkcs11.hpp"
 
 #include <openssl/evp.h>
 #include <tss2/tss2_tpm2_types.h>
@@ -19,9 +19,9 @@ namespace tpmkey::pkcs11 {
 
 struct Mechanism {
     CK_MECHANISM_TYPE type;
-    bool rsa;                // else ECDSA
-    TPM2_ALG_ID scheme;      // TPM2_ALG_RSASSA, _RSAPSS or _ECDSA
-    TPM2_ALG_ID hash;        // hashed by us first; TPM2_ALG_NULL: the input is the digest
+    bool rsa;            // else ECDSA
+    TPM2_ALG_ID scheme;  // TPM2_ALG_RSASSA, _RSAPSS or _ECDSA
+    TPM2_ALG_ID hash;    // hashed by us first; TPM2_ALG_NULL: the input is the digest
 };
 
 // nullptr when we do not offer `type`.
@@ -29,8 +29,7 @@ const Mechanism* find_mechanism(CK_MECHANISM_TYPE type);
 
 // The mechanisms a key can use, optionally limited to the hash algorithms
 // the TPM implements (TPM2_ALG_SHA1, ...).
-std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub,
-                                              std::span<const TPM2_ALG_ID> tpm_hashes);
+std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub, std::span<const TPM2_ALG_ID> tpm_hashes);
 
 // The hash algorithms a digest input can come from, as TPM IDs.
 inline constexpr auto& all_hashes = hash_ids;
@@ -67,8 +66,7 @@ std::size_t tpm_pss_salt_length(std::size_t digest_len, std::size_t modulus_len)
 // or PSS (the TPM's salt length) of the modulus size, or ECDSA as raw r||s
 // of twice the field size. OpenSSL checks it with the public key alone:
 // verifying needs no TPM (docs/design.md, "Verification in software").
-bool signature_matches(const PublicKey& pub, const TpmSignRequest& request,
-                       std::span<const std::uint8_t> signature);
+bool signature_matches(const PublicKey& pub, const TpmSignRequest& request, std::span<const std::uint8_t> signature);
 
 // One C_SignInit..C_Sign/C_SignFinal, or C_VerifyInit..C_Verify/
 // C_VerifyFinal: checks the mechanism and its parameters up front, collects
@@ -128,8 +126,8 @@ void operation_step(std::optional<SignatureOperation>& operation, Step step) {
 // the length, and the operation stays active. Otherwise the operation ends,
 // whatever happens next, and `sign` turns its TPM request into the
 // signature that is written out.
-void finish_signature(std::optional<SignatureOperation>& operation, bool final_part,
-                      std::span<const std::uint8_t> data, CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
+void finish_signature(std::optional<SignatureOperation>& operation, bool final_part, std::span<const std::uint8_t> data,
+                      CK_BYTE_PTR signature, CK_ULONG_PTR signature_len,
                       const std::function<Bytes(const TpmSignRequest&)>& sign);
 
 }  // namespace tpmkey::pkcs11

@@ -1,12 +1,12 @@
 #include "module/module.hpp"
 
-#include "core/base/error.hpp"
-#include "core/keys/key_discovery.hpp"
-#include "core/base/log.hpp"
 #include "core/base/askpass.hpp"
+#include "core/base/error.hpp"
+#include "core/base/log.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/file_read.hpp"
 #include "core/files/pin_source.hpp"
+#include "core/keys/key_discovery.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
@@ -40,8 +40,7 @@ std::string pub_comment(const std::filesystem::path& key_path) {
 
 }  // namespace
 
-Module::Module(const Config& config)
-    : tpm_(config.tpm), same_pin_(config.same_pin), confirm_(config.confirm) {
+Module::Module(const Config& config) : tpm_(config.tpm), same_pin_(config.same_pin), confirm_(config.confirm) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
     for (FoundKeyFile& found : find_keys(config)) {
@@ -121,12 +120,14 @@ void Module::login(Token& t, Secret pin) {
     }
     const std::optional<PinBurst::Verdicts> earlier = pin_burst_.for_another(t.slot(), pin);
     // Known to be right: the PIN a key took, for a key declared to share it.
-    const bool known_right = earlier && earlier->accepted_by && same_pin(token(*earlier->accepted_by).label(), t.label());
+    const bool known_right =
+        earlier && earlier->accepted_by && same_pin(token(*earlier->accepted_by).label(), t.label());
     if (earlier && !known_right && earlier->refused_by) {
         const std::string refused = token(*earlier->refused_by).label();
         log_error(t.label() + ": not logged in: the PIN given for it was " +
                   (earlier->accepted_by ? "accepted for '" + token(*earlier->accepted_by).label() + "' but " : "") +
-                  "refused for '" + refused + "' a moment ago; tpmkey sends a PIN passed on to every key "
+                  "refused for '" + refused +
+                  "' a moment ago; tpmkey sends a PIN passed on to every key "
                   "(ssh-add -s) to the TPM until one key refuses it, so that it counts against the TPM's "
                   "dictionary-attack counter once at most (a key with a PIN of its own: "
                   "docs/ssh-agent-and-more.md)");
@@ -140,9 +141,11 @@ void Module::login(Token& t, Secret pin) {
         // more than a PIN given for this key.
         if (earlier && earlier->accepted_by && !room_for_a_wrong_pin(da, guess_reserve)) {
             log_error(t.label() + ": not logged in: the PIN '" + token(*earlier->accepted_by).label() +
-                      "' took was not tried for it: " + counted_text(da) + ", and tpmkey tries a PIN passed on "
+                      "' took was not tried for it: " + counted_text(da) +
+                      ", and tpmkey tries a PIN passed on "
                       "to a further key (ssh-add -s) only while a wrong one would leave " +
-                      std::to_string(guess_reserve) + " tries or more (a key with a PIN of its own: "
+                      std::to_string(guess_reserve) +
+                      " tries or more (a key with a PIN of its own: "
                       "docs/ssh-agent-and-more.md)");
             login_with_own_prompt(t, CKR_PIN_INCORRECT);
             return;
@@ -180,13 +183,14 @@ void Module::require_room_for_a_wrong_pin(Token& t, const DictionaryAttackState&
     UINT32 wait = 0;
     for (DictionaryAttackState later = da; !room_for_a_wrong_pin(later, own_reserve); --later.failures)
         wait += da.recovery_seconds;
-    log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) + ", and one more would leave it "
-              "fewer than " + std::to_string(own_reserve) + " tries before it locks out every key; try again in " +
+    log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) +
+              ", and one more would leave it "
+              "fewer than " +
+              std::to_string(own_reserve) + " tries before it locks out every key; try again in " +
               duration_text(wait) + " (the TPM forgives one wrong PIN every " + duration_text(da.recovery_seconds) +
               " while the machine is on; docs/troubleshooting.md)");
     throw Pkcs11Error(CKR_PIN_LOCKED);
 }
-
 
 void Module::login_with_own_prompt(Token& t, CK_RV otherwise) {
     // Once per key per ssh-add -s: a person answers each prompt.
@@ -285,8 +289,10 @@ void Module::confirm_use(Token& t) {
     // no program, or any answer but yes, denies.
     const Askpass askpass = find_askpass();
     if (askpass.program.empty()) {
-        log_error(t.label() + ": signature refused: the config file asks to confirm each use of this key, and no "
-                  "prompt could be shown: " + askpass.why_not + " (docs/configuration.md)");
+        log_error(t.label() +
+                  ": signature refused: the config file asks to confirm each use of this key, and no "
+                  "prompt could be shown: " +
+                  askpass.why_not + " (docs/configuration.md)");
         throw Pkcs11Error(CKR_FUNCTION_REJECTED);
     }
     const std::string comment = pub_comment(t.path());

@@ -2,14 +2,14 @@
 // found at start-up, the open sessions, and the lazily opened TPM.
 #pragma once
 
-#include "core/files/config.hpp"
 #include "core/base/error.hpp"
+#include "core/files/config.hpp"
+#include "core/tpm/tpm_queries.hpp"
 #include "module/mechanisms.hpp"
 #include "module/objects.hpp"
 #include "module/pin_burst.hpp"
 #include "module/token.hpp"
 #include "module/tpm_connection.hpp"
-#include "core/tpm/tpm_queries.hpp"
 
 #include <map>
 #include <memory>
@@ -128,7 +128,7 @@ private:
     std::optional<std::vector<TPM2_ALG_ID>> tpm_hashes_;
     PinBurst pin_burst_;
     std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
-    std::vector<std::string> confirm_;                 // Config::confirm
+    std::vector<std::string> confirm_;                // Config::confirm
     // A key whose PIN comes from a source (Config::pin_from): read it now,
     // and log in with it unless logged in with that very PIN. Fails closed,
     // logged: no source, or a PIN the TPM refused before and still the

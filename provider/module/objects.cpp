@@ -184,8 +184,8 @@ P11Object make_private_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) 
     a.push_back(flag(CKA_WRAP_WITH_TRUSTED, false));
     a.push_back(flag(CKA_ALWAYS_AUTHENTICATE, false));
     if (key.pub->is_rsa()) {
-        for (CK_ATTRIBUTE_TYPE t : {CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1,
-                                    CKA_EXPONENT_2, CKA_COEFFICIENT})
+        for (CK_ATTRIBUTE_TYPE t :
+             {CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT})
             a.push_back(sensitive(t));
     } else {
         a.push_back(sensitive(CKA_VALUE));

@@ -2,8 +2,8 @@
 // never change after C_Initialize, so they are plain values.
 #pragma once
 
-#include "module/pkcs11.hpp"
 #include "core/keys/public_key.hpp"
+#include "module/pkcs11.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
@@ -66,11 +66,11 @@ private:
 
 // The facts about a key that its objects are made from.
 struct KeyFacts {
-    std::string label;           // CKA_LABEL: the key's name
-    Bytes id;                    // CKA_ID
-    const PublicKey* pub;        // outlives the objects
-    TPMA_OBJECT tpm_attributes;  // for CKA_LOCAL, CKA_NEVER_EXTRACTABLE, ...
-    bool needs_pin;              // CKA_PRIVATE of the private key
+    std::string label;                          // CKA_LABEL: the key's name
+    Bytes id;                                   // CKA_ID
+    const PublicKey* pub;                       // outlives the objects
+    TPMA_OBJECT tpm_attributes;                 // for CKA_LOCAL, CKA_NEVER_EXTRACTABLE, ...
+    bool needs_pin;                             // CKA_PRIVATE of the private key
     std::vector<CK_MECHANISM_TYPE> mechanisms;  // CKA_ALLOWED_MECHANISMS
 };
 

@@ -13,8 +13,8 @@
 // the PIN goes to the TPM again.
 #pragma once
 
-#include "module/pkcs11.hpp"
 #include "core/base/secret.hpp"
+#include "module/pkcs11.hpp"
 
 #include <array>
 #include <chrono>

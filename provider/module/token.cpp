@@ -1,10 +1,10 @@
 #include "module/token.hpp"
 
 #include "core/base/error.hpp"
+#include "core/base/log.hpp"
 #include "core/base/owned.hpp"
 #include "core/base/printable.hpp"
 #include "core/keys/certificate.hpp"
-#include "core/base/log.hpp"
 #include "core/policy/tpm_policy_session.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
@@ -21,11 +21,15 @@ std::atomic<CK_ULONG> handle_counter{0};
 CK_ULONG new_handle() noexcept { return ++handle_counter; }
 
 Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key, std::optional<PinSource> pin_source)
-    : slot_(slot), path_(std::move(path)), pin_source_(std::move(pin_source)), key_(std::move(key.file)),
+    : slot_(slot),
+      path_(std::move(path)),
+      pin_source_(std::move(pin_source)),
+      key_(std::move(key.file)),
       pub_(std::move(key.public_key)),
-      label_(printable(path_.stem().string())), id_(key_id_of(pub_)) {
-    const KeyFacts facts{label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(),
-                         mechanisms_for(pub_, all_hashes)};
+      label_(printable(path_.stem().string())),
+      id_(key_id_of(pub_)) {
+    const KeyFacts facts{
+        label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(), mechanisms_for(pub_, all_hashes)};
     public_handle_ = new_handle();
     objects_.push_back(make_public_key_object(public_handle_, facts));
     private_handle_ = new_handle();
@@ -83,8 +87,8 @@ tpmkey::TpmObject Token::load_key_object(TpmConnection& tpm) {
 
 const Authorization& Token::authorization(TpmConnection& tpm, Loaded& loaded) {
     if (!loaded.secret)
-        loaded.secret = has_pin() ? Authorization::for_secret(tpm.tpm(), tpm.parent(key_.parent), true)
-                                    : Authorization::password();
+        loaded.secret =
+            has_pin() ? Authorization::for_secret(tpm.tpm(), tpm.parent(key_.parent), true) : Authorization::password();
     return *loaded.secret;
 }
 

@@ -2,15 +2,15 @@
 // its objects, its login state, and the key loaded in the TPM while in use.
 #pragma once
 
+#include "core/base/secret.hpp"
+#include "core/files/pin_source.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/keys/key_file.hpp"
-#include "core/files/pin_source.hpp"
+#include "core/keys/public_key.hpp"
+#include "core/policy/tpm_policy_session.hpp"
 #include "module/mechanisms.hpp"
 #include "module/objects.hpp"
-#include "core/keys/public_key.hpp"
-#include "core/base/secret.hpp"
 #include "module/tpm_connection.hpp"
-#include "core/policy/tpm_policy_session.hpp"
 
 #include <atomic>
 #include <filesystem>

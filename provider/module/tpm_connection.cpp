@@ -37,12 +37,16 @@ const TpmObject& TpmConnection::parent(std::uint32_t handle) {
     // proof that could not be pinned would let whoever answers at the next
     // login be trusted on its own first use: no PIN goes under either.
     ParentCheck check;
-    TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &check, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+    TpmObject loaded = load_verified_parent(tpm(), handle, *known_parents_, &check,
+                                            ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     log_parent_check(handle, check);
     if (check.proven_now && !check.not_recorded.empty())
-        throw PinNotRecorded("the TPM's storage key " + handle_text(handle) + " was proven, but its pin could not "
-                               "be written (" + check.not_recorded + "): without a pin every login would be a "
-                               "first use, so none goes on; nothing secret was sent");
+        throw PinNotRecorded("the TPM's storage key " + handle_text(handle) +
+                             " was proven, but its pin could not "
+                             "be written (" +
+                             check.not_recorded +
+                             "): without a pin every login would be a "
+                             "first use, so none goes on; nothing secret was sent");
     // Proven just now: note whether 0x81000001 holds the same key, for
     // the next process (one TPM2_ReadPublic, on this rare path only).
     if (handle == owner_hierarchy && check.proven_now)

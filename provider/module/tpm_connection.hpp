@@ -4,10 +4,10 @@
 // whole when the TPM goes away so that the next operation reconnects.
 #pragma once
 
-#include "core/tpm/tpm_keys.hpp"
-#include "core/trust/known_parents.hpp"
 #include "core/files/tpm_address.hpp"
 #include "core/tpm/tpm.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "core/trust/known_parents.hpp"
 
 #include <cstdint>
 #include <map>
@@ -24,7 +24,7 @@ public:
     TpmConnection& operator=(const TpmConnection&) = delete;
     ~TpmConnection() { close(); }
 
-    Tpm& tpm();                                      // opens on first use
+    Tpm& tpm();  // opens on first use
     // The parent, loaded: made and verified on first use; later from its
     // saved context (TPM2_ContextLoad) when flush_parents() flushed it.
     const TpmObject& parent(std::uint32_t handle);

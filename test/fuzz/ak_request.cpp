@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) { return 0; }
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     try {
-        const tpmkey::ExchangeFile file =
-            tpmkey::ExchangeFile::parse(text, tpmkey::ak_request_file::kind, tpmkey::ak_request_file::fields, "request");
+        const tpmkey::ExchangeFile file = tpmkey::ExchangeFile::parse(text, tpmkey::ak_request_file::kind,
+                                                                      tpmkey::ak_request_file::fields, "request");
         const tpmkey::AkRequest r = tpmkey::checked_request(file, "request");
         unsigned char* der = nullptr;
         const int der_size = i2d_X509(r.ek_certificate.get(), &der);

@@ -9,9 +9,9 @@
 // or refused with Error the same way.
 #include "fuzz.hpp"
 
-#include "core/base/error.hpp"
 #include "core/attestation/cbor.hpp"
 #include "core/attestation/webauthn.hpp"
+#include "core/base/error.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) { return 0; }
 

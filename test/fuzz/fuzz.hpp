@@ -17,12 +17,12 @@ namespace fuzz {
 
 // A property the code under test must keep, whatever the input. A broken
 // one aborts, which libFuzzer reports as a crash and saves the input.
-#define FUZZ_CHECK(cond)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            std::fprintf(stderr, "%s:%d: property broken: %s\n", __FILE__, __LINE__, #cond);   \
-            std::abort();                                                                      \
-        }                                                                                      \
+#define FUZZ_CHECK(cond)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            std::fprintf(stderr, "%s:%d: property broken: %s\n", __FILE__, __LINE__, #cond); \
+            std::abort();                                                                    \
+        }                                                                                    \
     } while (0)
 
 // Takes choices from the front of the input; returns zeros once it runs out,

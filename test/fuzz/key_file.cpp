@@ -87,8 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         wrapped = pem_of(der_of_elements(payload));
         file = bytes_of(wrapped);
         break;
-    default:
-        break;
+    default: break;
     }
     tpmkey::KeyFile key;
     try {

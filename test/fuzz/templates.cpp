@@ -45,15 +45,57 @@ std::vector<CK_SLOT_ID>* slots = nullptr;
 std::vector<KnownObject>* objects = nullptr;
 
 constexpr CK_ATTRIBUTE_TYPE attribute_types[] = {
-    CKA_CLASS, CKA_TOKEN, CKA_PRIVATE, CKA_LABEL, CKA_APPLICATION, CKA_VALUE, CKA_CERTIFICATE_TYPE,
-    CKA_ISSUER, CKA_SERIAL_NUMBER, CKA_TRUSTED, CKA_CERTIFICATE_CATEGORY, CKA_KEY_TYPE, CKA_SUBJECT,
-    CKA_ID, CKA_SENSITIVE, CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP, CKA_SIGN, CKA_SIGN_RECOVER,
-    CKA_VERIFY, CKA_VERIFY_RECOVER, CKA_DERIVE, CKA_START_DATE, CKA_END_DATE, CKA_MODULUS,
-    CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2,
-    CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT, CKA_PUBLIC_KEY_INFO, CKA_EXTRACTABLE, CKA_LOCAL,
-    CKA_NEVER_EXTRACTABLE, CKA_ALWAYS_SENSITIVE, CKA_KEY_GEN_MECHANISM, CKA_MODIFIABLE, CKA_COPYABLE,
-    CKA_DESTROYABLE, CKA_EC_PARAMS, CKA_EC_POINT, CKA_ALWAYS_AUTHENTICATE, CKA_WRAP_WITH_TRUSTED,
-    CKA_WRAP_TEMPLATE, CKA_ALLOWED_MECHANISMS, CKA_VENDOR_DEFINED,
+    CKA_CLASS,
+    CKA_TOKEN,
+    CKA_PRIVATE,
+    CKA_LABEL,
+    CKA_APPLICATION,
+    CKA_VALUE,
+    CKA_CERTIFICATE_TYPE,
+    CKA_ISSUER,
+    CKA_SERIAL_NUMBER,
+    CKA_TRUSTED,
+    CKA_CERTIFICATE_CATEGORY,
+    CKA_KEY_TYPE,
+    CKA_SUBJECT,
+    CKA_ID,
+    CKA_SENSITIVE,
+    CKA_ENCRYPT,
+    CKA_DECRYPT,
+    CKA_WRAP,
+    CKA_UNWRAP,
+    CKA_SIGN,
+    CKA_SIGN_RECOVER,
+    CKA_VERIFY,
+    CKA_VERIFY_RECOVER,
+    CKA_DERIVE,
+    CKA_START_DATE,
+    CKA_END_DATE,
+    CKA_MODULUS,
+    CKA_MODULUS_BITS,
+    CKA_PUBLIC_EXPONENT,
+    CKA_PRIVATE_EXPONENT,
+    CKA_PRIME_1,
+    CKA_PRIME_2,
+    CKA_EXPONENT_1,
+    CKA_EXPONENT_2,
+    CKA_COEFFICIENT,
+    CKA_PUBLIC_KEY_INFO,
+    CKA_EXTRACTABLE,
+    CKA_LOCAL,
+    CKA_NEVER_EXTRACTABLE,
+    CKA_ALWAYS_SENSITIVE,
+    CKA_KEY_GEN_MECHANISM,
+    CKA_MODIFIABLE,
+    CKA_COPYABLE,
+    CKA_DESTROYABLE,
+    CKA_EC_PARAMS,
+    CKA_EC_POINT,
+    CKA_ALWAYS_AUTHENTICATE,
+    CKA_WRAP_WITH_TRUSTED,
+    CKA_WRAP_TEMPLATE,
+    CKA_ALLOWED_MECHANISMS,
+    CKA_VENDOR_DEFINED,
 };
 
 // A private key's parts: they exist, but never have a value for the caller.
@@ -62,16 +104,16 @@ constexpr CK_ATTRIBUTE_TYPE secret_types[] = {
 };
 
 constexpr CK_MECHANISM_TYPE mechanism_types[] = {
-    CKM_RSA_PKCS, CKM_SHA1_RSA_PKCS, CKM_SHA256_RSA_PKCS, CKM_SHA384_RSA_PKCS, CKM_SHA512_RSA_PKCS,
-    CKM_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS, CKM_SHA512_RSA_PKCS_PSS,
-    CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512, CKM_RSA_X_509,
+    CKM_RSA_PKCS,     CKM_SHA1_RSA_PKCS,       CKM_SHA256_RSA_PKCS,     CKM_SHA384_RSA_PKCS,     CKM_SHA512_RSA_PKCS,
+    CKM_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS, CKM_SHA512_RSA_PKCS_PSS, CKM_ECDSA,
+    CKM_ECDSA_SHA1,   CKM_ECDSA_SHA256,        CKM_ECDSA_SHA384,        CKM_ECDSA_SHA512,        CKM_RSA_X_509,
     CKM_SHA256,
 };
 
 // Any CK_RV but these means the module misbehaved or touched the TPM.
 void check_rv(CK_RV rv) {
-    if (rv == CKR_DEVICE_ERROR || rv == CKR_GENERAL_ERROR || rv == CKR_HOST_MEMORY ||
-        rv == CKR_FUNCTION_FAILED || rv == CKR_CRYPTOKI_NOT_INITIALIZED) {
+    if (rv == CKR_DEVICE_ERROR || rv == CKR_GENERAL_ERROR || rv == CKR_HOST_MEMORY || rv == CKR_FUNCTION_FAILED ||
+        rv == CKR_CRYPTOKI_NOT_INITIALIZED) {
         std::fprintf(stderr, "unexpected CK_RV 0x%lx\n", rv);
         FUZZ_CHECK(false);
     }
@@ -226,7 +268,8 @@ void sign_init(CK_SESSION_HANDLE s, fuzz::Reader& in) {
         // The PSS parameters' shape, with fuzzed values.
         CK_RSA_PKCS_PSS_PARAMS pss{in.flag() ? CKM_SHA256 : in.number(), in.flag() ? CKG_MGF1_SHA256 : in.number(),
                                    in.flag() ? 32 : in.number()};
-        parameter.assign(reinterpret_cast<const std::uint8_t*>(&pss), reinterpret_cast<const std::uint8_t*>(&pss) + sizeof pss);
+        parameter.assign(reinterpret_cast<const std::uint8_t*>(&pss),
+                         reinterpret_cast<const std::uint8_t*>(&pss) + sizeof pss);
     } else if (shape == 2) {
         parameter = in.bytes(in.byte() % 40);
     }
@@ -247,13 +290,15 @@ void sign_init(CK_SESSION_HANDLE s, fuzz::Reader& in) {
     CK_ULONG size = 0;
     for (std::uint8_t updates = in.byte() % 3; updates > 0; --updates) {
         const std::vector<std::uint8_t> data = in.bytes(in.byte());
-        const CK_RV u = p11->C_SignUpdate(s, const_cast<std::uint8_t*>(data.data()), static_cast<CK_ULONG>(data.size()));
+        const CK_RV u =
+            p11->C_SignUpdate(s, const_cast<std::uint8_t*>(data.data()), static_cast<CK_ULONG>(data.size()));
         check_rv(u);
         if (u != CKR_OK)
             return;  // the operation ended
     }
     CK_BYTE data[64] = {};
-    const CK_RV q = in.flag() ? p11->C_SignFinal(s, nullptr, &size) : p11->C_Sign(s, data, in.byte() % 65, nullptr, &size);
+    const CK_RV q =
+        in.flag() ? p11->C_SignFinal(s, nullptr, &size) : p11->C_Sign(s, data, in.byte() % 65, nullptr, &size);
     check_rv(q);
     if (q == CKR_OK)
         FUZZ_CHECK(size >= 64 && size <= 512);  // an ECDSA r||s or an RSA modulus
@@ -295,7 +340,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         }
         FUZZ_CHECK(p11->C_CloseSession(s) == CKR_OK);
     }
-    FUZZ_CHECK(std::any_of(objects->begin(), objects->end(), [](const KnownObject& o) { return o.object_class == CKO_CERTIFICATE; }));
+    FUZZ_CHECK(std::any_of(objects->begin(), objects->end(),
+                           [](const KnownObject& o) { return o.object_class == CKO_CERTIFICATE; }));
     return 0;
 }
 
@@ -316,9 +362,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 FUZZ_CHECK(known(h)->slot == slot);
             break;
         }
-        case 1:
-            get_attributes(s, slot, in);
-            break;
+        case 1: get_attributes(s, slot, in); break;
         case 2: {
             const std::uint8_t which = in.byte();
             const CK_OBJECT_HANDLE h = which == 0xff ? in.number() : (*objects)[which % objects->size()].handle;
@@ -329,9 +373,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             FUZZ_CHECK((rv == CKR_OK) == (o != nullptr && o->slot == slot));
             break;
         }
-        default:
-            sign_init(s, in);
-            break;
+        default: sign_init(s, in); break;
         }
     }
     FUZZ_CHECK(p11->C_CloseSession(s) == CKR_OK);

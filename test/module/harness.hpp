@@ -5,8 +5,8 @@
 // ssh-keygen), never with our own code.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <p11-kit/pkcs11.h>
+#include <catch2/catch.hpp>
 
 #include <openssl/evp.h>
 
@@ -62,12 +62,12 @@ using EvpPkey = std::unique_ptr<EVP_PKEY, EvpPkeyFree>;
 struct TestKey {
     std::string name;  // file stem = token label = CKA_LABEL
     bool rsa;
-    unsigned bits;            // modulus bits, or the curve's field bits
-    std::string pin;          // empty: no PIN
+    unsigned bits;    // modulus bits, or the curve's field bits
+    std::string pin;  // empty: no PIN
     std::filesystem::path tpm;
     std::filesystem::path pub;
-    EvpPkey pkey;             // from the .pub, via ssh-keygen -e -m PKCS8
-    Bytes spki_der;           // i2d_PUBKEY of pkey
+    EvpPkey pkey;    // from the .pub, via ssh-keygen -e -m PKCS8
+    Bytes spki_der;  // i2d_PUBKEY of pkey
     bool has_certificate = false;
     Bytes certificate_der;
 };
@@ -152,8 +152,7 @@ std::string hex(const Bytes& b);
 // C_SignInit + size query + C_Sign; REQUIREs success.
 Bytes sign(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism, const Bytes& data);
 // C_SignInit + C_SignUpdate per chunk + size query + C_SignFinal.
-Bytes sign_multi(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism,
-                 const std::vector<Bytes>& chunks);
+Bytes sign_multi(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism, const std::vector<Bytes>& chunks);
 
 // C_VerifyInit (REQUIREd to succeed) + C_Verify: the CK_RV of C_Verify.
 CK_RV p11_verify(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_MECHANISM mechanism, const Bytes& data,

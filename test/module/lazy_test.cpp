@@ -57,16 +57,55 @@ int count_of(const std::vector<std::string>& commands, const std::string& name) 
 
 // Every attribute a client could ask about, read with the two-call query.
 void read_every_attribute(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE o) {
-    static const CK_ATTRIBUTE_TYPE types[] = {
-        CKA_CLASS, CKA_TOKEN, CKA_PRIVATE, CKA_LABEL, CKA_VALUE, CKA_CERTIFICATE_TYPE, CKA_ISSUER,
-        CKA_SERIAL_NUMBER, CKA_KEY_TYPE, CKA_SUBJECT, CKA_ID, CKA_SENSITIVE, CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP,
-        CKA_UNWRAP, CKA_SIGN, CKA_SIGN_RECOVER, CKA_VERIFY, CKA_VERIFY_RECOVER, CKA_DERIVE, CKA_START_DATE,
-        CKA_END_DATE, CKA_MODULUS, CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT, CKA_PRIME_1,
-        CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT, CKA_PUBLIC_KEY_INFO, CKA_EXTRACTABLE,
-        CKA_LOCAL, CKA_NEVER_EXTRACTABLE, CKA_ALWAYS_SENSITIVE, CKA_KEY_GEN_MECHANISM, CKA_MODIFIABLE,
-        CKA_COPYABLE, CKA_DESTROYABLE, CKA_EC_PARAMS, CKA_EC_POINT, CKA_ALWAYS_AUTHENTICATE,
-        CKA_WRAP_WITH_TRUSTED, CKA_TRUSTED, CKA_ALLOWED_MECHANISMS, CKA_CERTIFICATE_CATEGORY,
-        CKA_VENDOR_DEFINED};
+    static const CK_ATTRIBUTE_TYPE types[] = {CKA_CLASS,
+                                              CKA_TOKEN,
+                                              CKA_PRIVATE,
+                                              CKA_LABEL,
+                                              CKA_VALUE,
+                                              CKA_CERTIFICATE_TYPE,
+                                              CKA_ISSUER,
+                                              CKA_SERIAL_NUMBER,
+                                              CKA_KEY_TYPE,
+                                              CKA_SUBJECT,
+                                              CKA_ID,
+                                              CKA_SENSITIVE,
+                                              CKA_ENCRYPT,
+                                              CKA_DECRYPT,
+                                              CKA_WRAP,
+                                              CKA_UNWRAP,
+                                              CKA_SIGN,
+                                              CKA_SIGN_RECOVER,
+                                              CKA_VERIFY,
+                                              CKA_VERIFY_RECOVER,
+                                              CKA_DERIVE,
+                                              CKA_START_DATE,
+                                              CKA_END_DATE,
+                                              CKA_MODULUS,
+                                              CKA_MODULUS_BITS,
+                                              CKA_PUBLIC_EXPONENT,
+                                              CKA_PRIVATE_EXPONENT,
+                                              CKA_PRIME_1,
+                                              CKA_PRIME_2,
+                                              CKA_EXPONENT_1,
+                                              CKA_EXPONENT_2,
+                                              CKA_COEFFICIENT,
+                                              CKA_PUBLIC_KEY_INFO,
+                                              CKA_EXTRACTABLE,
+                                              CKA_LOCAL,
+                                              CKA_NEVER_EXTRACTABLE,
+                                              CKA_ALWAYS_SENSITIVE,
+                                              CKA_KEY_GEN_MECHANISM,
+                                              CKA_MODIFIABLE,
+                                              CKA_COPYABLE,
+                                              CKA_DESTROYABLE,
+                                              CKA_EC_PARAMS,
+                                              CKA_EC_POINT,
+                                              CKA_ALWAYS_AUTHENTICATE,
+                                              CKA_WRAP_WITH_TRUSTED,
+                                              CKA_TRUSTED,
+                                              CKA_ALLOWED_MECHANISMS,
+                                              CKA_CERTIFICATE_CATEGORY,
+                                              CKA_VENDOR_DEFINED};
     std::vector<CK_ATTRIBUTE> t;
     for (CK_ATTRIBUTE_TYPE type : types)
         t.push_back({type, nullptr, 0});
@@ -91,8 +130,8 @@ void sign_with(const TestKey& k, int signatures) {
         const Bytes data = bytes("count " + std::to_string(i));
         CK_MECHANISM m{k.rsa ? CKM_SHA256_RSA_PKCS : CKM_ECDSA_SHA256, nullptr, 0};
         const Bytes sig = sign(s, priv, m, data);
-        CHECK((k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig)
-                     : verify_ecdsa_message(k, "SHA256", data, sig)));
+        CHECK(
+            (k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig)));
     }
 }
 
@@ -157,7 +196,8 @@ TEST_CASE("lazy TPM: a signature sends only the commands it needs", "[lazy]") {
     // with a resource manager (0 / 5 / 9 / 1) are asserted through
     // tpm2-abrmd by test/e2e/ssh/budget.sh.
     const TestKey& plain = key("ec256");
-    const int one = count_commands("ec256 (no PIN): C_Initialize .. 1 x C_Sign .. C_Finalize", [&] { sign_with(plain, 1); });
+    const int one =
+        count_commands("ec256 (no PIN): C_Initialize .. 1 x C_Sign .. C_Finalize", [&] { sign_with(plain, 1); });
     CHECK(one == 7);  // CreatePrimary, ContextSave, Load, ContextSave, Sign, FlushContext x 2
 
     const TestKey& pin = key("ec384");

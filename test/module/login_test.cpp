@@ -386,7 +386,8 @@ TEST_CASE("C_Logout / C_CloseSession / C_Finalize flush what they loaded", "[log
 
 // docs/design.md, "PINs, keys and the TPM's lockout": a PIN not known to be
 // right is never sent when a wrong one would leave fewer than 2 tries.
-TEST_CASE("a TPM near lockout: CKR_PIN_LOCKED without a TPM try; it never locks; the right PIN works after", "[lockout]") {
+TEST_CASE("a TPM near lockout: CKR_PIN_LOCKED without a TPM try; it never locks; the right PIN works after",
+          "[lockout]") {
     const TestKey& ec = key("ec384");
     const TestKey& rsa = key("rsa3072");
     const std::string tcti = " -T " + shell_quote(swtpm_tcti());

@@ -48,8 +48,7 @@ int main(int argc, char** argv) {
     const std::string tcti = from_env("TPMKEY_TCTI");
     const std::string swtpm_dir = from_env("TPMKEY_SWTPM_DIR");
     if (tcti.rfind("swtpm:", 0) != 0 || swtpm_dir.empty()) {
-        std::cerr << program << ": refusing to run: TPMKEY_TCTI is '" << tcti << "', TPMKEY_SWTPM_DIR is '"
-                  << swtpm_dir
+        std::cerr << program << ": refusing to run: TPMKEY_TCTI is '" << tcti << "', TPMKEY_SWTPM_DIR is '" << swtpm_dir
                   << "'.\nThese tests create keys and make wrong-PIN attempts; run them against a private\n"
                      "simulator ('swtpm:host=...,port=...' and its directory): swtpm-fixtures/with-swtpm\n"
                      "--relaxed-da -- "

@@ -22,7 +22,8 @@ Bytes ec_point_der(const TestKey& k) {
     std::size_t n = 0;
     REQUIRE(EVP_PKEY_get_octet_string_param(k.pkey.get(), OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, nullptr, 0, &n) == 1);
     Bytes point(n);
-    REQUIRE(EVP_PKEY_get_octet_string_param(k.pkey.get(), OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point.data(), n, &n) == 1);
+    REQUIRE(EVP_PKEY_get_octet_string_param(k.pkey.get(), OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point.data(), n, &n) ==
+            1);
     REQUIRE(n < 128);
     Bytes der(2 + n);
     der[0] = 0x04;  // OCTET STRING
@@ -90,7 +91,8 @@ TEST_CASE("invalid object handles: CKR_OBJECT_HANDLE_INVALID and CKR_KEY_HANDLE_
         // key's attributes are not set to allow it to do."
         CHECK_RV(p11()->C_SignInit(ec, &ecdsa, find_one(ec, CKO_PUBLIC_KEY)), CKR_KEY_FUNCTION_NOT_PERMITTED);
         const CK_RV rv = p11()->C_SignInit(ec, &ecdsa, find_one(ec, CKO_CERTIFICATE));
-        CHECK((rv == CKR_KEY_HANDLE_INVALID || rv == CKR_KEY_FUNCTION_NOT_PERMITTED || rv == CKR_KEY_TYPE_INCONSISTENT));
+        CHECK(
+            (rv == CKR_KEY_HANDLE_INVALID || rv == CKR_KEY_FUNCTION_NOT_PERMITTED || rv == CKR_KEY_TYPE_INCONSISTENT));
     }
     SECTION("object handles do not survive C_Finalize") {
         REQUIRE_RV(p11()->C_Finalize(nullptr), CKR_OK);

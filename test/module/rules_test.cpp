@@ -103,7 +103,8 @@ TEST_CASE("C_Initialize and C_Finalize arguments", "[rules]") {
         CHECK_RV(p11()->C_Finalize(nullptr), CKR_CRYPTOKI_NOT_INITIALIZED);
     }
     SECTION("CKF_OS_LOCKING_OK alone, or no flag at all, or CKF_LIBRARY_CANT_CREATE_OS_THREADS") {
-        for (CK_FLAGS flags : {CK_FLAGS(CKF_OS_LOCKING_OK), CK_FLAGS(0), CK_FLAGS(CKF_LIBRARY_CANT_CREATE_OS_THREADS)}) {
+        for (CK_FLAGS flags :
+             {CK_FLAGS(CKF_OS_LOCKING_OK), CK_FLAGS(0), CK_FLAGS(CKF_LIBRARY_CANT_CREATE_OS_THREADS)}) {
             INFO("flags " << flags);
             args.flags = flags;
             Initialized init(&args);

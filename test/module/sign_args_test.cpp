@@ -34,7 +34,8 @@ TEST_CASE("size queries: C_Sign and C_SignFinal keep the operation until a real 
         REQUIRE_RV(p11()->C_Sign(s, const_cast<CK_BYTE_PTR>(data.data()), data.size(), sig.data(), &n), CKR_OK);
         CHECK(n == expected);
         sig.resize(n);
-        CHECK((k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig)));
+        CHECK(
+            (k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig)));
         n = expected;
         CHECK_RV(p11()->C_Sign(s, const_cast<CK_BYTE_PTR>(data.data()), data.size(), sig.data(), &n),
                  CKR_OPERATION_NOT_INITIALIZED);  // a signature ends it
@@ -161,7 +162,7 @@ TEST_CASE("mechanism checks at C_SignInit", "[sign-args]") {
     pss = {CKM_SHA256, CKG_MGF1_SHA256, 32};
     m = {CKM_RSA_PKCS_PSS, &pss, sizeof pss};
     CHECK_RV(p11()->C_SignInit(rsa, &m, rsa.priv), CKR_OK);  // the right one works
-    Bytes d(31, 1);  // CKM_RSA_PKCS_PSS takes the digest: its length must match
+    Bytes d(31, 1);                                          // CKM_RSA_PKCS_PSS takes the digest: its length must match
     Bytes sig(256);
     CK_ULONG n = sig.size();
     CHECK_RV(p11()->C_Sign(rsa, d.data(), d.size(), sig.data(), &n), CKR_DATA_LEN_RANGE);
@@ -186,7 +187,9 @@ TEST_CASE("C_VerifyInit .. C_VerifyFinal: argument checks in the spec's order; o
     Bytes any(64, 1);
     // The input buffers of C_Verify and C_VerifyFinal.
     const auto verify = [&](CK_SESSION_HANDLE s, CK_BYTE_PTR in, CK_ULONG in_len, CK_BYTE_PTR signature,
-                            CK_ULONG signature_len) { return p11()->C_Verify(s, in, in_len, signature, signature_len); };
+                            CK_ULONG signature_len) {
+        return p11()->C_Verify(s, in, in_len, signature, signature_len);
+    };
     const auto verify_final = [&](CK_SESSION_HANDLE s, CK_BYTE_PTR signature, CK_ULONG signature_len) {
         return p11()->C_VerifyFinal(s, signature, signature_len);
     };

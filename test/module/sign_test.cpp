@@ -10,7 +10,7 @@ namespace {
 
 struct Hash {
     const char* md;
-    CK_MECHANISM_TYPE ck;   // CKM_SHA256, as in CK_RSA_PKCS_PSS_PARAMS.hashAlg
+    CK_MECHANISM_TYPE ck;  // CKM_SHA256, as in CK_RSA_PKCS_PSS_PARAMS.hashAlg
     CK_RSA_PKCS_MGF_TYPE mgf;
     std::size_t size;
     CK_MECHANISM_TYPE rsa_pkcs, rsa_pss, ecdsa;  // the hash-and-sign mechanisms (0: none)

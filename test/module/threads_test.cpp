@@ -7,8 +7,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <latch>
@@ -50,8 +50,9 @@ void signer(const TestKey& k, CK_SLOT_ID slot, int id, int rounds, std::latch& s
     CK_ATTRIBUTE t{CKA_CLASS, &cls, sizeof cls};
     CK_OBJECT_HANDLE priv = CK_INVALID_HANDLE;
     CK_ULONG found = 0;
-    if ((rv = p11()->C_FindObjectsInit(s, &t, 1)) != CKR_OK || (rv = p11()->C_FindObjects(s, &priv, 1, &found)) != CKR_OK ||
-        (rv = p11()->C_FindObjectsFinal(s)) != CKR_OK || found != 1) {
+    if ((rv = p11()->C_FindObjectsInit(s, &t, 1)) != CKR_OK ||
+        (rv = p11()->C_FindObjects(s, &priv, 1, &found)) != CKR_OK || (rv = p11()->C_FindObjectsFinal(s)) != CKR_OK ||
+        found != 1) {
         p11()->C_CloseSession(s);
         return failures.add(me + "finding the private key: " + rv_name(rv) + ", found " + std::to_string(found));
     }
@@ -83,8 +84,8 @@ void signer(const TestKey& k, CK_SLOT_ID slot, int id, int rounds, std::latch& s
             break;
         }
         sig.resize(n);
-        const bool ok = k.rsa ? verify_rsa_message(k, "SHA256", pss, data, sig)
-                              : verify_ecdsa_message(k, "SHA256", data, sig);
+        const bool ok =
+            k.rsa ? verify_rsa_message(k, "SHA256", pss, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig);
         if (!ok)
             failures.add(me + "signature " + std::to_string(i) + " does not verify");
     }
@@ -208,8 +209,8 @@ TEST_CASE("all four tokens in use at once", "[threads]") {
         const CK_RV rv = p11()->C_Sign(s, const_cast<CK_BYTE_PTR>(data.data()), data.size(), sig.data(), &n);
         REQUIRE_RV(rv, CKR_OK);
         sig.resize(n);
-        CHECK((k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig)
-                     : verify_ecdsa_message(k, "SHA256", data, sig)));
+        CHECK(
+            (k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig)));
     }
     // And round again: every token still signs after the others took its room.
     for (std::size_t i = 0; i < keys().size(); ++i) {
@@ -218,8 +219,8 @@ TEST_CASE("all four tokens in use at once", "[threads]") {
         const Bytes data = bytes("again");
         CK_MECHANISM m{k.rsa ? CKM_SHA256_RSA_PKCS : CKM_ECDSA_SHA256, nullptr, 0};
         const Bytes sig = sign(*sessions[i], find_one(*sessions[i], CKO_PRIVATE_KEY), m, data);
-        CHECK((k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig)
-                     : verify_ecdsa_message(k, "SHA256", data, sig)));
+        CHECK(
+            (k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig)));
     }
 }
 
@@ -232,7 +233,8 @@ TEST_CASE("fork: the child starts uninitialised and gets fresh state from C_Init
         Session s(slot);
         id = attribute(s, find_one(s, CKO_PUBLIC_KEY), CKA_ID);
         const Bytes data = bytes("parent");
-        CHECK(verify_ecdsa_message(k, "SHA256", data, sign(s, private_key(s, k), {CKM_ECDSA_SHA256, nullptr, 0}, data)));
+        CHECK(
+            verify_ecdsa_message(k, "SHA256", data, sign(s, private_key(s, k), {CKM_ECDSA_SHA256, nullptr, 0}, data)));
     }  // last session closed: the key leaves the TPM, the parent key stays
     Session kept(slot_of("rsa2048"));
 
@@ -279,7 +281,8 @@ TEST_CASE("fork: the child starts uninitialised and gets fresh state from C_Init
         CK_MECHANISM m{CKM_ECDSA_SHA256, nullptr, 0};
         Bytes sig(64);
         n = sig.size();
-        if (p11()->C_SignInit(s, &m, priv) != CKR_OK || p11()->C_Sign(s, data.data(), data.size(), sig.data(), &n) != CKR_OK)
+        if (p11()->C_SignInit(s, &m, priv) != CKR_OK ||
+            p11()->C_Sign(s, data.data(), data.size(), sig.data(), &n) != CKR_OK)
             ::_exit(19);
         sig.resize(n);
         if (!verify_ecdsa_message(k, "SHA256", data, sig))

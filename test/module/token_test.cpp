@@ -76,9 +76,8 @@ TEST_CASE("C_GetInfo / C_GetSlotInfo / C_GetTokenInfo: values and blank-padded t
 TEST_CASE("C_GetMechanismList and C_GetMechanismInfo per token", "[token]") {
     Initialized init;
     const std::set<CK_MECHANISM_TYPE> rsa_mechs = {
-        CKM_RSA_PKCS,        CKM_SHA1_RSA_PKCS,       CKM_SHA256_RSA_PKCS,     CKM_SHA384_RSA_PKCS,
-        CKM_SHA512_RSA_PKCS, CKM_RSA_PKCS_PSS,        CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS,
-        CKM_SHA512_RSA_PKCS_PSS};
+        CKM_RSA_PKCS,     CKM_SHA1_RSA_PKCS,       CKM_SHA256_RSA_PKCS,     CKM_SHA384_RSA_PKCS,    CKM_SHA512_RSA_PKCS,
+        CKM_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS, CKM_SHA512_RSA_PKCS_PSS};
     const std::set<CK_MECHANISM_TYPE> ec_mechs = {CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384,
                                                   CKM_ECDSA_SHA512};
     for (const TestKey& k : keys()) {

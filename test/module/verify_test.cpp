@@ -83,7 +83,7 @@ void sign_then_verify_every_mechanism(const TestKey& k, Session& s, CK_OBJECT_HA
         CK_RSA_PKCS_PSS_PARAMS pss{use.hash->ck, use.hash->mgf, use.hash->size};
         const CK_MECHANISM m{type, use.pss ? &pss : nullptr, use.pss ? CK_ULONG(sizeof pss) : 0};
         const Bytes d = digest(use.hash->md, message);
-        const Bytes input = use.input == Input::message ? message
+        const Bytes input = use.input == Input::message  ? message
                             : use.input == Input::digest ? d
                                                          : digest_info(use.hash->md, d);
         // The first byte of the message or of the digest (ECDSA ignores

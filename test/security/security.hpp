@@ -31,8 +31,8 @@ private:
 // One TPM command or response from a pcap-TCTI capture (pcapng written by
 // tpm2-tss's tcti-pcap: fake IPv4+TCP packets, commands to port 2321).
 struct TpmPacket {
-    bool command;               // false: a response
-    std::uint32_t code;         // command code, or response code
+    bool command;                     // false: a response
+    std::uint32_t code;               // command code, or response code
     std::vector<std::uint8_t> bytes;  // the whole TPM command/response
 };
 std::vector<TpmPacket> read_pcap(const std::filesystem::path& path);

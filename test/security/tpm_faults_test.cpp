@@ -18,16 +18,15 @@ namespace {
 // that is about to run out of tries, as "LOW FINAL LOCKED" (- when unset).
 std::string pin_flags(CK_SLOT_ID slot) {
     const CK_FLAGS f = token_flags(slot);
-    return std::string(f & CKF_USER_PIN_COUNT_LOW ? "LOW" : "-") + " " +
-           (f & CKF_USER_PIN_FINAL_TRY ? "FINAL" : "-") + " " + (f & CKF_USER_PIN_LOCKED ? "LOCKED" : "-");
+    return std::string(f & CKF_USER_PIN_COUNT_LOW ? "LOW" : "-") + " " + (f & CKF_USER_PIN_FINAL_TRY ? "FINAL" : "-") +
+           " " + (f & CKF_USER_PIN_LOCKED ? "LOCKED" : "-");
 }
 
 std::string tcti_arg() { return " -T " + shell_quote(swtpm_tcti()); }
 
 void set_da(int max_tries, int recovery, int lockout_recovery) {
-    run_ok("tpm2_dictionarylockout -c" + tcti_arg() + " && tpm2_dictionarylockout -s -n " +
-           std::to_string(max_tries) + " -t " + std::to_string(recovery) + " -l " +
-           std::to_string(lockout_recovery) + tcti_arg());
+    run_ok("tpm2_dictionarylockout -c" + tcti_arg() + " && tpm2_dictionarylockout -s -n " + std::to_string(max_tries) +
+           " -t " + std::to_string(recovery) + " -l " + std::to_string(lockout_recovery) + tcti_arg());
 }
 
 // Signs `data` with `k` through a session of its own: the CK_RV of C_Sign
@@ -41,8 +40,8 @@ CK_RV try_sign(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE priv, const TestKey& k, con
     const CK_RV rv = p11()->C_Sign(s, const_cast<CK_BYTE_PTR>(data.data()), data.size(), sig.data(), &n);
     if (rv == CKR_OK) {
         sig.resize(n);
-        CHECK((k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig)
-                     : verify_ecdsa_message(k, "SHA256", data, sig)));
+        CHECK(
+            (k.rsa ? verify_rsa_message(k, "SHA256", false, data, sig) : verify_ecdsa_message(k, "SHA256", data, sig)));
     }
     return rv;
 }

@@ -58,8 +58,7 @@ void wrong_pin() {
     Initialized init;
     Session s(slot_of(k.name));
     std::string pin = "not the PIN";
-    CHECK_RV(p11()->C_Login(s, CKU_USER, reinterpret_cast<CK_UTF8CHAR_PTR>(pin.data()), pin.size()),
-             CKR_PIN_INCORRECT);
+    CHECK_RV(p11()->C_Login(s, CKU_USER, reinterpret_cast<CK_UTF8CHAR_PTR>(pin.data()), pin.size()), CKR_PIN_INCORRECT);
 }
 
 std::string child_sees() { return run("echo \"[${TSS2_LOG-unset}]\""); }

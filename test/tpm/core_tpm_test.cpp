@@ -5,21 +5,21 @@
 // as the core exports it. Nothing may stay loaded in the TPM afterwards:
 // with-swtpm fails the run otherwise, so every TpmObject lives in a scope.
 #include "core/base/error.hpp"
-#include "core/keys/key_file.hpp"
-#include "core/tpm/tpm_keys.hpp"
-#include "core/keys/public_key.hpp"
 #include "core/base/secret.hpp"
-#include "simulator_tcti.hpp"
-#include "core/tpm/tpm.hpp"
+#include "core/keys/key_file.hpp"
+#include "core/keys/public_key.hpp"
 #include "core/keys/tpm_policy.hpp"
 #include "core/policy/tpm_policy_session.hpp"
+#include "core/tpm/tpm.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "simulator_tcti.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/bn.h>
 #include <openssl/ecdsa.h>
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
 #include <tss2/tss2_tpm2_types.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <memory>
@@ -109,8 +109,10 @@ std::vector<Signing> schemes_for(const KeySpec& spec) {
             return {{TPM2_ALG_ECDSA, TPM2_ALG_SHA256}, {TPM2_ALG_ECDSA, TPM2_ALG_SHA384}};
         return {{TPM2_ALG_ECDSA, TPM2_ALG_SHA256}};
     }
-    return {{TPM2_ALG_RSASSA, TPM2_ALG_SHA1},   {TPM2_ALG_RSASSA, TPM2_ALG_SHA256},
-            {TPM2_ALG_RSASSA, TPM2_ALG_SHA384}, {TPM2_ALG_RSASSA, TPM2_ALG_SHA512},
+    return {{TPM2_ALG_RSASSA, TPM2_ALG_SHA1},
+            {TPM2_ALG_RSASSA, TPM2_ALG_SHA256},
+            {TPM2_ALG_RSASSA, TPM2_ALG_SHA384},
+            {TPM2_ALG_RSASSA, TPM2_ALG_SHA512},
             {TPM2_ALG_RSAPSS, TPM2_ALG_SHA256}};
 }
 
@@ -181,7 +183,8 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
 
     Tpm tpm(address());
     const TpmObject parent = load_parent(tpm, owner_hierarchy);
-    const KeyFile key = written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret(pin)), !pin.empty());
+    const KeyFile key =
+        written_and_read_back(owner_hierarchy, create_key(tpm, parent, spec, Secret(pin)), !pin.empty());
 
     CHECK(key.parent == owner_hierarchy);
     CHECK(key.needs_pin() == !pin.empty());
@@ -201,8 +204,8 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     for (const Signing s : schemes_for(spec)) {
         INFO(scheme_name(s.scheme) << " with " << hash_name(s.hash));
         const Bytes message = bytes_of(std::string("message for ") + scheme_name(s.scheme) + "/" + hash_name(s.hash));
-        const Bytes signature = sign_digest(tpm, object, auth, s.scheme, s.hash, digest_of(s.hash, message),
-                                            pub.ec_field_size());
+        const Bytes signature =
+            sign_digest(tpm, object, auth, s.scheme, s.hash, digest_of(s.hash, message), pub.ec_field_size());
         CHECK(signature.size() == (pub.is_rsa() ? spec.bits / 8 : 2 * pub.ec_field_size()));
         CHECK(openssl_verifies(pub, s.scheme, s.hash, message, signature));
         Bytes other = message;
@@ -246,8 +249,8 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     }
 
     SECTION("an empty PIN for a key that has one is TPM_RC_AUTH_FAIL") {
-        CHECK(rc_is(tpm_error_of([&] { load_and_sign(tpm, parent, key, Secret(), ecdsa, message); }),
-                    TPM2_RC_AUTH_FAIL));
+        CHECK(
+            rc_is(tpm_error_of([&] { load_and_sign(tpm, parent, key, Secret(), ecdsa, message); }), TPM2_RC_AUTH_FAIL));
     }
 
     SECTION("change_auth to the same PIN succeeds, and the new blob works with it") {
@@ -280,8 +283,7 @@ TEST_CASE("PINs: a wrong PIN is TPM_RC_AUTH_FAIL; change_auth proves or changes 
     }
 
     SECTION("a PIN longer than the name algorithm's digest is refused before the TPM sees it") {
-        CHECK_THROWS_WITH(create_key(tpm, parent, spec, Secret(std::string(33, 'x'))),
-                          Catch::Contains("too long"));
+        CHECK_THROWS_WITH(create_key(tpm, parent, spec, Secret(std::string(33, 'x'))), Catch::Contains("too long"));
     }
 }
 
@@ -391,8 +393,8 @@ TEST_CASE("keys under the persistent SRK at 0x81000001", "[.srk]") {
     const KeySpec spec = GENERATE(KeySpec{KeyAlgorithm::ecdsa, 256}, KeySpec{KeyAlgorithm::rsa, 2048});
     const std::string pin = GENERATE(std::string(), std::string("1234"));
     INFO(spec_name(spec) << (pin.empty() ? ", no PIN" : ", PIN"));
-    const Signing signing =
-        spec.algorithm == KeyAlgorithm::ecdsa ? Signing{TPM2_ALG_ECDSA, TPM2_ALG_SHA256} : Signing{TPM2_ALG_RSASSA, TPM2_ALG_SHA256};
+    const Signing signing = spec.algorithm == KeyAlgorithm::ecdsa ? Signing{TPM2_ALG_ECDSA, TPM2_ALG_SHA256}
+                                                                  : Signing{TPM2_ALG_RSASSA, TPM2_ALG_SHA256};
     const Bytes message = bytes_of("SRK test");
 
     Tpm tpm(address());
@@ -464,7 +466,8 @@ TEST_CASE("PCR policies: an altered policy is refused in software, and hides nei
     altered.commands.front().body.back() ^= 1;
     KeyFile with_altered = key;
     with_altered.signed_policies.insert(with_altered.signed_policies.begin(), altered);
-    CHECK_THAT(signed_policy_problem(with_altered, altered), Catch::Contains("'altered' has a signature that does not match"));
+    CHECK_THAT(signed_policy_problem(with_altered, altered),
+               Catch::Contains("'altered' has a signature that does not match"));
     CHECK(signs(with_altered));
 
     // The key's own policy altered (the PolicyAuthorize's reference): refused before the TPM.
@@ -472,7 +475,8 @@ TEST_CASE("PCR policies: an altered policy is refused in software, and hides nei
     AuthorizeParts changed = authorize;
     changed.policy_ref.buffer[0] ^= 1;
     other_ref.policy = {policy_authorize(changed)};
-    CHECK_THROWS_WITH(PolicySession().satisfy(tpm, parent, other_ref), Catch::Contains("is not the one the key was made with"));
+    CHECK_THROWS_WITH(PolicySession().satisfy(tpm, parent, other_ref),
+                      Catch::Contains("is not the one the key was made with"));
 
     // PCR 16 changes: the message is the PCR's, not the altered policy's.
     const TPML_DIGEST_VALUES extend{.count = 1, .digests = {{.hashAlg = TPM2_ALG_SHA256, .digest = {}}}};

@@ -113,7 +113,8 @@ int run(const std::vector<std::string>& args) {
     }
     if (command == "activate") {
         const Bytes file = read_all(args.at(2));
-        if (file.size() < 12 || !std::equal(file.begin(), file.begin() + 8, Bytes{0xba, 0xdc, 0xc0, 0xde, 0, 0, 0, 1}.begin()))
+        if (file.size() < 12 ||
+            !std::equal(file.begin(), file.begin() + 8, Bytes{0xba, 0xdc, 0xc0, 0xde, 0, 0, 0, 1}.begin()))
             throw Error("not a tpm2_makecredential file");
         const std::size_t blob = u16(file, 8);
         const std::size_t seed = u16(file, 10 + blob);

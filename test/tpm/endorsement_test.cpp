@@ -4,18 +4,18 @@
 // in $TPMKEY_SWTPM_DIR/ek-ca) the cases tagged [ek-cert]; without, those
 // tagged [no-ek-cert]. Every TpmObject lives in a scope: with-swtpm fails
 // the run if anything stays loaded.
+#include "core/trust/endorsement.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/key_parts.hpp"
 #include "core/keys/public_key.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
-#include "core/trust/endorsement.hpp"
 #include "simulator_tcti.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -59,8 +59,8 @@ TpmObject other_primary(Tpm& tpm) {
     const TPM2B_DATA outside{};
     const TPML_PCR_SELECTION pcrs{};
     ESYS_TR handle = ESYS_TR_NONE;
-    check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                                &sensitive, &tmpl, &outside, &pcrs, &handle, nullptr, nullptr, nullptr, nullptr),
+    check_rc(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive,
+                                &tmpl, &outside, &pcrs, &handle, nullptr, nullptr, nullptr, nullptr),
              "TPM2_CreatePrimary");
     return TpmObject(tpm, handle, TpmObject::Kind::transient);
 }
@@ -80,12 +80,12 @@ TpmObject duplicable_storage_key(Tpm& tpm, const TpmObject& parent, std::string_
     const TPML_PCR_SELECTION pcrs{};
     EsysPtr<TPM2B_PRIVATE> priv;
     EsysPtr<TPM2B_PUBLIC> pub;
-    check_rc(Esys_Create(tpm.esys(), parent.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive,
-                         &tmpl, &outside, &pcrs, out_ptr(priv), out_ptr(pub), nullptr, nullptr, nullptr),
+    check_rc(Esys_Create(tpm.esys(), parent.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &tmpl,
+                         &outside, &pcrs, out_ptr(priv), out_ptr(pub), nullptr, nullptr, nullptr),
              "TPM2_Create");
     ESYS_TR handle = ESYS_TR_NONE;
-    check_rc(Esys_Load(tpm.esys(), parent.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, priv.get(),
-                       pub.get(), &handle),
+    check_rc(Esys_Load(tpm.esys(), parent.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, priv.get(), pub.get(),
+                       &handle),
              "TPM2_Load");
     return TpmObject(tpm, handle, TpmObject::Kind::transient);
 }
@@ -113,10 +113,10 @@ public:
         TPM2B_NV_PUBLIC nv_public{};
         nv_public.nvPublic.nvIndex = index;
         nv_public.nvPublic.nameAlg = TPM2_ALG_SHA256;
-        nv_public.nvPublic.attributes = TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE | TPMA_NV_OWNERREAD |
-                                        (hierarchy == ESYS_TR_RH_PLATFORM
-                                             ? TPMA_NV_PPWRITE | TPMA_NV_PPREAD | TPMA_NV_PLATFORMCREATE
-                                             : TPMA_NV_OWNERWRITE);
+        nv_public.nvPublic.attributes =
+            TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE | TPMA_NV_OWNERREAD |
+            (hierarchy == ESYS_TR_RH_PLATFORM ? TPMA_NV_PPWRITE | TPMA_NV_PPREAD | TPMA_NV_PLATFORMCREATE
+                                              : TPMA_NV_OWNERWRITE);
         nv_public.nvPublic.dataSize = static_cast<UINT16>(contents.size());
         const TPM2B_AUTH empty{};
         ESYS_TR nv = ESYS_TR_NONE;
@@ -446,8 +446,7 @@ TEST_CASE("a platform certificate that is no EK's the TPM makes fails the proof"
     }
 }
 
-TEST_CASE("an endorsement hierarchy with a password is said to have one, not taken for an impostor",
-          "[no-ek-cert]") {
+TEST_CASE("an endorsement hierarchy with a password is said to have one, not taken for an impostor", "[no-ek-cert]") {
     // `tpm2_changeauth -c e NEWPASS`. tpmkey supports no password there.
     // Was: a TpmError with TPM_RC_BAD_AUTH re-creating the EK (which the
     // module counts as a wrong PIN), and, for an EK made before,

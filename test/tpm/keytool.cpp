@@ -15,8 +15,8 @@
 
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
-#include "core/tpm/tpm_keys.hpp"
 #include "core/keys/public_key.hpp"
+#include "core/tpm/tpm_keys.hpp"
 #include "simulator_tcti.hpp"
 #include "tool_files.hpp"
 
@@ -86,9 +86,8 @@ int sign(const std::string& key_path, const std::string& in_path, const std::str
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
     const TpmObject object = load_key(tpm, parent, auth, key.blobs);
     const AuthValue auth_value(tpm, object, pin);
-    const Bytes signature =
-        sign_digest(tpm, object, auth, pub.is_rsa() ? TPM2_ALG_RSASSA : TPM2_ALG_ECDSA, TPM2_ALG_SHA256,
-                    digest, pub.ec_field_size());
+    const Bytes signature = sign_digest(tpm, object, auth, pub.is_rsa() ? TPM2_ALG_RSASSA : TPM2_ALG_ECDSA,
+                                        TPM2_ALG_SHA256, digest, pub.ec_field_size());
     write_all(out_path, pub.is_rsa() ? signature : ecdsa_der(signature));
     return 0;
 }
@@ -105,8 +104,7 @@ int main(int argc, char** argv) {
         }
         if (args.size() == 2 && args[0] == "info") {
             const KeyFile key = read_key_file(args[1]);
-            std::cout << "parent " << handle_text(key.parent) << " pin " << (key.needs_pin() ? "yes" : "no")
-                      << "\n";
+            std::cout << "parent " << handle_text(key.parent) << " pin " << (key.needs_pin() ? "yes" : "no") << "\n";
             return 0;
         }
         if (args.size() == 4 && args[0] == "sign")

@@ -6,17 +6,17 @@
 #include "ak_certificate.hpp"
 #include "ak_records.hpp"
 #include "ca_directory.hpp"
-#include "revocation.hpp"
+#include "core/attestation/exchange_file.hpp"
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
-#include "core/attestation/exchange_file.hpp"
+#include "revocation.hpp"
 #include "temp_dir.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
+#include <catch2/catch.hpp>
 
 #include <sys/stat.h>
 
@@ -27,8 +27,8 @@
 #include <vector>
 
 using namespace tpmkey;
-using test::TempDir;
 using Catch::Matchers::Contains;
+using test::TempDir;
 using X509Crl = Owned<X509_CRL, X509_CRL_free>;
 
 namespace {
@@ -105,9 +105,9 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     const CaKeys keys = load_ca(ca);
     const EvpPkey ak(EVP_EC_gen("P-256"));
     const X509Cert ek = ek_certificate();
-    const X509Cert cert =
-        issue_ak_certificate({ak.get(), "id:49424D00", "SW   TPM", "id:20191023", ek.get(), "file:///var/lib/tpmkey-ca/crl.pem"}, keys.certificate.get(),
-                             keys.key.get(), 10);
+    const X509Cert cert = issue_ak_certificate(
+        {ak.get(), "id:49424D00", "SW   TPM", "id:20191023", ek.get(), "file:///var/lib/tpmkey-ca/crl.pem"},
+        keys.certificate.get(), keys.key.get(), 10);
     X509* c = cert.get();
 
     CHECK(X509_get_version(c) == X509_VERSION_3);
@@ -220,8 +220,8 @@ TEST_CASE("tpmkey-ca: init refuses an existing directory with a pending/ others 
     REQUIRE(mkdir(ca.pending_dir().c_str(), 0700) == 0);
     REQUIRE(chmod(ca.dir.c_str(), 0755) == 0);
     REQUIRE(chmod(ca.pending_dir().c_str(), 0775) == 0);
-    CHECK_THROWS_WITH(init_ca(ca, "unit CA", 30), Contains("pending: others may write to it (mode 775)") &&
-                                                      Contains("chmod 700"));
+    CHECK_THROWS_WITH(init_ca(ca, "unit CA", 30),
+                      Contains("pending: others may write to it (mode 775)") && Contains("chmod 700"));
     CHECK(!std::filesystem::exists(ca.key_file()));
     CHECK(!std::filesystem::exists(ca.certificate_file()));
     CHECK(mode_of(ca.dir) == 0755);
@@ -326,8 +326,9 @@ X509Crl read_crl(const std::filesystem::path& path) {
 // An AK certificate of `ca`, recorded as issue-ak records it.
 X509Cert recorded_ak(const CaDirectory& ca, const CaKeys& keys, X509* ek, AkRecord& record) {
     const EvpPkey ak(EVP_EC_gen("P-256"));
-    X509Cert cert = issue_ak_certificate({ak.get(), "id:49424D00", "swtpm", "id:20191023", ek, crl_distribution_point(ca)},
-                                         keys.certificate.get(), keys.key.get(), 10);
+    X509Cert cert =
+        issue_ak_certificate({ak.get(), "id:49424D00", "swtpm", "id:20191023", ek, crl_distribution_point(ca)},
+                             keys.certificate.get(), keys.key.get(), 10);
     record.serial = serial_hex(cert.get());
     record.ak_certificate_sha256 = certificate_sha256(cert.get());
     record.ak_name = "000b" + std::string(64, '1');
@@ -399,9 +400,9 @@ TEST_CASE("tpmkey-ca: the CRL and the revocation check: dates, issuer, signature
                       Contains("REFUSED: the CA revoked the AK certificate"));
     // Its file:// CRL missing (verify on another host than the CA's).
     std::filesystem::rename(crl_file(ca), tmp.path / "crl.pem");
-    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), std::nullopt,
-                                           std::nullopt, now),
-                      Contains("on the CA's host, which is not here: copy the CA's crl.pem and give it with --crl FILE"));
+    CHECK_THROWS_WITH(
+        check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), std::nullopt, std::nullopt, now),
+        Contains("on the CA's host, which is not here: copy the CA's crl.pem and give it with --crl FILE"));
     CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), (ca.dir / "ca.crt").string(), (tmp.path / "crl.pem").string(),
                                            std::nullopt, now),
                       Contains("REFUSED: the CA revoked the AK certificate"));

@@ -1,13 +1,13 @@
 // The algorithm table (core/keys/algorithms) against OpenSSL's own facts:
 // a wrong entry would otherwise show only as a signature that fails.
-#include "core/base/owned.hpp"
 #include "core/keys/algorithms.hpp"
+#include "core/base/owned.hpp"
 #include "module/mechanisms.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/ec.h>
 #include <openssl/objects.h>
 #include <openssl/x509.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <string>
@@ -41,8 +41,8 @@ TEST_CASE("the hash table: sizes, OIDs and DigestInfo prefixes are OpenSSL's") {
         REQUIRE(request.has_value());
         CHECK(request->hash == h.tpm);
     }
-    CHECK(std::ranges::equal(hash_ids, std::vector<TPMI_ALG_HASH>{TPM2_ALG_SHA1, TPM2_ALG_SHA256, TPM2_ALG_SHA384,
-                                                                  TPM2_ALG_SHA512}));
+    CHECK(std::ranges::equal(
+        hash_ids, std::vector<TPMI_ALG_HASH>{TPM2_ALG_SHA1, TPM2_ALG_SHA256, TPM2_ALG_SHA384, TPM2_ALG_SHA512}));
     CHECK(find_hash(TPM2_ALG_SM3_256) == nullptr);
     CHECK(hash_size(TPM2_ALG_NULL) == 0);
 }

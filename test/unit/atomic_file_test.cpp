@@ -3,8 +3,8 @@
 // file in the device's place for the whole machine. The device tested
 // here is the test's own node (mknod, as root) in a temporary directory,
 // never /dev/null itself; a FIFO stands for it everywhere.
-#include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
+#include "core/base/error.hpp"
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,8 +20,8 @@
 #include <string>
 
 using namespace tpmkey;
-using test::TempDir;
 using Catch::Matchers::Contains;
+using test::TempDir;
 
 namespace {
 
@@ -63,7 +63,8 @@ TEST_CASE("atomic file: a FIFO, a device, a directory or a link to one is not re
 
     const auto dir = tmp.path / "dir";
     REQUIRE(mkdir(dir.c_str(), 0700) == 0);
-    CHECK_THROWS_WITH(write_file_atomically(dir, "x", 0600, Replace::yes), Contains("not a regular file (a directory)"));
+    CHECK_THROWS_WITH(write_file_atomically(dir, "x", 0600, Replace::yes),
+                      Contains("not a regular file (a directory)"));
 
     // The test's own null device (1:3), where mknod is allowed (root).
     const auto null = tmp.path / "null";

@@ -1,8 +1,8 @@
 // Key discovery and TPM selection from the environment and the config file.
-#include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/base/askpass.hpp"
 #include "core/base/error.hpp"
+#include "core/files/atomic_file.hpp"
 #include "core/trust/endorsement.hpp"
 #include "temp_dir.hpp"
 
@@ -47,9 +47,10 @@ struct TempHome {
 }  // namespace
 
 TEST_CASE("config lines: key and tcti are read, bad lines skipped with a warning") {
-    const ConfigFile c = parse_config("# comment\n\n  key ~/keys/a.tpm\nkey /etc/b#1.tpm   # work\r\ntcti swtpm:port=2321\n"
-                                      "colour blue\nkey\n",
-                                      "cfg");
+    const ConfigFile c =
+        parse_config("# comment\n\n  key ~/keys/a.tpm\nkey /etc/b#1.tpm   # work\r\ntcti swtpm:port=2321\n"
+                     "colour blue\nkey\n",
+                     "cfg");
     REQUIRE(c.keys.size() == 2);
     CHECK(c.keys[1] == "/etc/b#1.tpm");
     CHECK(c.tcti == "swtpm:port=2321");
@@ -77,7 +78,8 @@ TEST_CASE("keys come from TPMKEY_KEYS, else the config file, else ~/.ssh/*.tpm")
     CHECK(c.key_files[0] == home.dir / "keys" / "work.tpm");
     CHECK(c.tpm.text() == "device:/dev/tpmrm0");
 
-    ::setenv("TPMKEY_KEYS", (home.dir.string() + "/keys/work.tpm::~/.ssh/a.tpm:" + home.dir.string() + "/keys").c_str(), 1);
+    ::setenv("TPMKEY_KEYS", (home.dir.string() + "/keys/work.tpm::~/.ssh/a.tpm:" + home.dir.string() + "/keys").c_str(),
+             1);
     ::setenv("TPMKEY_TCTI", "swtpm:port=1", 1);
     c = load_config();
     REQUIRE(c.key_files.size() == 2);  // the directory repeats work.tpm: listed once

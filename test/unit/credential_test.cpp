@@ -5,20 +5,20 @@
 // software "EK" whose private key the test holds (test/data/credential,
 // made by its make-vectors), and our credentials opened the same way. The
 // opening (a software TPM2_ActivateCredential) lives only in this test.
+#include "core/attestation/credential.hpp"
+#include "core/attestation/ek_templates.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 #include "core/files/file_read.hpp"
-#include "core/attestation/credential.hpp"
-#include "core/attestation/ek_templates.hpp"
 #include "core/keys/public_key.hpp"
-#include "software_key.hpp"
 #include "hex.hpp"
+#include "software_key.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/core_names.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
+#include <catch2/catch.hpp>
 
 #include <cstring>
 #include <string>
@@ -74,9 +74,11 @@ Bytes activate(EVP_PKEY* ek_key, const TPMT_PUBLIC& ek, std::span<const std::uin
         REQUIRE(EVP_PKEY_CTX_set_rsa_oaep_md(ctx.get(), hash.md()) == 1);
         REQUIRE(EVP_PKEY_CTX_set0_rsa_oaep_label(ctx.get(), OPENSSL_memdup(label, sizeof label), sizeof label) == 1);
         std::size_t size = 0;
-        REQUIRE(EVP_PKEY_decrypt(ctx.get(), nullptr, &size, cred.encrypted_seed.data(), cred.encrypted_seed.size()) == 1);
+        REQUIRE(EVP_PKEY_decrypt(ctx.get(), nullptr, &size, cred.encrypted_seed.data(), cred.encrypted_seed.size()) ==
+                1);
         seed.resize(size);
-        if (EVP_PKEY_decrypt(ctx.get(), seed.data(), &size, cred.encrypted_seed.data(), cred.encrypted_seed.size()) != 1)
+        if (EVP_PKEY_decrypt(ctx.get(), seed.data(), &size, cred.encrypted_seed.data(), cred.encrypted_seed.size()) !=
+            1)
             throw Error("OAEP decryption of the seed failed");
         seed.resize(size);
     } else {
@@ -127,7 +129,7 @@ Bytes activate(EVP_PKEY* ek_key, const TPMT_PUBLIC& ek, std::span<const std::uin
         throw Error("the credential's integrity HMAC does not match");
 
     const unsigned aes_bits = ek.type == TPM2_ALG_RSA ? ek.parameters.rsaDetail.symmetric.keyBits.aes
-                                                     : ek.parameters.eccDetail.symmetric.keyBits.aes;
+                                                      : ek.parameters.eccDetail.symmetric.keyBits.aes;
     const SecretBytes sym_key = kdfa(hash, seed, "STORAGE", name, {}, aes_bits);
     Bytes plain(enc_identity.size());
     const std::uint8_t iv[16] = {};
@@ -135,7 +137,8 @@ Bytes activate(EVP_PKEY* ek_key, const TPMT_PUBLIC& ek, std::span<const std::uin
     int n = 0;
     REQUIRE(EVP_DecryptInit_ex(ctx.get(), aes_bits == 128 ? EVP_aes_128_cfb128() : EVP_aes_256_cfb128(), nullptr,
                                sym_key.data(), iv) == 1);
-    REQUIRE(EVP_DecryptUpdate(ctx.get(), plain.data(), &n, enc_identity.data(), static_cast<int>(enc_identity.size())) == 1);
+    REQUIRE(EVP_DecryptUpdate(ctx.get(), plain.data(), &n, enc_identity.data(),
+                              static_cast<int>(enc_identity.size())) == 1);
     REQUIRE(u16(plain, 0) + 2u == plain.size());
     return Bytes(plain.begin() + 2, plain.end());
 }
@@ -194,7 +197,8 @@ TEST_CASE("the KDFs and the EK proof's activation give key material in buffers w
     // Results are unchanged by the growth of the buffer (KDFe in one
     // block per digest, several blocks).
     CHECK(kdfe(sha256, key, "IDENTITY", {}, {}, 512).size() == 64);
-    CHECK(hex(kdfe(sha256, key, "IDENTITY", {}, {}, 512)).substr(0, 64) == hex(kdfe(sha256, key, "IDENTITY", {}, {}, 256)));
+    CHECK(hex(kdfe(sha256, key, "IDENTITY", {}, {}, 512)).substr(0, 64) ==
+          hex(kdfe(sha256, key, "IDENTITY", {}, {}, 256)));
 }
 
 TEST_CASE("EK policies A and B are the TCG profile's (as tpm2-tools has them)", "[credential]") {
@@ -204,7 +208,8 @@ TEST_CASE("EK policies A and B are the TCG profile's (as tpm2-tools has them)", 
     CHECK(hex(ek_policy_b(*find_hash(TPM2_ALG_SHA384))) ==
           "b26e7d28d11a50bc53d882bcf5fd3a1a074148bb35d3b4e4cb1c0ad9bde419cacb47ba09699646150f9fc000f3f80e12");
     CHECK(hex(ek_policy_b(*find_hash(TPM2_ALG_SHA512))) ==
-          "b8221ca69e8550a4914de3faa6a18c072cc01208073a928d5d66d59ef79e49a429c41a6b269571d57edb25fbdb1838425608b413cd616a5f6db5b6071af99bea");
+          "b8221ca69e8550a4914de3faa6a18c072cc01208073a928d5d66d59ef79e49a429c41a6b269571d57edb25fbdb1838425608b413cd61"
+          "6a5f6db5b6071af99bea");
     // The H-3 template is the one swtpm writes its P-384 EK certificate for
     // (swtpm_setup: nameAlg SHA-384, attributes 0x000300f2, AES-256-CFB).
     const TPMT_PUBLIC h3 = ek_public_template(*find_ek_template(0x01C00016)).publicArea;
@@ -240,9 +245,9 @@ TEST_CASE("Our credential opens with the software EK, only for its name", "[cred
         const char* type;
         const char* param;
     };
-    for (const Case& c : {Case{0x01C00002, "RSA", "2048"}, Case{0x01C0000A, "EC", "P-256"},
-                          Case{0x01C00016, "EC", "P-384"}, Case{0x01C00018, "EC", "P-521"},
-                          Case{0x01C0001C, "RSA", "3072"}}) {
+    for (const Case& c :
+         {Case{0x01C00002, "RSA", "2048"}, Case{0x01C0000A, "EC", "P-256"}, Case{0x01C00016, "EC", "P-384"},
+          Case{0x01C00018, "EC", "P-521"}, Case{0x01C0001C, "RSA", "3072"}}) {
         INFO(c.index);
         const EvpPkey key = test::generate_key(c.type, c.param);
         const TPMT_PUBLIC ek = ek_public(*find_ek_template(c.index), key.get());

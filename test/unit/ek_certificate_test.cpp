@@ -11,10 +11,10 @@
 #include "software_key.hpp"
 #include "temp_dir.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,8 +25,8 @@
 #include <vector>
 
 using namespace tpmkey;
-using test::TempDir;
 using Catch::Matchers::Contains;
+using test::TempDir;
 
 namespace {
 
@@ -39,8 +39,8 @@ void add_extension(X509* cert, int nid, const char* value) {
 }
 
 void add_name_entry(X509_NAME* name, const char* oid, const char* value, int set) {
-    REQUIRE(X509_NAME_add_entry_by_txt(name, oid, MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(value), -1,
-                                       -1, set) == 1);
+    REQUIRE(X509_NAME_add_entry_by_txt(name, oid, MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(value), -1, -1,
+                                       set) == 1);
 }
 
 // A subjectAltName holding one directoryName with `entries` (OID, value),
@@ -193,8 +193,9 @@ TEST_CASE("EK certificate rule: a TLS, a platform and a CA certificate under the
         // model (tcg-at-platformManufacturerStr, -ModelStr, -VersionStr).
         const auto platform = ca.issue(rsa.get(), [](X509* cert) {
             add_extension(cert, NID_ext_key_usage, "2.23.133.8.2");
-            add_directory_name(cert, {{"2.23.133.5.1.1", "ACME"}, {"2.23.133.5.1.4", "Laptop"},
-                                      {"2.23.133.5.1.5", "1.0"}}, false, true);
+            add_directory_name(cert,
+                               {{"2.23.133.5.1.1", "ACME"}, {"2.23.133.5.1.4", "Laptop"}, {"2.23.133.5.1.5", "1.0"}},
+                               false, true);
         });
         CHECK_THAT(ek_chain_problem(platform, ca.roots()), Contains("not an EK certificate"));
         // With an EK's key usage and the TPM's fields too: the purpose decides.
@@ -366,7 +367,8 @@ TEST_CASE("real EK certificates: their quirks are accepted on purpose, and a cha
     const std::vector<std::uint8_t> nuvoton = der_of("nuvoton-npct6xx-rsa.pem");
     CHECK(ek_chain_problem(nuvoton, shipped, inside_validity).empty());
     // Its serial: 10 significant bytes, positive (its DER has a leading zero).
-    const std::vector<X509Cert> npct = certificates_in(read_regular_file(ek_data("nuvoton-npct6xx-rsa.pem"), 1 << 20).data);
+    const std::vector<X509Cert> npct =
+        certificates_in(read_regular_file(ek_data("nuvoton-npct6xx-rsa.pem"), 1 << 20).data);
     REQUIRE(npct.size() == 1);
     CHECK(ASN1_STRING_length(X509_get0_serialNumber(npct[0].get())) == 10);
     CHECK(ASN1_STRING_type(X509_get0_serialNumber(npct[0].get())) == V_ASN1_INTEGER);

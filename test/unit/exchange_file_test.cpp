@@ -1,8 +1,8 @@
 // The exchange files of key attestation (core/attestation/exchange_file.hpp): a
 // round trip of text and binary fields, and every refusal of a file that
 // is not exactly what the format allows.
-#include "core/base/error.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/error.hpp"
 
 #include <catch2/catch.hpp>
 

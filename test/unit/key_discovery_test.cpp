@@ -58,8 +58,7 @@ TEST_CASE("key discovery: a skipped file's message is kept whole, its reason bes
     CHECK(found[1].skip_reason == "not a regular file");
     CHECK_FALSE(found[1].replaceable);
 
-    CHECK(found[2].skip_message ==
-          garbage.string() + ": not a key file (no '-----BEGIN TSS2 PRIVATE KEY-----' line)");
+    CHECK(found[2].skip_message == garbage.string() + ": not a key file (no '-----BEGIN TSS2 PRIVATE KEY-----' line)");
     CHECK(found[2].skip_reason == "not a key file (no '-----BEGIN TSS2 PRIVATE KEY-----' line)");
 
     const std::string writable_reason =

@@ -1,18 +1,18 @@
 // The TSS2 PRIVATE KEY codec: round trips, the tri-state emptyAuth, and one
 // clear error for every kind of malformed file.
-#include "der_builder.hpp"
-#include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
-#include "core/keys/tpm_policy.hpp"
+#include "core/base/error.hpp"
 #include "core/base/owned.hpp"
-#include "core/policy/policy_signer.hpp"
 #include "core/keys/public_key.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/policy/policy_signer.hpp"
+#include "der_builder.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <openssl/pem.h>
 #include <tss2/tss2_mu.h>
+#include <algorithm>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,10 +133,10 @@ TEST_CASE("keys of tpm2-openssl are read, with the public key it reports") {
 TEST_CASE("optional fields: known ones are read, unknown ones skipped, the old OID accepted") {
     const Parts& p = sample();
     SECTION("description [4] and a future tag [9]") {
-        const KeyFile key = parse_text(key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)),
-                                                test::explicit_tag(4, test::utf8("laptop key")),
-                                                test::explicit_tag(9, test::octets({1, 2, 3})), parent_owner,
-                                                test::octets(p.pub), test::octets(p.priv)}));
+        const KeyFile key = parse_text(
+            key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)),
+                     test::explicit_tag(4, test::utf8("laptop key")), test::explicit_tag(9, test::octets({1, 2, 3})),
+                     parent_owner, test::octets(p.pub), test::octets(p.priv)}));
         CHECK(key.description == "laptop key");
         CHECK(key.empty_auth == true);
         CHECK_FALSE(key.has_policy());
@@ -148,12 +148,13 @@ TEST_CASE("optional fields: known ones are read, unknown ones skipped, the old O
         CHECK(key.policy == std::vector{policy_auth_value()});
     }
     SECTION("an empty policy [1] is no policy") {
-        const KeyFile key = parse_text(key_pem({test::oid_loadable, test::explicit_tag(1, test::seq({})),
-                                                parent_owner, test::octets(p.pub), test::octets(p.priv)}));
+        const KeyFile key = parse_text(key_pem({test::oid_loadable, test::explicit_tag(1, test::seq({})), parent_owner,
+                                                test::octets(p.pub), test::octets(p.priv)}));
         CHECK_FALSE(key.has_policy());
     }
     SECTION("2.23.133.10.2 (openssl_tpm2_engine v1)") {
-        CHECK_NOTHROW(parse_text(key_pem({test::oid_old_loadable, parent_owner, test::octets(p.pub), test::octets(p.priv)})));
+        CHECK_NOTHROW(
+            parse_text(key_pem({test::oid_old_loadable, parent_owner, test::octets(p.pub), test::octets(p.priv)})));
     }
     SECTION("a persistent parent") {
         const KeyFile key = parse_text(key_pem({test::oid_loadable, test::integer({0x00, 0x81, 0x00, 0x00, 0x01}),
@@ -165,7 +166,7 @@ TEST_CASE("optional fields: known ones are read, unknown ones skipped, the old O
 TEST_CASE("rewriting a key keeps every optional field it does not change (tpmkey passwd)") {
     const Parts& p = sample();
     const Der policy = test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({0x01, 0x6b})),
-                                                                    test::explicit_tag(1, test::octets({0, 0}))})}));
+                                                                   test::explicit_tag(1, test::octets({0, 0}))})}));
     const Der description = test::explicit_tag(4, test::utf8("ssh-tpm-agent comment"));
     const Der future = test::explicit_tag(9, test::octets({1, 2, 3}));
     const std::string text = key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(false)), policy,
@@ -173,13 +174,14 @@ TEST_CASE("rewriting a key keeps every optional field it does not change (tpmkey
     KeyFile key = parse_text(text);
     CHECK(format_key_file(key) == text);
     key.empty_auth = true;  // what passwd changes
-    CHECK(format_key_file(key) == key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)), policy,
-                                           description, future, parent_owner, test::octets(p.pub),
-                                           test::octets(p.priv)}));
+    CHECK(format_key_file(key) ==
+          key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)), policy, description, future,
+                   parent_owner, test::octets(p.pub), test::octets(p.priv)}));
     CHECK(parse_text(format_key_file(key)).description == "ssh-tpm-agent comment");
 }
 
-TEST_CASE("a description read from a file (ssh-tpm-agent, an earlier tpmkey-keygen -C) is written back as [4], and read back") {
+TEST_CASE("a description read from a file (ssh-tpm-agent, an earlier tpmkey-keygen -C) is written back as [4], and "
+          "read back") {
     const Parts& p = sample();
     KeyFile key = read_key_file(data("ecdsa256.tpm"));
     key.description = "me@laptop";
@@ -230,24 +232,40 @@ TEST_CASE("every malformed key file gets its own clear error naming the file") {
         {"not PEM", "hello\n", "not a key file (no '-----BEGIN TSS2 PRIVATE KEY-----' line)"},
         {"empty", "", "the file is empty: it was truncated, or is not a key file"},
         {"other PEM", test::pem("PRIVATE KEY", test::seq({})), "holds a 'PRIVATE KEY'"},
-        {"garbled base64", "-----BEGIN TSS2 PRIVATE KEY-----\n@@@@\n-----END TSS2 PRIVATE KEY-----\n", "truncated or damaged"},
-        {"cut short (no END line)", good.substr(0, good.size() / 2), "the file is truncated or damaged: its TSS2 PRIVATE KEY block has no END line"},
+        {"garbled base64", "-----BEGIN TSS2 PRIVATE KEY-----\n@@@@\n-----END TSS2 PRIVATE KEY-----\n",
+         "truncated or damaged"},
+        {"cut short (no END line)", good.substr(0, good.size() / 2),
+         "the file is truncated or damaged: its TSS2 PRIVATE KEY block has no END line"},
         {"cut after the BEGIN line", good.substr(0, good.find('\n') + 1), "the file is truncated or damaged"},
         {"not a sequence", test::pem("TSS2 PRIVATE KEY", test::octets({1})), "expected a SEQUENCE"},
-        {"trailing data", test::pem("TSS2 PRIVATE KEY", test::cat({test::seq({test::oid_loadable, parent_owner, pub, priv}), Der{0}})), "trailing data"},
-        {"wrong type OID", key_pem({test::oid_rsa_encryption, parent_owner, pub, priv}), "unknown key type 1.2.840.113549.1.1.1"},
+        {"trailing data",
+         test::pem("TSS2 PRIVATE KEY", test::cat({test::seq({test::oid_loadable, parent_owner, pub, priv}), Der{0}})),
+         "trailing data"},
+        {"wrong type OID", key_pem({test::oid_rsa_encryption, parent_owner, pub, priv}),
+         "unknown key type 1.2.840.113549.1.1.1"},
         {"importable key", key_pem({test::oid_importable, parent_owner, pub, priv}), "importable key"},
         {"no OID", key_pem({parent_owner, pub, priv}), "the key type"},
-        {"emptyAuth not boolean", key_pem({test::oid_loadable, test::explicit_tag(0, test::integer({1})), parent_owner, pub, priv}), "emptyAuth to be a BOOLEAN"},
-        {"tags out of order", key_pem({test::oid_loadable, test::explicit_tag(4, test::utf8("x")), test::explicit_tag(0, test::boolean(true)), parent_owner, pub, priv}), "out of order"},
-        {"parent too large", key_pem({test::oid_loadable, test::integer({0x01, 0x40, 0x00, 0x00, 0x01}), pub, priv}), "not a 32-bit handle"},
+        {"emptyAuth not boolean",
+         key_pem({test::oid_loadable, test::explicit_tag(0, test::integer({1})), parent_owner, pub, priv}),
+         "emptyAuth to be a BOOLEAN"},
+        {"tags out of order",
+         key_pem({test::oid_loadable, test::explicit_tag(4, test::utf8("x")),
+                  test::explicit_tag(0, test::boolean(true)), parent_owner, pub, priv}),
+         "out of order"},
+        {"parent too large", key_pem({test::oid_loadable, test::integer({0x01, 0x40, 0x00, 0x00, 0x01}), pub, priv}),
+         "not a 32-bit handle"},
         {"parent negative", key_pem({test::oid_loadable, test::integer({0xff}), pub, priv}), "not a 32-bit handle"},
         {"missing private part", key_pem({test::oid_loadable, parent_owner, pub}), "expected the private part"},
         {"extra field", key_pem({test::oid_loadable, parent_owner, pub, priv, priv}), "unexpected fields"},
-        {"public part damaged", key_pem({test::oid_loadable, parent_owner, test::octets(pub_trailing), priv}), "public part is damaged"},
-        {"private part damaged", key_pem({test::oid_loadable, parent_owner, pub, test::octets(priv_short)}), "private part is damaged"},
-        {"encrypted PEM", "-----BEGIN TSS2 PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00000000000000000000000000000000\n\n" +
-                              good.substr(good.find('\n') + 1), "PEM headers"},
+        {"public part damaged", key_pem({test::oid_loadable, parent_owner, test::octets(pub_trailing), priv}),
+         "public part is damaged"},
+        {"private part damaged", key_pem({test::oid_loadable, parent_owner, pub, test::octets(priv_short)}),
+         "private part is damaged"},
+        {"encrypted PEM",
+         "-----BEGIN TSS2 PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: "
+         "AES-128-CBC,00000000000000000000000000000000\n\n" +
+             good.substr(good.find('\n') + 1),
+         "PEM headers"},
         {"oversized", std::string(max_key_file_size + 1, 'A'), "too large"},
     };
     for (const Case& c : cases) {
@@ -290,7 +308,8 @@ TEST_CASE("every truncation and every single-byte corruption is an error or a va
 }
 
 TEST_CASE("read_key_file refuses what is not a regular key file") {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tpmkey-unit-" + std::to_string(::getpid()));
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("tpmkey-unit-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     CHECK_THROWS_WITH(read_key_file(dir / "missing.tpm"), Catch::Contains("cannot open"));
     CHECK_THROWS_WITH(read_key_file(dir), Catch::Contains("not a regular file"));
@@ -309,7 +328,8 @@ TEST_CASE("read_key_file refuses what is not a regular key file") {
 }
 
 TEST_CASE("read_policy_signer says what a file is before asking for chmod 600") {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tpmkey-signer-" + std::to_string(::getpid()));
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("tpmkey-signer-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const EvpPkey signer = generate_policy_signer();
     write_policy_signer(dir / "signer.pem", signer.get());
@@ -336,7 +356,7 @@ TEST_CASE("read_policy_signer says what a file is before asking for chmod 600") 
         }();
         CHECK_THAT(message, !Catch::Contains("chmod"));
         CHECK_THAT(message, Catch::Contains(std::string(name) == "notes.txt" ? "not a PEM private key"
-                                                                              : "a public key, not the policy signer"));
+                                                                             : "a public key, not the policy signer"));
     }
     // The signer itself, readable by others: chmod 600.
     REQUIRE(::chmod((dir / "signer.pem").c_str(), 0644) == 0);
@@ -403,12 +423,11 @@ TEST_CASE("a PCR-bound key's policy round-trips, with the engine's bytes") {
     CHECK(format_key_file(again) == text);
     // The research notes' worked example, from the OID up to the parent.
     const Der der = der_of(text);
-    const Der expected = test::cat(
-        {test::oid_loadable,
-         Der{0xa1, 0x44, 0x30, 0x42, 0x30, 0x0a, 0xa0, 0x04, 0x02, 0x02, 0x01, 0x6b, 0xa1, 0x02, 0x04, 0x00, 0x30, 0x34,
-             0xa0, 0x04, 0x02, 0x02, 0x01, 0x7f, 0xa1, 0x2c, 0x04, 0x2a, 0x00, 0x00, 0x00, 0x01, 0x00, 0x0b, 0x03, 0x00,
-             0x00, 0x01},
-         pcr16_digest, parent_owner});
+    const Der expected =
+        test::cat({test::oid_loadable, Der{0xa1, 0x44, 0x30, 0x42, 0x30, 0x0a, 0xa0, 0x04, 0x02, 0x02, 0x01, 0x6b, 0xa1,
+                                           0x02, 0x04, 0x00, 0x30, 0x34, 0xa0, 0x04, 0x02, 0x02, 0x01, 0x7f, 0xa1, 0x2c,
+                                           0x04, 0x2a, 0x00, 0x00, 0x00, 0x01, 0x00, 0x0b, 0x03, 0x00, 0x00, 0x01},
+                   pcr16_digest, parent_owner});
     CHECK(Der(der.begin() + 4, der.begin() + 4 + static_cast<long>(expected.size())) == expected);
     CHECK(usable_error(key) == "(usable)");
 }
@@ -452,17 +471,19 @@ TEST_CASE("a signed-policy key round-trips byte for byte, fields in tag order") 
     auto commands_der = [](const std::vector<PolicyCommand>& commands) {
         Der list;
         for (const PolicyCommand& c : commands)
-            list = test::cat({list, test::seq({test::explicit_tag(0, test::integer({0x01, static_cast<std::uint8_t>(c.code & 0xff)})),
+            list = test::cat({list, test::seq({test::explicit_tag(
+                                                   0, test::integer({0x01, static_cast<std::uint8_t>(c.code & 0xff)})),
                                                test::explicit_tag(1, test::octets(c.body))})});
         return test::tlv(0x30, list);
     };
     const Parts p = parts_of(key);
-    const std::string by_hand = key_pem(
-        {test::oid_loadable, test::explicit_tag(0, test::boolean(true)), test::explicit_tag(1, commands_der(policy)), secret,
-         test::explicit_tag(3, test::seq({test::seq({test::explicit_tag(0, test::utf8("kernel 6.1")),
-                                                     test::explicit_tag(1, commands_der(newest.commands))}),
-                                          test::seq({test::explicit_tag(1, commands_der(oldest.commands))})})),
-         description, parent_owner, test::octets(p.pub), test::octets(p.priv)});
+    const std::string by_hand =
+        key_pem({test::oid_loadable, test::explicit_tag(0, test::boolean(true)),
+                 test::explicit_tag(1, commands_der(policy)), secret,
+                 test::explicit_tag(3, test::seq({test::seq({test::explicit_tag(0, test::utf8("kernel 6.1")),
+                                                             test::explicit_tag(1, commands_der(newest.commands))}),
+                                                  test::seq({test::explicit_tag(1, commands_der(oldest.commands))})})),
+                 description, parent_owner, test::octets(p.pub), test::octets(p.priv)});
     CHECK(text == by_hand);
 }
 
@@ -471,7 +492,9 @@ TEST_CASE("malformed policy sections get clear errors") {
     auto with = [&](const Der& field) {
         return error_of(key_pem({test::oid_loadable, field, parent_owner, test::octets(p.pub), test::octets(p.priv)}));
     };
-    auto auth_policy = [](std::initializer_list<Der> entry) { return test::explicit_tag(3, test::seq({test::seq(entry)})); };
+    auto auth_policy = [](std::initializer_list<Der> entry) {
+        return test::explicit_tag(3, test::seq({test::seq(entry)}));
+    };
     const Der commands = test::explicit_tag(1, test::seq({auth_value_der}));
     struct Case {
         const char* what;
@@ -479,25 +502,45 @@ TEST_CASE("malformed policy sections get clear errors") {
         const char* expected;
     };
     const Case cases[] = {
-        {"policy not a SEQUENCE", with(test::explicit_tag(1, test::octets({}))), "expected a policy (a SEQUENCE of commands)"},
-        {"command not a SEQUENCE", with(test::explicit_tag(1, test::seq({test::octets({})}))), "expected a policy command (a SEQUENCE)"},
-        {"command without body", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1}))})}))),
+        {"policy not a SEQUENCE", with(test::explicit_tag(1, test::octets({}))),
+         "expected a policy (a SEQUENCE of commands)"},
+        {"command not a SEQUENCE", with(test::explicit_tag(1, test::seq({test::octets({})}))),
+         "expected a policy command (a SEQUENCE)"},
+        {"command without body",
+         with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1}))})}))),
          "ends too early (expected a policy command's parameters [1])"},
-        {"command code [2]", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(2, test::integer({1})), test::explicit_tag(1, test::octets({}))})}))),
+        {"command code [2]",
+         with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(2, test::integer({1})),
+                                                          test::explicit_tag(1, test::octets({}))})}))),
          "expected a policy command's code [0]"},
-        {"code not an INTEGER", with(test::explicit_tag(1, test::seq({policy_command_der({}, {}), test::seq({test::explicit_tag(0, test::octets({1})), test::explicit_tag(1, test::octets({}))})}))),
+        {"code not an INTEGER",
+         with(test::explicit_tag(
+             1, test::seq({policy_command_der({}, {}), test::seq({test::explicit_tag(0, test::octets({1})),
+                                                                  test::explicit_tag(1, test::octets({}))})}))),
          "expected a policy command's code to be an INTEGER"},
-        {"negative code", with(test::explicit_tag(1, test::seq({policy_command_der({0xff}, {})}))), "not a TPM command code"},
-        {"code over 32 bits", with(test::explicit_tag(1, test::seq({policy_command_der({0x01, 0x00, 0x00, 0x00, 0x00}, {})}))), "not a TPM command code"},
-        {"body not an OCTET STRING", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1})), test::explicit_tag(1, test::integer({1}))})}))),
+        {"negative code", with(test::explicit_tag(1, test::seq({policy_command_der({0xff}, {})}))),
+         "not a TPM command code"},
+        {"code over 32 bits",
+         with(test::explicit_tag(1, test::seq({policy_command_der({0x01, 0x00, 0x00, 0x00, 0x00}, {})}))),
+         "not a TPM command code"},
+        {"body not an OCTET STRING",
+         with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1})),
+                                                          test::explicit_tag(1, test::integer({1}))})}))),
          "parameters to be an OCTET STRING"},
-        {"extra field in a command", with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1})), test::explicit_tag(1, test::octets({})), test::explicit_tag(2, test::octets({}))})}))),
+        {"extra field in a command",
+         with(test::explicit_tag(1, test::seq({test::seq({test::explicit_tag(0, test::integer({1})),
+                                                          test::explicit_tag(1, test::octets({})),
+                                                          test::explicit_tag(2, test::octets({}))})}))),
          "unexpected data after a policy command"},
-        {"authPolicy not a SEQUENCE", with(test::explicit_tag(3, test::octets({}))), "expected authPolicy to be a SEQUENCE"},
-        {"signed policy without [1]", with(auth_policy({test::explicit_tag(0, test::utf8("x"))})), "ends too early (expected a signed policy's commands [1])"},
+        {"authPolicy not a SEQUENCE", with(test::explicit_tag(3, test::octets({}))),
+         "expected authPolicy to be a SEQUENCE"},
+        {"signed policy without [1]", with(auth_policy({test::explicit_tag(0, test::utf8("x"))})),
+         "ends too early (expected a signed policy's commands [1])"},
         {"empty signed policy", with(auth_policy({})), "expected a signed policy's commands [1]"},
-        {"name not UTF8String", with(auth_policy({test::explicit_tag(0, test::octets({'x'})), commands})), "name to be a UTF8String"},
-        {"name after commands", with(auth_policy({commands, test::explicit_tag(0, test::utf8("x"))})), "unexpected data after a signed policy"},
+        {"name not UTF8String", with(auth_policy({test::explicit_tag(0, test::octets({'x'})), commands})),
+         "name to be a UTF8String"},
+        {"name after commands", with(auth_policy({commands, test::explicit_tag(0, test::utf8("x"))})),
+         "unexpected data after a signed policy"},
         {"long-form short length", with(test::cat({Der{0xa1, 0x81, 0x02}, test::seq({})})), "shortest form"},
     };
     for (const Case& c : cases) {
@@ -522,7 +565,8 @@ TEST_CASE("a key without userWithAuth is usable exactly when tpmkey runs its who
           "k.tpm: the key can only be used through a TPM policy, and its file has none");
     CHECK(usable_error(policy_key({policy_auth_value(), secret})) ==
           "k.tpm: the key's policy uses TPM2_PolicySecret (0x151), which tpmkey does not run");
-    CHECK_THAT(usable_error(policy_key({{0x171, {}}})), Catch::Contains("TPM2_PolicyOR (0x171), which tpmkey does not run"));
+    CHECK_THAT(usable_error(policy_key({{0x171, {}}})),
+               Catch::Contains("TPM2_PolicyOR (0x171), which tpmkey does not run"));
     CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())})), Catch::Contains("its file has none"));
     CHECK_THAT(usable_error(policy_key({policy_auth_value(), authorize_by(signer.get())}, {pcr_signed})),
                Catch::Contains("TPM2_PolicyAuthorize (0x16a) after its first command"));

@@ -6,8 +6,8 @@
 // consistent with it (re-signed by the AK where the forger could), and the
 // refusal names that check. The same forgeries made by a real TPM and
 // judged by webauthn, fido2 and go-webauthn are test/e2e/tools/attest-verify.sh.
-#include "core/attestation/exchange_file.hpp"
 #include "core/attestation/key_verification.hpp"
+#include "core/attestation/exchange_file.hpp"
 #include "core/attestation/webauthn.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
@@ -17,13 +17,13 @@
 #include "core/keys/tpm_policy.hpp"
 #include "software_key.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <tss2/tss2_mu.h>
+#include <catch2/catch.hpp>
 
 #include <functional>
 #include <set>
@@ -73,8 +73,8 @@ Ca make_ca(const char* cn) {
     REQUIRE(X509_set_version(c, X509_VERSION_3) == 1);
     REQUIRE(ASN1_INTEGER_set(X509_get_serialNumber(c), 1) == 1);
     X509_NAME* name = X509_get_subject_name(c);
-    REQUIRE(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn), -1,
-                                       -1, 0) == 1);
+    REQUIRE(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn), -1, -1,
+                                       0) == 1);
     REQUIRE(X509_set_issuer_name(c, name) == 1);
     set_validity(c);
     REQUIRE(X509_set_pubkey(c, ca.key.get()) == 1);
@@ -139,8 +139,7 @@ X509Cert make_ak_certificate(EVP_PKEY* ak, const Ca& ca, const AkProfile& p) {
         if (!p.ek_record.empty()) {
             const Owned<ASN1_OBJECT, ASN1_OBJECT_free> oid(OBJ_txt2obj("1.3.6.1.5.5.7.1.36", 1));
             const Owned<ASN1_OCTET_STRING, ASN1_OCTET_STRING_free> value(ASN1_OCTET_STRING_new());
-            REQUIRE(ASN1_OCTET_STRING_set(value.get(), p.ek_record.data(), static_cast<int>(p.ek_record.size())) ==
-                    1);
+            REQUIRE(ASN1_OCTET_STRING_set(value.get(), p.ek_record.data(), static_cast<int>(p.ek_record.size())) == 1);
             const Owned<X509_EXTENSION, X509_EXTENSION_free> ext(
                 X509_EXTENSION_create_by_OBJ(nullptr, oid.get(), 0, value.get()));
             REQUIRE(X509_add_ext(c, ext.get(), -1) == 1);
@@ -267,8 +266,7 @@ struct Forge {
         a.pub_area = pub_area;
         ExchangeFile file(attestation_file::kind);
         file.set_bytes(attestation_file::attestation_object, attestation_object(a));
-        file.set_bytes(attestation_file::client_data_json,
-                       Bytes(client_data.begin(), client_data.end()));
+        file.set_bytes(attestation_file::client_data_json, Bytes(client_data.begin(), client_data.end()));
         if (!ssh_line.empty())
             file.set_text(attestation_file::ssh_public_key, ssh_line);
         if (key_policy)
@@ -317,11 +315,26 @@ TEST_CASE("verify: the checks have names, in the order they run", "[verify]") {
     std::vector<std::string> names;
     for (VerifyCheck check : verify_checks())
         names.push_back(check_name(check));
-    CHECK(names == std::vector<std::string>{
-                       "attestation-file", "ak-certificate-chain", "ak-certificate-profile", "certify-signature",
-                       "certified-data", "extra-data", "challenge", "attested-name", "key-attributes", "public-key",
-                       "not-attestation-key", "unrestricted", "key-size", "auth-data", "ssh-public-key",
-                       "key-policy", "ek-record", "min-rsa-size", "pcr-policy", "manufacturer"});
+    CHECK(names == std::vector<std::string>{"attestation-file",
+                                            "ak-certificate-chain",
+                                            "ak-certificate-profile",
+                                            "certify-signature",
+                                            "certified-data",
+                                            "extra-data",
+                                            "challenge",
+                                            "attested-name",
+                                            "key-attributes",
+                                            "public-key",
+                                            "not-attestation-key",
+                                            "unrestricted",
+                                            "key-size",
+                                            "auth-data",
+                                            "ssh-public-key",
+                                            "key-policy",
+                                            "ek-record",
+                                            "min-rsa-size",
+                                            "pcr-policy",
+                                            "manufacturer"});
 }
 
 TEST_CASE("verify: a genuine attestation verifies, and says what it proves", "[verify]") {
@@ -392,313 +405,334 @@ TEST_CASE("verify: the EK record of the AK certificate is reported", "[verify]")
 
 TEST_CASE("verify: a forged field is refused by the check for it", "[verify]") {
     const std::pair<const char*, std::function<void()>> forgeries[] = {
-        {"attestation-file", [] {
-            Forge f;
-            std::string file = f.make();
-            refused_by(verify("tpmkey-ak-proof 1\n", f), "attestation-file",
-                          "key.att: not a tpmkey attestation file");
-            refused_by(verify(file + "unknown x\n", f), "attestation-file", "key.att: unknown field 'unknown'");
-            f.before_file = [](Forge& g) { g.x5c = {Bytes{0x30, 0x00}}; };
-            refused_by(f, "attestation-file", "the AK certificate (x5c[0]) is not an X.509 certificate (DER)");
+        {"attestation-file",
+         [] {
+             Forge f;
+             std::string file = f.make();
+             refused_by(verify("tpmkey-ak-proof 1\n", f), "attestation-file", "key.att: not a tpmkey attestation file");
+             refused_by(verify(file + "unknown x\n", f), "attestation-file", "key.att: unknown field 'unknown'");
+             f.before_file = [](Forge& g) { g.x5c = {Bytes{0x30, 0x00}}; };
+             refused_by(f, "attestation-file", "the AK certificate (x5c[0]) is not an X.509 certificate (DER)");
          }},
-        {"ak-certificate-chain", [] {
-            Forge f;
-            const Ca other = make_ca("another CA");
-            const Bytes other_pem = pem_of(other.cert.get());
-            refused_by(verify(f.make(), f, &other_pem), "ak-certificate-chain",
-                       "the AK certificate is not issued by a CA of ca.crt (");
-            Forge g;
-            g.before_file = [](Forge& h) { h.x5c.push_back(Bytes{0x01}); };
-            refused_by(g, "ak-certificate-chain", "a CA certificate in x5c is not an X.509 certificate (DER)");
+        {"ak-certificate-chain",
+         [] {
+             Forge f;
+             const Ca other = make_ca("another CA");
+             const Bytes other_pem = pem_of(other.cert.get());
+             refused_by(verify(f.make(), f, &other_pem), "ak-certificate-chain",
+                        "the AK certificate is not issued by a CA of ca.crt (");
+             Forge g;
+             g.before_file = [](Forge& h) { h.x5c.push_back(Bytes{0x01}); };
+             refused_by(g, "ak-certificate-chain", "a CA certificate in x5c is not an X.509 certificate (DER)");
          }},
-        {"ak-certificate-profile", [] {
-            const auto forged = [](std::function<void(AkProfile&)> change, const char* reason) {
-                Forge f;
-                change(f.profile);
-                refused_by(f, "ak-certificate-profile", reason);
-            };
-            forged([](AkProfile& p) { p.version = X509_VERSION_1; }, "the AK certificate is not X.509 version 3");
-            forged([](AkProfile& p) { p.subject_cn = "laptop"; }, "the AK certificate's subject is not empty");
-            forged([](AkProfile& p) { p.eku = nullptr; },
-                   "the AK certificate's extended key usage lacks tcg-kp-AIKCertificate (2.23.133.8.3)");
-            forged([](AkProfile& p) { p.eku = "1.3.6.1.5.5.7.3.1"; }, "lacks tcg-kp-AIKCertificate");
-            forged([](AkProfile& p) { p.ca = true; }, "the AK certificate does not say CA:FALSE (basicConstraints)");
-            forged([](AkProfile& p) { p.san_critical = false; }, "the AK certificate has no critical subjectAltName");
-            forged([](AkProfile& p) { p.san = false; }, "the AK certificate has no critical subjectAltName");
-            forged([](AkProfile& p) { p.model = nullptr; },
-                   "the AK certificate's subjectAltName lacks the TPM's manufacturer, model or version");
+        {"ak-certificate-profile",
+         [] {
+             const auto forged = [](std::function<void(AkProfile&)> change, const char* reason) {
+                 Forge f;
+                 change(f.profile);
+                 refused_by(f, "ak-certificate-profile", reason);
+             };
+             forged([](AkProfile& p) { p.version = X509_VERSION_1; }, "the AK certificate is not X.509 version 3");
+             forged([](AkProfile& p) { p.subject_cn = "laptop"; }, "the AK certificate's subject is not empty");
+             forged([](AkProfile& p) { p.eku = nullptr; },
+                    "the AK certificate's extended key usage lacks tcg-kp-AIKCertificate (2.23.133.8.3)");
+             forged([](AkProfile& p) { p.eku = "1.3.6.1.5.5.7.3.1"; }, "lacks tcg-kp-AIKCertificate");
+             forged([](AkProfile& p) { p.ca = true; }, "the AK certificate does not say CA:FALSE (basicConstraints)");
+             forged([](AkProfile& p) { p.san_critical = false; }, "the AK certificate has no critical subjectAltName");
+             forged([](AkProfile& p) { p.san = false; }, "the AK certificate has no critical subjectAltName");
+             forged([](AkProfile& p) { p.model = nullptr; },
+                    "the AK certificate's subjectAltName lacks the TPM's manufacturer, model or version");
          }},
-        {"certify-signature", [] {
-            Forge f;
-            f.before_file = [](Forge& g) { g.sig.back() ^= 1; };
-            refused_by(f, "certify-signature", "the AK's signature over certInfo does not verify");
-            Forge g;
-            g.before_file = [](Forge& h) { h.cert_info.back() ^= 1; };
-            refused_by(g, "certify-signature", "the AK's signature over certInfo does not verify");
-            Forge h;
-            h.alg = -257;
-            refused_by(h, "certify-signature", "the attestation's algorithm is not ES256 (-7), the AK's");
-            // Signed by another key than the certificate's.
-            Forge i;
-            i.before_file = [](Forge& j) { j.sig = es256(EvpPkey(EVP_EC_gen("P-256")).get(), j.cert_info); };
-            refused_by(i, "certify-signature", "the AK's signature over certInfo does not verify");
+        {"certify-signature",
+         [] {
+             Forge f;
+             f.before_file = [](Forge& g) { g.sig.back() ^= 1; };
+             refused_by(f, "certify-signature", "the AK's signature over certInfo does not verify");
+             Forge g;
+             g.before_file = [](Forge& h) { h.cert_info.back() ^= 1; };
+             refused_by(g, "certify-signature", "the AK's signature over certInfo does not verify");
+             Forge h;
+             h.alg = -257;
+             refused_by(h, "certify-signature", "the attestation's algorithm is not ES256 (-7), the AK's");
+             // Signed by another key than the certificate's.
+             Forge i;
+             i.before_file = [](Forge& j) { j.sig = es256(EvpPkey(EVP_EC_gen("P-256")).get(), j.cert_info); };
+             refused_by(i, "certify-signature", "the AK's signature over certInfo does not verify");
          }},
-        {"certified-data", [] {
-            Forge f;  // TPM2_CertifyCreation's type, signed by the AK
-            f.before_sign = [](Forge& g) {
-                g.cert_info = certify_info(certify_extra_data(g.auth_data, g.client_data), g.name,
-                                           TPM2_ST_ATTEST_CREATION);
-            };
-            refused_by(f, "certified-data", "certInfo: not the result of TPM2_Certify");
-            Forge g;  // not made by a TPM
-            g.before_sign = [](Forge& h) {
-                h.cert_info = certify_info(certify_extra_data(h.auth_data, h.client_data), h.name,
-                                           TPM2_ST_ATTEST_CERTIFY, 0x12345678);
-            };
-            refused_by(g, "certified-data", "certInfo: its magic is not TPM_GENERATED_VALUE");
-            Forge h;
-            h.before_file = [](Forge& i) { i.pub_area.push_back(0); };
-            h.before_sign = [](Forge&) {};
-            refused_by(h, "certified-data", "pubArea: ");
+        {"certified-data",
+         [] {
+             Forge f;  // TPM2_CertifyCreation's type, signed by the AK
+             f.before_sign = [](Forge& g) {
+                 g.cert_info =
+                     certify_info(certify_extra_data(g.auth_data, g.client_data), g.name, TPM2_ST_ATTEST_CREATION);
+             };
+             refused_by(f, "certified-data", "certInfo: not the result of TPM2_Certify");
+             Forge g;  // not made by a TPM
+             g.before_sign = [](Forge& h) {
+                 h.cert_info = certify_info(certify_extra_data(h.auth_data, h.client_data), h.name,
+                                            TPM2_ST_ATTEST_CERTIFY, 0x12345678);
+             };
+             refused_by(g, "certified-data", "certInfo: its magic is not TPM_GENERATED_VALUE");
+             Forge h;
+             h.before_file = [](Forge& i) { i.pub_area.push_back(0); };
+             h.before_sign = [](Forge&) {};
+             refused_by(h, "certified-data", "pubArea: ");
          }},
-        {"extra-data", [] {
-            // clientDataJSON for another challenge put in after the TPM certified the original.
-            Forge f;
-            f.before_file = [](Forge& g) { g.client_data = client_data_json(Bytes(32, 0x66)); };
-            refused_by(f, "extra-data", "certInfo's extraData is not the digest of authData and clientDataJSON");
-            Forge g;  // authData changed after certification (its signCount)
-            g.before_file = [](Forge& h) { h.auth_data[36] = 1; };
-            refused_by(g, "extra-data", "certInfo's extraData is not the digest of authData and clientDataJSON");
+        {"extra-data",
+         [] {
+             // clientDataJSON for another challenge put in after the TPM certified the original.
+             Forge f;
+             f.before_file = [](Forge& g) { g.client_data = client_data_json(Bytes(32, 0x66)); };
+             refused_by(f, "extra-data", "certInfo's extraData is not the digest of authData and clientDataJSON");
+             Forge g;  // authData changed after certification (its signCount)
+             g.before_file = [](Forge& h) { h.auth_data[36] = 1; };
+             refused_by(g, "extra-data", "certInfo's extraData is not the digest of authData and clientDataJSON");
          }},
-        {"challenge", [] {
-            // Made, honestly, for another challenge: a replay.
-            Forge f;
-            f.before_certify = [](Forge& g) { g.client_data = client_data_json(Bytes(32, 0x66)); };
-            refused_by(f, "challenge", "the attestation was made for another challenge than nonce (a replay?)");
+        {"challenge",
+         [] {
+             // Made, honestly, for another challenge: a replay.
+             Forge f;
+             f.before_certify = [](Forge& g) { g.client_data = client_data_json(Bytes(32, 0x66)); };
+             refused_by(f, "challenge", "the attestation was made for another challenge than nonce (a replay?)");
          }},
-        {"attested-name", [] {
-            // Another key's pubArea in place of the certified one.
-            Forge f;
-            f.before_file = [](Forge& g) {
-                g.pub_area = public_area_bytes(tpm_key_area(test::generate_key("EC", "P-256").get()));
-            };
-            refused_by(f, "attested-name", "certInfo certifies another key than pubArea (its attested name differs)");
-            Forge g;
-            g.area.nameAlg = TPM2_ALG_SHA1;
-            refused_by(g, "attested-name", "pubArea's name algorithm is SHA-1");
+        {"attested-name",
+         [] {
+             // Another key's pubArea in place of the certified one.
+             Forge f;
+             f.before_file = [](Forge& g) {
+                 g.pub_area = public_area_bytes(tpm_key_area(test::generate_key("EC", "P-256").get()));
+             };
+             refused_by(f, "attested-name", "certInfo certifies another key than pubArea (its attested name differs)");
+             Forge g;
+             g.area.nameAlg = TPM2_ALG_SHA1;
+             refused_by(g, "attested-name", "pubArea's name algorithm is SHA-1");
          }},
-        {"key-attributes", [] {
-            for (const TPMA_OBJECT missing :
-                 {TPMA_OBJECT_FIXEDTPM, TPMA_OBJECT_FIXEDPARENT, TPMA_OBJECT_SENSITIVEDATAORIGIN}) {
-                Forge f;
-                f.area.objectAttributes &= ~missing;
-                refused_by(f, "key-attributes",
-                           "the key lacks fixedTPM, fixedParent or sensitiveDataOrigin: not generated in a TPM, or may "
-                           "be exportable");
-            }
+        {"key-attributes",
+         [] {
+             for (const TPMA_OBJECT missing :
+                  {TPMA_OBJECT_FIXEDTPM, TPMA_OBJECT_FIXEDPARENT, TPMA_OBJECT_SENSITIVEDATAORIGIN}) {
+                 Forge f;
+                 f.area.objectAttributes &= ~missing;
+                 refused_by(
+                     f, "key-attributes",
+                     "the key lacks fixedTPM, fixedParent or sensitiveDataOrigin: not generated in a TPM, or may "
+                     "be exportable");
+             }
          }},
-        {"public-key", [] {
-            Forge f;  // a P-256 "point" not on the curve
-            f.area.unique.ecc.y.buffer[31] ^= 1;
-            f.before_file = [](Forge& g) { g.ssh_line = "ecdsa-sha2-nistp256 AAAA"; };
-            refused_by(f, "public-key",
-                       "the key's ECC point is not on its curve: not a public key (ssh-keygen -s refuses it)");
-            Forge g;  // an even RSA modulus
-            g.ssh_key = test::generate_key("RSA", "2048");
-            g.area = tpm_key_area(g.ssh_key.get());
-            g.area.unique.rsa.buffer[g.area.unique.rsa.size - 1] &= 0xfe;
-            g.before_file = [](Forge& h) { h.ssh_line = "ssh-rsa AAAA"; };
-            refused_by(g, "public-key", "the key's RSA public key is not valid (OpenSSL's public-key check fails)");
-            Forge h;
-            h.area.parameters.eccDetail.curveID = TPM2_ECC_BN_P256;
-            refused_by(h, "public-key", "pubArea: ");
+        {"public-key",
+         [] {
+             Forge f;  // a P-256 "point" not on the curve
+             f.area.unique.ecc.y.buffer[31] ^= 1;
+             f.before_file = [](Forge& g) { g.ssh_line = "ecdsa-sha2-nistp256 AAAA"; };
+             refused_by(f, "public-key",
+                        "the key's ECC point is not on its curve: not a public key (ssh-keygen -s refuses it)");
+             Forge g;  // an even RSA modulus
+             g.ssh_key = test::generate_key("RSA", "2048");
+             g.area = tpm_key_area(g.ssh_key.get());
+             g.area.unique.rsa.buffer[g.area.unique.rsa.size - 1] &= 0xfe;
+             g.before_file = [](Forge& h) { h.ssh_line = "ssh-rsa AAAA"; };
+             refused_by(g, "public-key", "the key's RSA public key is not valid (OpenSSL's public-key check fails)");
+             Forge h;
+             h.area.parameters.eccDetail.curveID = TPM2_ECC_BN_P256;
+             refused_by(h, "public-key", "pubArea: ");
          }},
-        {"not-attestation-key", [] {
-            Forge f;
-            f.area = tpm_key_area(f.ak_key.get());
-            refused_by(f, "not-attestation-key",
-                       "the attested key is the attestation key (AK) itself, which signs only what the TPM made, not "
-                       "SSH logins");
+        {"not-attestation-key",
+         [] {
+             Forge f;
+             f.area = tpm_key_area(f.ak_key.get());
+             refused_by(f, "not-attestation-key",
+                        "the attested key is the attestation key (AK) itself, which signs only what the TPM made, not "
+                        "SSH logins");
          }},
-        {"unrestricted", [] {
-            Forge f;
-            f.area.objectAttributes |= TPMA_OBJECT_RESTRICTED;
-            refused_by(f, "unrestricted",
-                       "the key is restricted (the TPM signs with it only what it made itself, as for an AK): not an "
-                       "SSH key");
+        {"unrestricted",
+         [] {
+             Forge f;
+             f.area.objectAttributes |= TPMA_OBJECT_RESTRICTED;
+             refused_by(f, "unrestricted",
+                        "the key is restricted (the TPM signs with it only what it made itself, as for an AK): not an "
+                        "SSH key");
          }},
-        {"key-size", [] {
-            Forge f;
-            f.ssh_key = test::generate_key("RSA", "1024");
-            f.area = tpm_key_area(f.ssh_key.get());
-            refused_by(f, "key-size", "the key is RSA-1024: fewer than 2048 bits, too weak for an SSH key");
+        {"key-size",
+         [] {
+             Forge f;
+             f.ssh_key = test::generate_key("RSA", "1024");
+             f.area = tpm_key_area(f.ssh_key.get());
+             refused_by(f, "key-size", "the key is RSA-1024: fewer than 2048 bits, too weak for an SSH key");
          }},
-        {"auth-data", [] {
-            Forge f;  // another relying party's
-            f.before_certify = [](Forge& g) { g.auth_data[0] ^= 1; };
-            refused_by(f, "auth-data", "authData is not for the relying party \"tpmkey\"");
-            Forge g;
-            g.before_certify = [](Forge& h) { h.auth_data = tpmkey::auth_data(Bytes(34, 0x0b), cose_key(h.area)); };
-            refused_by(g, "auth-data", "authData's credential ID is not the key's name");
-            Forge h;  // another key's COSE key
-            h.before_certify = [](Forge& i) {
-                i.auth_data =
-                    tpmkey::auth_data(i.name, cose_key(tpm_key_area(test::generate_key("EC", "P-256").get())));
-            };
-            refused_by(h, "auth-data", "authData's credential public key is not pubArea's key");
+        {"auth-data",
+         [] {
+             Forge f;  // another relying party's
+             f.before_certify = [](Forge& g) { g.auth_data[0] ^= 1; };
+             refused_by(f, "auth-data", "authData is not for the relying party \"tpmkey\"");
+             Forge g;
+             g.before_certify = [](Forge& h) { h.auth_data = tpmkey::auth_data(Bytes(34, 0x0b), cose_key(h.area)); };
+             refused_by(g, "auth-data", "authData's credential ID is not the key's name");
+             Forge h;  // another key's COSE key
+             h.before_certify = [](Forge& i) {
+                 i.auth_data =
+                     tpmkey::auth_data(i.name, cose_key(tpm_key_area(test::generate_key("EC", "P-256").get())));
+             };
+             refused_by(h, "auth-data", "authData's credential public key is not pubArea's key");
          }},
-        {"ssh-public-key", [] {
-            Forge f;  // a software key passed off with the TPM key's attestation
-            f.before_file = [](Forge& g) {
-                g.ssh_line = PublicKey(tpm_key_area(test::generate_key("EC", "P-256").get())).ssh_line("");
-            };
-            refused_by(f, "ssh-public-key", "the file's ssh-public-key is not the attested key");
-            Forge g;  // the key's type and its blob with something appended
-            g.before_file = [](Forge& h) { h.ssh_line = PublicKey(h.area).ssh_line("") + "AA"; };
-            refused_by(g, "ssh-public-key", "the file's ssh-public-key is not the attested key");
-            Forge h;  // none at all
-            h.before_file = [](Forge& i) { i.ssh_line.clear(); };
-            refused_by(h, "ssh-public-key", "key.att: no ssh-public-key");
+        {"ssh-public-key",
+         [] {
+             Forge f;  // a software key passed off with the TPM key's attestation
+             f.before_file = [](Forge& g) {
+                 g.ssh_line = PublicKey(tpm_key_area(test::generate_key("EC", "P-256").get())).ssh_line("");
+             };
+             refused_by(f, "ssh-public-key", "the file's ssh-public-key is not the attested key");
+             Forge g;  // the key's type and its blob with something appended
+             g.before_file = [](Forge& h) { h.ssh_line = PublicKey(h.area).ssh_line("") + "AA"; };
+             refused_by(g, "ssh-public-key", "the file's ssh-public-key is not the attested key");
+             Forge h;  // none at all
+             h.before_file = [](Forge& i) { i.ssh_line.clear(); };
+             refused_by(h, "ssh-public-key", "key.att: no ssh-public-key");
          }},
-        {"key-policy", [] {
-            const PolicyCommand pcr7 = policy_pcr({TPM2_ALG_SHA256, {7}}, Bytes(32, 0x07));
-            const PolicyCommand pcr0 = policy_pcr({TPM2_ALG_SHA256, {0}}, Bytes(32, 0x07));
-            const auto bound = [&](Forge& f, const PolicyCommand& command) {
-                set_tpm2b(f.area.authPolicy, policy_digest(std::vector{command}), "authPolicy");
-                f.area.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
-            };
-            Forge f;  // another policy than the one of authPolicy
-            bound(f, pcr7);
-            f.key_policy = std::vector{pcr0};
-            refused_by(f, "key-policy", "the key's policy does not give its authPolicy ");
-            Forge g;  // TPM2_PolicyOR, which verify cannot recompute
-            bound(g, pcr7);
-            PolicyCommand policy_or;
-            policy_or.code = TPM2_CC_PolicyOR;
-            g.key_policy = std::vector{pcr7, policy_or};
-            refused_by(g, "key-policy", "the key's policy: cannot compute the digest of a policy with TPM2_PolicyOR");
-            Forge h;  // a PolicyPCR before the signed policy's PolicyAuthorize, which resets the digest
-            const EvpPkey signer(EVP_EC_gen("P-256"));
-            AuthorizeParts parts;
-            parts.signer = signer_public(signer.get());
-            parts.signature.sigAlg = TPM2_ALG_NULL;
-            const PolicyCommand authorize = policy_authorize(parts);
-            bound(h, authorize);
-            h.key_policy = std::vector{pcr7, authorize};
-            refused_by(h, "key-policy",
-                       "the key's policy has commands before PolicyAuthorize, which its authPolicy cannot show");
-            Forge i;  // key-policy bytes that are no policy
-            bound(i, pcr7);
-            const std::string file = i.make();
-            ExchangeFile damaged =
-                ExchangeFile::parse(file, attestation_file::kind, attestation_file::fields, "key.att");
-            damaged.set_bytes(attestation_file::key_policy, Bytes{0x30, 0x01});
-            refused_by(verify(damaged.to_string(), i), "key-policy", "key.att: key-policy: ");
-            // --key-file: another key's file, or another policy than the file's.
-            Forge j;
-            bound(j, pcr7);
-            j.key_policy = std::vector{pcr7};
-            const std::string with_policy = j.make();
-            KeyFile other;
-            other.blobs.pub.publicArea = tpm_key_area(test::generate_key("EC", "P-256").get());
-            refused_by(verify(with_policy, j, nullptr, &other), "key-policy",
-                       "key.tpm holds another key than the attested one");
-            KeyFile same;
-            same.blobs.pub.publicArea = j.area;
-            same.policy = {pcr0};
-            refused_by(verify(with_policy, j, nullptr, &same), "key-policy",
-                       "the file's key-policy is not the policy of key.tpm");
-            same.policy = {pcr7};
-            CHECK(std::holds_alternative<VerifiedKey>(verify(with_policy, j, nullptr, &same)));
+        {"key-policy",
+         [] {
+             const PolicyCommand pcr7 = policy_pcr({TPM2_ALG_SHA256, {7}}, Bytes(32, 0x07));
+             const PolicyCommand pcr0 = policy_pcr({TPM2_ALG_SHA256, {0}}, Bytes(32, 0x07));
+             const auto bound = [&](Forge& f, const PolicyCommand& command) {
+                 set_tpm2b(f.area.authPolicy, policy_digest(std::vector{command}), "authPolicy");
+                 f.area.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
+             };
+             Forge f;  // another policy than the one of authPolicy
+             bound(f, pcr7);
+             f.key_policy = std::vector{pcr0};
+             refused_by(f, "key-policy", "the key's policy does not give its authPolicy ");
+             Forge g;  // TPM2_PolicyOR, which verify cannot recompute
+             bound(g, pcr7);
+             PolicyCommand policy_or;
+             policy_or.code = TPM2_CC_PolicyOR;
+             g.key_policy = std::vector{pcr7, policy_or};
+             refused_by(g, "key-policy", "the key's policy: cannot compute the digest of a policy with TPM2_PolicyOR");
+             Forge h;  // a PolicyPCR before the signed policy's PolicyAuthorize, which resets the digest
+             const EvpPkey signer(EVP_EC_gen("P-256"));
+             AuthorizeParts parts;
+             parts.signer = signer_public(signer.get());
+             parts.signature.sigAlg = TPM2_ALG_NULL;
+             const PolicyCommand authorize = policy_authorize(parts);
+             bound(h, authorize);
+             h.key_policy = std::vector{pcr7, authorize};
+             refused_by(h, "key-policy",
+                        "the key's policy has commands before PolicyAuthorize, which its authPolicy cannot show");
+             Forge i;  // key-policy bytes that are no policy
+             bound(i, pcr7);
+             const std::string file = i.make();
+             ExchangeFile damaged =
+                 ExchangeFile::parse(file, attestation_file::kind, attestation_file::fields, "key.att");
+             damaged.set_bytes(attestation_file::key_policy, Bytes{0x30, 0x01});
+             refused_by(verify(damaged.to_string(), i), "key-policy", "key.att: key-policy: ");
+             // --key-file: another key's file, or another policy than the file's.
+             Forge j;
+             bound(j, pcr7);
+             j.key_policy = std::vector{pcr7};
+             const std::string with_policy = j.make();
+             KeyFile other;
+             other.blobs.pub.publicArea = tpm_key_area(test::generate_key("EC", "P-256").get());
+             refused_by(verify(with_policy, j, nullptr, &other), "key-policy",
+                        "key.tpm holds another key than the attested one");
+             KeyFile same;
+             same.blobs.pub.publicArea = j.area;
+             same.policy = {pcr0};
+             refused_by(verify(with_policy, j, nullptr, &same), "key-policy",
+                        "the file's key-policy is not the policy of key.tpm");
+             same.policy = {pcr7};
+             CHECK(std::holds_alternative<VerifiedKey>(verify(with_policy, j, nullptr, &same)));
          }},
-        {"ek-record", [] {
-            Forge f;
-            f.profile.ek_record = ek_record_der(sha1_oid, Bytes(20, 0xab));
-            refused_by(f, "ek-record", "the AK certificate's EK record is not a SHA-256 digest");
-            Forge g;
-            g.profile.ek_record = Bytes{0x30, 0x03, 0x02, 0x01, 0x00};
-            refused_by(g, "ek-record", "the AK certificate's EK record is damaged");
+        {"ek-record",
+         [] {
+             Forge f;
+             f.profile.ek_record = ek_record_der(sha1_oid, Bytes(20, 0xab));
+             refused_by(f, "ek-record", "the AK certificate's EK record is not a SHA-256 digest");
+             Forge g;
+             g.profile.ek_record = Bytes{0x30, 0x03, 0x02, 0x01, 0x00};
+             refused_by(g, "ek-record", "the AK certificate's EK record is damaged");
          }},
         // The CA's policy (VerifyPolicy): each check is off until set.
-        {"min-rsa-size", [] {
-            Forge f;
-            f.ssh_key = test::generate_key("RSA", "2048");
-            f.area = tpm_key_area(f.ssh_key.get());
-            const std::string file = f.make();
-            VerifyPolicy policy;
-            policy.min_rsa_bits = 3072;
-            refused_by(verify(file, f, nullptr, nullptr, policy), "min-rsa-size",
-                       "the key is RSA-2048: fewer than the 3072 bits this CA requires (--min-rsa-bits)");
-            policy.min_rsa_bits = 2048;
-            CHECK(std::holds_alternative<VerifiedKey>(verify(file, f, nullptr, nullptr, policy)));
-            Forge ecc;  // not RSA: no RSA size to require
-            policy.min_rsa_bits = 4096;
-            CHECK(std::holds_alternative<VerifiedKey>(verify(ecc.make(), ecc, nullptr, nullptr, policy)));
-        }},
-        {"pcr-policy", [] {
-            VerifyPolicy policy;
-            policy.required_pcrs = PcrSelection{TPM2_ALG_SHA256, {7}};
-            const std::string wanted = "this CA requires keys bound to PCR 7 (sha256) (--require-pcrs)";
-            Forge none;
-            refused_by(verify(none.make(), none, nullptr, nullptr, policy), "pcr-policy",
-                       "the key has no policy, and " + wanted);
-            const PolicyCommand pcr7 = policy_pcr({TPM2_ALG_SHA256, {7}}, Bytes(32, 0x07));
-            const PolicyCommand pcr0 = policy_pcr({TPM2_ALG_SHA256, {0}}, Bytes(32, 0x07));
-            const PolicyCommand pcr07 = policy_pcr({TPM2_ALG_SHA256, {0, 7}}, Bytes(32, 0x07));
-            const auto bound = [](Forge& f, const std::vector<PolicyCommand>& commands, bool in_file) {
-                set_tpm2b(f.area.authPolicy, policy_digest(commands), "authPolicy");
-                f.area.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
-                if (in_file)
-                    f.key_policy = commands;
-            };
-            Forge unexplained;
-            bound(unexplained, {pcr7}, false);
-            refused_by(verify(unexplained.make(), unexplained, nullptr, nullptr, policy), "pcr-policy",
-                       "the key's policy is not explained (give --key-file KEY.tpm), and " + wanted);
-            Forge not_enforced;
-            bound(not_enforced, {pcr7}, true);
-            not_enforced.area.objectAttributes |= TPMA_OBJECT_USERWITHAUTH;
-            refused_by(verify(not_enforced.make(), not_enforced, nullptr, nullptr, policy), "pcr-policy",
-                       "the key's policy is not enforced (userWithAuth: it also signs with its auth value alone)");
-            Forge other_pcr;
-            bound(other_pcr, {pcr0}, true);
-            refused_by(verify(other_pcr.make(), other_pcr, nullptr, nullptr, policy), "pcr-policy",
-                       "the key is not bound to every PCR of PCR 7 (sha256): " + wanted);
-            Forge signed_policy;
-            const EvpPkey signer(EVP_EC_gen("P-256"));
-            AuthorizeParts parts;
-            parts.signer = signer_public(signer.get());
-            parts.signature.sigAlg = TPM2_ALG_NULL;
-            bound(signed_policy, {policy_authorize(parts)}, true);
-            refused_by(verify(signed_policy.make(), signed_policy, nullptr, nullptr, policy), "pcr-policy",
-                       "the key's PCRs are its policy signer's choice (PolicyAuthorize), not proven");
-            // Bound to PCR 7, or to 0 and 7, with a PIN too: accepted.
-            for (const auto& commands : {std::vector{pcr7}, std::vector{pcr07}, std::vector{policy_auth_value(), pcr7}}) {
-                Forge f;
-                bound(f, commands, true);
-                CHECK(std::holds_alternative<VerifiedKey>(verify(f.make(), f, nullptr, nullptr, policy)));
-            }
-            policy.required_pcrs = PcrSelection{TPM2_ALG_SHA256, {0, 7}};
-            Forge f;
-            bound(f, {pcr7}, true);
-            refused_by(verify(f.make(), f, nullptr, nullptr, policy), "pcr-policy",
-                       "the key is not bound to every PCR of PCRs 0, 7 (sha256)");
-        }},
-        {"manufacturer", [] {
-            Forge f;
-            const std::string file = f.make();
-            VerifyPolicy policy;
-            policy.manufacturers = {"INTC", "id:49465800"};
-            refused_by(verify(file, f, nullptr, nullptr, policy), "manufacturer",
-                       "the TPM's manufacturer IBM (id:49424D00) is not one this CA allows (--manufacturers "
-                       "INTC,id:49465800)");
-            for (const char* allowed : {"IBM", "id:49424D00"}) {
-                policy.manufacturers = {"INTC", allowed};
-                CHECK(std::holds_alternative<VerifiedKey>(verify(file, f, nullptr, nullptr, policy)));
-            }
-            policy.manufacturers = {"ibm"};  // the letters as the TPM has them
-            refused_by(verify(file, f, nullptr, nullptr, policy), "manufacturer", "is not one this CA allows");
-        }},
+        {"min-rsa-size",
+         [] {
+             Forge f;
+             f.ssh_key = test::generate_key("RSA", "2048");
+             f.area = tpm_key_area(f.ssh_key.get());
+             const std::string file = f.make();
+             VerifyPolicy policy;
+             policy.min_rsa_bits = 3072;
+             refused_by(verify(file, f, nullptr, nullptr, policy), "min-rsa-size",
+                        "the key is RSA-2048: fewer than the 3072 bits this CA requires (--min-rsa-bits)");
+             policy.min_rsa_bits = 2048;
+             CHECK(std::holds_alternative<VerifiedKey>(verify(file, f, nullptr, nullptr, policy)));
+             Forge ecc;  // not RSA: no RSA size to require
+             policy.min_rsa_bits = 4096;
+             CHECK(std::holds_alternative<VerifiedKey>(verify(ecc.make(), ecc, nullptr, nullptr, policy)));
+         }},
+        {"pcr-policy",
+         [] {
+             VerifyPolicy policy;
+             policy.required_pcrs = PcrSelection{TPM2_ALG_SHA256, {7}};
+             const std::string wanted = "this CA requires keys bound to PCR 7 (sha256) (--require-pcrs)";
+             Forge none;
+             refused_by(verify(none.make(), none, nullptr, nullptr, policy), "pcr-policy",
+                        "the key has no policy, and " + wanted);
+             const PolicyCommand pcr7 = policy_pcr({TPM2_ALG_SHA256, {7}}, Bytes(32, 0x07));
+             const PolicyCommand pcr0 = policy_pcr({TPM2_ALG_SHA256, {0}}, Bytes(32, 0x07));
+             const PolicyCommand pcr07 = policy_pcr({TPM2_ALG_SHA256, {0, 7}}, Bytes(32, 0x07));
+             const auto bound = [](Forge& f, const std::vector<PolicyCommand>& commands, bool in_file) {
+                 set_tpm2b(f.area.authPolicy, policy_digest(commands), "authPolicy");
+                 f.area.objectAttributes &= ~TPMA_OBJECT_USERWITHAUTH;
+                 if (in_file)
+                     f.key_policy = commands;
+             };
+             Forge unexplained;
+             bound(unexplained, {pcr7}, false);
+             refused_by(verify(unexplained.make(), unexplained, nullptr, nullptr, policy), "pcr-policy",
+                        "the key's policy is not explained (give --key-file KEY.tpm), and " + wanted);
+             Forge not_enforced;
+             bound(not_enforced, {pcr7}, true);
+             not_enforced.area.objectAttributes |= TPMA_OBJECT_USERWITHAUTH;
+             refused_by(verify(not_enforced.make(), not_enforced, nullptr, nullptr, policy), "pcr-policy",
+                        "the key's policy is not enforced (userWithAuth: it also signs with its auth value alone)");
+             Forge other_pcr;
+             bound(other_pcr, {pcr0}, true);
+             refused_by(verify(other_pcr.make(), other_pcr, nullptr, nullptr, policy), "pcr-policy",
+                        "the key is not bound to every PCR of PCR 7 (sha256): " + wanted);
+             Forge signed_policy;
+             const EvpPkey signer(EVP_EC_gen("P-256"));
+             AuthorizeParts parts;
+             parts.signer = signer_public(signer.get());
+             parts.signature.sigAlg = TPM2_ALG_NULL;
+             bound(signed_policy, {policy_authorize(parts)}, true);
+             refused_by(verify(signed_policy.make(), signed_policy, nullptr, nullptr, policy), "pcr-policy",
+                        "the key's PCRs are its policy signer's choice (PolicyAuthorize), not proven");
+             // Bound to PCR 7, or to 0 and 7, with a PIN too: accepted.
+             for (const auto& commands :
+                  {std::vector{pcr7}, std::vector{pcr07}, std::vector{policy_auth_value(), pcr7}}) {
+                 Forge f;
+                 bound(f, commands, true);
+                 CHECK(std::holds_alternative<VerifiedKey>(verify(f.make(), f, nullptr, nullptr, policy)));
+             }
+             policy.required_pcrs = PcrSelection{TPM2_ALG_SHA256, {0, 7}};
+             Forge f;
+             bound(f, {pcr7}, true);
+             refused_by(verify(f.make(), f, nullptr, nullptr, policy), "pcr-policy",
+                        "the key is not bound to every PCR of PCRs 0, 7 (sha256)");
+         }},
+        {"manufacturer",
+         [] {
+             Forge f;
+             const std::string file = f.make();
+             VerifyPolicy policy;
+             policy.manufacturers = {"INTC", "id:49465800"};
+             refused_by(verify(file, f, nullptr, nullptr, policy), "manufacturer",
+                        "the TPM's manufacturer IBM (id:49424D00) is not one this CA allows (--manufacturers "
+                        "INTC,id:49465800)");
+             for (const char* allowed : {"IBM", "id:49424D00"}) {
+                 policy.manufacturers = {"INTC", allowed};
+                 CHECK(std::holds_alternative<VerifiedKey>(verify(file, f, nullptr, nullptr, policy)));
+             }
+             policy.manufacturers = {"ibm"};  // the letters as the TPM has them
+             refused_by(verify(file, f, nullptr, nullptr, policy), "manufacturer", "is not one this CA allows");
+         }},
     };
     // One check at a time; then every named check must have refused one.
     for (const auto& [check, forge] : forgeries) {
@@ -710,5 +744,3 @@ TEST_CASE("verify: a forged field is refused by the check for it", "[verify]") {
         all.insert(check_name(check));
     CHECK(refusing_checks() == all);
 }
-
-

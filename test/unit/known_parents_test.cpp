@@ -1,8 +1,8 @@
 // Pinned parents (known_parents.hpp): the file's format, which pin applies
 // to which TPM, and systemd's SRK pin.
+#include "core/trust/known_parents.hpp"
 #include "core/base/error.hpp"
 #include "core/tpm/tpm_keys.hpp"
-#include "core/trust/known_parents.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -42,13 +42,26 @@ struct TempConfig {
 
 TEST_CASE("known_parents: a pin is per TPM and per handle; bad lines are skipped with a warning") {
     const KnownParents known = KnownParents::parse("# comment\n"
-                                                   "0x40000001 " + name_a + " default\n"
-                                                   "0x81000001 " + name_b + " default\n"
-                                                   "0x40000001 " + name_b + " swtpm:port=2321\n"
-                                                   "0x40000001 " + name_b + "\n"
-                                                   "40000001 " + name_b + " default\n"
-                                                   "0x40000001 000B" + std::string(64, 'C') + " other\n"
-                                                   "0x40000001 " + name_b + " default trailing\n",
+                                                   "0x40000001 " +
+                                                       name_a +
+                                                       " default\n"
+                                                       "0x81000001 " +
+                                                       name_b +
+                                                       " default\n"
+                                                       "0x40000001 " +
+                                                       name_b +
+                                                       " swtpm:port=2321\n"
+                                                       "0x40000001 " +
+                                                       name_b +
+                                                       "\n"
+                                                       "40000001 " +
+                                                       name_b +
+                                                       " default\n"
+                                                       "0x40000001 000B" +
+                                                       std::string(64, 'C') +
+                                                       " other\n"
+                                                       "0x40000001 " +
+                                                       name_b + " default trailing\n",
                                                    std::nullopt);
     CHECK(known.expected("default", owner_hierarchy) == name_a);
     CHECK(known.expected("default", standard_srk) == name_b);
@@ -60,8 +73,10 @@ TEST_CASE("known_parents: a pin is per TPM and per handle; bad lines are skipped
 
 TEST_CASE("known_parents: lines written under another spelling of the same TPM are found") {
     // Files written before pins were filed under Tcti::identity().
-    const KnownParents known = KnownParents::parse("0x40000001 " + name_a + " device:/dev/tpmrm0\n"
-                                                   "0x81000001 " + name_b + " swtpm:port=2321,host=localhost\n",
+    const KnownParents known = KnownParents::parse("0x40000001 " + name_a +
+                                                       " device:/dev/tpmrm0\n"
+                                                       "0x81000001 " +
+                                                       name_b + " swtpm:port=2321,host=localhost\n",
                                                    std::nullopt);
     CHECK(known.expected("default", owner_hierarchy) == name_a);
     CHECK(known.expected("swtpm:host=127.0.0.1,port=2321", standard_srk) == name_b);
@@ -76,9 +91,7 @@ TEST_CASE("known_parents: lines written under another spelling of the same TPM a
 
 TEST_CASE("known_parents: a pin file that others could write, or that is no file, is a problem, not 'no pins'") {
     const TempConfig config;
-    SECTION("missing: first use") {
-        CHECK_FALSE(KnownParents::load().problem());
-    }
+    SECTION("missing: first use") { CHECK_FALSE(KnownParents::load().problem()); }
     SECTION("a good file") {
         config.write("0x40000001 " + name_a + " default\n");
         ::chmod(config.pins.c_str(), 0600);
@@ -147,16 +160,30 @@ TEST_CASE("known_parents: a pin file that others could write, or that is no file
 TEST_CASE("known_parents: the EK that proved a parent, when, and a clear stand beside its pin; old lines still read") {
     const std::string ek_cert = "cert:" + std::string(64, 'c');
     const std::string ek_name = "ek:000b" + std::string(64, 'e');
-    const KnownParents known = KnownParents::parse(
-        "0x40000001 " + name_a + " default\n"                                                          // before the proof
-        "0x81000001 " + name_b + " default " + ek_cert + " 2026-11-25T19:40:00Z\n"                     // certified
-        "0x40000001 " + name_b + " swtpm:port=2321 " + ek_name + " 2026-11-25T19:40:00Z 2026-11-26T08:00:00Z\n"
-        "0x81000002 " + name_b + " default " + ek_cert + "\n"                                         // no date
-        "0x81000003 " + name_b + " default cert:ABCD 2026-11-25T19:40:00Z\n"                          // not hex
-        "0x81000004 " + name_b + " default sha:abcdef 2026-11-25T19:40:00Z\n"                         // no kind
-        "0x81000005 " + name_b + " default " + ek_cert + " yesterday\n"                               // no time
-        "0x81000006 " + name_b + " default " + ek_cert + " 2026-11-25T19:40:00Z 2026-11-25 x\n",      // extra
-        std::nullopt);
+    const KnownParents known =
+        KnownParents::parse("0x40000001 " + name_a +
+                                " default\n"  // before the proof
+                                "0x81000001 " +
+                                name_b + " default " + ek_cert +
+                                " 2026-11-25T19:40:00Z\n"  // certified
+                                "0x40000001 " +
+                                name_b + " swtpm:port=2321 " + ek_name +
+                                " 2026-11-25T19:40:00Z 2026-11-26T08:00:00Z\n"
+                                "0x81000002 " +
+                                name_b + " default " + ek_cert +
+                                "\n"  // no date
+                                "0x81000003 " +
+                                name_b +
+                                " default cert:ABCD 2026-11-25T19:40:00Z\n"  // not hex
+                                "0x81000004 " +
+                                name_b +
+                                " default sha:abcdef 2026-11-25T19:40:00Z\n"  // no kind
+                                "0x81000005 " +
+                                name_b + " default " + ek_cert +
+                                " yesterday\n"  // no time
+                                "0x81000006 " +
+                                name_b + " default " + ek_cert + " 2026-11-25T19:40:00Z 2026-11-25 x\n",  // extra
+                            std::nullopt);
     const auto old = known.pin("default", owner_hierarchy);
     REQUIRE(old);
     CHECK(old->name_hex == name_a);
@@ -178,12 +205,17 @@ TEST_CASE("known_parents: the EK that proved a parent, when, and a clear stand b
 TEST_CASE("known_parents: record replaces the pin of its TPM and handle, forget drops a TPM's pins, other lines stay") {
     const TempConfig config;
     config.write("# mine\n"
-                 "0x40000001 " + name_a + " default\n"
-                 "0x40000001 " + name_a + " swtpm:port=2321\n"
+                 "0x40000001 " +
+                 name_a +
+                 " default\n"
+                 "0x40000001 " +
+                 name_a +
+                 " swtpm:port=2321\n"
                  "not a pin\n");
     KnownParents known = KnownParents::load();
-    const ParentPin proven{owner_hierarchy, name_b, "default", "ek:000b" + std::string(64, 'e'),
-                           "2026-11-25T19:40:00Z", "2026-11-25T19:40:00Z"};
+    const ParentPin proven{
+        owner_hierarchy,       name_b, "default", "ek:000b" + std::string(64, 'e'), "2026-11-25T19:40:00Z",
+        "2026-11-25T19:40:00Z"};
     known.record(proven);
     known.record({standard_srk, name_a, "default", "cert:" + std::string(64, 'c'), "2026-11-25T19:41:00Z", {}});
     const auto read_back = [&] {
@@ -191,11 +223,15 @@ TEST_CASE("known_parents: record replaces the pin of its TPM and handle, forget 
         return std::string(std::istreambuf_iterator<char>(in), {});
     };
     CHECK(read_back() == "# mine\n"
-                         "0x40000001 " + name_b + " default ek:000b" + std::string(64, 'e') +
-                         " 2026-11-25T19:40:00Z 2026-11-25T19:40:00Z\n"
-                         "0x40000001 " + name_a + " swtpm:port=2321\n"
-                         "not a pin\n"
-                         "0x81000001 " + name_a + " default cert:" + std::string(64, 'c') + " 2026-11-25T19:41:00Z\n");
+                         "0x40000001 " +
+                             name_b + " default ek:000b" + std::string(64, 'e') +
+                             " 2026-11-25T19:40:00Z 2026-11-25T19:40:00Z\n"
+                             "0x40000001 " +
+                             name_a +
+                             " swtpm:port=2321\n"
+                             "not a pin\n"
+                             "0x81000001 " +
+                             name_a + " default cert:" + std::string(64, 'c') + " 2026-11-25T19:41:00Z\n");
     const KnownParents again = KnownParents::load();
     CHECK(again.pin("default", owner_hierarchy)->ek == proven.ek);
     CHECK(again.expected("swtpm:host=127.0.0.1,port=2321", owner_hierarchy) == name_a);
@@ -204,8 +240,10 @@ TEST_CASE("known_parents: record replaces the pin of its TPM and handle, forget 
     CHECK(removed.size() == 2);
     CHECK_FALSE(known.pin("default", owner_hierarchy));
     CHECK(read_back() == "# mine\n"
-                         "0x40000001 " + name_a + " swtpm:port=2321\n"
-                         "not a pin\n");
+                         "0x40000001 " +
+                             name_a +
+                             " swtpm:port=2321\n"
+                             "not a pin\n");
     CHECK(known.forget("default").empty());
     CHECK_FALSE(KnownParents::load().pin("default", standard_srk));
 }
@@ -234,8 +272,10 @@ TEST_CASE("made_before_clear: a key whose file is older than a clear of its TPM"
     ::gmtime_r(&hour_ago, &tm);
     char cleared[32];
     std::strftime(cleared, sizeof cleared, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    const KnownParents known = KnownParents::parse("0x40000001 " + name_a + " default" + ek + " " + cleared + "\n"
-                                                   "0x40000001 " + name_a + " swtpm:port=2321" + ek + "\n",
+    const KnownParents known = KnownParents::parse("0x40000001 " + name_a + " default" + ek + " " + cleared +
+                                                       "\n"
+                                                       "0x40000001 " +
+                                                       name_a + " swtpm:port=2321" + ek + "\n",
                                                    std::nullopt);
     CHECK_THAT(made_before_clear(known, "default", key).value_or(""),
                Catch::Contains("made before the TPM was cleared (" + std::string(cleared) + ")"));
@@ -254,7 +294,7 @@ TEST_CASE("systemd's SRK pin applies to the machine's own TPM only, and only whe
     const KnownParents known = KnownParents::parse("", srk);
     CHECK(known.expected("default", standard_srk) == srk_name);
     CHECK(known.expected("default", owner_hierarchy) == srk_name);  // the H-2 template: the same key
-    CHECK_FALSE(known.expected("swtpm:port=2321", standard_srk));  // a simulator is another TPM
+    CHECK_FALSE(known.expected("swtpm:port=2321", standard_srk));   // a simulator is another TPM
     // The user's own pin wins.
     const KnownParents both = KnownParents::parse("0x81000001 " + name_a + " default\n", srk);
     CHECK(both.expected("default", standard_srk) == name_a);
@@ -276,8 +316,8 @@ TEST_CASE("check_storage_key: exactly the storage attributes, userWithAuth and n
         TPMT_PUBLIC bad = storage_key_template().publicArea;
         bad.objectAttributes &= ~missing;
         INFO(attributes_text(missing));
-        CHECK_THROWS_WITH(check_storage_key(bad, standard_srk), Catch::Contains("lacks " + attributes_text(missing)) &&
-                                                                    Catch::Contains("0x81000001"));
+        CHECK_THROWS_WITH(check_storage_key(bad, standard_srk),
+                          Catch::Contains("lacks " + attributes_text(missing)) && Catch::Contains("0x81000001"));
     }
     for (const TPMA_OBJECT extra : {TPMA_OBJECT_SIGN_ENCRYPT, TPMA_OBJECT_ADMINWITHPOLICY, TPMA_OBJECT_STCLEAR,
                                     TPMA_OBJECT_ENCRYPTEDDUPLICATION}) {

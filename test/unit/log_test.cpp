@@ -187,9 +187,9 @@ TEST_CASE("the state log: directories are opened without following links, and mu
         CHECK(slurp(elsewhere / "tpmkey" / "log").find("a line of the module") != std::string::npos);
     }
     SECTION("tpmkey/ writable by others, or not 0700") {
-        for (const auto mode : {std::filesystem::perms::all, std::filesystem::perms::owner_all |
-                                                                 std::filesystem::perms::group_read |
-                                                                 std::filesystem::perms::group_exec}) {
+        for (const auto mode :
+             {std::filesystem::perms::all, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                               std::filesystem::perms::group_exec}) {
             std::filesystem::create_directories(home.log.parent_path());
             std::filesystem::permissions(home.log.parent_path(), mode);
             module_logs("a line in a directory others may read or change");

@@ -8,11 +8,11 @@
 #include "module/objects.hpp"
 #include "software_key.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/bn.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 
@@ -30,8 +30,9 @@ const PublicKey& key_of(const char* file) {
 }
 
 KeyFacts facts(const PublicKey& pub, bool needs_pin) {
-    return {"k", key_id_of(pub), &pub, TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_SENSITIVEDATAORIGIN, needs_pin,
-            mechanisms_for(pub, all_hashes)};
+    return {"k",       key_id_of(pub),
+            &pub,      TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_SENSITIVEDATAORIGIN,
+            needs_pin, mechanisms_for(pub, all_hashes)};
 }
 
 CK_RV rv_of(auto&& f) {
@@ -139,9 +140,9 @@ TEST_CASE("C_GetAttributeValue rules: sensitive, unknown, size query, too small"
     CK_BYTE small[1];
     CK_ATTRIBUTE t[] = {
         {CKA_CLASS, &cls, sizeof cls},
-        {CKA_VALUE, nullptr, 0},             // sensitive: exists, never leaves
-        {CKA_VENDOR_DEFINED, nullptr, 0},    // not an attribute of ours
-        {CKA_LABEL, nullptr, 0},             // size query
+        {CKA_VALUE, nullptr, 0},               // sensitive: exists, never leaves
+        {CKA_VENDOR_DEFINED, nullptr, 0},      // not an attribute of ours
+        {CKA_LABEL, nullptr, 0},               // size query
         {CKA_EC_PARAMS, small, sizeof small},  // too small
     };
     // PKCS#11 2.40, 5.7: every attribute is answered; the rv is one of the
@@ -279,8 +280,8 @@ TEST_CASE("mechanisms_for: the key's family, limited to the TPM's hashes") {
 }
 
 TEST_CASE("SignatureOperation verifies OpenSSL's signatures with every mechanism; a wrong one is refused") {
-    const std::pair<const char*, const char*> key_types[] = {{"EC", "P-256"}, {"EC", "P-384"}, {"EC", "P-521"},
-                                                             {"RSA", "2048"}};
+    const std::pair<const char*, const char*> key_types[] = {
+        {"EC", "P-256"}, {"EC", "P-384"}, {"EC", "P-521"}, {"RSA", "2048"}};
     const std::string text(2000, 'm');
     const Bytes message(text.begin(), text.end());
     for (const auto& [type, param] : key_types) {
@@ -300,8 +301,10 @@ TEST_CASE("SignatureOperation verifies OpenSSL's signatures with every mechanism
                 CK_RSA_PKCS_PSS_PARAMS pss{};
                 CK_MECHANISM mechanism{m.type, nullptr, 0};
                 if (m.scheme == TPM2_ALG_RSAPSS) {
-                    pss = {hash == TPM2_ALG_SHA256 ? CKM_SHA256 : hash == TPM2_ALG_SHA384 ? CKM_SHA384 : CKM_SHA512,
-                           hash == TPM2_ALG_SHA256 ? CKG_MGF1_SHA256
+                    pss = {hash == TPM2_ALG_SHA256   ? CKM_SHA256
+                           : hash == TPM2_ALG_SHA384 ? CKM_SHA384
+                                                     : CKM_SHA512,
+                           hash == TPM2_ALG_SHA256   ? CKG_MGF1_SHA256
                            : hash == TPM2_ALG_SHA384 ? CKG_MGF1_SHA384
                                                      : CKG_MGF1_SHA512,
                            digest_size(hash)};
@@ -309,7 +312,9 @@ TEST_CASE("SignatureOperation verifies OpenSSL's signatures with every mechanism
                 }
                 const bool hash_first = m.hash != TPM2_ALG_NULL;
                 const Bytes digest = digest_of(md, message);
-                const Bytes input = hash_first ? message : m.scheme == TPM2_ALG_RSASSA ? sha256_digest_info(digest) : digest;
+                const Bytes input = hash_first                    ? message
+                                    : m.scheme == TPM2_ALG_RSASSA ? sha256_digest_info(digest)
+                                                                  : digest;
                 const Bytes sig = openssl_sign(key.get(), m.scheme, md, hash_first, input, pub.ec_field_size());
                 // The first byte of the digest or of the message: ECDSA
                 // ignores a digest's bits beyond the curve's size.

@@ -3,10 +3,10 @@
 #include "core/keys/public_key.hpp"
 #include "software_key.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/pem.h>
+#include <catch2/catch.hpp>
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // Regression tests for what the fuzzers, ASan, UBSan and valgrind found
-// (docs/security.md, "Defences and the tests that prove them"). Each input that once crashed a fuzz target is also kept in
-// test/fuzz/corpus/<target>/, which ctest replays through the target.
+// (docs/security.md, "Defences and the tests that prove them"). Each input that once crashed a fuzz target is also kept
+// in test/fuzz/corpus/<target>/, which ctest replays through the target.
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
 

@@ -1,8 +1,8 @@
 #include "software_key.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <string>
@@ -36,7 +36,7 @@ TPMT_PUBLIC tpm_public_of(EVP_PKEY* pkey) {
     char group[64];
     REQUIRE(EVP_PKEY_get_utf8_string_param(pkey, OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof group, nullptr));
     const std::string g = group;
-    area.parameters.eccDetail.curveID = g == "prime256v1" ? TPM2_ECC_NIST_P256
+    area.parameters.eccDetail.curveID = g == "prime256v1"  ? TPM2_ECC_NIST_P256
                                         : g == "secp384r1" ? TPM2_ECC_NIST_P384
                                                            : TPM2_ECC_NIST_P521;
     unsigned char point[200];

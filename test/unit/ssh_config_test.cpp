@@ -25,39 +25,37 @@ using Lines = std::vector<std::string>;
 }  // namespace
 
 TEST_CASE("ssh config lines: keywords in any case, then blanks or one '=', then the value, quoted or not") {
-    const std::string text =
-        "# PKCS11Provider /commented.so\n"
-        "PKCS11Provider /a.so\n"
-        "pkcs11provider=/b.so\n"
-        "\n"
-        "PKCS11PROVIDER = /c.so\n"
-        "Pkcs11Provider\t/d.so  \t\r\n"  // trailing blanks and CR are dropped
-        "   \t\n"
-        "  PKCS11Provider   /e.so\n"
-        "  # indented comment\n"
-        "PKCS11Provider \"/opt/my keys/tpmkey-pkcs11.so\"\n"
-        "PKCS11ProviderX /not-this.so\n"
-        "PubkeyAcceptedAlgorithms=\"-rsa-sha2-512\"\n";
+    const std::string text = "# PKCS11Provider /commented.so\n"
+                             "PKCS11Provider /a.so\n"
+                             "pkcs11provider=/b.so\n"
+                             "\n"
+                             "PKCS11PROVIDER = /c.so\n"
+                             "Pkcs11Provider\t/d.so  \t\r\n"  // trailing blanks and CR are dropped
+                             "   \t\n"
+                             "  PKCS11Provider   /e.so\n"
+                             "  # indented comment\n"
+                             "PKCS11Provider \"/opt/my keys/tpmkey-pkcs11.so\"\n"
+                             "PKCS11ProviderX /not-this.so\n"
+                             "PubkeyAcceptedAlgorithms=\"-rsa-sha2-512\"\n";
     CHECK(found(text, "pkcs11provider") ==
           Lines{"2 /a.so", "3 /b.so", "5 /c.so", "6 /d.so", "8 /e.so", "10 /opt/my keys/tpmkey-pkcs11.so"});
     CHECK(found(text, "pubkeyacceptedalgorithms") == Lines{"12 -rsa-sha2-512"});
 }
 
 TEST_CASE("ssh config lines: Host and Match blocks last to the next one, only '*' and 'all' cover all hosts") {
-    const std::string text =
-        "PKCS11Provider /top.so\n"
-        "Host example.com\n"
-        "  PKCS11Provider /example.so\n"
-        "host *\n"
-        "  PKCS11Provider /star.so\n"
-        "Match host work.example\n"
-        "  PKCS11Provider /match.so\n"
-        "MATCH all\n"
-        "  PKCS11Provider /all.so\n"
-        "Host=*.example.org\n"
-        "  PKCS11Provider /org.so\n"
-        "Host \"*\"\n"
-        "  PKCS11Provider /quoted-star.so\n";
+    const std::string text = "PKCS11Provider /top.so\n"
+                             "Host example.com\n"
+                             "  PKCS11Provider /example.so\n"
+                             "host *\n"
+                             "  PKCS11Provider /star.so\n"
+                             "Match host work.example\n"
+                             "  PKCS11Provider /match.so\n"
+                             "MATCH all\n"
+                             "  PKCS11Provider /all.so\n"
+                             "Host=*.example.org\n"
+                             "  PKCS11Provider /org.so\n"
+                             "Host \"*\"\n"
+                             "  PKCS11Provider /quoted-star.so\n";
     struct Expected {
         const char* value;
         const char* block;

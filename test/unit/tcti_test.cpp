@@ -1,8 +1,8 @@
 // The one description of a TCTI string (tcti.hpp): its kind, device node,
 // resource manager, machine TPM, simulator, and the identity pins are filed
 // under; and the TPM address made of it once (tpm_address.hpp).
-#include "core/base/error.hpp"
 #include "core/files/tcti.hpp"
+#include "core/base/error.hpp"
 #include "core/files/tpm_address.hpp"
 #include "core/tpm/tpm.hpp"
 
@@ -55,11 +55,11 @@ TEST_CASE("Tcti: the device node it opens, and whether a resource manager answer
 }
 
 TEST_CASE("Tcti::identity: every spelling of the machine's own TPM is 'default'") {
-    for (const char* spelling : {"", "default", "pcap:", "device", "device:", "device:/dev/tpm0",
-                                 "device:/dev/tpmrm0", "device:/dev//tpmrm0", "pcap:device:/dev/tpmrm0",
-                                 "libtss2-tcti-device.so.0:/dev/tpmrm0", "tabrmd", "tabrmd:",
-                                 "tabrmd:bus_type=system", "tabrmd:bus_name=com.intel.tss2.Tabrmd,bus_type=system",
-                                 "tabrmd:bus_type=system,bus_name=com.intel.tss2.Tabrmd"}) {
+    for (const char* spelling :
+         {"", "default", "pcap:", "device", "device:", "device:/dev/tpm0", "device:/dev/tpmrm0", "device:/dev//tpmrm0",
+          "pcap:device:/dev/tpmrm0", "libtss2-tcti-device.so.0:/dev/tpmrm0", "tabrmd",
+          "tabrmd:", "tabrmd:bus_type=system", "tabrmd:bus_name=com.intel.tss2.Tabrmd,bus_type=system",
+          "tabrmd:bus_type=system,bus_name=com.intel.tss2.Tabrmd"}) {
         INFO(spelling);
         CHECK(Tcti(spelling).identity() == "default");
         CHECK(Tcti(spelling).is_machine_tpm());
@@ -94,9 +94,11 @@ TEST_CASE("Tcti::identity: a simulator's key=value order, defaults and host name
 }
 
 TEST_CASE("Tcti::identity: blanks and control characters are refused, with the TCTI shown escaped") {
-    for (const char* spelling : {"swtpm:port=2321 ", " swtpm:port=2321", "swtpm:port=2321\t", "swtpm:port=2321\n",
-                                 "device:/dev/tpmrm0\r", "device:/dev/tpm\x01" "0", "cmd:tpm2_send --tcti x",
-                                 "swtpm:port=2321\x7f"}) {
+    for (const char* spelling :
+         {"swtpm:port=2321 ", " swtpm:port=2321", "swtpm:port=2321\t", "swtpm:port=2321\n", "device:/dev/tpmrm0\r",
+          "device:/dev/tpm\x01"
+          "0",
+          "cmd:tpm2_send --tcti x", "swtpm:port=2321\x7f"}) {
         INFO(spelling);
         CHECK_THROWS_AS(Tcti(spelling).identity(), Error);
         CHECK_FALSE(Tcti(spelling).is_machine_tpm());
@@ -108,8 +110,8 @@ TEST_CASE("Tcti::identity: blanks and control characters are refused, with the T
 TEST_CASE("Tcti::default_search_order: the device nodes first, tpm2-abrmd only with a system D-Bus") {
     // tpm2-abrmd is tried only where a system bus could run it: its TCTI
     // prints a GLib CRITICAL line wherever none answers.
-    const bool system_bus = ::access("/run/dbus/system_bus_socket", F_OK) == 0 ||
-                            ::access("/var/run/dbus/system_bus_socket", F_OK) == 0;
+    const bool system_bus =
+        ::access("/run/dbus/system_bus_socket", F_OK) == 0 || ::access("/var/run/dbus/system_bus_socket", F_OK) == 0;
     ::unsetenv("DBUS_SYSTEM_BUS_ADDRESS");
     CHECK(Tcti::default_search_order() ==
           (system_bus ? std::vector<std::string>{"device:/dev/tpmrm0", "device:/dev/tpm0", "tabrmd", "swtpm", "mssim"}
@@ -154,7 +156,8 @@ TEST_CASE("TpmAddress: the default search's candidates, each an address with the
         CHECK(candidates[i].text() == order[i]);
         CHECK(candidates[i].timeout() == std::chrono::seconds(3));
     }
-    const TpmAddress one("swtpm:port=1", TpmAddress::Source::config_file, "/home/u/.config/tpmkey/config", std::nullopt);
+    const TpmAddress one("swtpm:port=1", TpmAddress::Source::config_file, "/home/u/.config/tpmkey/config",
+                         std::nullopt);
     REQUIRE(one.candidates().size() == 1);
     CHECK(one.candidates()[0].text() == "swtpm:port=1");
     CHECK(one.candidates()[0].origin() == "/home/u/.config/tpmkey/config");

@@ -2,18 +2,18 @@
 // digests the TPM computes (known answers from docs/pcr-policy-research
 // and from tpm2-tools against a swtpm), signed policies that verify, and
 // clear errors for every malformed command.
+#include "core/keys/tpm_policy.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 #include "core/keys/key_file.hpp"
-#include "core/keys/tpm_policy.hpp"
 #include "core/policy/tpm_policy_session.hpp"
 #include "hex.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/ec.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 #include <tss2/tss2_mu.h>
+#include <catch2/catch.hpp>
 
 #include <string>
 
@@ -22,7 +22,6 @@ using namespace tpmkey;
 namespace {
 
 using test::from_hex;
-
 
 Bytes sha256(std::initializer_list<std::span<const std::uint8_t>> parts) {
     const EvpMdCtx ctx(EVP_MD_CTX_new());
@@ -48,12 +47,11 @@ PolicyCommand pcr16() { return policy_pcr(parse_pcr_selection("16", "sha256"), p
 
 // The P-256 key whose TPM name tpm2-tools 5.4 reported, on a swtpm:
 //   tpm2_loadexternal -C o -G ecc -u signer.pub -n sk.name
-const char* const signer_pem =
-    "-----BEGIN EC PRIVATE KEY-----\n"
-    "MHcCAQEEIGGJdSSFtIS07n29RsZTnWbGFRCzOaYHVL3iFQNqNflDoAoGCCqGSM49\n"
-    "AwEHoUQDQgAEIQb4cCIZBIikPzo5fJJaGaIX9/FbCF56yMvy9HunErOAJe1C38nI\n"
-    "RZv9uc/2Zn47v+0uMo2kjkJqT5w2m7yaaA==\n"
-    "-----END EC PRIVATE KEY-----\n";
+const char* const signer_pem = "-----BEGIN EC PRIVATE KEY-----\n"
+                               "MHcCAQEEIGGJdSSFtIS07n29RsZTnWbGFRCzOaYHVL3iFQNqNflDoAoGCCqGSM49\n"
+                               "AwEHoUQDQgAEIQb4cCIZBIikPzo5fJJaGaIX9/FbCF56yMvy9HunErOAJe1C38nI\n"
+                               "RZv9uc/2Zn47v+0uMo2kjkJqT5w2m7yaaA==\n"
+                               "-----END EC PRIVATE KEY-----\n";
 const char* const signer_name = "000b76d2e0b04acfc183ac0ddffec7e02c7dd0f2eef035796978fa9e9a3f6b6ea500";
 
 EvpPkey signer_key() {
@@ -115,11 +113,18 @@ TEST_CASE("PolicyPCR and PolicyAuthValue are stored as openssl_tpm2_engine store
     // tests/policies/policy_pcr.txt of the engine: CC || TPML_PCR_SELECTION || pcrDigest.
     const PolicyCommand pcr = pcr16();
     CHECK(pcr.code == TPM2_CC_PolicyPCR);
-    CHECK(hex(pcr.body) == "00000001" "000b" "03" "000001" + hex(pcr16_digest));
+    CHECK(hex(pcr.body) == "00000001"
+                           "000b"
+                           "03"
+                           "000001" +
+                               hex(pcr16_digest));
     CHECK(policy_auth_value() == PolicyCommand{TPM2_CC_PolicyAuthValue, {}});
     // PCRs 7 and 16 select 80 00 01.
     const PolicyCommand two = policy_pcr(parse_pcr_selection("16,7", "sha1"), pcr16_digest);
-    CHECK(hex(two.body).starts_with("00000001" "0004" "03" "800001"));
+    CHECK(hex(two.body).starts_with("00000001"
+                                    "0004"
+                                    "03"
+                                    "800001"));
     CHECK(pcr_selection_of(two) == PcrSelection{TPM2_ALG_SHA1, {7, 16}});
     CHECK(pcr_selection_of(pcr) == PcrSelection{TPM2_ALG_SHA256, {16}});
     CHECK_THROWS_WITH(policy_pcr(parse_pcr_selection("7", "sha256"), Bytes(20, 0)), Catch::Contains("SHA-256"));
@@ -149,11 +154,21 @@ TEST_CASE("a PCR-bound key's whole policy, as openssl_tpm2_engine writes it") {
         // template || TPM2B_DIGEST nonce || TPMT_SIGNATURE with sigAlg NULL; the
         // point is signer_pem's, as `openssl ec -pubout` prints it.
         CHECK(with_pin.policy[0].code == TPM2_CC_PolicyAuthorize);
-        CHECK(hex(with_pin.policy[0].body) ==
-              "0056" "0023" "000b" "00060040" "0000" "0010" "0010" "0003" "0010"
-              "0020" "2106f87022190488a43f3a397c925a19a217f7f15b085e7ac8cbf2f47ba712b3"
-              "0020" "8025ed42dfc9c8459bfdb9cff6667e3bbfed2e328da48e426a4f9c369bbc9a68"
-              "0020" + std::string(64, '1') + "0010");
+        CHECK(hex(with_pin.policy[0].body) == "0056"
+                                              "0023"
+                                              "000b"
+                                              "00060040"
+                                              "0000"
+                                              "0010"
+                                              "0010"
+                                              "0003"
+                                              "0010"
+                                              "0020"
+                                              "2106f87022190488a43f3a397c925a19a217f7f15b085e7ac8cbf2f47ba712b3"
+                                              "0020"
+                                              "8025ed42dfc9c8459bfdb9cff6667e3bbfed2e328da48e426a4f9c369bbc9a68"
+                                              "0020" +
+                                                  std::string(64, '1') + "0010");
         CHECK(with_pin.policy[1] == policy_auth_value());
         // tpm2-tools' digest of the same (see the PolicyAuthorize case).
         CHECK(hex(with_pin.digest) == "7acbbb5b742d37a47c90101c52f26f10016ee6a5e824c33cab05d8b0d00f0afb");
@@ -205,7 +220,16 @@ TEST_CASE("the policy signer: the engine's template, and the name tpm2-tools giv
     const TPM2B_PUBLIC pub = signer_public(key.get());
     // 0056 0023 000b 00060040 0000 0010 0010 0003 0010 0020<x> 0020<y>
     const std::string marshalled = hex(marshal_public(pub));
-    CHECK(marshalled.starts_with("0056" "0023" "000b" "00060040" "0000" "0010" "0010" "0003" "0010" "0020"));
+    CHECK(marshalled.starts_with("0056"
+                                 "0023"
+                                 "000b"
+                                 "00060040"
+                                 "0000"
+                                 "0010"
+                                 "0010"
+                                 "0003"
+                                 "0010"
+                                 "0020"));
     CHECK(marshalled.size() == 2 * (2 + 0x56));
     CHECK(pub.size == 0x56);
     CHECK(hex(tpm_name(pub.publicArea)) == signer_name);
@@ -318,7 +342,8 @@ TEST_CASE("malformed policy commands: a clear error, never a crash") {
     SECTION("every truncation") {
         for (const PolicyCommand& whole : {authorize, pcr}) {
             for (std::size_t cut = 0; cut < whole.body.size(); ++cut) {
-                const PolicyCommand cut_short{whole.code, Bytes(whole.body.begin(), whole.body.begin() + static_cast<long>(cut))};
+                const PolicyCommand cut_short{whole.code,
+                                              Bytes(whole.body.begin(), whole.body.begin() + static_cast<long>(cut))};
                 INFO(cut);
                 CHECK_THROWS_AS(policy_digest(std::vector{cut_short}), Error);
             }
@@ -348,8 +373,9 @@ TEST_CASE("malformed policy commands: a clear error, never a crash") {
         auth_value.body.push_back(0);
         CHECK_THROWS_WITH(policy_digest(std::vector{auth_value}), Catch::Contains("1 bytes too many"));
         // Two banks; PCR 24 (sizeofSelect 4); no PCR; no digest.
-        CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000002000b03000001000403000001" + hex(pcr16_digest))}),
-                          Catch::Contains("2 banks"));
+        CHECK_THROWS_WITH(
+            pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000002000b03000001000403000001" + hex(pcr16_digest))}),
+            Catch::Contains("2 banks"));
         CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000001000b0400000001" + hex(pcr16_digest))}),
                           Catch::Contains("PCR 24"));
         CHECK_THROWS_WITH(pcr_selection_of({TPM2_CC_PolicyPCR, from_hex("00000001000b03000000" + hex(pcr16_digest))}),
@@ -368,10 +394,9 @@ TEST_CASE("malformed policy commands: a clear error, never a crash") {
 TEST_CASE("PCR values are printed one per line, bank:index and hex, for the event log") {
     const PcrSelection selection = parse_pcr_selection("0,7,16", "sha256");
     const std::vector<Bytes> values{Bytes(32, 0), Bytes(32, 0xab), pcr16_digest};
-    CHECK(pcr_values_text(selection, values) ==
-          "  sha256:0  " + std::string(64, '0') + "\n" +
-          "  sha256:7  " + hex(Bytes(32, 0xab)) + "\n" +
-          "  sha256:16  " + hex(pcr16_digest) + "\n");
+    CHECK(pcr_values_text(selection, values) == "  sha256:0  " + std::string(64, '0') + "\n" + "  sha256:7  " +
+                                                    hex(Bytes(32, 0xab)) + "\n" + "  sha256:16  " + hex(pcr16_digest) +
+                                                    "\n");
 }
 
 TEST_CASE("a PolicyPCR of a bank no TPM has is refused by name, not passed to the TPM") {
@@ -432,8 +457,8 @@ TEST_CASE("policies are checked in software against the key before the TPM is as
             CHECK(signed_policy_problem(key, SignedPolicy{"empty", {}}) ==
                   "the key's signed policy 'empty' does not end with its signature (TPM2_PolicyAuthorize)");
             // A signature of another signed policy, moved onto this one.
-            SignedPolicy moved = sign_policy({policy_pcr(parse_pcr_selection("7", "sha256"), pcr16_digest)},
-                                             signer.get(), ref, "moved");
+            SignedPolicy moved =
+                sign_policy({policy_pcr(parse_pcr_selection("7", "sha256"), pcr16_digest)}, signer.get(), ref, "moved");
             moved.commands.back() = good.commands.back();
             CHECK_THAT(signed_policy_problem(key, moved), Catch::Contains("does not match its policy"));
         }

@@ -3,15 +3,15 @@
 // (core/attestation/webauthn.hpp): COSE keys, clientDataJSON, authData, the
 // attestation object and certInfo, each built and read back, and each
 // refusal.
+#include "core/attestation/webauthn.hpp"
+#include "core/attestation/cbor.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/algorithms.hpp"
-#include "core/attestation/cbor.hpp"
-#include "core/attestation/webauthn.hpp"
 #include "hex.hpp"
 
-#include <catch2/catch.hpp>
 #include <openssl/evp.h>
 #include <tss2/tss2_mu.h>
+#include <catch2/catch.hpp>
 
 #include <string>
 
@@ -37,7 +37,8 @@ std::string int_hex(std::int64_t v) {
 
 void refused(const std::string& hex, const std::string& reason) {
     INFO(hex);
-    REQUIRE_THROWS_WITH(cbor::decode(from_hex(hex), "x"), Catch::Contains("x: not valid CBOR: ") && Catch::Contains(reason));
+    REQUIRE_THROWS_WITH(cbor::decode(from_hex(hex), "x"),
+                        Catch::Contains("x: not valid CBOR: ") && Catch::Contains(reason));
 }
 
 TPMT_PUBLIC ecc_area() {
@@ -140,8 +141,8 @@ TEST_CASE("cbor: the decoder refuses what WebAuthn does not use, and damage", "[
     refused("4501020304", "a string longer than what is left");
     refused("5bffffffffffffffff", "a string longer than what is left");
     refused("62c328", "not UTF-8");
-    refused("62c0af", "not UTF-8");            // overlong '/'
-    refused("63eda080", "not UTF-8");          // a surrogate
+    refused("62c0af", "not UTF-8");    // overlong '/'
+    refused("63eda080", "not UTF-8");  // a surrogate
     refused("a2616101616102", "a map key given twice");
     refused("a1410101", "neither an integer nor a text string");
     refused("818181818181818181818101", "nested deeper than 8");
@@ -171,7 +172,10 @@ TEST_CASE("webauthn: COSE keys of ECC and RSA public areas", "[webauthn]") {
     rsa.unique.rsa.size = 3;
     rsa.unique.rsa.buffer[0] = 0xc1;
     // {1: 3, 3: -257, -1: n, -2: e = 65537}
-    CHECK(to_hex(cose_key(rsa)) == "a401030339010020" "43c10000" "21" "43010001");
+    CHECK(to_hex(cose_key(rsa)) == "a401030339010020"
+                                   "43c10000"
+                                   "21"
+                                   "43010001");
     rsa.parameters.rsaDetail.exponent = 3;
     CHECK(to_hex(cose_key(rsa)).substr(to_hex(cose_key(rsa)).size() - 6) == "214103");
 
@@ -202,7 +206,8 @@ TEST_CASE("webauthn: authData is built and read back; damage is refused", "[weba
     CHECK(parsed.credential_id == name);
     CHECK(parsed.credential_public_key == key);
 
-    CHECK_THROWS_WITH(parse_auth_data(Bytes(data.begin(), data.begin() + 54)), Catch::Contains("shorter than its fixed part"));
+    CHECK_THROWS_WITH(parse_auth_data(Bytes(data.begin(), data.begin() + 54)),
+                      Catch::Contains("shorter than its fixed part"));
     Bytes no_at = data;
     no_at[32] = 0x01;
     CHECK_THROWS_WITH(parse_auth_data(no_at), Catch::Contains("no attested credential data"));
@@ -275,7 +280,9 @@ TEST_CASE("webauthn: the attestation object is built and read back; others are r
     refuses(other_ver, "ver is not \"2.0\"");
     // the type of sig: a byte string -> a text string
     Bytes sig_text = object;
-    const auto sig_at = to_hex(sig_text).find("63736967" "4130") / 2;
+    const auto sig_at = to_hex(sig_text).find("63736967"
+                                              "4130") /
+                        2;
     sig_text[sig_at + 4] = 0x61;
     refuses(sig_text, "sig has the wrong type");
     // attStmt without alg, with a seventh field, with a non-certificate in x5c

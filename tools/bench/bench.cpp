@@ -26,9 +26,9 @@
 #include "core/keys/algorithms.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/keys/public_key.hpp"
-#include "login_cost.hpp"
-#include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm.hpp"
+#include "core/tpm/tpm_keys.hpp"
+#include "login_cost.hpp"
 
 #include <p11-kit/pkcs11.h>
 
@@ -47,9 +47,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 struct Options {
     std::string pin;
@@ -100,8 +98,8 @@ std::string stats(const std::string& name, std::vector<double> samples) {
     const double median = m % 2 ? samples[m / 2] : (samples[m / 2 - 1] + samples[m / 2]) / 2;
     char buf[256];
     std::snprintf(buf, sizeof buf, " %s_n=%zu %s_median_ms=%.3f %s_p90_ms=%.3f %s_min_ms=%.3f %s_max_ms=%.3f",
-                  name.c_str(), m, name.c_str(), median, name.c_str(), rank(0.9), name.c_str(),
-                  samples.front(), name.c_str(), samples.back());
+                  name.c_str(), m, name.c_str(), median, name.c_str(), rank(0.9), name.c_str(), samples.front(),
+                  name.c_str(), samples.back());
     return buf;
 }
 
@@ -202,8 +200,8 @@ int run_pkcs11(const std::string& module_path, const std::string& token_label, c
     const std::vector<double> samples = time_each(o.n, sign_once);
     check(f->C_CloseSession(session), "C_CloseSession");
     check(f->C_Finalize(nullptr), "C_Finalize");
-    std::printf("first_ms=%.3f init_ms=%.3f login_ms=%.3f first_sign_ms=%.3f%s\n", first_ms, init_ms,
-                login_ms, first_sign_ms, stats("sign", samples).c_str());
+    std::printf("first_ms=%.3f init_ms=%.3f login_ms=%.3f first_sign_ms=%.3f%s\n", first_ms, init_ms, login_ms,
+                first_sign_ms, stats("sign", samples).c_str());
     // No dlclose: some modules leave threads or atexit handlers behind.
     return 0;
 }

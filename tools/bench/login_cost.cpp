@@ -80,8 +80,7 @@ std::vector<std::string> login_commands(bool resource_manager, bool pin, ParentK
                            : "GetCapability ReadPublic Load StartAuthSession ObjectChangeAuth Sign "
                              "FlushContext FlushContext");
     if (resource_manager)
-        return words(owner ? "CreatePrimary Load Sign FlushContext FlushContext"
-                           : "ReadPublic Load Sign FlushContext");
+        return words(owner ? "CreatePrimary Load Sign FlushContext FlushContext" : "ReadPublic Load Sign FlushContext");
     // Without one it keeps nothing in the TPM between two calls: the parent
     // (and a key without PIN) stay as saved contexts in the process, loaded
     // again by each call (ContextLoad, no second CreatePrimary) and flushed

@@ -56,8 +56,8 @@ double flush(TpmObject& object) {
 }  // namespace
 
 std::vector<std::string> timed_command_names() {
-    return {"GetCapability", "CreatePrimary", "ReadPublic", "ContextSave", "ContextLoad", "StartAuthSession", "Load",
-            "ObjectChangeAuth", "Sign ECDSA P-256", "Sign RSA 2048", "FlushContext"};
+    return {"GetCapability", "CreatePrimary",    "ReadPublic",       "ContextSave",   "ContextLoad", "StartAuthSession",
+            "Load",          "ObjectChangeAuth", "Sign ECDSA P-256", "Sign RSA 2048", "FlushContext"};
 }
 
 double median(std::vector<double> ms) {

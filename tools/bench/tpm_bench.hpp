@@ -6,8 +6,8 @@
 // auth value is a fixed text, thrown away with them.
 #pragma once
 
-#include "login_cost.hpp"
 #include "core/tpm/tpm.hpp"
+#include "login_cost.hpp"
 
 #include <chrono>
 #include <functional>

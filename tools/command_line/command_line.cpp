@@ -113,11 +113,12 @@ int run_command_line(const Program& program, int argc, char** argv) {
         }
         for (const Command* c : group)
             throw UsageError(std::string(program.name) + " " + first + ": unknown subcommand '" +
-                                     (args.size() > 1 ? args[1] : std::string()) + "'",
-                                 c->spec->usage);
+                                 (args.size() > 1 ? args[1] : std::string()) + "'",
+                             c->spec->usage);
         throw UsageError(std::string(program.name) + ": unknown command '" + first + "'", "");
     }
-    const Parsed parsed = parse_args(program, *found->spec, {args.begin() + static_cast<long>(found_words), args.end()});
+    const Parsed parsed =
+        parse_args(program, *found->spec, {args.begin() + static_cast<long>(found_words), args.end()});
     if (parsed.help) {
         std::cout << "usage: " << found->spec->usage << "\n\n" << found->spec->help;
         return 0;

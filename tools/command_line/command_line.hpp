@@ -30,13 +30,13 @@ private:
 
 // Plain constants (no constructors run at start-up).
 struct CommandSpec {
-    const char* name;                   // "pubkey"; a command with subcommands has one spec each: "attest enroll"
-    const char* summary;                // its line in --help, the one list of the commands
-    const char* usage;                  // "tpmkey pubkey [-C COMMENT] KEY"
-    const char* help;                   // what --help prints after the usage line
-    const char* value_options[12];      // take a value: "-C", "--old-pin-file"; null-terminated
-    const char* flag_options[2];        // take none: "--apply"; null-terminated
-    std::size_t positional;             // exact number of other arguments
+    const char* name;               // "pubkey"; a command with subcommands has one spec each: "attest enroll"
+    const char* summary;            // its line in --help, the one list of the commands
+    const char* usage;              // "tpmkey pubkey [-C COMMENT] KEY"
+    const char* help;               // what --help prints after the usage line
+    const char* value_options[12];  // take a value: "-C", "--old-pin-file"; null-terminated
+    const char* flag_options[2];    // take none: "--apply"; null-terminated
+    std::size_t positional;         // exact number of other arguments
 };
 
 struct Parsed {
@@ -60,9 +60,9 @@ struct Command {
 
 // A program's commands and what --version prints.
 struct Program {
-    const char* name;       // "tpmkey"
+    const char* name;  // "tpmkey"
     std::span<const Command* const> commands;
-    const char* version;    // "0.6.0": --version prints "tpmkey 0.6.0"
+    const char* version;  // "0.6.0": --version prints "tpmkey 0.6.0"
 };
 
 // "usage: PROGRAM COMMAND [ARGS]" and each command's usage and summary.

@@ -21,7 +21,7 @@ inline constexpr const char* ek_binding_oid = "1.3.6.1.5.5.7.1.36";  // id-pe-re
 
 // What the certificate says about the AK and its TPM.
 struct AkCertificateSubject {
-    EVP_PKEY* ak = nullptr;          // the AK's public key
+    EVP_PKEY* ak = nullptr;  // the AK's public key
     // As the EK certificate's subjectAltName names them (tpm_identity_of()):
     std::string tpm_manufacturer;    // "id:49424D00": tcg-at-tpmManufacturer 2.23.133.2.1
     std::string tpm_model;           // "swtpm": tcg-at-tpmModel 2.23.133.2.2

@@ -1,7 +1,7 @@
 #include "ak_records.hpp"
 
-#include "core/base/error.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/error.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/file_read.hpp"
@@ -19,7 +19,6 @@ namespace {
 
 constexpr std::size_t max_record_size = 16 * 1024;
 constexpr const char* records_risk = "change the machine a key's SSH certificate is issued for";
-
 
 bool is_serial_hex(const std::string& text) {
     return !text.empty() && text.size() <= 40 && text.find_first_not_of("0123456789ABCDEF") == std::string::npos;
@@ -55,9 +54,9 @@ AkRecord read_record_file(const std::filesystem::path& path) {
         throw Error(path.string() + ": refused: not a record tpmkey-ca wrote (owner " + std::to_string(file.owner) +
                     ", mode " + octal_mode(file.mode) + "; its own are " + std::to_string(::geteuid()) +
                     " and 600): find out who changed it; if its contents are right, chown and chmod 600 it");
-    const ExchangeFile f = ExchangeFile::parse(
-        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), ak_record_file::kind,
-        ak_record_file::fields, path.string());
+    const ExchangeFile f =
+        ExchangeFile::parse(std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()),
+                            ak_record_file::kind, ak_record_file::fields, path.string());
     AkRecord r;
     r.serial = f.text(ak_record_file::serial);
     r.ak_certificate_sha256 = f.text(ak_record_file::ak_certificate_sha256);
@@ -167,7 +166,8 @@ AkRecord record_of_certificate(const CaDirectory& ca, X509* ak_certificate) {
     const std::optional<AkRecord> record = read_record(ca, serial);
     if (!record)
         throw Error("REFUSED: the AK certificate (serial " + serial + ") is not in the CA's records in " +
-                    records_dir(ca).string() + ": not issued by this CA, or before it kept records (enrol the "
+                    records_dir(ca).string() +
+                    ": not issued by this CA, or before it kept records (enrol the "
                     "machine again)");
     if (record->ak_certificate_sha256 != certificate_sha256(ak_certificate))
         throw Error("REFUSED: the AK certificate (serial " + serial + ") is not the one recorded under its serial in " +

@@ -32,11 +32,11 @@ struct AkRecord {
     std::string ek_certificate_issuer;  // its issuer, on one line
     std::string ek_certificate_serial;  // its serial, upper-case hex
     std::string tpm_manufacturer, tpm_model, tpm_version;  // from the EK certificate's subjectAltName
-    std::string machine;                // the name the operator gave (issue-ak --machine)
-    std::string principals;             // issue-ak --principals: comma-separated
-    std::string issued, not_after;      // utc_text()
-    std::string revoked;                // utc_text(), empty while not revoked
-    std::string revocation_reason;      // one of revocation_reasons, with revoked
+    std::string machine;                                   // the name the operator gave (issue-ak --machine)
+    std::string principals;                                // issue-ak --principals: comma-separated
+    std::string issued, not_after;                         // utc_text()
+    std::string revoked;                                   // utc_text(), empty while not revoked
+    std::string revocation_reason;                         // one of revocation_reasons, with revoked
 };
 
 // DIR/records

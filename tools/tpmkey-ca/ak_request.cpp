@@ -48,12 +48,14 @@ AkRequest checked_request(const ExchangeFile& file, const std::string& what) {
     r.model = file.text(ak_request_file::tpm_model);
     r.version = file.text(ak_request_file::tpm_version);
     if (!is_tcg_id(r.manufacturer) || !is_tcg_id(r.version))
-        throw Error(what + ": tpm-manufacturer and tpm-version must be 'id:' and 8 hex digits (as the TPM reports "
-                           "them), not '" + r.manufacturer + "', '" + r.version + "'");
+        throw Error(what +
+                    ": tpm-manufacturer and tpm-version must be 'id:' and 8 hex digits (as the TPM reports "
+                    "them), not '" +
+                    r.manufacturer + "', '" + r.version + "'");
     // Four vendor strings of four characters.
-    if (r.model.size() > 16 || r.model.find_first_not_of(
-                                   " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`"
-                                   "abcdefghijklmnopqrstuvwxyz{|}~") != std::string::npos)
+    if (r.model.size() > 16 ||
+        r.model.find_first_not_of(" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`"
+                                  "abcdefghijklmnopqrstuvwxyz{|}~") != std::string::npos)
         throw Error(what + ": tpm-model must be at most 16 printable ASCII characters");
     return r;
 }

@@ -4,9 +4,9 @@
 // against --ek-roots).
 #pragma once
 
-#include "core/base/owned.hpp"
 #include "core/attestation/ek_templates.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/owned.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
@@ -15,7 +15,7 @@
 namespace tpmkey {
 
 struct AkRequest {
-    Bytes ek_der;                             // exactly one DER certificate
+    Bytes ek_der;  // exactly one DER certificate
     X509Cert ek_certificate;
     const EkTemplate* ek_template = nullptr;  // of ek-certificate-index
     TPMT_PUBLIC ak{};                         // is_ak_public()

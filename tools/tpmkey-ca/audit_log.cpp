@@ -21,9 +21,7 @@ namespace {
 
 // A field as a JSON value: null when empty; printable(), so that a path
 // or a reason with bytes that are not UTF-8 still makes a line of JSON.
-std::string value(const std::string& text) {
-    return text.empty() ? std::string("null") : json_string(printable(text));
-}
+std::string value(const std::string& text) { return text.empty() ? std::string("null") : json_string(printable(text)); }
 
 // `text` with every `hidden` replaced by "ID".
 std::string without(std::string text, const std::string& hidden) {
@@ -35,20 +33,18 @@ std::string without(std::string text, const std::string& hidden) {
 
 std::string audit_line(const AuditEntry& entry, bool accepted, std::time_t now) {
     return "{\"time\": " + json_string(utc_text(now)) + ", \"command\": " + value(entry.command) +
-           ", \"decision\": " + json_string(accepted ? "accepted" : "refused") + ", \"check\": " +
-           value(entry.check) + ", \"reason\": " + value(without(entry.reason, entry.hidden)) +
-           ", \"input\": " + value(without(entry.input, entry.hidden)) +
-           ", \"ak_serial\": " + value(entry.ak_serial) + ", \"ak_name\": " + value(entry.ak_name) +
-           ", \"ek_certificate_sha256\": " + value(entry.ek_certificate_sha256) + ", \"key_fingerprint\": " +
-           value(entry.key_fingerprint) + ", \"machine\": " + value(entry.machine) + ", \"principals\": " +
-           value(entry.principals) + "}";
+           ", \"decision\": " + json_string(accepted ? "accepted" : "refused") + ", \"check\": " + value(entry.check) +
+           ", \"reason\": " + value(without(entry.reason, entry.hidden)) +
+           ", \"input\": " + value(without(entry.input, entry.hidden)) + ", \"ak_serial\": " + value(entry.ak_serial) +
+           ", \"ak_name\": " + value(entry.ak_name) +
+           ", \"ek_certificate_sha256\": " + value(entry.ek_certificate_sha256) +
+           ", \"key_fingerprint\": " + value(entry.key_fingerprint) + ", \"machine\": " + value(entry.machine) +
+           ", \"principals\": " + value(entry.principals) + "}";
 }
 
 }  // namespace
 
-std::filesystem::path audit_log_file(const CaDirectory& ca) {
-    return ca.dir / "audit.log";
-}
+std::filesystem::path audit_log_file(const CaDirectory& ca) { return ca.dir / "audit.log"; }
 
 AuditLog::AuditLog(const std::filesystem::path& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
@@ -70,7 +66,8 @@ AuditLog::AuditLog(const std::filesystem::path& path) : path_(path) {
         problem = ": refused as the audit log: not the one tpmkey-ca makes (owner " + std::to_string(st.st_uid) +
                   ", mode " + octal_mode(st.st_mode) + "; it makes it owner " + std::to_string(::geteuid()) +
                   ", mode 600): others could change or read the CA's decisions; find out who made it so, then "
-                  "chown " + std::to_string(::geteuid()) + " and chmod 600 it";
+                  "chown " +
+                  std::to_string(::geteuid()) + " and chmod 600 it";
     if (!problem.empty()) {
         ::close(fd_);
         fd_ = -1;

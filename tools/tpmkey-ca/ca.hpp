@@ -6,14 +6,14 @@
 #include "ca_directory.hpp"
 #include "command_line.hpp"
 
-#include <string_view>
 #include <sys/types.h>
+#include <string_view>
 
 namespace tpmkey::cli {
 
 extern const Command init_command, challenge_command, issue_ak_command;  // enrol.cpp
 extern const Command verify_command;                                     // verify.cpp
-extern const Command revoke_command, list_command, crl_command;         // inventory.cpp
+extern const Command revoke_command, list_command, crl_command;          // inventory.cpp
 
 // --ca DIR, else default_ca_directory().
 CaDirectory ca_directory_of(const Parsed& p);

@@ -61,9 +61,9 @@ X509Cert self_signed(EVP_PKEY* key, const std::string& name, int days) {
     X509V3_CTX ctx;
     X509V3_set_ctx_nodb(&ctx);
     X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
-    for (const auto& [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE"},
-                                     std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"},
-                                     std::pair{NID_subject_key_identifier, "hash"}}) {
+    for (const auto& [nid, value] :
+         {std::pair{NID_basic_constraints, "critical,CA:TRUE"},
+          std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"}, std::pair{NID_subject_key_identifier, "hash"}}) {
         X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
         const int ok = ext ? X509_add_ext(cert.get(), ext, -1) : 0;
         X509_EXTENSION_free(ext);
@@ -232,9 +232,9 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
         throw Error(path.string() + ": refused: not a challenge tpmkey-ca made (owner " + std::to_string(file.owner) +
                     ", mode " + octal_mode(file.mode) + "; its own are " + std::to_string(::geteuid()) +
                     " and 600): find out who put it there, remove it and make a new challenge");
-    const ExchangeFile pending = ExchangeFile::parse(
-        std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()), ak_pending_file::kind,
-        ak_pending_file::fields, path.string());
+    const ExchangeFile pending =
+        ExchangeFile::parse(std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()),
+                            ak_pending_file::kind, ak_pending_file::fields, path.string());
     // Used up before anything else is looked at: one guess per challenge.
     // Two issue-ak at once both read it, but only one removes it.
     if (!std::filesystem::remove(path))
@@ -242,7 +242,8 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
                     " was used meanwhile (a proof works once)");
     const std::optional<std::time_t> created = parse_utc_text(pending.text(ak_pending_file::created));
     if (!created)
-        throw Error(path.string() + ": refused: its created time '" + printable(pending.text(ak_pending_file::created)) +
+        throw Error(path.string() + ": refused: its created time '" +
+                    printable(pending.text(ak_pending_file::created)) +
                     "' is not YYYY-MM-DDTHH:MM:SSZ; it is removed now: make a new challenge");
     const std::time_t expiry = *created + std::time_t{pending_days} * 24 * 60 * 60;
     if (now > expiry)

@@ -12,8 +12,8 @@
 // not ours alone, and a pending file that is not ours with mode 0600.
 #pragma once
 
-#include "core/base/owned.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/owned.hpp"
 
 #include <cstdint>
 #include <ctime>

@@ -10,15 +10,15 @@
 #include "ak_request.hpp"
 #include "audit_log.hpp"
 #include "ca.hpp"
-#include "revocation.hpp"
-#include "core/base/printable.hpp"
-#include "core/files/atomic_file.hpp"
 #include "core/attestation/credential.hpp"
 #include "core/attestation/ek_certificate.hpp"
 #include "core/attestation/ek_templates.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/printable.hpp"
+#include "core/files/atomic_file.hpp"
 #include "core/keys/key_parts.hpp"
 #include "core/keys/public_key.hpp"
+#include "revocation.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/pem.h>
@@ -55,28 +55,29 @@ bool same_manufacturer(const std::string& a, const std::string& b) {
 // certificate gets a new serial and record).
 constexpr int default_ak_days = 365;
 
-constexpr CommandSpec init_spec{
-    "init",
-    "make the attestation CA: its key and root certificate",
-    "tpmkey-ca init [--ca DIR] [--name TEXT] [--crl-url URL]",
-    "Makes the attestation CA in DIR (default $XDG_DATA_HOME/tpmkey-ca, i.e.\n"
-    "~/.local/share/tpmkey-ca; made 0700): ca.key (EC P-256, PKCS#8 PEM, 0600),\n"
-    "ca.crt (its self-signed root certificate, valid 20 years: what verifiers\n"
-    "trust), pending/ (the outstanding challenges), records/ (one record per\n"
-    "AK certificate issued) and crl.pem (its CRL, empty). Every AK\n"
-    "certificate names its CRL: --crl-url, else crl.pem as a file:// URL,\n"
-    "which serves verifiers on this host only. Refuses, changing\n"
-    "nothing, a directory that has a ca.key already, and a DIR or DIR/pending/\n"
-    "that is there but not a directory of the user's that no one else may\n"
-    "write to (as challenge and issue-ak do: whoever can write pending/ can\n"
-    "get any key certified).\n"
-    "\n"
-    "  --ca DIR          the CA directory\n"
-    "  --name TEXT       the root certificate's common name (default\n"
-    "                    'tpmkey attestation CA')\n"
-    "  --crl-url URL     where verifiers get the CRL (http://, https:// or\n"
-    "                    file:///), written into every AK certificate\n",
-    {"--ca", "--name", "--crl-url", nullptr}, {nullptr}, 0};
+constexpr CommandSpec init_spec{"init",
+                                "make the attestation CA: its key and root certificate",
+                                "tpmkey-ca init [--ca DIR] [--name TEXT] [--crl-url URL]",
+                                "Makes the attestation CA in DIR (default $XDG_DATA_HOME/tpmkey-ca, i.e.\n"
+                                "~/.local/share/tpmkey-ca; made 0700): ca.key (EC P-256, PKCS#8 PEM, 0600),\n"
+                                "ca.crt (its self-signed root certificate, valid 20 years: what verifiers\n"
+                                "trust), pending/ (the outstanding challenges), records/ (one record per\n"
+                                "AK certificate issued) and crl.pem (its CRL, empty). Every AK\n"
+                                "certificate names its CRL: --crl-url, else crl.pem as a file:// URL,\n"
+                                "which serves verifiers on this host only. Refuses, changing\n"
+                                "nothing, a directory that has a ca.key already, and a DIR or DIR/pending/\n"
+                                "that is there but not a directory of the user's that no one else may\n"
+                                "write to (as challenge and issue-ak do: whoever can write pending/ can\n"
+                                "get any key certified).\n"
+                                "\n"
+                                "  --ca DIR          the CA directory\n"
+                                "  --name TEXT       the root certificate's common name (default\n"
+                                "                    'tpmkey attestation CA')\n"
+                                "  --crl-url URL     where verifiers get the CRL (http://, https:// or\n"
+                                "                    file:///), written into every AK certificate\n",
+                                {"--ca", "--name", "--crl-url", nullptr},
+                                {nullptr},
+                                0};
 
 int cmd_init(const Parsed& p) {
     const CaDirectory ca = ca_directory_of(p);
@@ -103,25 +104,26 @@ int cmd_init(const Parsed& p) {
     return 0;
 }
 
-constexpr CommandSpec challenge_spec{
-    "challenge",
-    "check a machine's enrolment request and make its challenge",
-    "tpmkey-ca challenge --ek-roots DIR [--ca DIR] [-o FILE] REQUEST",
-    "Checks REQUEST (tpmkey attest enroll): its EK certificate must chain to\n"
-    "a root in the --ek-roots directory (the TPM makers' EK roots and\n"
-    "intermediates, PEM or DER), and its attestation key (AK) must be one\n"
-    "made from tpmkey's template (restricted, fixedTPM). Then makes a\n"
-    "credential for a random secret that only the TPM holding that EK and\n"
-    "that AK can activate (TPM2_MakeCredential), keeps the secret in\n"
-    "DIR/pending/ and writes the challenge to FILE (default: standard output)\n"
-    "for tpmkey attest activate. Each challenge is a file of its own: a new\n"
-    "challenge for the same AK leaves the others as they are. The decision,\n"
-    "made or refused, goes to DIR/audit.log (never the secret).\n"
-    "\n"
-    "  --ek-roots DIR    the trusted EK root certificates\n"
-    "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
-    "  -o FILE           write the challenge to FILE\n",
-    {"--ek-roots", "--ca", "-o", nullptr}, {nullptr}, 1};
+constexpr CommandSpec challenge_spec{"challenge",
+                                     "check a machine's enrolment request and make its challenge",
+                                     "tpmkey-ca challenge --ek-roots DIR [--ca DIR] [-o FILE] REQUEST",
+                                     "Checks REQUEST (tpmkey attest enroll): its EK certificate must chain to\n"
+                                     "a root in the --ek-roots directory (the TPM makers' EK roots and\n"
+                                     "intermediates, PEM or DER), and its attestation key (AK) must be one\n"
+                                     "made from tpmkey's template (restricted, fixedTPM). Then makes a\n"
+                                     "credential for a random secret that only the TPM holding that EK and\n"
+                                     "that AK can activate (TPM2_MakeCredential), keeps the secret in\n"
+                                     "DIR/pending/ and writes the challenge to FILE (default: standard output)\n"
+                                     "for tpmkey attest activate. Each challenge is a file of its own: a new\n"
+                                     "challenge for the same AK leaves the others as they are. The decision,\n"
+                                     "made or refused, goes to DIR/audit.log (never the secret).\n"
+                                     "\n"
+                                     "  --ek-roots DIR    the trusted EK root certificates\n"
+                                     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
+                                     "  -o FILE           write the challenge to FILE\n",
+                                     {"--ek-roots", "--ca", "-o", nullptr},
+                                     {nullptr},
+                                     1};
 
 // challenge's decision; cmd_challenge logs a refusal.
 void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, AuditEntry& entry) {
@@ -175,7 +177,8 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
         pending.set_text(field, file.text(field));
     pending.set_bytes(ak_pending_file::secret, secret);
     pending.set_text(ak_pending_file::created, utc_text(std::time(nullptr)));
-    const std::filesystem::path pending_path = ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
+    const std::filesystem::path pending_path =
+        ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
     entry.hidden = hex(std::span(secret).first(challenge_id_size));
     OPENSSL_cleanse(secret.data(), secret.size());
     // A file of its own, never another's: challenges for the same AK
@@ -198,7 +201,8 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
         std::cout << what << ": the EK certificate (" << request.ek_template->algorithm << ", issued by "
                   << name_line(X509_get_issuer_name(request.ek_certificate.get())) << ") chains to "
                   << p.value("--ek-roots") << "; TPM " << printable(certified.manufacturer) << " '"
-                  << printable(certified.model) << "' " << printable(certified.version) << " (by the EK certificate). Wrote the challenge for attestation key " << hex(request.ak_name)
+                  << printable(certified.model) << "' " << printable(certified.version)
+                  << " (by the EK certificate). Wrote the challenge for attestation key " << hex(request.ak_name)
                   << " to " << p.value("-o") << ": the machine answers it with tpmkey attest activate.\n";
 }
 
@@ -239,7 +243,9 @@ constexpr CommandSpec issue_ak_spec{
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  --days N          how long the certificate is valid (default 365)\n"
     "  -o FILE           write the certificate to FILE\n",
-    {"--machine", "--principals", "--ca", "--days", "-o", nullptr}, {nullptr}, 1};
+    {"--machine", "--principals", "--ca", "--days", "-o", nullptr},
+    {nullptr},
+    1};
 
 // issue-ak's decision; cmd_issue_ak logs a refusal.
 void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int days, AuditLog& log, AuditEntry& entry) {
@@ -257,13 +263,13 @@ void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int da
     const ExchangeFile pending = take_pending(ca, ak_name, secret, what, std::time(nullptr));
     const std::string pending_path = ca.pending_file(ak_name, std::span(secret).first(challenge_id_size)).string();
     Bytes expected = pending.bytes(ak_pending_file::secret, 64);
-    const bool same = secret.size() == expected.size() &&
-                      CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
+    const bool same =
+        secret.size() == expected.size() && CRYPTO_memcmp(secret.data(), expected.data(), expected.size()) == 0;
     OPENSSL_cleanse(secret.data(), secret.size());
     OPENSSL_cleanse(expected.data(), expected.size());
     if (!same)
-        throw Error(what + ": refused: its secret is not the one of the challenge for attestation key " +
-                    hex(ak_name) + "; that challenge is void now (make a new one)");
+        throw Error(what + ": refused: its secret is not the one of the challenge for attestation key " + hex(ak_name) +
+                    "; that challenge is void now (make a new one)");
     const AkRequest request = checked_request(pending, pending_path);
     if (request.ak_name != ak_name)
         throw Error(pending_path + ": holds the request of another attestation key");
@@ -307,8 +313,9 @@ void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int da
     if (!bio || PEM_write_bio_X509(bio.get(), cert.get()) != 1)
         throw Error("cannot write the certificate (OpenSSL)");
     entry.ak_serial = record.serial;
-    entry.reason = "issued the AK certificate, valid " + std::to_string(days) + " days, TPM " + record.tpm_manufacturer +
-                   " '" + record.tpm_model + "' " + record.tpm_version + " by its EK certificate";
+    entry.reason = "issued the AK certificate, valid " + std::to_string(days) + " days, TPM " +
+                   record.tpm_manufacturer + " '" + record.tpm_model + "' " + record.tpm_version +
+                   " by its EK certificate";
     log.accepted(entry);
     char* data = nullptr;
     const long size = BIO_get_mem_data(bio.get(), &data);

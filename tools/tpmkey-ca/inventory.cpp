@@ -109,7 +109,8 @@ void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, 
 }
 
 int cmd_revoke(const Parsed& p) {
-    const int chosen = (p.has_value("--serial") ? 1 : 0) + (p.has_value("--ak-name") ? 1 : 0) + (p.has_value("--ek") ? 1 : 0);
+    const int chosen =
+        (p.has_value("--serial") ? 1 : 0) + (p.has_value("--ak-name") ? 1 : 0) + (p.has_value("--ek") ? 1 : 0);
     if (chosen != 1)
         throw UsageError("tpmkey-ca revoke: give one of --serial, --ak-name and --ek", revoke_spec.usage);
     const std::string reason_name = p.has_value("--reason") ? p.value("--reason") : "unspecified";
@@ -144,20 +145,19 @@ int cmd_revoke(const Parsed& p) {
     return 0;
 }
 
-constexpr CommandSpec list_spec{
-    "list",
-    "list the attestation keys the CA certified, and which are revoked",
-    "tpmkey-ca list [--ca DIR]",
-    "Prints the records of DIR/records/, oldest first: for each AK\n"
-    "certificate its serial, the machine and principals the operator gave\n"
-    "issue-ak, whether it is valid, expired or revoked (when, why), when it\n"
-    "was issued, the AK's name, the EK certificate it was enrolled with\n"
-    "(SHA-256, serial, issuer) and the TPM that certificate names.\n"
-    "\n"
-    "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n",
-    {"--ca", nullptr},
-    {nullptr},
-    0};
+constexpr CommandSpec list_spec{"list",
+                                "list the attestation keys the CA certified, and which are revoked",
+                                "tpmkey-ca list [--ca DIR]",
+                                "Prints the records of DIR/records/, oldest first: for each AK\n"
+                                "certificate its serial, the machine and principals the operator gave\n"
+                                "issue-ak, whether it is valid, expired or revoked (when, why), when it\n"
+                                "was issued, the AK's name, the EK certificate it was enrolled with\n"
+                                "(SHA-256, serial, issuer) and the TPM that certificate names.\n"
+                                "\n"
+                                "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n",
+                                {"--ca", nullptr},
+                                {nullptr},
+                                0};
 
 int cmd_list(const Parsed& p) {
     const CaDirectory ca = ca_directory_of(p);
@@ -183,21 +183,20 @@ int cmd_list(const Parsed& p) {
     return 0;
 }
 
-constexpr CommandSpec crl_spec{
-    "crl",
-    "sign a new CRL (before the current one's next update)",
-    "tpmkey-ca crl [--ca DIR] [--days N]",
-    "Signs a new CRL with every revoked AK certificate of DIR/records/ and\n"
-    "writes it to DIR/crl.pem (atomically, 0644). A CRL is current until its\n"
-    "next update; after that tpmkey-ca verify refuses every AK of the CA, so\n"
-    "run this well before (e.g. weekly from cron) and publish the file where\n"
-    "the AK certificates' CRL distribution point says.\n"
-    "\n"
-    "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
-    "  --days N          days until its next update (default 30)\n",
-    {"--ca", "--days", nullptr},
-    {nullptr},
-    0};
+constexpr CommandSpec crl_spec{"crl",
+                               "sign a new CRL (before the current one's next update)",
+                               "tpmkey-ca crl [--ca DIR] [--days N]",
+                               "Signs a new CRL with every revoked AK certificate of DIR/records/ and\n"
+                               "writes it to DIR/crl.pem (atomically, 0644). A CRL is current until its\n"
+                               "next update; after that tpmkey-ca verify refuses every AK of the CA, so\n"
+                               "run this well before (e.g. weekly from cron) and publish the file where\n"
+                               "the AK certificates' CRL distribution point says.\n"
+                               "\n"
+                               "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
+                               "  --days N          days until its next update (default 30)\n",
+                               {"--ca", "--days", nullptr},
+                               {nullptr},
+                               0};
 
 int cmd_crl(const Parsed& p) {
     int days = default_crl_days;

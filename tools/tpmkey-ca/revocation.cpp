@@ -126,8 +126,9 @@ std::vector<std::string> distribution_points(X509* cert) {
         for (int j = 0; j < sk_GENERAL_NAME_num(names); ++j) {
             const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, j);
             if (name->type == GEN_URI)
-                out.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(name->d.uniformResourceIdentifier)),
-                                 static_cast<std::size_t>(ASN1_STRING_length(name->d.uniformResourceIdentifier)));
+                out.emplace_back(
+                    reinterpret_cast<const char*>(ASN1_STRING_get0_data(name->d.uniformResourceIdentifier)),
+                    static_cast<std::size_t>(ASN1_STRING_length(name->d.uniformResourceIdentifier)));
         }
     }
     return out;
@@ -216,7 +217,8 @@ int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int 
     const Crl crl(X509_CRL_new());
     check(crl ? 1 : 0, "X509_CRL_new");
     check(X509_CRL_set_version(crl.get(), X509_CRL_VERSION_2), "X509_CRL_set_version");
-    check(X509_CRL_set_issuer_name(crl.get(), X509_get_subject_name(keys.certificate.get())), "X509_CRL_set_issuer_name");
+    check(X509_CRL_set_issuer_name(crl.get(), X509_get_subject_name(keys.certificate.get())),
+          "X509_CRL_set_issuer_name");
     const Asn1Time this_update(ASN1_TIME_set(nullptr, now));
     const Asn1Time next_update(ASN1_TIME_set(nullptr, now + std::time_t{days} * 24 * 60 * 60));
     check(this_update && next_update ? 1 : 0, "ASN1_TIME_set");
@@ -234,7 +236,8 @@ int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int 
         check(entry ? 1 : 0, "X509_REVOKED_new");
         BIGNUM* serial_bn = nullptr;
         const Asn1Time when(ASN1_TIME_set(nullptr, *parse_utc_text(record.revoked)));
-        Asn1Integer serial(BN_hex2bn(&serial_bn, record.serial.c_str()) ? BN_to_ASN1_INTEGER(serial_bn, nullptr) : nullptr);
+        Asn1Integer serial(BN_hex2bn(&serial_bn, record.serial.c_str()) ? BN_to_ASN1_INTEGER(serial_bn, nullptr)
+                                                                        : nullptr);
         BN_free(serial_bn);
         int ok = serial && when && X509_REVOKED_set_serialNumber(entry, serial.get()) == 1 &&
                          X509_REVOKED_set_revocationDate(entry, when.get()) == 1

@@ -28,53 +28,53 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr CommandSpec verify_spec{
-    "verify",
-    "check a key's attestation; print what it proves, or refuse it",
-    "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [--crl FILE] [--ca DIR] [--audit-log FILE] [-o FILE] [--json] "
-    "[--min-rsa-bits N] [--require-pcrs LIST] [--manufacturers LIST]",
-    "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
-    "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
-    "the AK signed TPM2_Certify's result over the key (certInfo) for the\n"
-    "challenge in --challenge (the same file the machine was given: a replay\n"
-    "of an older attestation is refused); the certified key is the SSH key in\n"
-    "the file and was made in a TPM that will not let it out (fixedTPM,\n"
-    "fixedParent, sensitiveDataOrigin). Then prints what that proves, and\n"
-    "what it cannot prove. Exit 0 only if every check holds; a refusal is\n"
-    "'tpmkey-ca: REFUSED: REASON', exit 1, and prints nothing on standard\n"
-    "output (with --json: the refusal, as JSON). With -o, writes the\n"
-    "verified key's .pub line to FILE: sign that one (ssh-keygen -s), never\n"
-    "the ATTESTATION file read again, which its sender may have changed\n"
-    "since.\n"
-    "\n"
-    "  --roots FILE       the CA certificates to trust (PEM)\n"
-    "  --challenge FILE   the challenge the machine was given (16 to 1024 bytes)\n"
-    "  --key-file KEY     the key file (KEY.tpm), whose policy then explains\n"
-    "                     the key's authPolicy; its public key must be the\n"
-    "                     attested one\n"
-    "  -o FILE            write the verified key's .pub line to FILE (replaced\n"
-    "                     in one step; in a directory only the CA can write)\n"
-    "  --crl FILE         the CA's CRL (PEM or DER); else --ca's crl.pem, else\n"
-    "                     the file:// CRL the AK certificate names. Refused:\n"
-    "                     a revoked AK, a CRL out of date or not the CA's\n"
-    "  --ca DIR           the CA directory: its record of the AK certificate\n"
-    "                     names the machine and principals (printed), and\n"
-    "                     the decision goes to its audit log, DIR/audit.log\n"
-    "  --audit-log FILE   append the decision to FILE instead (one JSON\n"
-    "                     object per line; made 0600)\n"
-    "  --json             print the result as one JSON object on standard\n"
-    "                     output, a refusal too (with the check's name)\n"
-    "\n"
-    "The CA's policy (each off unless given; a key that breaks it is refused):\n"
-    "  --min-rsa-bits N   RSA keys need at least N bits (2048 to 16384)\n"
-    "  --require-pcrs LIST  keys must be bound to these PCRs (sha256 bank,\n"
-    "                     \"7\" or \"0,7\"), as the attestation proves\n"
-    "  --manufacturers LIST  TPMs of these makers only: \"IBM,INTC\" or\n"
-    "                     \"id:49424D00\" (TPM_PT_MANUFACTURER), comma-separated\n",
-    {"--roots", "--challenge", "--key-file", "-o", "--crl", "--ca", "--audit-log", "--min-rsa-bits", "--require-pcrs",
-     "--manufacturers", nullptr},
-    {"--json", nullptr},
-    1};
+constexpr CommandSpec verify_spec{"verify",
+                                  "check a key's attestation; print what it proves, or refuse it",
+                                  "tpmkey-ca verify ATTESTATION --roots FILE --challenge FILE [--key-file KEY] [--crl "
+                                  "FILE] [--ca DIR] [--audit-log FILE] [-o FILE] [--json] "
+                                  "[--min-rsa-bits N] [--require-pcrs LIST] [--manufacturers LIST]",
+                                  "Checks ATTESTATION (written by 'tpmkey attest'): the AK certificate in it\n"
+                                  "was issued by a CA of --roots and is an AK certificate (WebAuthn 8.3.1);\n"
+                                  "the AK signed TPM2_Certify's result over the key (certInfo) for the\n"
+                                  "challenge in --challenge (the same file the machine was given: a replay\n"
+                                  "of an older attestation is refused); the certified key is the SSH key in\n"
+                                  "the file and was made in a TPM that will not let it out (fixedTPM,\n"
+                                  "fixedParent, sensitiveDataOrigin). Then prints what that proves, and\n"
+                                  "what it cannot prove. Exit 0 only if every check holds; a refusal is\n"
+                                  "'tpmkey-ca: REFUSED: REASON', exit 1, and prints nothing on standard\n"
+                                  "output (with --json: the refusal, as JSON). With -o, writes the\n"
+                                  "verified key's .pub line to FILE: sign that one (ssh-keygen -s), never\n"
+                                  "the ATTESTATION file read again, which its sender may have changed\n"
+                                  "since.\n"
+                                  "\n"
+                                  "  --roots FILE       the CA certificates to trust (PEM)\n"
+                                  "  --challenge FILE   the challenge the machine was given (16 to 1024 bytes)\n"
+                                  "  --key-file KEY     the key file (KEY.tpm), whose policy then explains\n"
+                                  "                     the key's authPolicy; its public key must be the\n"
+                                  "                     attested one\n"
+                                  "  -o FILE            write the verified key's .pub line to FILE (replaced\n"
+                                  "                     in one step; in a directory only the CA can write)\n"
+                                  "  --crl FILE         the CA's CRL (PEM or DER); else --ca's crl.pem, else\n"
+                                  "                     the file:// CRL the AK certificate names. Refused:\n"
+                                  "                     a revoked AK, a CRL out of date or not the CA's\n"
+                                  "  --ca DIR           the CA directory: its record of the AK certificate\n"
+                                  "                     names the machine and principals (printed), and\n"
+                                  "                     the decision goes to its audit log, DIR/audit.log\n"
+                                  "  --audit-log FILE   append the decision to FILE instead (one JSON\n"
+                                  "                     object per line; made 0600)\n"
+                                  "  --json             print the result as one JSON object on standard\n"
+                                  "                     output, a refusal too (with the check's name)\n"
+                                  "\n"
+                                  "The CA's policy (each off unless given; a key that breaks it is refused):\n"
+                                  "  --min-rsa-bits N   RSA keys need at least N bits (2048 to 16384)\n"
+                                  "  --require-pcrs LIST  keys must be bound to these PCRs (sha256 bank,\n"
+                                  "                     \"7\" or \"0,7\"), as the attestation proves\n"
+                                  "  --manufacturers LIST  TPMs of these makers only: \"IBM,INTC\" or\n"
+                                  "                     \"id:49424D00\" (TPM_PT_MANUFACTURER), comma-separated\n",
+                                  {"--roots", "--challenge", "--key-file", "-o", "--crl", "--ca", "--audit-log",
+                                   "--min-rsa-bits", "--require-pcrs", "--manufacturers", nullptr},
+                                  {"--json", nullptr},
+                                  1};
 
 // "id:49424D00" -> "IBM (id:49424D00)".
 std::string manufacturer_text(const std::string& id) {
@@ -100,22 +100,23 @@ std::string json_of(const std::string& path, const VerifiedKey& key, const std::
     pcrs += "]";
     return "{\"verified\": true, \"attestation\": " + json_string(path) +
            ", \"ssh_public_key\": " + json_string(key.ssh_public_key) +
-           ", \"key\": {\"type\": " + json_string(key.rsa ? "RSA" : "ECDSA") + ", \"bits\": " +
-           std::to_string(key.bits) + ", \"fingerprint\": " + json_string(key.fingerprint) +
+           ", \"key\": {\"type\": " + json_string(key.rsa ? "RSA" : "ECDSA") +
+           ", \"bits\": " + std::to_string(key.bits) + ", \"fingerprint\": " + json_string(key.fingerprint) +
            ", \"tpm_resident\": true, \"user_with_auth\": " + (key.user_with_auth ? "true" : "false") + "}" +
            ", \"ek_certificate_sha256\": " +
            (key.ek_certificate_sha256 ? json_string(*key.ek_certificate_sha256) : std::string("null")) +
-           ", \"ak_certificate\": {\"serial\": " + json_string(key.ak_serial) + ", \"issuer\": " +
-           json_string(key.ak_issuer) + "}" + ", \"tpm\": {\"manufacturer\": " + json_string(key.tpm_manufacturer) +
+           ", \"ak_certificate\": {\"serial\": " + json_string(key.ak_serial) +
+           ", \"issuer\": " + json_string(key.ak_issuer) + "}" +
+           ", \"tpm\": {\"manufacturer\": " + json_string(key.tpm_manufacturer) +
            ", \"manufacturer_letters\": " + json_string(manufacturer_letters(key.tpm_manufacturer)) +
            ", \"model\": " + json_string(key.tpm_model) + ", \"version\": " + json_string(key.tpm_version) +
            ", \"proven\": false}" + ", \"policy\": {\"auth_policy\": " + json_string(key.auth_policy) +
            ", \"explained\": " + (key.policy_explained ? "true" : "false") + ", \"pcrs\": " + pcrs +
            ", \"lines\": " + json_list(key.policy) + "}" + ", \"pin_proven\": false" +
-           ", \"revocation\": " + json_string(revocation) + ", \"machine\": " +
-           (record ? json_string(record->machine) : std::string("null")) + ", \"principals\": " +
-           (record ? json_string(record->principals) : std::string("null")) + ", \"checks\": " + json_list(checks) +
-           "}\n";
+           ", \"revocation\": " + json_string(revocation) +
+           ", \"machine\": " + (record ? json_string(record->machine) : std::string("null")) +
+           ", \"principals\": " + (record ? json_string(record->principals) : std::string("null")) +
+           ", \"checks\": " + json_list(checks) + "}\n";
 }
 
 // The CA's policy from the command line; UsageError for a bad value.
@@ -168,9 +169,9 @@ CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& ke
     CaFacts facts;
     entry.check = "not-revoked";
     try {
-        facts.revocation = check_ak_not_revoked(
-            ak.get(), p.value("--roots"), p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt,
-            ca_dir, std::time(nullptr));
+        facts.revocation = check_ak_not_revoked(ak.get(), p.value("--roots"),
+                                                p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt,
+                                                ca_dir, std::time(nullptr));
     } catch (const Error& e) {
         if (p.has_flag("--json"))
             std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
@@ -187,8 +188,7 @@ CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& ke
 
 void print_text(const std::string& path, const VerifiedKey& key, const CaFacts& facts) {
     std::cout << "Verified:      " << path << "\n"
-              << "SSH key:       " << key.bits << " " << key.fingerprint << " (" << (key.rsa ? "RSA" : "ECDSA")
-              << ")\n"
+              << "SSH key:       " << key.bits << " " << key.fingerprint << " (" << (key.rsa ? "RSA" : "ECDSA") << ")\n"
               << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n";
     if (key.ek_certificate_sha256)
         std::cout << "EK:            the CA enrolled the AK with the EK certificate of SHA-256 "

@@ -4,8 +4,8 @@
 // the AK lives in the TPM whose EK certificate the request carried.
 
 #include "cli.hpp"
-#include "core/files/config.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/files/config.hpp"
 #include "core/trust/attestation_key.hpp"
 
 #include <openssl/crypto.h>
@@ -25,20 +25,21 @@ void write_output(const Parsed& p, const ExchangeFile& file, mode_t mode) {
         std::cout << file.to_string() << std::flush;
 }
 
-constexpr CommandSpec attest_enroll_spec{
-    "attest enroll",
-    "write this TPM's attestation key enrolment request for tpmkey-ca",
-    "tpmkey attest enroll [-o FILE]",
-    "Writes the request to enrol this TPM's attestation key (AK) with an\n"
-    "attestation CA (tpmkey-ca challenge; docs/attestation.md): the TPM's EK\n"
-    "certificate, the AK's public key (a restricted ECDSA P-256 key the TPM\n"
-    "re-creates in its endorsement hierarchy whenever it is needed: no file\n"
-    "to keep), and the TPM's manufacturer, model and firmware version. It\n"
-    "holds no secret. Needs a TPM with an EK certificate and an endorsement\n"
-    "hierarchy without a password.\n"
-    "\n"
-    "  -o FILE           write the request to FILE (default: standard output)\n",
-    {"-o", nullptr}, {nullptr}, 0};
+constexpr CommandSpec attest_enroll_spec{"attest enroll",
+                                         "write this TPM's attestation key enrolment request for tpmkey-ca",
+                                         "tpmkey attest enroll [-o FILE]",
+                                         "Writes the request to enrol this TPM's attestation key (AK) with an\n"
+                                         "attestation CA (tpmkey-ca challenge; docs/attestation.md): the TPM's EK\n"
+                                         "certificate, the AK's public key (a restricted ECDSA P-256 key the TPM\n"
+                                         "re-creates in its endorsement hierarchy whenever it is needed: no file\n"
+                                         "to keep), and the TPM's manufacturer, model and firmware version. It\n"
+                                         "holds no secret. Needs a TPM with an EK certificate and an endorsement\n"
+                                         "hierarchy without a password.\n"
+                                         "\n"
+                                         "  -o FILE           write the request to FILE (default: standard output)\n",
+                                         {"-o", nullptr},
+                                         {nullptr},
+                                         0};
 
 int cmd_attest_enroll(const Parsed& p) {
     const Config config = load_config();
@@ -52,18 +53,19 @@ int cmd_attest_enroll(const Parsed& p) {
     return 0;
 }
 
-constexpr CommandSpec attest_activate_spec{
-    "attest activate",
-    "answer an attestation CA's challenge (tpmkey-ca challenge)",
-    "tpmkey attest activate [-o FILE] CHALLENGE",
-    "Answers the challenge an attestation CA made from this TPM's enrolment\n"
-    "request (tpmkey-ca challenge): the TPM recovers the CA's secret\n"
-    "(TPM2_ActivateCredential), which only the TPM holding both the certified\n"
-    "EK and the attestation key can do. The proof holds that secret; it is\n"
-    "written 0600 and works once (tpmkey-ca issue-ak).\n"
-    "\n"
-    "  -o FILE           write the proof to FILE (default: standard output)\n",
-    {"-o", nullptr}, {nullptr}, 1};
+constexpr CommandSpec attest_activate_spec{"attest activate",
+                                           "answer an attestation CA's challenge (tpmkey-ca challenge)",
+                                           "tpmkey attest activate [-o FILE] CHALLENGE",
+                                           "Answers the challenge an attestation CA made from this TPM's enrolment\n"
+                                           "request (tpmkey-ca challenge): the TPM recovers the CA's secret\n"
+                                           "(TPM2_ActivateCredential), which only the TPM holding both the certified\n"
+                                           "EK and the attestation key can do. The proof holds that secret; it is\n"
+                                           "written 0600 and works once (tpmkey-ca issue-ak).\n"
+                                           "\n"
+                                           "  -o FILE           write the proof to FILE (default: standard output)\n",
+                                           {"-o", nullptr},
+                                           {nullptr},
+                                           1};
 
 int cmd_attest_activate(const Parsed& p) {
     const std::string path = p.positional[0];

@@ -4,12 +4,12 @@
 // certifies KEY's public area with TPM2_Certify, bound to the CA's
 // challenge; tpmkey-ca verify checks the result.
 #include "cli.hpp"
-#include "core/base/prompt.hpp"
-#include "core/files/config.hpp"
-#include "core/files/file_read.hpp"
 #include "core/attestation/ek_certificate.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/attestation/webauthn.hpp"
+#include "core/base/prompt.hpp"
+#include "core/files/config.hpp"
+#include "core/files/file_read.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/attestation_key.hpp"
 #include "core/trust/key_attestation.hpp"
@@ -22,28 +22,27 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr CommandSpec attest_key_spec{
-    "attest",
-    "prove to an attestation CA that KEY lives in this TPM",
-    "tpmkey attest KEY --ak-cert FILE --challenge FILE [--pin-file FILE] [-o FILE]",
-    "Writes KEY's attestation for tpmkey-ca verify: this TPM's attestation key\n"
-    "(AK) certifies KEY's public area (TPM2_Certify), which says that KEY was\n"
-    "made in this TPM and cannot leave it, bound to the CA's challenge. The\n"
-    "file is WebAuthn's \"tpm\" attestation statement with the SSH public key\n"
-    "(docs/attestation.md).\n"
-    "\n"
-    "  --ak-cert FILE     the AK certificate the CA issued (tpmkey-ca issue-ak;\n"
-    "                     PEM, then any CA certificates to send along)\n"
-    "  --challenge FILE   the CA's challenge: a file of 16 to 1024 bytes\n"
-    "  --pin-file FILE    KEY's PIN: the first line of FILE (else asked for)\n"
-    "  -o FILE            where to write it (default: KEY without .tpm, plus .att)\n"
-    "\n"
-    "The AK certificate must be this TPM's: run 'tpmkey attest enroll' and\n"
-    "'tpmkey attest activate' with the CA first. The PIN travels only in an\n"
-    "encrypted session.\n",
-    {"--ak-cert", "--challenge", "--pin-file", "-o", nullptr},
-    {nullptr},
-    1};
+constexpr CommandSpec attest_key_spec{"attest",
+                                      "prove to an attestation CA that KEY lives in this TPM",
+                                      "tpmkey attest KEY --ak-cert FILE --challenge FILE [--pin-file FILE] [-o FILE]",
+                                      "Writes KEY's attestation for tpmkey-ca verify: this TPM's attestation key\n"
+                                      "(AK) certifies KEY's public area (TPM2_Certify), which says that KEY was\n"
+                                      "made in this TPM and cannot leave it, bound to the CA's challenge. The\n"
+                                      "file is WebAuthn's \"tpm\" attestation statement with the SSH public key\n"
+                                      "(docs/attestation.md).\n"
+                                      "\n"
+                                      "  --ak-cert FILE     the AK certificate the CA issued (tpmkey-ca issue-ak;\n"
+                                      "                     PEM, then any CA certificates to send along)\n"
+                                      "  --challenge FILE   the CA's challenge: a file of 16 to 1024 bytes\n"
+                                      "  --pin-file FILE    KEY's PIN: the first line of FILE (else asked for)\n"
+                                      "  -o FILE            where to write it (default: KEY without .tpm, plus .att)\n"
+                                      "\n"
+                                      "The AK certificate must be this TPM's: run 'tpmkey attest enroll' and\n"
+                                      "'tpmkey attest activate' with the CA first. The PIN travels only in an\n"
+                                      "encrypted session.\n",
+                                      {"--ak-cert", "--challenge", "--pin-file", "-o", nullptr},
+                                      {nullptr},
+                                      1};
 
 // KEY.tpm -> KEY.att; another name gets .att added.
 std::filesystem::path default_output(const std::filesystem::path& key) {
@@ -78,7 +77,8 @@ int cmd_attest_key(const Parsed& p) {
     const std::filesystem::path path = p.positional[0];
     if (!p.has_value("--ak-cert") || !p.has_value("--challenge"))
         throw UsageError("tpmkey attest: --ak-cert and --challenge are needed", attest_key_spec.usage);
-    const std::filesystem::path output = p.has_value("-o") ? std::filesystem::path(p.value("-o")) : default_output(path);
+    const std::filesystem::path output =
+        p.has_value("-o") ? std::filesystem::path(p.value("-o")) : default_output(path);
     const KeyFile key = read_key_file(path);
     check_usable(key, path.string());
     const std::vector<Bytes> x5c = read_ak_certificates(p.value("--ak-cert"));
@@ -107,7 +107,8 @@ int cmd_attest_key(const Parsed& p) {
     try {
         // The key's PIN goes under this parent: no clear accepted here (as
         // in a login; a key made before a clear cannot load anyway).
-        parent = load_verified_parent(tpm, key.parent, known, nullptr, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+        parent = load_verified_parent(tpm, key.parent, known, nullptr,
+                                      ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem);
     } catch (const UnverifiedParent& e) {
@@ -132,7 +133,8 @@ int cmd_attest_key(const Parsed& p) {
 
     ExchangeFile file(attestation_file::kind);
     file.set_text(attestation_file::ssh_public_key, PublicKey(key.blobs.pub.publicArea).ssh_line(key.description));
-    file.set_bytes(attestation_file::client_data_json, Bytes(attestation.client_data_json.begin(), attestation.client_data_json.end()));
+    file.set_bytes(attestation_file::client_data_json,
+                   Bytes(attestation.client_data_json.begin(), attestation.client_data_json.end()));
     file.set_bytes(attestation_file::attestation_object, attestation.attestation_object);
     if (key.has_policy())
         file.set_bytes(attestation_file::key_policy, format_policy(key.policy));

@@ -6,9 +6,9 @@
 #include "cli.hpp"
 #include "core/files/config.hpp"
 #include "core/keys/key_parts.hpp"
+#include "core/trust/owner_srk.hpp"
 #include "login_cost.hpp"
 #include "tpm_bench.hpp"
-#include "core/trust/owner_srk.hpp"
 
 #include <charconv>
 #include <cstdio>
@@ -21,24 +21,25 @@ namespace {
 constexpr unsigned default_max_seconds = 30;
 constexpr unsigned runs_per_command = 5;
 
-constexpr CommandSpec bench_spec{
-    "bench",
-    "time the TPM commands of a login here; what a persistent SRK saves",
-    "tpmkey bench [--max-seconds N]",
-    "Times, on the configured TPM, the commands an ssh login uses (CreatePrimary\n"
-    "of the storage key, ReadPublic, a salted StartAuthSession, Load,\n"
-    "ObjectChangeAuth, Sign with ECDSA P-256 and RSA 2048, FlushContext), up to\n"
-    "5 times each, and prints the median of each, what a login costs here (the\n"
-    "sum of the medians over the commands the PKCS#11 module sends), and what a\n"
-    "persistent storage key at 0x81000001 would save per login.\n"
-    "\n"
-    "It makes an ECDSA and an RSA key for the run (an RSA key takes seconds on a\n"
-    "real TPM) and leaves nothing in the TPM: nothing persistent, everything\n"
-    "flushed at the end. No key of yours and no PIN is used.\n"
-    "\n"
-    "  --max-seconds N   time to spend timing, 1 to 3600 (default 30); making the\n"
-    "                    two keys comes on top\n",
-    {"--max-seconds", nullptr}, {nullptr}, 0};
+constexpr CommandSpec bench_spec{"bench",
+                                 "time the TPM commands of a login here; what a persistent SRK saves",
+                                 "tpmkey bench [--max-seconds N]",
+                                 "Times, on the configured TPM, the commands an ssh login uses (CreatePrimary\n"
+                                 "of the storage key, ReadPublic, a salted StartAuthSession, Load,\n"
+                                 "ObjectChangeAuth, Sign with ECDSA P-256 and RSA 2048, FlushContext), up to\n"
+                                 "5 times each, and prints the median of each, what a login costs here (the\n"
+                                 "sum of the medians over the commands the PKCS#11 module sends), and what a\n"
+                                 "persistent storage key at 0x81000001 would save per login.\n"
+                                 "\n"
+                                 "It makes an ECDSA and an RSA key for the run (an RSA key takes seconds on a\n"
+                                 "real TPM) and leaves nothing in the TPM: nothing persistent, everything\n"
+                                 "flushed at the end. No key of yours and no PIN is used.\n"
+                                 "\n"
+                                 "  --max-seconds N   time to spend timing, 1 to 3600 (default 30); making the\n"
+                                 "                    two keys comes on top\n",
+                                 {"--max-seconds", nullptr},
+                                 {nullptr},
+                                 0};
 
 unsigned max_seconds(const Parsed& p) {
     if (!p.has_value("--max-seconds"))
@@ -47,7 +48,8 @@ unsigned max_seconds(const Parsed& p) {
     unsigned n = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
     if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 3600)
-        throw UsageError("tpmkey bench: --max-seconds needs a whole number of seconds from 1 to 3600", bench_spec.usage);
+        throw UsageError("tpmkey bench: --max-seconds needs a whole number of seconds from 1 to 3600",
+                         bench_spec.usage);
     return n;
 }
 
@@ -76,8 +78,7 @@ int cmd_bench(const Parsed& p) {
     const bool resource_manager = config.tpm.tcti().has_resource_manager();
     Tpm tpm(config.tpm);
     const std::string where = config.tpm.is_default_search() ? "the default TPM" : config.tpm.text();
-    std::cerr << "tpmkey bench: timing the TPM commands of a login on " << where << " (about " << seconds
-              << " s)\n";
+    std::cerr << "tpmkey bench: timing the TPM commands of a login on " << where << " (about " << seconds << " s)\n";
     const auto say = [](const std::string& step) { std::cerr << "tpmkey bench: " << step << " ...\n"; };
 
     const std::vector<TimedCommand> timed =
@@ -87,8 +88,7 @@ int cmd_bench(const Parsed& p) {
     std::cout << padded("command", 20) << "runs  median\n";
     for (const TimedCommand& t : timed) {
         medians[t.name] = median(t.ms);
-        std::cout << padded(t.name, 20) << padded(std::to_string(t.ms.size()), 6) << ms_text(medians[t.name])
-                  << "\n";
+        std::cout << padded(t.name, 20) << padded(std::to_string(t.ms.size()), 6) << ms_text(medians[t.name]) << "\n";
     }
 
     struct Case {
@@ -144,9 +144,7 @@ int cmd_bench(const Parsed& p) {
                      "tpmkey-keygen when it next makes a key; logins then use it and save the\n"
                      "difference above.\n";
         break;
-    default:
-        std::cout << "0x81000001 holds another key than the standard storage key ('tpmkey doctor').\n";
-        break;
+    default: std::cout << "0x81000001 holds another key than the standard storage key ('tpmkey doctor').\n"; break;
     }
     std::cout << "A model: transport and the host's work between commands are not in the sums.\n";
     return 0;

@@ -12,13 +12,9 @@ std::optional<TpmAddress>& recorded_tpm() {
 }
 }  // namespace
 
-void record_tpm_in_use(const TpmAddress& address) {
-    recorded_tpm() = address;
-}
+void record_tpm_in_use(const TpmAddress& address) { recorded_tpm() = address; }
 
-const std::optional<TpmAddress>& tpm_in_use() {
-    return recorded_tpm();
-}
+const std::optional<TpmAddress>& tpm_in_use() { return recorded_tpm(); }
 
 Secret pin_from_terminal(const std::string& prompt, const char* option) {
     try {

@@ -5,12 +5,12 @@
 #pragma once
 
 #include "command_line.hpp"
-#include "core/tpm/diagnosis.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/key_file.hpp"
-#include "core/trust/known_parents.hpp"
 #include "core/keys/public_key.hpp"
+#include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm.hpp"
+#include "core/trust/known_parents.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -22,15 +22,15 @@
 namespace tpmkey::cli {
 
 extern const Command list_command, pubkey_command, info_command, passwd_command,
-    drop_comment_command;  // key_commands.cpp
-extern const Command doctor_command;                                              // doctor.cpp
-extern const Command ssh_config_command;                                          // ssh_config.cpp
-extern const Command policy_command;                                              // policy.cpp
-extern const Command bench_command;                                               // bench.cpp
-extern const Command setup_command;                                               // setup.cpp
-extern const Command forget_tpm_command, trust_tpm_command;                       // forget_tpm.cpp
-extern const Command attest_enroll_command, attest_activate_command;              // attest_enroll.cpp
-extern const Command attest_key_command;                                          // attest_key.cpp
+    drop_comment_command;                                             // key_commands.cpp
+extern const Command doctor_command;                                  // doctor.cpp
+extern const Command ssh_config_command;                              // ssh_config.cpp
+extern const Command policy_command;                                  // policy.cpp
+extern const Command bench_command;                                   // bench.cpp
+extern const Command setup_command;                                   // setup.cpp
+extern const Command forget_tpm_command, trust_tpm_command;           // forget_tpm.cpp
+extern const Command attest_enroll_command, attest_activate_command;  // attest_enroll.cpp
+extern const Command attest_key_command;                              // attest_key.cpp
 
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
 // match now (policy.cpp), which it returns too (nullopt: no PCRs, no TPM,

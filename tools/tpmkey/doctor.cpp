@@ -2,19 +2,19 @@
 // check, and for each problem a "Likely problem" and a "Possible solution".
 
 #include "cli.hpp"
-#include "core/files/config.hpp"
-#include "core/tpm/diagnosis.hpp"
-#include "core/files/file_read.hpp"
-#include "core/keys/key_discovery.hpp"
-#include "core/trust/endorsement.hpp"
-#include "core/trust/owner_srk.hpp"
-#include "core/trust/known_parents.hpp"
 #include "core/base/log.hpp"
 #include "core/base/printable.hpp"
-#include "ssh_config.hpp"
+#include "core/files/config.hpp"
+#include "core/files/file_read.hpp"
+#include "core/keys/key_discovery.hpp"
+#include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm_queries.hpp"
+#include "core/trust/endorsement.hpp"
+#include "core/trust/known_parents.hpp"
+#include "core/trust/owner_srk.hpp"
+#include "ssh_config.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
@@ -26,8 +26,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <iostream>
@@ -64,22 +64,23 @@ std::string ek_cert_publisher(const std::string& manufacturer) {
     return "";
 }
 
-constexpr CommandSpec doctor_spec{
-    "doctor",
-    "check the TPM, the keys and the ssh set-up",
-    "tpmkey doctor",
-    "Checks everything SSH keys in the TPM need, one line per check, and for\n"
-    "each problem a 'Likely problem' and a 'Possible solution' line:\n"
-    "  - the TPM: which TCTI reaches it, /dev/tpmrm0 and the 'tss' group,\n"
-    "    the resource manager, the storage key (SRK), dictionary-attack state\n"
-    "  - its endorsement key (EK): its certificate (where, which algorithm, the\n"
-    "    issuer, whether it chains to a trusted root), the storage keys it\n"
-    "    proves genuine, the pins\n"
-    "  - the keys: found where, readable, loadable on this TPM\n"
-    "  - ssh: the PKCS11Provider line in ~/.ssh/config, the module path against\n"
-    "    ssh-agent's allow-list, the OpenSSH version\n"
-    "Exit status 0 when all is well (warnings allowed), 1 when a problem was found.\n",
-    {nullptr}, {nullptr}, 0};
+constexpr CommandSpec doctor_spec{"doctor",
+                                  "check the TPM, the keys and the ssh set-up",
+                                  "tpmkey doctor",
+                                  "Checks everything SSH keys in the TPM need, one line per check, and for\n"
+                                  "each problem a 'Likely problem' and a 'Possible solution' line:\n"
+                                  "  - the TPM: which TCTI reaches it, /dev/tpmrm0 and the 'tss' group,\n"
+                                  "    the resource manager, the storage key (SRK), dictionary-attack state\n"
+                                  "  - its endorsement key (EK): its certificate (where, which algorithm, the\n"
+                                  "    issuer, whether it chains to a trusted root), the storage keys it\n"
+                                  "    proves genuine, the pins\n"
+                                  "  - the keys: found where, readable, loadable on this TPM\n"
+                                  "  - ssh: the PKCS11Provider line in ~/.ssh/config, the module path against\n"
+                                  "    ssh-agent's allow-list, the OpenSSH version\n"
+                                  "Exit status 0 when all is well (warnings allowed), 1 when a problem was found.\n",
+                                  {nullptr},
+                                  {nullptr},
+                                  0};
 
 // printable() line by line: a check may span lines (what was tried),
 // a name in it may not.
@@ -152,8 +153,7 @@ void check_device(Doctor& d, const std::string& device) {
             d.fail(device + " is missing", "the TCTI set in TPMKEY_TCTI or the config file names no device",
                    "correct it (e.g. device:/dev/tpmrm0), or unset it");
         else
-            d.fail(device + " is missing",
-                   "this machine shows no TPM 2.0 (switched off in the firmware, or a TPM 1.2)",
+            d.fail(device + " is missing", "this machine shows no TPM 2.0 (switched off in the firmware, or a TPM 1.2)",
                    "enable the TPM in the firmware settings (often 'Security Chip', 'fTPM' or 'PTT'), "
                    "or set TPMKEY_TCTI if you reach the TPM another way");
         return;
@@ -259,7 +259,6 @@ void check_resource_manager(Doctor& d, Tpm& tpm, const std::map<TPM2_PT, UINT32>
     } catch (const TpmError& e) {
         d.warn("objects in the TPM", e.what(), "none needed: informational");
     }
-
 }
 
 // The dictionary-attack state (TPM 2.0 Part 1, 19.8), in the words of the
@@ -275,8 +274,8 @@ void check_dictionary_attack(Doctor& d, Tpm& tpm) {
                                    : "wait that long; or now (the TPM's lockout password is empty): "
                                      "tpm2_dictionarylockout --clear-lockout");
     else if (da.max_failures > 0 && da.failures > 0 && da.failures + 1 >= da.max_failures)
-        d.warn("dictionary-attack protection: " + counted,
-               "one more wrong PIN and the TPM locks out", "take care with the next PIN; the count falls with time");
+        d.warn("dictionary-attack protection: " + counted, "one more wrong PIN and the TPM locks out",
+               "take care with the next PIN; the count falls with time");
     else
         d.ok("dictionary-attack protection: " + counted);
 
@@ -289,7 +288,6 @@ void check_dictionary_attack(Doctor& d, Tpm& tpm) {
                "set one and keep it safe: tpm2_changeauth -c lockout (see docs/security.md)");
     else
         d.ok("the TPM's lockout authorization is set: the wrong-PIN counter cannot be reset without it");
-
 }
 
 // What 0x81000001 holds, and what new keys and logins make of it.
@@ -304,17 +302,18 @@ void check_persistent_srk(Doctor& d, Tpm& tpm, UINT32 permanent) {
             (void)pin_owner_srk_persisted(tpm, known);
             const OwnerSrkUse use = owner_srk_use(tpm, known);
             d.ok("storage key (SRK) at 0x81000001: the TCG standard SRK; new keys use it (the fastest parent); "
-                 "a login of a key under 0x40000001 uses: " + owner_srk_use_text(use) +
+                 "a login of a key under 0x40000001 uses: " +
+                 owner_srk_use_text(use) +
                  (use == OwnerSrkUse::persistent ? ""
                                                  : " until such a key is first used here (then it is proven, "
                                                    "and found the same key as 0x81000001)"));
-        }
-        else if (srk.state == State::unfit)
+        } else if (srk.state == State::unfit)
             d.fail("0x81000001 holds a key that must not be a parent", srk.detail,
                    "if you did not put it there, someone with the TPM's owner authorization did: find out who; "
                    "new keys use 0x40000001 (tpmkey-keygen skips it); remove it with tpm2_evictcontrol -c 0x81000001");
         else if (srk.state == State::other_storage_key)
-            d.ok("0x81000001 holds " + srk.detail + " (another program's, e.g. tpm2-pkcs11's): "
+            d.ok("0x81000001 holds " + srk.detail +
+                 " (another program's, e.g. tpm2-pkcs11's): "
                  "new keys use 0x40000001 instead, so that program may evict it (tpmkey-keygen --parent "
                  "0x81000001 uses it on purpose); a login of a key under 0x40000001 uses: " +
                  owner_srk_use_text(OwnerSrkUse::recreated));
@@ -375,7 +374,8 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                                  : " at NV " + handle_text(ek.nv_index)) +
                     ", issued by " + ek.issuer;
                 if (ek.certified)
-                    d.ok("EK certificate: " + where + ": its chain is verified, and it matches the EK the TPM "
+                    d.ok("EK certificate: " + where +
+                         ": its chain is verified, and it matches the EK the TPM "
                          "re-creates");
                 else if (ek.nv_index != 0 || ek.supplied)
                     d.warn("EK certificate: " + where + ": its chain is not verified: " + ek.why_not_certified,
@@ -386,20 +386,23 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                                " or /etc/tpmkey/ek-roots (docs/configuration.md, \"Trusted EK roots\", says where "
                                "each maker publishes them)");
                 else
-                    d.ok("EK certificate: none in the TPM (" + ek.algorithm + " EK; swtpm without --ek-cert and "
-                         "many firmware TPMs have none)" + ek_cert_publisher(tpm_identity(tpm).manufacturer));
+                    d.ok("EK certificate: none in the TPM (" + ek.algorithm +
+                         " EK; swtpm without --ek-cert and "
+                         "many firmware TPMs have none)" +
+                         ek_cert_publisher(tpm_identity(tpm).manufacturer));
                 for (const std::string& refused : ek.refused_roots)
                     d.warn("EK roots: " + refused, "a root certificate others could have put there is no root",
                            "fix the ownership or permissions as said, or remove the file");
-                d.ok(ek.certified ? "EK certified by " + ek.issuer
-                                  : "EK trusted on first use (" +
-                                        std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") +
-                                        "): " + ek.pin + (pin && same_endorsement_key(pin->ek, ek) ? ", pinned " + pin->proven
-                                                                                   : ", not pinned yet"));
+                d.ok(ek.certified
+                         ? "EK certified by " + ek.issuer
+                         : "EK trusted on first use (" +
+                               std::string(ek.nv_index == 0 ? "no certificate" : "no trusted root") + "): " + ek.pin +
+                               (pin && same_endorsement_key(pin->ek, ek) ? ", pinned " + pin->proven
+                                                                         : ", not pinned yet"));
             }
             if (pin && !pin->ek.empty() && !same_endorsement_key(pin->ek, ek))
-                d.fail(parent_text + ": proven by an EK that is not the pinned one (" + ek.pin + ", pinned: " +
-                           pin->ek + ")",
+                d.fail(parent_text + ": proven by an EK that is not the pinned one (" + ek.pin +
+                           ", pinned: " + pin->ek + ")",
                        "a TPM's endorsement key never changes, not even when it is cleared: another TPM answers "
                        "at this address, or something in between (an interposer) answers for it",
                        "type no PIN until you know why; only if you replaced the TPM yourself and know this is the "
@@ -420,10 +423,11 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
     }
     std::vector<std::string> lines;
     for (const ParentPin& pin : pins) {
-        lines.push_back(printable(handle_text(pin.handle) + " " + pin.name_hex + ": " +
-                                  (pin.ek.empty() ? "not proven yet (pinned before tpmkey proved parents)"
-                                                  : std::string(pin.certified() ? "certified EK" : "EK trusted on first use") +
-                                                        " " + pin.ek + ", proven " + pin.proven)));
+        lines.push_back(
+            printable(handle_text(pin.handle) + " " + pin.name_hex + ": " +
+                      (pin.ek.empty() ? "not proven yet (pinned before tpmkey proved parents)"
+                                      : std::string(pin.certified() ? "certified EK" : "EK trusted on first use") +
+                                            " " + pin.ek + ", proven " + pin.proven)));
         if (!pin.cleared.empty())
             d.warn("the TPM was cleared (" + pin.cleared + "): the storage key " + handle_text(pin.handle) +
                        " is new, proven by the same endorsement key",
@@ -432,9 +436,9 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
                    "old ones");
     }
     if (!lines.empty())
-        d.info("pins for TPM '" + id + "' in " + KnownParents::file_path().string() +
-                   " ('tpmkey forget-tpm' drops them):",
-               lines);
+        d.info(
+            "pins for TPM '" + id + "' in " + KnownParents::file_path().string() + " ('tpmkey forget-tpm' drops them):",
+            lines);
 }
 
 void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
@@ -451,7 +455,8 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
                "tpmkey does not use a config file that someone else could have written (its tcti line could send "
                "your PINs elsewhere), nor one it cannot read",
                "make it a regular file of yours that no one else may write to, in directories no one else may "
-               "write to (chmod 600 " + config_file_path().string() + ")");
+               "write to (chmod 600 " +
+                   config_file_path().string() + ")");
     for (const std::string& w : config.warnings)
         if (w != config.file_problem + "; ignored")
             d.warn("configuration: " + w, "a line tpmkey does not understand", "fix or remove that line");
@@ -473,8 +478,8 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         }
         const KeyFile& key = found.key->file;
         const PublicKey& pub = found.key->public_key;
-        const std::string desc = name + ": " + key_type_text(pub) + ", " +
-                                 (key.needs_pin() ? "PIN" : "no PIN") + ", parent " + handle_text(key.parent);
+        const std::string desc = name + ": " + key_type_text(pub) + ", " + (key.needs_pin() ? "PIN" : "no PIN") +
+                                 ", parent " + handle_text(key.parent);
         if (!tpm) {
             d.ok(desc + " (not loaded: no TPM)");
             continue;
@@ -526,8 +531,11 @@ void check_pin_sources(Doctor& d, const Config& config) {
             continue;
         }
         if (source.kind == PinSource::Kind::credential && !std::getenv("CREDENTIALS_DIRECTORY")) {
-            d.info(what + ": not checked here: $CREDENTIALS_DIRECTORY is not set (it is, in the service whose unit "
-                          "has LoadCredentialEncrypted=" + source.name + ":FILE)", {});
+            d.info(what +
+                       ": not checked here: $CREDENTIALS_DIRECTORY is not set (it is, in the service whose unit "
+                       "has LoadCredentialEncrypted=" +
+                       source.name + ":FILE)",
+                   {});
             continue;
         }
         try {
@@ -563,8 +571,7 @@ void check_ssh(Doctor& d) {
         return;
     }
     std::string module;
-    const auto first_global =
-        std::find_if(lines.begin(), lines.end(), [](const ConfigLine& l) { return l.all_hosts; });
+    const auto first_global = std::find_if(lines.begin(), lines.end(), [](const ConfigLine& l) { return l.all_hosts; });
     if (first_global != lines.end() && is_tpmkey_module(first_global->value)) {
         module = first_global->value;
         std::error_code ec;
@@ -579,8 +586,8 @@ void check_ssh(Doctor& d) {
                "ssh uses only the first PKCS11Provider it reads, and this one is not tpmkey's",
                "remove that line, then run 'tpmkey ssh-config --apply'");
     } else {
-        const auto ours = std::find_if(lines.begin(), lines.end(),
-                                       [](const ConfigLine& l) { return is_tpmkey_module(l.value); });
+        const auto ours =
+            std::find_if(lines.begin(), lines.end(), [](const ConfigLine& l) { return is_tpmkey_module(l.value); });
         if (ours != lines.end()) {
             module = ours->value;
             d.warn(cfg + " line " + std::to_string(ours->line_no) + ": PKCS11Provider under '" + ours->block + "'",
@@ -662,8 +669,8 @@ void show_module_log(Doctor& d) {
         if (rest.starts_with("wrong PIN for '")) {
             rest.remove_prefix(15);
             key = std::string(rest.substr(0, rest.find('\'')));
-        } else if (const std::size_t colon = rest.find(": "); colon != std::string_view::npos &&
-                   rest.substr(0, colon).find(' ') == std::string_view::npos) {
+        } else if (const std::size_t colon = rest.find(": ");
+                   colon != std::string_view::npos && rest.substr(0, colon).find(' ') == std::string_view::npos) {
             key = std::string(rest.substr(0, colon));
         }
         const std::optional<std::time_t> when = seconds_of(line);
@@ -678,8 +685,8 @@ void show_module_log(Doctor& d) {
         lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(max_lines));
     if (!lines.empty())
         d.info("the module's last messages where nobody saw them (ssh-agent; " + path.string() + "):", lines);
-    if (pin_lines.size() > 1 || (pin_lines.size() == 1 &&
-                                 std::find(lines.begin(), lines.end(), pin_lines.front().second) == lines.end())) {
+    if (pin_lines.size() > 1 ||
+        (pin_lines.size() == 1 && std::find(lines.begin(), lines.end(), pin_lines.front().second) == lines.end())) {
         // Grouped by key, in the order the keys first appear; 20 lines at most.
         std::vector<std::string> per_key;
         for (std::size_t i = 0; i < pin_lines.size(); ++i) {

@@ -25,42 +25,44 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr CommandSpec forget_tpm_spec{
-    "forget-tpm",
-    "drop the pinned storage keys and EK of a TPM",
-    "tpmkey forget-tpm [--tcti TCTI] [--yes]",
-    "Removes the lines of one TPM from the pinned storage keys\n"
-    "($XDG_CONFIG_HOME/tpmkey/known_parents): their names and the endorsement\n"
-    "key (EK) that proved them. Do this only when you replaced the TPM itself\n"
-    "and know that the one answering now is the new one: the next use\n"
-    "(tpmkey-keygen, tpmkey passwd, tpmkey doctor) proves the storage key by\n"
-    "whatever EK answers then and pins it. A cleared TPM keeps its EK and\n"
-    "needs no forget-tpm: tpmkey recognises it. An EK that no longer matches\n"
-    "its pin is another TPM, or something in between that answers for it.\n"
-    "It shows the lines it drops and asks on the terminal; --yes drops them\n"
-    "without asking (without a terminal it is needed).\n"
-    "The TPM is the one tpmkey uses (TPMKEY_TCTI, else the config file's tcti,\n"
-    "else this machine's), or --tcti TCTI. Keys are not touched: keys made\n"
-    "under a forgotten storage key that is gone cannot load anyway.\n",
-    {"--tcti", nullptr}, {"--yes", nullptr}, 0};
+constexpr CommandSpec forget_tpm_spec{"forget-tpm",
+                                      "drop the pinned storage keys and EK of a TPM",
+                                      "tpmkey forget-tpm [--tcti TCTI] [--yes]",
+                                      "Removes the lines of one TPM from the pinned storage keys\n"
+                                      "($XDG_CONFIG_HOME/tpmkey/known_parents): their names and the endorsement\n"
+                                      "key (EK) that proved them. Do this only when you replaced the TPM itself\n"
+                                      "and know that the one answering now is the new one: the next use\n"
+                                      "(tpmkey-keygen, tpmkey passwd, tpmkey doctor) proves the storage key by\n"
+                                      "whatever EK answers then and pins it. A cleared TPM keeps its EK and\n"
+                                      "needs no forget-tpm: tpmkey recognises it. An EK that no longer matches\n"
+                                      "its pin is another TPM, or something in between that answers for it.\n"
+                                      "It shows the lines it drops and asks on the terminal; --yes drops them\n"
+                                      "without asking (without a terminal it is needed).\n"
+                                      "The TPM is the one tpmkey uses (TPMKEY_TCTI, else the config file's tcti,\n"
+                                      "else this machine's), or --tcti TCTI. Keys are not touched: keys made\n"
+                                      "under a forgotten storage key that is gone cannot load anyway.\n",
+                                      {"--tcti", nullptr},
+                                      {"--yes", nullptr},
+                                      0};
 
-constexpr CommandSpec trust_tpm_spec{
-    "trust-tpm",
-    "pin the storage key of a TPM not seen before, on purpose",
-    "tpmkey trust-tpm [--tcti TCTI] [--parent HANDLE] [--yes]",
-    "Proves the TPM's storage key (0x40000001, or --parent HANDLE: a\n"
-    "persistent one) by its endorsement key (EK) and pins it in\n"
-    "$XDG_CONFIG_HOME/tpmkey/known_parents for this TPM, where that handle is\n"
-    "pinned only for other TPMs under another name and the EK is trusted on\n"
-    "first use: a second simulator on another port, or another TPM. tpmkey\n"
-    "refuses such a TPM on its own, because a relay in front of a pinned TPM\n"
-    "looks the same. Run it only when you know which TPM answers at that\n"
-    "address. It shows the storage key's and the EK's names and asks on the\n"
-    "terminal; --yes pins without asking (without a terminal it is needed).\n"
-    "The same storage key reached another way (tpm2-abrmd in front of the\n"
-    "same TPM) and an EK certified by a trusted root need no trust-tpm.\n"
-    "A handle already pinned for this TPM is not changed.\n",
-    {"--tcti", "--parent", nullptr}, {"--yes", nullptr}, 0};
+constexpr CommandSpec trust_tpm_spec{"trust-tpm",
+                                     "pin the storage key of a TPM not seen before, on purpose",
+                                     "tpmkey trust-tpm [--tcti TCTI] [--parent HANDLE] [--yes]",
+                                     "Proves the TPM's storage key (0x40000001, or --parent HANDLE: a\n"
+                                     "persistent one) by its endorsement key (EK) and pins it in\n"
+                                     "$XDG_CONFIG_HOME/tpmkey/known_parents for this TPM, where that handle is\n"
+                                     "pinned only for other TPMs under another name and the EK is trusted on\n"
+                                     "first use: a second simulator on another port, or another TPM. tpmkey\n"
+                                     "refuses such a TPM on its own, because a relay in front of a pinned TPM\n"
+                                     "looks the same. Run it only when you know which TPM answers at that\n"
+                                     "address. It shows the storage key's and the EK's names and asks on the\n"
+                                     "terminal; --yes pins without asking (without a terminal it is needed).\n"
+                                     "The same storage key reached another way (tpm2-abrmd in front of the\n"
+                                     "same TPM) and an EK certified by a trusted root need no trust-tpm.\n"
+                                     "A handle already pinned for this TPM is not changed.\n",
+                                     {"--tcti", "--parent", nullptr},
+                                     {"--yes", nullptr},
+                                     0};
 
 // The TPM these commands act on: --tcti (recorded, for the diagnosis of
 // a TPM failure), else the one tpmkey uses.
@@ -78,7 +80,8 @@ bool confirmed(const Parsed& p, const std::string& question, const char* command
         return true;
     if (confirm_on_terminal(question))
         return true;
-    std::cerr << "tpmkey " << command << ": not confirmed, nothing changed (no terminal to ask on? give --yes "
+    std::cerr << "tpmkey " << command
+              << ": not confirmed, nothing changed (no terminal to ask on? give --yes "
                  "once you are sure)\n";
     return false;
 }
@@ -141,15 +144,16 @@ int cmd_trust_tpm(const Parsed& p) {
         // Matches, or is refused as any use would be: forget-tpm is for that.
         ParentCheck check;
         (void)load_verified_parent(tpm, handle, known, &check);
-        std::cout << "Already pinned for TPM '" << printable(id) << "': "
-                  << printable(parent_check_text(handle, check)) << ".\n";
+        std::cout << "Already pinned for TPM '" << printable(id) << "': " << printable(parent_check_text(handle, check))
+                  << ".\n";
         return 0;
     }
     // Shown before anything is pinned; the pin below is of the same EK.
     const EndorsementKey ek = prove_storage_key(tpm, handle);
     std::cout << "TPM '" << printable(id) << "': its storage key " << handle_text(handle)
               << " is proven by its endorsement key "
-              << (ek.certified ? "(certified by " + ek.issuer + ")" : "(trusted on first use: " + ek.why_not_certified + ")")
+              << (ek.certified ? "(certified by " + ek.issuer + ")"
+                               : "(trusted on first use: " + ek.why_not_certified + ")")
               << ", " << ek.pin << ".\n";
     for (const ParentPin& other : known.pinned_elsewhere(id, handle))
         std::cout << "  " << handle_text(handle) << " is pinned for TPM '" << printable(other.tpm) << "' as "
@@ -160,7 +164,8 @@ int cmd_trust_tpm(const Parsed& p) {
         return 1;
     ParentCheck check;
     // Accepted only under the EK shown: one that changed since is refused as any other.
-    (void)load_verified_parent(tpm, handle, known, &check, ParentPolicy{.accept_clear = true, .accept_new_tpm_ek = ek.pin});
+    (void)load_verified_parent(tpm, handle, known, &check,
+                               ParentPolicy{.accept_clear = true, .accept_new_tpm_ek = ek.pin});
     if (!check.not_recorded.empty())
         throw Error("the storage key was not pinned: " + check.not_recorded);
     std::cout << "Pinned: " << printable(parent_check_text(handle, check)) << ".\n";

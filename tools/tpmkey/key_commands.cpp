@@ -1,16 +1,16 @@
 // tpmkey list, pubkey, info, passwd and drop-comment: the commands about
 // one key file or all of them.
 
-#include "core/files/atomic_file.hpp"
 #include "cli.hpp"
+#include "core/base/printable.hpp"
+#include "core/base/prompt.hpp"
+#include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/keys/key_file.hpp"
-#include "core/trust/known_parents.hpp"
-#include "core/base/printable.hpp"
-#include "core/base/prompt.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
+#include "core/trust/known_parents.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
@@ -24,19 +24,20 @@ namespace {
 
 // ---- list ------------------------------------------------------------------
 
-constexpr CommandSpec list_spec{
-    "list",
-    "the keys the PKCS#11 module serves, in slot order",
-    "tpmkey list",
-    "Lists every key the PKCS#11 module serves, in the module's slot order:\n"
-    "its slot id, the file, the fingerprint as 'ssh-keygen -l' prints it (with\n"
-    "the key's name as comment, as 'ssh-keygen -D' shows it), its type, whether\n"
-    "it has a PIN, and its parent. Files the module skips are listed with the\n"
-    "reason. Reads files only: no TPM needed.\n"
-    "\n"
-    "Keys come from TPMKEY_KEYS (files or directories, ':'-separated), else the\n"
-    "'key' lines of ~/.config/tpmkey/config, else ~/.ssh/*.tpm.\n",
-    {nullptr}, {nullptr}, 0};
+constexpr CommandSpec list_spec{"list",
+                                "the keys the PKCS#11 module serves, in slot order",
+                                "tpmkey list",
+                                "Lists every key the PKCS#11 module serves, in the module's slot order:\n"
+                                "its slot id, the file, the fingerprint as 'ssh-keygen -l' prints it (with\n"
+                                "the key's name as comment, as 'ssh-keygen -D' shows it), its type, whether\n"
+                                "it has a PIN, and its parent. Files the module skips are listed with the\n"
+                                "reason. Reads files only: no TPM needed.\n"
+                                "\n"
+                                "Keys come from TPMKEY_KEYS (files or directories, ':'-separated), else the\n"
+                                "'key' lines of ~/.config/tpmkey/config, else ~/.ssh/*.tpm.\n",
+                                {nullptr},
+                                {nullptr},
+                                0};
 
 // As ssh-keygen -l prints it: "256 SHA256:... comment (ECDSA)".
 std::string ssh_keygen_l_line(const PublicKey& pub, const std::string& comment) {
@@ -61,8 +62,8 @@ int cmd_list(const Parsed&) {
         const PublicKey& pub = found.key->public_key;
         std::cout << "slot " << slot++ << "  " << printable(found.path.string()) << "\n"
                   << "        " << ssh_keygen_l_line(pub, printable(found.path.stem().string())) << "\n"
-                  << "        " << key_type_text(pub) << ", " << (key.needs_pin() ? "PIN" : "no PIN")
-                  << ", parent " << handle_text(key.parent) << "\n";
+                  << "        " << key_type_text(pub) << ", " << (key.needs_pin() ? "PIN" : "no PIN") << ", parent "
+                  << handle_text(key.parent) << "\n";
     }
     if (config.key_files.empty())
         std::cout << "(none; make one with tpmkey-keygen)\n";
@@ -71,21 +72,22 @@ int cmd_list(const Parsed&) {
 
 // ---- pubkey ----------------------------------------------------------------
 
-constexpr CommandSpec pubkey_spec{
-    "pubkey",
-    "the OpenSSH public key line of KEY (no TPM needed)",
-    "tpmkey pubkey [-C COMMENT] KEY",
-    "Prints the OpenSSH public key line of KEY, a TPM key file (NAME.tpm). Use it\n"
-    "to make a lost NAME.pub again:\n"
-    "\n"
-    "    tpmkey pubkey -C me@laptop ~/.ssh/id_tpm.tpm > ~/.ssh/id_tpm.pub\n"
-    "\n"
-    "Reads the file only: no TPM needed.\n"
-    "\n"
-    "  -C COMMENT   the comment at the end of the line (default: the comment\n"
-    "               an earlier tpmkey-keygen or ssh-tpm-agent kept in the key\n"
-    "               file, else NAME; tpmkey-keygen keeps none in the file)\n",
-    {"-C", nullptr}, {nullptr}, 1};
+constexpr CommandSpec pubkey_spec{"pubkey",
+                                  "the OpenSSH public key line of KEY (no TPM needed)",
+                                  "tpmkey pubkey [-C COMMENT] KEY",
+                                  "Prints the OpenSSH public key line of KEY, a TPM key file (NAME.tpm). Use it\n"
+                                  "to make a lost NAME.pub again:\n"
+                                  "\n"
+                                  "    tpmkey pubkey -C me@laptop ~/.ssh/id_tpm.tpm > ~/.ssh/id_tpm.pub\n"
+                                  "\n"
+                                  "Reads the file only: no TPM needed.\n"
+                                  "\n"
+                                  "  -C COMMENT   the comment at the end of the line (default: the comment\n"
+                                  "               an earlier tpmkey-keygen or ssh-tpm-agent kept in the key\n"
+                                  "               file, else NAME; tpmkey-keygen keeps none in the file)\n",
+                                  {"-C", nullptr},
+                                  {nullptr},
+                                  1};
 
 int cmd_pubkey(const Parsed& p) {
     const std::filesystem::path path = p.positional[0];
@@ -98,16 +100,17 @@ int cmd_pubkey(const Parsed& p) {
 
 // ---- info ------------------------------------------------------------------
 
-constexpr CommandSpec info_spec{
-    "info",
-    "TPM attributes, parent, policy; does KEY load here?",
-    "tpmkey info KEY",
-    "Shows what the key file KEY says (type, fingerprint, the TPM object's\n"
-    "attributes, PIN, parent, policy) and asks this TPM to load the key.\n"
-    "Exit status 0 when it loads and can sign here, 1 when it cannot (the last\n"
-    "line says why: e.g. the key belongs to a different TPM, or the PCRs it is\n"
-    "bound to changed).\n",
-    {nullptr}, {nullptr}, 1};
+constexpr CommandSpec info_spec{"info",
+                                "TPM attributes, parent, policy; does KEY load here?",
+                                "tpmkey info KEY",
+                                "Shows what the key file KEY says (type, fingerprint, the TPM object's\n"
+                                "attributes, PIN, parent, policy) and asks this TPM to load the key.\n"
+                                "Exit status 0 when it loads and can sign here, 1 when it cannot (the last\n"
+                                "line says why: e.g. the key belongs to a different TPM, or the PCRs it is\n"
+                                "bound to changed).\n",
+                                {nullptr},
+                                {nullptr},
+                                1};
 
 int cmd_info(const Parsed& p) {
     const std::filesystem::path path = p.positional[0];
@@ -159,23 +162,24 @@ int cmd_info(const Parsed& p) {
 
 // ---- passwd ----------------------------------------------------------------
 
-constexpr CommandSpec passwd_spec{
-    "passwd",
-    "set, change or remove the PIN of KEY",
-    "tpmkey passwd [--old-pin-file FILE] [--new-pin-file FILE] KEY",
-    "Sets, changes or removes the PIN of KEY. The TPM wraps the key again with\n"
-    "the new PIN (TPM2_ObjectChangeAuth; both PINs travel only inside an\n"
-    "encrypted session) and KEY is replaced in one step. With a wrong current\n"
-    "PIN nothing is written: it is checked before the new PIN is asked for.\n"
-    "An empty new PIN removes the PIN.\n"
-    "\n"
-    "Asks for the PINs on the terminal unless given in files:\n"
-    "  --old-pin-file FILE   the current PIN: the first line of FILE\n"
-    "  --new-pin-file FILE   the new PIN: the first line of FILE (empty: no PIN)\n"
-    "\n"
-    "Wrong PINs count towards the TPM's dictionary-attack lockout (see\n"
-    "'tpmkey doctor'). The public key stays the same.\n",
-    {"--old-pin-file", "--new-pin-file", nullptr}, {nullptr}, 1};
+constexpr CommandSpec passwd_spec{"passwd",
+                                  "set, change or remove the PIN of KEY",
+                                  "tpmkey passwd [--old-pin-file FILE] [--new-pin-file FILE] KEY",
+                                  "Sets, changes or removes the PIN of KEY. The TPM wraps the key again with\n"
+                                  "the new PIN (TPM2_ObjectChangeAuth; both PINs travel only inside an\n"
+                                  "encrypted session) and KEY is replaced in one step. With a wrong current\n"
+                                  "PIN nothing is written: it is checked before the new PIN is asked for.\n"
+                                  "An empty new PIN removes the PIN.\n"
+                                  "\n"
+                                  "Asks for the PINs on the terminal unless given in files:\n"
+                                  "  --old-pin-file FILE   the current PIN: the first line of FILE\n"
+                                  "  --new-pin-file FILE   the new PIN: the first line of FILE (empty: no PIN)\n"
+                                  "\n"
+                                  "Wrong PINs count towards the TPM's dictionary-attack lockout (see\n"
+                                  "'tpmkey doctor'). The public key stays the same.\n",
+                                  {"--old-pin-file", "--new-pin-file", nullptr},
+                                  {nullptr},
+                                  1};
 
 Secret ask_new_pin() {
     while (true) {
@@ -210,7 +214,8 @@ int cmd_passwd(const Parsed& p) {
         // The key's PIN goes under this parent: a clear is no moment for
         // it (a key made before a clear cannot load anyway), and a "clear"
         // proven by an EK trusted at its first use could be an interposer's.
-        parent = load_verified_parent(tpm, key.parent, known, &parent_check, ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+        parent = load_verified_parent(tpm, key.parent, known, &parent_check,
+                                      ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem + "; the file is unchanged");
     } catch (const UnverifiedParent& e) {
@@ -266,17 +271,18 @@ int cmd_passwd(const Parsed& p) {
 
 // ---- drop-comment ----------------------------------------------------------
 
-constexpr CommandSpec drop_comment_spec{
-    "drop-comment",
-    "rewrite KEY without the comment kept in it (for tpm2-openssl)",
-    "tpmkey drop-comment KEY",
-    "Rewrites KEY without its description field: the -C comment that\n"
-    "an earlier tpmkey-keygen kept in the key file (ssh-tpm-agent keeps one\n"
-    "there too). tpm2-openssl and tpm2_print refuse a key file with that field.\n"
-    "Every other field stays as it was, the key is the same (the TPM-wrapped\n"
-    "private part does not change) and so is its public key; the comment\n"
-    "stays in NAME.pub. Reads and writes the file only: no TPM needed.\n",
-    {nullptr}, {nullptr}, 1};
+constexpr CommandSpec drop_comment_spec{"drop-comment",
+                                        "rewrite KEY without the comment kept in it (for tpm2-openssl)",
+                                        "tpmkey drop-comment KEY",
+                                        "Rewrites KEY without its description field: the -C comment that\n"
+                                        "an earlier tpmkey-keygen kept in the key file (ssh-tpm-agent keeps one\n"
+                                        "there too). tpm2-openssl and tpm2_print refuse a key file with that field.\n"
+                                        "Every other field stays as it was, the key is the same (the TPM-wrapped\n"
+                                        "private part does not change) and so is its public key; the comment\n"
+                                        "stays in NAME.pub. Reads and writes the file only: no TPM needed.\n",
+                                        {nullptr},
+                                        {nullptr},
+                                        1};
 
 int cmd_drop_comment(const Parsed& p) {
     const std::filesystem::path path = rewritten_key_file(p.positional[0]);

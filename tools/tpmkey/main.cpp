@@ -2,7 +2,8 @@
 //
 // This file: the command table, the one list of the commands ('tpmkey
 // --help' is made from it; ../command_line parses it); the commands are in
-// key_commands.cpp, doctor.cpp, ssh_config.cpp, policy.cpp, setup.cpp, bench.cpp, forget_tpm.cpp, attest_enroll.cpp and attest_key.cpp.
+// key_commands.cpp, doctor.cpp, ssh_config.cpp, policy.cpp, setup.cpp, bench.cpp, forget_tpm.cpp, attest_enroll.cpp and
+// attest_key.cpp.
 
 #include "cli.hpp"
 #include "core/files/config.hpp"
@@ -18,10 +19,9 @@ using namespace tpmkey;
 using namespace tpmkey::cli;
 
 constexpr const Command* commands[] = {
-    &list_command,   &pubkey_command, &info_command,
-    &passwd_command, &drop_comment_command, &doctor_command, &ssh_config_command, &policy_command,
-    &setup_command, &bench_command, &forget_tpm_command, &trust_tpm_command,
-    &attest_enroll_command, &attest_activate_command, &attest_key_command,
+    &list_command,       &pubkey_command,     &info_command,          &passwd_command,          &drop_comment_command,
+    &doctor_command,     &ssh_config_command, &policy_command,        &setup_command,           &bench_command,
+    &forget_tpm_command, &trust_tpm_command,  &attest_enroll_command, &attest_activate_command, &attest_key_command,
 };
 
 constexpr Program tpmkey_program{"tpmkey", commands, version};
@@ -46,6 +46,4 @@ std::string explain_tpm_failure(const std::exception& e) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    return run_program(tpmkey_program, argc, argv, explain_tpm_failure);
-}
+int main(int argc, char** argv) { return run_program(tpmkey_program, argc, argv, explain_tpm_failure); }

@@ -4,11 +4,11 @@
 
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
+#include "core/keys/tpm_policy.hpp"
+#include "core/policy/policy_signer.hpp"
+#include "core/policy/tpm_policy_session.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/trust/known_parents.hpp"
-#include "core/policy/policy_signer.hpp"
-#include "core/keys/tpm_policy.hpp"
-#include "core/policy/tpm_policy_session.hpp"
 
 #include <iostream>
 
@@ -74,8 +74,8 @@ std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm) {
     if (key.has_signed_policies()) {
         const AuthorizeParts signer = authorize_parts_of(key.policy.front());
         std::cout << "policy:      signed policies (" << key.signed_policies.size() << ")"
-                  << (pin ? " and the PIN" : "") << "; signer "
-                  << hex(tpm_name(signer.signer.publicArea)).substr(4, 16) << "...\n";
+                  << (pin ? " and the PIN" : "") << "; signer " << hex(tpm_name(signer.signer.publicArea)).substr(4, 16)
+                  << "...\n";
         for (const SignedPolicy& s : key.signed_policies)
             std::cout << "             " << (s.name.empty() ? std::string("(no name)") : s.name) << ": "
                       << pcrs_text(pcr_command(s.commands)) << "\n";
@@ -98,7 +98,8 @@ std::optional<bool> print_policy(const KeyFile& key, Tpm* tpm) {
         std::cout << "PCRs now:    match: the key signs in this boot state\n";
     else
         std::cout << "PCRs now:    changed since the key was made: the key does not sign in this boot state"
-                  << (key.has_signed_policies() ? " ('tpmkey policy sign' approves it, on a boot you trust)" : "") << "\n";
+                  << (key.has_signed_policies() ? " ('tpmkey policy sign' approves it, on a boot you trust)" : "")
+                  << "\n";
     return match;
 }
 
@@ -132,8 +133,9 @@ int cmd_policy(const Parsed& p) {
         throw Error(path.string() + ": its newest signed policy binds no PCRs");
     const PcrSelection selection = pcr_selection_of(*newest_pcr);
 
-    const std::filesystem::path signer_path =
-        p.has_value("--policy-signer") ? std::filesystem::path(p.value("--policy-signer")) : default_policy_signer_path();
+    const std::filesystem::path signer_path = p.has_value("--policy-signer")
+                                                  ? std::filesystem::path(p.value("--policy-signer"))
+                                                  : default_policy_signer_path();
     const EvpPkey signer = read_policy_signer(signer_path);
     const AuthorizeParts authorize = authorize_parts_of(key.policy.front());
     if (tpm_name(signer_public(signer.get()).publicArea) != tpm_name(authorize.signer.publicArea))
@@ -172,17 +174,18 @@ int cmd_policy(const Parsed& p) {
     return 0;
 }
 
-constexpr CommandSpec policy_spec{
-    "policy sign",
-    "re-sign a PCR-bound key's policy for the PCRs' values now",
-    "tpmkey policy sign [--policy-signer FILE] KEY",
-    "For a key bound to PCRs through a signed policy (tpmkey-keygen --pcr ...\n"
-    "--policy-signer; see docs/pcr-bound-keys.md): signs a policy for the\n"
-    "values the PCRs hold now, with the signer's private key in FILE (default\n"
-    "~/.config/tpmkey/policy-signer.pem), and adds it to KEY, newest first.\n"
-    "The key then signs in this boot state, with the same public key. Run it\n"
-    "after a firmware update, on a boot you trust: it approves this boot state.\n",
-    {"--policy-signer", nullptr}, {nullptr}, 1};
+constexpr CommandSpec policy_spec{"policy sign",
+                                  "re-sign a PCR-bound key's policy for the PCRs' values now",
+                                  "tpmkey policy sign [--policy-signer FILE] KEY",
+                                  "For a key bound to PCRs through a signed policy (tpmkey-keygen --pcr ...\n"
+                                  "--policy-signer; see docs/pcr-bound-keys.md): signs a policy for the\n"
+                                  "values the PCRs hold now, with the signer's private key in FILE (default\n"
+                                  "~/.config/tpmkey/policy-signer.pem), and adds it to KEY, newest first.\n"
+                                  "The key then signs in this boot state, with the same public key. Run it\n"
+                                  "after a firmware update, on a boot you trust: it approves this boot state.\n",
+                                  {"--policy-signer", nullptr},
+                                  {nullptr},
+                                  1};
 
 }  // namespace
 

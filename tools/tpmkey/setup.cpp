@@ -2,16 +2,16 @@
 // so that no login pays a TPM2_CreatePrimary (docs/performance.md).
 
 #include "cli.hpp"
+#include "core/attestation/ek_certificate.hpp"
 #include "core/base/printable.hpp"
 #include "core/base/prompt.hpp"
-#include "core/files/file_read.hpp"
-#include "core/attestation/ek_certificate.hpp"
-#include "core/trust/endorsement.hpp"
 #include "core/files/config.hpp"
-#include "core/trust/known_parents.hpp"
+#include "core/files/file_read.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm_queries.hpp"
+#include "core/trust/endorsement.hpp"
+#include "core/trust/known_parents.hpp"
 
 #include <iostream>
 #include <string>
@@ -20,30 +20,31 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr CommandSpec setup_spec{
-    "setup",
-    "persist the standard storage key (SRK) at 0x81000001",
-    "tpmkey setup [--owner-auth-file FILE] [--ek-cert FILE]",
-    "Makes the TCG standard storage key (the ECC P-256 SRK: the key parent\n"
-    "0x40000001 re-creates on every use) and persists it at 0x81000001, where\n"
-    "tpmkey-keygen then puts new keys: a login then reads the key\n"
-    "(TPM2_ReadPublic) instead of re-creating it (TPM2_CreatePrimary, tens of\n"
-    "milliseconds to seconds on a real TPM). Pins it as tpmkey-keygen pins a\n"
-    "parent. Changes nothing when 0x81000001 holds anything else; says so and\n"
-    "exits 0 when it holds the standard SRK already.\n"
-    "\n"
-    "  --owner-auth-file FILE  the password of the TPM's owner hierarchy, from\n"
-    "                     the first line of FILE (asked on the terminal if the\n"
-    "                     hierarchy has one and no FILE is given)\n"
-    "  --ek-cert FILE     instead: this TPM's EK certificate (PEM or DER), for a\n"
-    "                     TPM that keeps none in NV (tpmkey doctor says where\n"
-    "                     its maker publishes it). Checked (the EK-certificate\n"
-    "                     rule, the chain to the trusted EK roots, its key the\n"
-    "                     EK this TPM re-creates), then kept in\n"
-    "                     $XDG_CONFIG_HOME/tpmkey/ek-certificates, where every\n"
-    "                     proof of a storage key finds it. Persists nothing\n"
-    "                     in the TPM\n",
-    {"--owner-auth-file", "--ek-cert", nullptr}, {nullptr}, 0};
+constexpr CommandSpec setup_spec{"setup",
+                                 "persist the standard storage key (SRK) at 0x81000001",
+                                 "tpmkey setup [--owner-auth-file FILE] [--ek-cert FILE]",
+                                 "Makes the TCG standard storage key (the ECC P-256 SRK: the key parent\n"
+                                 "0x40000001 re-creates on every use) and persists it at 0x81000001, where\n"
+                                 "tpmkey-keygen then puts new keys: a login then reads the key\n"
+                                 "(TPM2_ReadPublic) instead of re-creating it (TPM2_CreatePrimary, tens of\n"
+                                 "milliseconds to seconds on a real TPM). Pins it as tpmkey-keygen pins a\n"
+                                 "parent. Changes nothing when 0x81000001 holds anything else; says so and\n"
+                                 "exits 0 when it holds the standard SRK already.\n"
+                                 "\n"
+                                 "  --owner-auth-file FILE  the password of the TPM's owner hierarchy, from\n"
+                                 "                     the first line of FILE (asked on the terminal if the\n"
+                                 "                     hierarchy has one and no FILE is given)\n"
+                                 "  --ek-cert FILE     instead: this TPM's EK certificate (PEM or DER), for a\n"
+                                 "                     TPM that keeps none in NV (tpmkey doctor says where\n"
+                                 "                     its maker publishes it). Checked (the EK-certificate\n"
+                                 "                     rule, the chain to the trusted EK roots, its key the\n"
+                                 "                     EK this TPM re-creates), then kept in\n"
+                                 "                     $XDG_CONFIG_HOME/tpmkey/ek-certificates, where every\n"
+                                 "                     proof of a storage key finds it. Persists nothing\n"
+                                 "                     in the TPM\n",
+                                 {"--owner-auth-file", "--ek-cert", nullptr},
+                                 {nullptr},
+                                 0};
 
 // setup --ek-cert FILE: the certificate checked and kept; the pins of
 // this TPM whose EK it certifies say so from now on.
@@ -89,14 +90,16 @@ Secret owner_password(Tpm& tpm, const Parsed& p) {
     if (p.has_value("--owner-auth-file")) {
         password = read_pin_file(file);
         if (password.empty())
-            throw Error(file + ": the file is empty, and the TPM's owner hierarchy has a password; nothing was changed");
+            throw Error(file +
+                        ": the file is empty, and the TPM's owner hierarchy has a password; nothing was changed");
         return password;
     }
     try {
         password = read_pin_from_terminal("Password of the TPM's owner hierarchy: ");
     } catch (const Error& e) {
         throw Error(std::string("the TPM's owner hierarchy has a password: give it with --owner-auth-file FILE or "
-                                "on a terminal (") + e.what() + "); nothing was changed");
+                                "on a terminal (") +
+                    e.what() + "); nothing was changed");
     }
     if (password.empty())
         throw Error("no password given for the TPM's owner hierarchy; nothing was changed");
@@ -113,8 +116,9 @@ bool prove_and_pin(Tpm& tpm, KnownParents& known) {
             std::cerr << "tpmkey setup: the storage key at 0x81000001 was not pinned: " << check.not_recorded << "\n";
             return false;
         }
-        std::cout << (check.proven_now ? "Pinned it in " : "It matches its pin in ") << KnownParents::file_path().string()
-                  << ": its name is " << check.name_hex << " (" << parent_check_text(standard_srk, check)
+        std::cout << (check.proven_now ? "Pinned it in " : "It matches its pin in ")
+                  << KnownParents::file_path().string() << ": its name is " << check.name_hex << " ("
+                  << parent_check_text(standard_srk, check)
                   << "; compare the name with one from a trusted source: docs/security.md).\n";
         return true;
     } catch (const UnverifiedParent& e) {

@@ -1,11 +1,11 @@
 #include "ssh_config.hpp"
 
-#include "core/files/atomic_file.hpp"
 #include "cli.hpp"
+#include "core/base/printable.hpp"
+#include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/key_discovery.hpp"
-#include "core/base/printable.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
@@ -77,9 +77,7 @@ std::vector<ConfigLine> config_lines(const std::string& text, const std::string&
     return out;
 }
 
-bool is_tpmkey_module(const std::string& path) {
-    return std::filesystem::path(path).filename() == "tpmkey-pkcs11.so";
-}
+bool is_tpmkey_module(const std::string& path) { return std::filesystem::path(path).filename() == "tpmkey-pkcs11.so"; }
 
 namespace {
 
@@ -98,26 +96,27 @@ bool rsa_keys_need_sha256(const Config& config) {
     }
 }
 
-constexpr CommandSpec ssh_config_spec{
-    "ssh-config",
-    "the ~/.ssh/config lines for the module (--apply adds them)",
-    "tpmkey ssh-config [--apply]",
-    "Prints the lines ~/.ssh/config needs so that ssh uses your TPM keys.\n"
-    "\n"
-    "  --apply   also add them to ~/.ssh/config, after showing them: at the top\n"
-    "            of the file (ssh uses the first PKCS11Provider it reads, and\n"
-    "            lines below a 'Host' line apply to that host only). The rest\n"
-    "            of the file is kept; run twice, it adds them once. A\n"
-    "            ~/.ssh/config that is a link is written through only when\n"
-    "            it leads to a file within ~/.ssh.\n",
-    {nullptr}, {"--apply", nullptr}, 0};
+constexpr CommandSpec ssh_config_spec{"ssh-config",
+                                      "the ~/.ssh/config lines for the module (--apply adds them)",
+                                      "tpmkey ssh-config [--apply]",
+                                      "Prints the lines ~/.ssh/config needs so that ssh uses your TPM keys.\n"
+                                      "\n"
+                                      "  --apply   also add them to ~/.ssh/config, after showing them: at the top\n"
+                                      "            of the file (ssh uses the first PKCS11Provider it reads, and\n"
+                                      "            lines below a 'Host' line apply to that host only). The rest\n"
+                                      "            of the file is kept; run twice, it adds them once. A\n"
+                                      "            ~/.ssh/config that is a link is written through only when\n"
+                                      "            it leads to a file within ~/.ssh.\n",
+                                      {nullptr},
+                                      {"--apply", nullptr},
+                                      0};
 
 int cmd_ssh_config(const Parsed& p) {
     const ModuleLocation module = find_module();
     const Config config = load_config();
     const bool sha256_only = rsa_keys_need_sha256(config);
-    const std::string provider_lines = "# SSH keys held in the TPM (tpmkey; the module " + module.how + ")\n" +
-                                       "PKCS11Provider " + module.path + "\n";
+    const std::string provider_lines =
+        "# SSH keys held in the TPM (tpmkey; the module " + module.how + ")\n" + "PKCS11Provider " + module.path + "\n";
     const std::string rsa_lines = sha256_only ? "# This TPM cannot sign SHA-512: RSA keys sign with rsa-sha2-256\n" +
                                                     std::string(no_rsa_sha2_512_line) + "\n"
                                               : "";
@@ -136,13 +135,15 @@ int cmd_ssh_config(const Parsed& p) {
     if (std::filesystem::is_symlink(file, ec)) {
         const std::filesystem::path target = std::filesystem::weakly_canonical(file, ec);
         const std::filesystem::path real_dir = std::filesystem::canonical(dir);
-        const bool within = !ec && std::mismatch(real_dir.begin(), real_dir.end(), target.begin(), target.end())
-                                           .first == real_dir.end();
+        const bool within =
+            !ec &&
+            std::mismatch(real_dir.begin(), real_dir.end(), target.begin(), target.end()).first == real_dir.end();
         if (!within)
             throw Error(file.string() + " is a symbolic link to " + (ec ? std::string("nowhere") : target.string()) +
                         ", outside " + real_dir.string() +
                         ": not written through. Add the lines 'tpmkey ssh-config' prints at the top of the file "
-                        "yourself, or make " + file.string() + " a file or a link within " + real_dir.string());
+                        "yourself, or make " +
+                        file.string() + " a file or a link within " + real_dir.string());
         file = target;
     }
     const std::string text = read_ssh_config(file);
@@ -151,8 +152,8 @@ int cmd_ssh_config(const Parsed& p) {
         std::find_if(existing.begin(), existing.end(), [](const ConfigLine& l) { return l.all_hosts; });
     const bool have_provider = first_global != existing.end() && is_tpmkey_module(first_global->value);
     const std::vector<ConfigLine> algorithms = config_lines(text, "pubkeyacceptedalgorithms");
-    const bool have_rsa_line = !algorithms.empty() && algorithms.front().all_hosts &&
-                               algorithms.front().value.find("-rsa-sha2-512") == 0;
+    const bool have_rsa_line =
+        !algorithms.empty() && algorithms.front().all_hosts && algorithms.front().value.find("-rsa-sha2-512") == 0;
     const std::string lines = (have_provider ? "" : provider_lines) + (have_rsa_line ? "" : rsa_lines);
     if (lines.empty()) {
         std::cout << printable(file.string()) << " already has, on line " << first_global->line_no << ":\n"

@@ -30,9 +30,9 @@ std::string read_ssh_config(const std::filesystem::path& p);
 
 struct ConfigLine {
     int line_no;
-    std::string value;   // unquoted
-    std::string block;   // "" at the top, else the "Host ..."/"Match ..." line it is under
-    bool all_hosts;      // at the top, or under "Host *" / "Match all"
+    std::string value;  // unquoted
+    std::string block;  // "" at the top, else the "Host ..."/"Match ..." line it is under
+    bool all_hosts;     // at the top, or under "Host *" / "Match all"
 };
 
 // The lines of an ssh_config with `wanted` (lower case) as keyword

@@ -122,8 +122,7 @@ public:
                 out.entries.push_back(Item::Entry{std::move(key), std::move(value)});
             }
             return out;
-        default:
-            fail("a tag, a float or a simple value (major type " + std::to_string(major) + ")");
+        default: fail("a tag, a float or a simple value (major type " + std::to_string(major) + ")");
         }
     }
 

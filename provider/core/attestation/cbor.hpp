@@ -30,10 +30,10 @@ struct Item {
     struct Entry;  // a map's key and value
     enum class Type { integer, bytes, text, array, map };
     Type type = Type::integer;
-    std::int64_t integer = 0;  // integer: from -2^63 to 2^63-1; others do not fit
-    Bytes bytes;               // bytes
-    std::string text;          // text: valid UTF-8
-    std::vector<Item> items;   // array
+    std::int64_t integer = 0;    // integer: from -2^63 to 2^63-1; others do not fit
+    Bytes bytes;                 // bytes
+    std::string text;            // text: valid UTF-8
+    std::vector<Item> items;     // array
     std::vector<Entry> entries;  // map, in the order read
 
     // The value of the map entry with that key, or nullptr.

@@ -63,8 +63,8 @@ const HashAlgorithm& name_hash_of(const TPMT_PUBLIC& ek) {
 // The EK's symmetric algorithm: AES-128 or AES-256 in CFB mode, as every
 // TCG EK template has (EK Credential Profile, templates L-1.. and H-1..).
 const EVP_CIPHER* aes_cfb_of(const TPMT_PUBLIC& ek) {
-    const TPMT_SYM_DEF_OBJECT& sym = ek.type == TPM2_ALG_RSA ? ek.parameters.rsaDetail.symmetric
-                                                             : ek.parameters.eccDetail.symmetric;
+    const TPMT_SYM_DEF_OBJECT& sym =
+        ek.type == TPM2_ALG_RSA ? ek.parameters.rsaDetail.symmetric : ek.parameters.eccDetail.symmetric;
     if (sym.algorithm == TPM2_ALG_AES && sym.mode.aes == TPM2_ALG_CFB) {
         if (sym.keyBits.aes == 128)
             return EVP_aes_128_cfb128();
@@ -132,8 +132,9 @@ ProtectedSeed ecc_seed(const TPMT_PUBLIC& ek, const HashAlgorithm& hash) {
     ok = ok && EVP_PKEY_derive(ctx.get(), z.data(), &z_size) == 1 && z_size == ek_key.ec_field_size();
     Bytes point(1 + 2 * ek_key.ec_field_size());
     std::size_t point_size = 0;
-    ok = ok && EVP_PKEY_get_octet_string_param(ephemeral.get(), OSSL_PKEY_PARAM_PUB_KEY, point.data(), point.size(),
-                                               &point_size) == 1 &&
+    ok = ok &&
+         EVP_PKEY_get_octet_string_param(ephemeral.get(), OSSL_PKEY_PARAM_PUB_KEY, point.data(), point.size(),
+                                         &point_size) == 1 &&
          point_size == point.size() && point[0] == 0x04;
     if (!ok)
         throw Error("cannot agree on the credential's seed with the endorsement key (OpenSSL)");

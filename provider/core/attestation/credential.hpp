@@ -19,12 +19,12 @@ namespace tpmkey {
 // [i]32 || label || 0x00 || context_u || context_v || [bits]32. Both KDFs
 // return key material, so in a buffer that is wiped when freed.
 SecretBytes kdfa(const HashAlgorithm& hash, std::span<const std::uint8_t> key, std::string_view label,
-           std::span<const std::uint8_t> context_u, std::span<const std::uint8_t> context_v, std::size_t bits);
+                 std::span<const std::uint8_t> context_u, std::span<const std::uint8_t> context_v, std::size_t bits);
 
 // KDFe (Part 1, "KDFe()"): SP 800-56A's concatenation KDF,
 // H([i]32 || z || label || 0x00 || party_u || party_v).
 SecretBytes kdfe(const HashAlgorithm& hash, std::span<const std::uint8_t> z, std::string_view label,
-           std::span<const std::uint8_t> party_u, std::span<const std::uint8_t> party_v, std::size_t bits);
+                 std::span<const std::uint8_t> party_u, std::span<const std::uint8_t> party_v, std::size_t bits);
 
 // What TPM2_ActivateCredential takes: the credential blob (the contents of
 // a TPM2B_ID_OBJECT: TPM2B integrityHMAC || encIdentity) and the seed

@@ -177,7 +177,8 @@ std::string ek_chain_problem(std::span<const std::uint8_t> certificate, const Ek
     const X509Stack untrusted(sk_X509_new_null());
     if (!store || !untrusted)
         throw Error("cannot verify a certificate chain (OpenSSL)");
-    if (add_ek_roots(roots.dirs, store.get(), untrusted.get()) + add_ek_roots(roots.shipped, store.get(), untrusted.get()) ==
+    if (add_ek_roots(roots.dirs, store.get(), untrusted.get()) +
+            add_ek_roots(roots.shipped, store.get(), untrusted.get()) ==
         0)
         return "no trusted EK root certificate in " + dirs_text(roots);
     X509_STORE_set_verify_cb(store.get(), forgive_tcg_extensions);
@@ -286,15 +287,16 @@ std::string ek_profile_problem(X509* certificate) {
         return "its key is neither RSA nor ECC";
     const std::uint32_t needed = type == EVP_PKEY_RSA ? KU_KEY_ENCIPHERMENT : KU_KEY_AGREEMENT;
     if (usage == UINT32_MAX || !(usage & needed))
-        return std::string("its key usage lacks ") + (type == EVP_PKEY_RSA ? "keyEncipherment (RSA)" : "keyAgreement (ECC)");
+        return std::string("its key usage lacks ") +
+               (type == EVP_PKEY_RSA ? "keyEncipherment (RSA)" : "keyAgreement (ECC)");
     return {};
 }
 
 TPMT_PUBLIC ek_public_of(X509* certificate, const EkTemplate& ek_template) {
     TPMT_PUBLIC area = ek_public_template(ek_template).publicArea;
     EVP_PKEY* key = X509_get0_pubkey(certificate);
-    const std::string wrong =
-        std::string("the EK certificate's key is not one of template ") + ek_template.label + " (" + ek_template.algorithm + ")";
+    const std::string wrong = std::string("the EK certificate's key is not one of template ") + ek_template.label +
+                              " (" + ek_template.algorithm + ")";
     if (!key)
         throw Error(wrong);
     if (area.type == TPM2_ALG_ECC) {

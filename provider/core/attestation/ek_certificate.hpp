@@ -5,9 +5,9 @@
 // enrolment request and has no TPM.
 #pragma once
 
+#include "core/attestation/ek_templates.hpp"
 #include "core/base/bytes.hpp"
 #include "core/base/owned.hpp"
-#include "core/attestation/ek_templates.hpp"
 
 #include <openssl/x509.h>
 #include <tss2/tss2_tpm2_types.h>

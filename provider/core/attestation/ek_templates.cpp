@@ -55,8 +55,8 @@ const EkTemplate* find_ek_template(std::uint32_t cert_index) {
 const EkTemplate& ek_template_of(const std::string& text) {
     const bool well_formed = text.size() == 10 && text.compare(0, 2, "0x") == 0 &&
                              text.find_first_not_of("0123456789abcdef", 2) == std::string::npos;
-    const EkTemplate* t = well_formed ? find_ek_template(static_cast<std::uint32_t>(std::stoul(text, nullptr, 16)))
-                                      : nullptr;
+    const EkTemplate* t =
+        well_formed ? find_ek_template(static_cast<std::uint32_t>(std::stoul(text, nullptr, 16))) : nullptr;
     if (!t)
         throw Error("'" + text +
                     "' is not the NV index of an EK certificate tpmkey knows (0x01c0000a, 0x01c00002, ...)");
@@ -78,7 +78,8 @@ TPM2B_PUBLIC ek_public_template(const EkTemplate& t) {
     const Bytes policy = t.high_range ? ek_policy_b(hash) : ek_policy_a(hash);
     area.authPolicy.size = static_cast<UINT16>(policy.size());
     std::memcpy(area.authPolicy.buffer, policy.data(), policy.size());
-    const TPMT_SYM_DEF_OBJECT aes{.algorithm = TPM2_ALG_AES, .keyBits = {.aes = t.aes_bits}, .mode = {.aes = TPM2_ALG_CFB}};
+    const TPMT_SYM_DEF_OBJECT aes{
+        .algorithm = TPM2_ALG_AES, .keyBits = {.aes = t.aes_bits}, .mode = {.aes = TPM2_ALG_CFB}};
     if (t.type == TPM2_ALG_RSA) {
         area.parameters.rsaDetail.symmetric = aes;
         area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
@@ -114,16 +115,14 @@ Bytes ek_policy_c(const HashAlgorithm& hash) {
     // PolicyOR(A, C) matching tpm2-tools' constants checks it
     // (test/unit/credential_test.cpp).
     switch (hash.tpm) {
-    case TPM2_ALG_SHA256:
-        return from_hex("3767e2edd43ff45a3a7e1eaefcef78643dca964632e7aad82c673a30d8633fde");
+    case TPM2_ALG_SHA256: return from_hex("3767e2edd43ff45a3a7e1eaefcef78643dca964632e7aad82c673a30d8633fde");
     case TPM2_ALG_SHA384:
         return from_hex("d6032ce61f2fb3c240eb3cf6a33237ef2b6a16f4293c22b455e261cffd217ad5"
                         "b4947c2d73e63005eed2dc2b3593d165");
     case TPM2_ALG_SHA512:
         return from_hex("589ee1e146544716e8deafe6db247b01b81e9f9c7dd16b814aa159138749105f"
                         "ba5388dd1dea702f35240c184933121e2c61b8f50d3ef91393a49a38c3f73fc8");
-    default:
-        throw Error("no EK policy C for this hash");
+    default: throw Error("no EK policy C for this hash");
     }
 }
 

@@ -27,10 +27,10 @@ struct EkTemplate {
     // unique zero-filled, authPolicy = policy A.
     bool high_range;
     TPMI_ALG_PUBLIC type;
-    std::uint16_t rsa_bits;    // RSA
-    TPMI_ECC_CURVE curve;      // ECC
+    std::uint16_t rsa_bits;  // RSA
+    TPMI_ECC_CURVE curve;    // ECC
     TPMI_ALG_HASH name_alg;
-    std::uint16_t aes_bits;    // AES-CFB of the storage key
+    std::uint16_t aes_bits;  // AES-CFB of the storage key
 };
 
 // Every template tpmkey can re-create, in order of preference: ECC before

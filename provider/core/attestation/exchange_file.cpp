@@ -22,14 +22,15 @@ bool is_name(std::string_view name) {
 // multiple of 4 (EVP_DecodeBlock would take spaces and more).
 bool decode_base64(const std::string& text, Bytes& out) {
     if (text.size() % 4 != 0 ||
-        text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != std::string::npos)
+        text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
+            std::string::npos)
         return false;
     const std::size_t padding = text.size() - std::min(text.size(), text.find('='));
     if (padding > 2 || (padding > 0 && text.find_first_not_of('=', text.size() - padding) != std::string::npos))
         return false;
     out.resize(text.size() / 4 * 3);
-    const int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()),
-                                  static_cast<int>(text.size()));
+    const int n =
+        EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
     if (n < 0 || static_cast<std::size_t>(n) < padding)
         return false;
     out.resize(static_cast<std::size_t>(n) - padding);

@@ -16,6 +16,7 @@
 #include "core/base/bytes.hpp"
 #include "core/base/error.hpp"
 
+#include <sys/types.h>
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
@@ -23,7 +24,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 namespace tpmkey {
@@ -80,8 +80,8 @@ inline constexpr const char* ek_certificate_index = "ek-certificate-index";
 inline constexpr const char* tpm_manufacturer = "tpm-manufacturer";
 inline constexpr const char* tpm_model = "tpm-model";
 inline constexpr const char* tpm_version = "tpm-version";
-inline constexpr std::initializer_list<const char*> fields = {
-    ak_public, ek_certificate, ek_certificate_index, tpm_manufacturer, tpm_model, tpm_version};
+inline constexpr std::initializer_list<const char*> fields = {ak_public,        ek_certificate, ek_certificate_index,
+                                                              tpm_manufacturer, tpm_model,      tpm_version};
 }  // namespace ak_request_file
 
 // The challenge: tpmkey-ca challenge writes it, tpmkey attest activate reads it.
@@ -92,7 +92,7 @@ inline constexpr const char* credential_blob = "credential-blob";
 inline constexpr const char* ek_certificate_index = "ek-certificate-index";
 inline constexpr const char* encrypted_secret = "encrypted-secret";
 inline constexpr std::initializer_list<const char*> fields = {ak_name, credential_blob, ek_certificate_index,
-                                                               encrypted_secret};
+                                                              encrypted_secret};
 }  // namespace ak_challenge_file
 
 // The proof of activation: tpmkey attest activate writes it, tpmkey-ca
@@ -112,7 +112,7 @@ inline constexpr const char* client_data_json = "client-data-json";
 inline constexpr const char* key_policy = "key-policy";  // only for a key with a policy
 inline constexpr const char* ssh_public_key = "ssh-public-key";
 inline constexpr std::initializer_list<const char*> fields = {attestation_object, client_data_json, key_policy,
-                                                               ssh_public_key};
+                                                              ssh_public_key};
 }  // namespace attestation_file
 
 // Not exchanged: the CA's own copy of an outstanding challenge
@@ -122,10 +122,14 @@ namespace ak_pending_file {
 inline constexpr const char* kind = "ak-pending";
 inline constexpr const char* secret = "secret";
 inline constexpr const char* created = "created";  // utc_text()
-inline constexpr std::initializer_list<const char*> fields = {
-    ak_request_file::ak_public,        ak_request_file::ek_certificate, ak_request_file::ek_certificate_index,
-    ak_request_file::tpm_manufacturer, ak_request_file::tpm_model,      ak_request_file::tpm_version,
-    secret,                            created};
+inline constexpr std::initializer_list<const char*> fields = {ak_request_file::ak_public,
+                                                              ak_request_file::ek_certificate,
+                                                              ak_request_file::ek_certificate_index,
+                                                              ak_request_file::tpm_manufacturer,
+                                                              ak_request_file::tpm_model,
+                                                              ak_request_file::tpm_version,
+                                                              secret,
+                                                              created};
 }  // namespace ak_pending_file
 
 // Not exchanged: the CA's record of an AK certificate it issued
@@ -148,10 +152,21 @@ inline constexpr const char* issued = "issued";
 inline constexpr const char* not_after = "not-after";
 inline constexpr const char* revoked = "revoked";
 inline constexpr const char* revocation_reason = "revocation-reason";
-inline constexpr std::initializer_list<const char*> fields = {
-    serial,           ak_certificate_sha256, ak_name,    ek_certificate_sha256, ek_certificate_issuer,
-    ek_certificate_serial, tpm_manufacturer, tpm_model, tpm_version,        machine,
-    principals,       issued,                not_after,  revoked,               revocation_reason};
+inline constexpr std::initializer_list<const char*> fields = {serial,
+                                                              ak_certificate_sha256,
+                                                              ak_name,
+                                                              ek_certificate_sha256,
+                                                              ek_certificate_issuer,
+                                                              ek_certificate_serial,
+                                                              tpm_manufacturer,
+                                                              tpm_model,
+                                                              tpm_version,
+                                                              machine,
+                                                              principals,
+                                                              issued,
+                                                              not_after,
+                                                              revoked,
+                                                              revocation_reason};
 }  // namespace ak_record_file
 
 }  // namespace tpmkey

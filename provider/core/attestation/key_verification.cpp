@@ -90,8 +90,8 @@ void check_attestation_file(Verification& v) {
                                      v.in.attestation_name);
         const Bytes json = v.file.bytes(attestation_file::client_data_json);
         v.client_data.assign(json.begin(), json.end());
-        v.attestation = parse_attestation_object(
-            v.file.bytes(attestation_file::attestation_object, max_attestation_object_size));
+        v.attestation =
+            parse_attestation_object(v.file.bytes(attestation_file::attestation_object, max_attestation_object_size));
     } catch (const Error& e) {
         refuse(e.what());
     }
@@ -145,7 +145,8 @@ void check_ak_certificate_profile(Verification& v) {
         static_cast<BASIC_CONSTRAINTS*>(X509_get_ext_d2i(ak, NID_basic_constraints, &critical, nullptr)));
     if (!basic || basic->ca)
         refuse("the AK certificate does not say CA:FALSE (basicConstraints)");
-    const GeneralNames names(static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(ak, NID_subject_alt_name, &critical, nullptr)));
+    const GeneralNames names(
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(ak, NID_subject_alt_name, &critical, nullptr)));
     if (!names || critical != 1)
         refuse("the AK certificate has no critical subjectAltName (the TPM's manufacturer, model and version)");
     VerifiedKey& r = v.result;
@@ -226,8 +227,7 @@ void check_attested_name(Verification& v) {
 
 // Made in the TPM, bound to it, never outside it.
 void check_key_attributes(Verification& v) {
-    constexpr TPMA_OBJECT resident =
-        TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN;
+    constexpr TPMA_OBJECT resident = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN;
     if ((v.area.objectAttributes & resident) != resident)
         refuse("the key lacks fixedTPM, fixedParent or sensitiveDataOrigin: not generated in a TPM, or may be "
                "exportable");
@@ -246,11 +246,12 @@ void check_public_key(Verification& v) {
     } catch (const Error&) {
     }
     const Owned<EVP_PKEY_CTX, EVP_PKEY_CTX_free> ctx(v.evp ? EVP_PKEY_CTX_new_from_pkey(nullptr, v.evp.get(), nullptr)
-                                                             : nullptr);
+                                                           : nullptr);
     if (!ctx || EVP_PKEY_public_check(ctx.get()) != 1) {
         ERR_clear_error();
-        refuse(v.key->is_rsa() ? "the key's RSA public key is not valid (OpenSSL's public-key check fails)"
-                               : "the key's ECC point is not on its curve: not a public key (ssh-keygen -s refuses it)");
+        refuse(v.key->is_rsa()
+                   ? "the key's RSA public key is not valid (OpenSSL's public-key check fails)"
+                   : "the key's ECC point is not on its curve: not a public key (ssh-keygen -s refuses it)");
     }
 }
 
@@ -367,8 +368,8 @@ void check_key_policy(Verification& v) {
             lines.push_back("PolicyAuthValue: the key's auth value is required with the policy (it may be empty)");
         } else if (command.code == TPM2_CC_PolicyAuthorize) {
             const AuthorizeParts parts = authorize_parts_of(command);
-            lines.push_back(bound + "PCR policies signed by the key named " +
-                            hex(tpm_name(parts.signer.publicArea)) + " (which PCRs is the signer's choice)");
+            lines.push_back(bound + "PCR policies signed by the key named " + hex(tpm_name(parts.signer.publicArea)) +
+                            " (which PCRs is the signer's choice)");
         } else {
             lines.push_back(policy_command_text(command.code));
         }

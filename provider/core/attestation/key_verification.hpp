@@ -80,9 +80,9 @@ enum class VerifyCheck {
     key_policy,              // the key's policy (key-policy, --key-file) gives its authPolicy
     ek_record,               // the AK certificate's record of the EK certificate is sound
     // The CA's policy (VerifyPolicy), after everything the attestation proves:
-    min_rsa_size,            // RSA: at least policy.min_rsa_bits
-    pcr_policy,              // bound to policy.required_pcrs
-    manufacturer,            // a TPM maker of policy.manufacturers
+    min_rsa_size,  // RSA: at least policy.min_rsa_bits
+    pcr_policy,    // bound to policy.required_pcrs
+    manufacturer,  // a TPM maker of policy.manufacturers
 };
 
 // "attestation-file", "ak-certificate-chain", ...: the check's name.
@@ -95,16 +95,16 @@ struct VerifiedKey {
     // The file's ssh-public-key line, proven to be the attested key: the
     // one to sign, never the file read again.
     std::string ssh_public_key;
-    bool rsa = false;               // else ECDSA
+    bool rsa = false;  // else ECDSA
     unsigned bits = 0;
-    std::string fingerprint;        // "SHA256:...", as ssh-keygen -l prints it
-    bool user_with_auth = false;    // the key signs with its auth value alone, a policy aside
+    std::string fingerprint;      // "SHA256:...", as ssh-keygen -l prints it
+    bool user_with_auth = false;  // the key signs with its auth value alone, a policy aside
     // The SHA-256 (hex) of the EK certificate the CA enrolled the AK with,
     // if the AK certificate records it.
     std::optional<std::string> ek_certificate_sha256;
-    Bytes ak_certificate;           // DER: for the CA's revocation check and records
-    std::string ak_serial;          // hex, as BN_bn2hex writes it
-    std::string ak_issuer;          // name_line() of the AK certificate's issuer
+    Bytes ak_certificate;   // DER: for the CA's revocation check and records
+    std::string ak_serial;  // hex, as BN_bn2hex writes it
+    std::string ak_issuer;  // name_line() of the AK certificate's issuer
     // As the AK certificate's subjectAltName names them (printable()):
     // tpmkey-ca takes them from the EK certificate, which the TPM's maker
     // signed; not proven by the attestation itself.
@@ -112,9 +112,9 @@ struct VerifiedKey {
     // The key's policy, one line per statement: "none", or its authPolicy
     // and what the recomputed policy binds the key to.
     std::vector<std::string> policy;
-    std::string auth_policy;        // hex; empty for a key without a policy
-    bool policy_explained = false;  // authPolicy recomputed from the key's policy
-    std::vector<PcrSelection> pcrs; // the PolicyPCRs of an explained policy
+    std::string auth_policy;         // hex; empty for a key without a policy
+    bool policy_explained = false;   // authPolicy recomputed from the key's policy
+    std::vector<PcrSelection> pcrs;  // the PolicyPCRs of an explained policy
 };
 
 struct Refusal {

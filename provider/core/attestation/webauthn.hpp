@@ -6,8 +6,8 @@
 // all of it too.
 #pragma once
 
-#include "core/base/bytes.hpp"
 #include "core/attestation/cbor.hpp"
+#include "core/base/bytes.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 

@@ -88,7 +88,7 @@ Askpass find_askpass() {
         return {"", "no DISPLAY or WAYLAND_DISPLAY in the agent's environment (start the agent in your desktop "
                     "session, or with SSH_ASKPASS_REQUIRE=force and SSH_ASKPASS set)"};
     const std::string program = set("SSH_ASKPASS") ? std::getenv("SSH_ASKPASS") : default_askpass;
-    struct stat st{};
+    struct stat st {};
     if (::stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(program.c_str(), X_OK) != 0)
         return {"", "no askpass program " + program +
                         (set("SSH_ASKPASS") ? " (SSH_ASKPASS)" : " (install ssh-askpass, or set SSH_ASKPASS)")};

@@ -10,9 +10,7 @@ TpmError::TpmError(TpmStep step, TSS2_RC rc, const std::string& what, std::uint3
 
 bool TpmError::is(TSS2_RC base) const noexcept { return tpm_rc_base(rc_) == base; }
 
-bool TpmError::tpm_unreachable() const noexcept {
-    return (rc_ & TSS2_RC_LAYER_MASK) == TSS2_TCTI_RC_LAYER;
-}
+bool TpmError::tpm_unreachable() const noexcept { return (rc_ & TSS2_RC_LAYER_MASK) == TSS2_TCTI_RC_LAYER; }
 
 TSS2_RC tpm_rc_base(TSS2_RC rc) noexcept {
     const TSS2_RC layer = rc & TSS2_RC_LAYER_MASK;

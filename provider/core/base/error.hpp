@@ -33,13 +33,13 @@ private:
 // hierarchy has a password, at a key it means a wrong PIN. diagnosis.hpp
 // reads it.
 enum class TpmStep {
-    connect,   // opening the TCTI and the ESAPI context
-    parent,    // re-creating or reading the parent (storage key)
-    load,      // TPM2_Load of a key under its parent
-    use_key,   // a command authorised with the key's auth value (sign, change auth)
-    policy_pcr,  // TPM2_PolicyPCR of a key's own policy; what() names the PCRs
+    connect,            // opening the TCTI and the ESAPI context
+    parent,             // re-creating or reading the parent (storage key)
+    load,               // TPM2_Load of a key under its parent
+    use_key,            // a command authorised with the key's auth value (sign, change auth)
+    policy_pcr,         // TPM2_PolicyPCR of a key's own policy; what() names the PCRs
     signed_policy_pcr,  // TPM2_PolicyPCR of one of a key's signed policies; likewise
-    other,     // sessions, queries, key creation, marshalling
+    other,              // sessions, queries, key creation, marshalling
 };
 
 // A TPM or tpm2-tss call that failed. what() is the technical account

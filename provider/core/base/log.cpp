@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -25,9 +25,9 @@ namespace {
 constexpr int state_log_pending = -2;  // the state log, if stderr is lost: decided at the first line
 constexpr int state_log_opening = -3;  // another thread is deciding it now
 std::atomic<int> level_setting{static_cast<int>(LogLevel::error)};
-std::atomic<int> log_fd{STDERR_FILENO};   // where lines go now
-std::atomic<int> file_fd{-1};             // the log file's descriptor, once there was one
-std::atomic<bool> to_state_log{false};    // log_fd is the state log: bounded while writing
+std::atomic<int> log_fd{STDERR_FILENO};  // where lines go now
+std::atomic<int> file_fd{-1};            // the log file's descriptor, once there was one
+std::atomic<bool> to_state_log{false};   // log_fd is the state log: bounded while writing
 
 constexpr off_t max_state_log_size = 64 * 1024;
 
@@ -38,8 +38,8 @@ namespace {
 // O_NONBLOCK: a FIFO named here must not block C_Initialize (and it is
 // refused); O_NOFOLLOW: no link planted in a shared place.
 UniqueFd open_log_file(const std::filesystem::path& path, std::string& why) {
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
-                       0600));
+    UniqueFd fd(
+        ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600));
     struct stat st {};
     if (!fd) {
         why = std::strerror(errno);
@@ -120,8 +120,8 @@ UniqueFd open_state_log() {
     UniqueFd fd(::openat(dir.get(), "log",
                          O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600));
     struct stat st {};
-    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-        (st.st_mode & 022) || st.st_nlink != 1)
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) ||
+        st.st_nlink != 1)
         return UniqueFd();
     if (st.st_size > max_state_log_size)
         (void)!::ftruncate(fd.get(), 0);
@@ -237,7 +237,7 @@ void log(LogLevel level, const std::string& message) noexcept {
             // A file is read later: each line says when.
             char when[32];
             const std::time_t now = std::time(nullptr);
-            std::tm local {};
+            std::tm local{};
             if (::localtime_r(&now, &local) && std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S ", &local))
                 line = when;
         }

@@ -40,7 +40,7 @@ using EvpPkey = Owned<EVP_PKEY, EVP_PKEY_free>;
 using X509Cert = Owned<X509, X509_free>;
 using X509Store = Owned<X509_STORE, X509_STORE_free>;
 using X509StoreCtx = Owned<X509_STORE_CTX, X509_STORE_CTX_free>;
-inline void free_x509_stack(STACK_OF(X509) * stack) noexcept { sk_X509_pop_free(stack, X509_free); }
+inline void free_x509_stack(STACK_OF(X509)* stack) noexcept { sk_X509_pop_free(stack, X509_free); }
 using X509Stack = Owned<STACK_OF(X509), free_x509_stack>;
 
 // For a function that hands out what it allocates through `T**`:
@@ -54,7 +54,7 @@ public:
     ~OutPtr() { owner_.reset(raw_); }
     OutPtr(const OutPtr&) = delete;
     OutPtr& operator=(const OutPtr&) = delete;
-    operator typename Owner::pointer*() noexcept { return &raw_; }
+    operator typename Owner::pointer *() noexcept { return &raw_; }
 
 private:
     Owner& owner_;

@@ -1,8 +1,8 @@
 #include "core/base/prompt.hpp"
 
 #include "core/base/error.hpp"
-#include "core/base/owned.hpp"
 #include "core/base/log.hpp"
+#include "core/base/owned.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -29,9 +29,7 @@ public:
     Terminal(const Terminal&) = delete;
     Terminal& operator=(const Terminal&) = delete;
 
-    void write_text(const std::string& text) const {
-        (void)!::write(fd_, text.data(), text.size());
-    }
+    void write_text(const std::string& text) const { (void)!::write(fd_, text.data(), text.size()); }
     void echo_off() {
         if (::tcgetattr(fd_, &saved_) != 0)
             return;
@@ -100,8 +98,10 @@ Secret read_pin_file(const std::string& path) {
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         if (st.st_mode & S_IWOTH)
-            throw Error(path + ": the PIN file is writable by everyone, who could have put a PIN of theirs in it; "
-                               "refusing it (chmod o-w " + path + ")");
+            throw Error(path +
+                        ": the PIN file is writable by everyone, who could have put a PIN of theirs in it; "
+                        "refusing it (chmod o-w " +
+                        path + ")");
         if (st.st_mode & S_IROTH)
             log_error("warning: " + path + ": the PIN file is readable by everyone (chmod o-r " + path + ")");
     }

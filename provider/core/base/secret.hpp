@@ -25,7 +25,9 @@ struct WipingAllocator {
         std::allocator<T>{}.deallocate(p, n);
     }
     template <class U>
-    bool operator==(const WipingAllocator<U>&) const noexcept { return true; }
+    bool operator==(const WipingAllocator<U>&) const noexcept {
+        return true;
+    }
 };
 
 // Key material made on the way (a KDF's output, a credential's seed and

@@ -36,8 +36,7 @@ const char* file_type_name(mode_t mode) {
 
 }  // namespace
 
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents,
-                           mode_t mode, Replace replace) {
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents, mode_t mode, Replace replace) {
     std::filesystem::path dir = path.parent_path();
     if (dir.empty())
         dir = ".";

@@ -2,9 +2,9 @@
 // or the complete new one, never a partial one.
 #pragma once
 
+#include <sys/types.h>
 #include <filesystem>
 #include <string_view>
-#include <sys/types.h>
 
 namespace tpmkey {
 
@@ -17,7 +17,6 @@ enum class Replace { no, yes };
 // to one, or to nothing: the link is replaced) is replaced: a device such
 // as /dev/null, a FIFO, a socket or a directory, or a link to one, is
 // refused and left as it is. Throws Error naming the path.
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents,
-                           mode_t mode, Replace replace);
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents, mode_t mode, Replace replace);
 
 }  // namespace tpmkey

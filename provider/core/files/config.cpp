@@ -96,8 +96,7 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
             continue;
         const std::size_t space = line.find_first_of(" \t");
         const std::string_view keyword = line.substr(0, space);
-        const std::string_view value =
-            space == std::string_view::npos ? std::string_view() : trim(line.substr(space));
+        const std::string_view value = space == std::string_view::npos ? std::string_view() : trim(line.substr(space));
         const std::string where = name + ":" + std::to_string(line_no) + ": ";
         if (line.find('\0') != std::string_view::npos) {
             out.warnings.push_back(where + "ignored: contains a NUL byte");
@@ -144,8 +143,8 @@ ConfigFile parse_config(std::string_view text, const std::string& name) {
                 out.warnings.push_back(where + "ignored: 'pin-from': a credential's name is a file name, not a path");
             else if (std::any_of(out.pin_from.begin(), out.pin_from.end(),
                                  [&](const auto& entry) { return entry.first == words[0]; }))
-                out.warnings.push_back(where + "ignored: 'pin-from': a second source for '" +
-                                       std::string(words[0]) + "'");
+                out.warnings.push_back(where + "ignored: 'pin-from': a second source for '" + std::string(words[0]) +
+                                       "'");
             else
                 out.pin_from.emplace_back(std::string(words[0]),
                                           PinSource{credential ? PinSource::Kind::credential : PinSource::Kind::keyring,
@@ -175,8 +174,8 @@ Config load_config() {
             file.empty() ? std::nullopt : read_regular_file_if_present(file, max_config_file_size);
         if (read) {
             check_not_replaceable(file, *read, "config file", "the settings");
-            from_file = parse_config(std::string_view(reinterpret_cast<const char*>(read->data.data()), read->data.size()),
-                                     file.string());
+            from_file = parse_config(
+                std::string_view(reinterpret_cast<const char*>(read->data.data()), read->data.size()), file.string());
         }
     } catch (const Error& e) {
         config.file_problem = e.what();

@@ -90,5 +90,4 @@ std::filesystem::path config_file_path();
 // file's path.
 std::filesystem::path record_same_pin(const std::string& a, const std::string& b);
 
-
 }  // namespace tpmkey

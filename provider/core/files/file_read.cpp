@@ -1,7 +1,7 @@
 #include "core/files/file_read.hpp"
 
-#include "core/base/home.hpp"
 #include "core/base/error.hpp"
+#include "core/base/home.hpp"
 #include "core/base/owned.hpp"
 
 #include <fcntl.h>
@@ -33,8 +33,8 @@ std::optional<FileRead> read(const std::filesystem::path& path, std::size_t max_
     if (!S_ISREG(st.st_mode))
         throw FileError(name, "not a regular file");
     if (static_cast<std::uint64_t>(st.st_size) > max_size)
-        throw FileError(name, "too large (" + std::to_string(st.st_size) + " bytes, at most " +
-                    std::to_string(max_size) + ")");
+        throw FileError(
+            name, "too large (" + std::to_string(st.st_size) + " bytes, at most " + std::to_string(max_size) + ")");
     FileRead out;
     out.owner = st.st_uid;
     out.mode = st.st_mode;
@@ -66,9 +66,10 @@ void check_not_replaceable(const std::filesystem::path& path, const FileRead& fi
     const std::string what(contents);
     if (file.owner != me && file.owner != 0)
         throw ReplaceableFile(name, "the file belongs to another user (uid " + std::to_string(file.owner) +
-                    "), who could replace " + what + " with theirs; refusing it");
+                                        "), who could replace " + what + " with theirs; refusing it");
     if (file.mode & (S_IWGRP | S_IWOTH))
-        throw ReplaceableFile(name, "the " + std::string(kind) + " is writable by others; refusing it (chmod go-w " + name + ")");
+        throw ReplaceableFile(
+            name, "the " + std::string(kind) + " is writable by others; refusing it (chmod go-w " + name + ")");
     std::error_code ec;
     std::filesystem::path dir = std::filesystem::canonical(path, ec).parent_path();
     if (ec)
@@ -81,11 +82,11 @@ void check_not_replaceable(const std::filesystem::path& path, const FileRead& fi
             throw FileError(name, "cannot check its directory " + dir.string() + ": " + std::strerror(errno));
         if (st.st_uid != me && st.st_uid != 0)
             throw ReplaceableFile(name, "its directory " + dir.string() + " belongs to another user (uid " +
-                        std::to_string(st.st_uid) + "), who could replace " + what + "; refusing it");
+                                            std::to_string(st.st_uid) + "), who could replace " + what +
+                                            "; refusing it");
         if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-            throw ReplaceableFile(name, "its directory " + dir.string() +
-                        " is writable by others, who could replace " + what + "; refusing it (chmod go-w " +
-                        dir.string() + ")");
+            throw ReplaceableFile(name, "its directory " + dir.string() + " is writable by others, who could replace " +
+                                            what + "; refusing it (chmod go-w " + dir.string() + ")");
         if ((under_home && dir == home) || dir == dir.root_path())
             return;
         dir = dir.parent_path();

@@ -100,18 +100,14 @@ std::string keyring_error(const std::string& name, int err) {
     case ENOKEY:
         return what + ": no such key in the session or user keyring (keyctl add user '" + name +
                "' PIN @u, as the user the key signs for; a key that expired a while ago is gone too)";
-    case EKEYEXPIRED:
-        return what + ": the key has expired (keyctl timeout); add it again";
-    case EKEYREVOKED:
-        return what + ": the key was revoked; add it again";
-    case EACCES:
-        return what + ": the key may not be read by this user (keyctl setperm KEY 0x3f010000)";
+    case EKEYEXPIRED: return what + ": the key has expired (keyctl timeout); add it again";
+    case EKEYREVOKED: return what + ": the key was revoked; add it again";
+    case EACCES: return what + ": the key may not be read by this user (keyctl setperm KEY 0x3f010000)";
     case ENOSYS:
     case EPERM:
         return what + ": the kernel keyring cannot be used here (" + std::strerror(err) +
                "; a seccomp filter, as in some containers, blocks keyctl)";
-    default:
-        return what + ": " + std::strerror(err);
+    default: return what + ": " + std::strerror(err);
     }
 }
 

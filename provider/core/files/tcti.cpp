@@ -134,14 +134,10 @@ std::string Tcti::device_path() const {
 
 bool Tcti::has_resource_manager() const {
     switch (kind_) {
-    case Kind::tabrmd:
-        return true;
-    case Kind::device:
-        return std::filesystem::path(device_path()).filename().string().starts_with("tpmrm");
-    case Kind::default_search:
-        return ::access("/dev/tpmrm0", F_OK) == 0;
-    default:
-        return false;  // simulators and anything we do not know: assume none
+    case Kind::tabrmd: return true;
+    case Kind::device: return std::filesystem::path(device_path()).filename().string().starts_with("tpmrm");
+    case Kind::default_search: return ::access("/dev/tpmrm0", F_OK) == 0;
+    default: return false;  // simulators and anything we do not know: assume none
     }
 }
 
@@ -157,10 +153,8 @@ std::string Tcti::identity() const {
                     "it (correct TPMKEY_TCTI, --tcti or the config file's tcti line)");
     std::map<std::string, std::string> pairs;
     switch (kind_) {
-    case Kind::default_search:
-        return "default";
-    case Kind::device:
-        return device_identity(device_path());
+    case Kind::default_search: return "default";
+    case Kind::device: return device_identity(device_path());
     case Kind::tabrmd:
         if (!parse_pairs(conf_, pairs))
             break;

@@ -30,9 +30,7 @@ const HashAlgorithm* find_hash(std::string_view name) {
     return nullptr;
 }
 
-const HashAlgorithm* find_hash_by_nid(int nid) {
-    return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::nid, nid);
-}
+const HashAlgorithm* find_hash_by_nid(int nid) { return find_in<HashAlgorithm>(hash_table, &HashAlgorithm::nid, nid); }
 
 std::size_t hash_size(TPMI_ALG_HASH tpm) noexcept {
     const HashAlgorithm* h = find_hash(tpm);

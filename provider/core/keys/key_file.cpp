@@ -1,10 +1,10 @@
 #include "core/keys/key_file.hpp"
 
+#include "core/base/error.hpp"
+#include "core/base/owned.hpp"
+#include "core/files/file_read.hpp"
 #include "core/keys/der.hpp"
 #include "core/keys/tpm_policy.hpp"
-#include "core/base/error.hpp"
-#include "core/files/file_read.hpp"
-#include "core/base/owned.hpp"
 
 #include <openssl/asn1.h>
 #include <openssl/err.h>
@@ -35,7 +35,6 @@ constexpr const char* importable_key_oid = "2.23.133.10.1.4";
 constexpr const char* sealed_data_oid = "2.23.133.10.1.5";
 
 using Asn1Type = Owned<ASN1_TYPE, ASN1_TYPE_free>;
-
 
 // Walks the elements of one DER SEQUENCE. Every value is decoded by
 // OpenSSL (ASN1_get_object for headers, d2i_ASN1_TYPE for primitives);
@@ -128,8 +127,7 @@ private:
 };
 
 template <class T>
-T unmarshal(const ASN1_OCTET_STRING* octets,
-            TSS2_RC (*fn)(const uint8_t*, size_t, size_t*, T*),
+T unmarshal(const ASN1_OCTET_STRING* octets, TSS2_RC (*fn)(const uint8_t*, size_t, size_t*, T*),
             const DerReader& reader, const char* what) {
     T out{};
     size_t offset = 0;
@@ -233,8 +231,7 @@ bool is_printable_utf8(std::string_view text) {
         // Overlong forms, surrogates, beyond Unicode; control characters
         // (C0, DEL, C1) would move a terminal's cursor or end a .pub line.
         const char32_t shortest[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (c < shortest[length] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff || c < 0x20 ||
-            (c >= 0x7f && c < 0xa0))
+        if (c < shortest[length] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff || c < 0x20 || (c >= 0x7f && c < 0xa0))
             return false;
         i += length;
     }
@@ -262,7 +259,7 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
             throw FileError(name, "the file is empty: it was truncated, or is not a key file");
         if (text.find(std::string("-----BEGIN ") + pem_label + "-----") != std::string_view::npos)
             throw FileError(name, std::string("the file is truncated or damaged: its ") + pem_label +
-                        " block has no END line, or broken base64");
+                                      " block has no END line, or broken base64");
         throw FileError(name, std::string("not a key file (no '-----BEGIN ") + pem_label + "-----' line)");
     }
     if (std::strcmp(label.get(), pem_label) != 0)
@@ -300,12 +297,8 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
         last_tag = h.tag;
         DerReader inner(h.content, h.length, name);
         switch (h.tag) {
-        case 0:
-            key.empty_auth = inner.take(V_ASN1_BOOLEAN, "emptyAuth to be a BOOLEAN")->value.boolean != 0;
-            break;
-        case 1:
-            key.policy = read_policy(inner);
-            break;
+        case 0: key.empty_auth = inner.take(V_ASN1_BOOLEAN, "emptyAuth to be a BOOLEAN")->value.boolean != 0; break;
+        case 1: key.policy = read_policy(inner); break;
         case 3: {
             DerReader list = inner.enter(V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL, "authPolicy to be a SEQUENCE");
             while (!list.at_end())
@@ -363,9 +356,7 @@ std::vector<std::uint8_t> marshal(const T& value, TSS2_RC (*fn)(const T*, uint8_
     return out;
 }
 
-Bytes explicit_tag(int tag, const Bytes& value) {
-    return der::constructed(tag, V_ASN1_CONTEXT_SPECIFIC, value);
-}
+Bytes explicit_tag(int tag, const Bytes& value) { return der::constructed(tag, V_ASN1_CONTEXT_SPECIFIC, value); }
 
 Bytes policy_der(const std::vector<PolicyCommand>& commands) {
     Bytes list;
@@ -448,18 +439,16 @@ void check_runnable(const PolicyCommand& command) {
     switch (command.code) {
     case TPM2_CC_PolicyAuthValue:
     case TPM2_CC_PolicyPCR:
-    case TPM2_CC_PolicyAuthorize:
-        (void)policy_digest(std::span(&command, 1));
-        return;
-    default:
-        throw Error("the key's policy uses " + policy_command_text(command.code) + ", which tpmkey does not run");
+    case TPM2_CC_PolicyAuthorize: (void)policy_digest(std::span(&command, 1)); return;
+    default: throw Error("the key's policy uses " + policy_command_text(command.code) + ", which tpmkey does not run");
     }
 }
 
 }  // namespace
 
 void check_runnable(const SignedPolicy& policy) {
-    const std::string which = policy.name.empty() ? "a signed policy of the key" : "the key's signed policy '" + policy.name + "'";
+    const std::string which =
+        policy.name.empty() ? "a signed policy of the key" : "the key's signed policy '" + policy.name + "'";
     if (policy.commands.empty() || policy.commands.back().code != TPM2_CC_PolicyAuthorize)
         throw Error(which + " does not end with its signature (TPM2_PolicyAuthorize)");
     for (std::size_t i = 0; i < policy.commands.size(); ++i) {
@@ -477,13 +466,15 @@ void check_runnable(const KeyFile& key) {
     for (std::size_t i = 0; i < key.policy.size(); ++i) {
         const PolicyCommand& command = key.policy[i];
         if (command.code == TPM2_CC_PolicyAuthorize && i != 0)
-            throw Error("the key's policy uses TPM2_PolicyAuthorize (0x16a) after its first command, which tpmkey does not run");
+            throw Error("the key's policy uses TPM2_PolicyAuthorize (0x16a) after its first command, which tpmkey does "
+                        "not run");
         check_runnable(command);
     }
     if (!key.has_signed_policies())
         return;
     if (key.signed_policies.empty())
-        throw Error("the key needs a signed policy (its policy starts with TPM2_PolicyAuthorize), and its file has none");
+        throw Error(
+            "the key needs a signed policy (its policy starts with TPM2_PolicyAuthorize), and its file has none");
     // As the engine does, the first signed policy that works is used; one
     // we cannot run is skipped, so one we can run is enough.
     std::optional<Error> first_problem;

@@ -54,9 +54,7 @@ struct KeyFile {
     bool has_policy() const noexcept { return !policy.empty(); }
     // The policy starts with PolicyAuthorize: the PCR policies are the
     // signed ones in `signed_policies`.
-    bool has_signed_policies() const noexcept {
-        return has_policy() && policy.front().code == TPM2_CC_PolicyAuthorize;
-    }
+    bool has_signed_policies() const noexcept { return has_policy() && policy.front().code == TPM2_CC_PolicyAuthorize; }
 };
 
 // Valid UTF-8 without control characters: what a description may hold.

@@ -189,11 +189,11 @@ Bytes PublicKey::spki_der() const {
         throw std::bad_alloc();
     // RFC 3279: rsaEncryption with NULL parameters; id-ecPublicKey with the
     // named curve. On success the X509_PUBKEY owns `encoded`.
-    const bool ok = rsa_ ? X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_rsaEncryption), V_ASN1_NULL,
-                                                  nullptr, encoded.get(), static_cast<int>(bits.size()))
-                         : X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_X9_62_id_ecPublicKey),
-                                                  V_ASN1_OBJECT, OBJ_nid2obj(curve_nid_), encoded.get(),
-                                                  static_cast<int>(bits.size()));
+    const bool ok = rsa_
+                        ? X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_rsaEncryption), V_ASN1_NULL, nullptr,
+                                                 encoded.get(), static_cast<int>(bits.size()))
+                        : X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_X9_62_id_ecPublicKey), V_ASN1_OBJECT,
+                                                 OBJ_nid2obj(curve_nid_), encoded.get(), static_cast<int>(bits.size()));
     if (!ok)
         throw Error("cannot encode the public key");
     (void)encoded.release();
@@ -217,14 +217,9 @@ EvpPkey PublicKey::to_evp() const {
 TPM2B_PUBLIC signer_public(EVP_PKEY* signer) {
     TPMT_PUBLIC area{};
     switch (EVP_PKEY_get_base_id(signer)) {
-    case EVP_PKEY_EC:
-        area = ecc_signer(signer);
-        break;
-    case EVP_PKEY_RSA:
-        area = rsa_signer(signer);
-        break;
-    default:
-        throw Error("the policy signer's key must be an RSA or EC (P-256, P-384) key");
+    case EVP_PKEY_EC: area = ecc_signer(signer); break;
+    case EVP_PKEY_RSA: area = rsa_signer(signer); break;
+    default: throw Error("the policy signer's key must be an RSA or EC (P-256, P-384) key");
     }
     area.nameAlg = TPM2_ALG_SHA256;
     area.objectAttributes = TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT | TPMA_OBJECT_USERWITHAUTH;
@@ -250,8 +245,8 @@ std::string hex(std::span<const std::uint8_t> data) {
 
 std::string base64(const Bytes& data) {
     std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(),
-                                  static_cast<int>(data.size()));
+    const int n =
+        EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(), static_cast<int>(data.size()));
     out.resize(static_cast<std::size_t>(n));
     return out;
 }

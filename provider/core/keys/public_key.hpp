@@ -63,8 +63,8 @@ private:
     std::size_t field_size_ = 0;
     int curve_nid_ = 0;
     std::string ssh_curve_;  // "nistp256": the curve's name in OpenSSH
-    Bytes n_, e_;    // RSA
-    Bytes point_;    // ECDSA: 04||X||Y
+    Bytes n_, e_;            // RSA
+    Bytes point_;            // ECDSA: 04||X||Y
 };
 
 // The policy signer's public key as the TPM loads it (TPM2_LoadExternal):

@@ -270,7 +270,8 @@ Bytes pcr_digest(const std::vector<Bytes>& values) {
 std::string pcr_values_text(const PcrSelection& selection, const std::vector<Bytes>& values) {
     std::string text;
     for (std::size_t i = 0; i < selection.pcrs.size() && i < values.size(); ++i)
-        text += "  " + bank_name(selection.bank) + ":" + std::to_string(selection.pcrs[i]) + "  " + hex(values[i]) + "\n";
+        text +=
+            "  " + bank_name(selection.bank) + ":" + std::to_string(selection.pcrs[i]) + "  " + hex(values[i]) + "\n";
     return text;
 }
 
@@ -308,7 +309,8 @@ bool signature_verifies(const AuthorizeParts& parts, std::span<const std::uint8_
         TPMI_ALG_HASH hash_alg = TPM2_ALG_NULL;
         if (sig.sigAlg == TPM2_ALG_RSASSA && parts.signer.publicArea.type == TPM2_ALG_RSA) {
             hash_alg = sig.signature.rsassa.hash;
-            der.assign(sig.signature.rsassa.sig.buffer, sig.signature.rsassa.sig.buffer + sig.signature.rsassa.sig.size);
+            der.assign(sig.signature.rsassa.sig.buffer,
+                       sig.signature.rsassa.sig.buffer + sig.signature.rsassa.sig.size);
         } else if (sig.sigAlg == TPM2_ALG_ECDSA && parts.signer.publicArea.type == TPM2_ALG_ECC) {
             hash_alg = sig.signature.ecdsa.hash;
             const TPM2B_ECC_PARAMETER& r = sig.signature.ecdsa.signatureR;
@@ -418,8 +420,7 @@ Bytes policy_digest(std::span<const PolicyCommand> commands) {
             digest = digest_of(sha256, {digest, std::span(parts.policy_ref.buffer, parts.policy_ref.size)});
             break;
         }
-        default:
-            throw Error("cannot compute the digest of a policy with " + policy_command_text(command.code));
+        default: throw Error("cannot compute the digest of a policy with " + policy_command_text(command.code));
         }
     }
     return digest;

@@ -1,10 +1,10 @@
 #include "core/policy/policy_signer.hpp"
 
+#include "core/base/error.hpp"
+#include "core/base/prompt.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
-#include "core/base/error.hpp"
 #include "core/files/file_read.hpp"
-#include "core/base/prompt.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -65,9 +65,7 @@ int passphrase_callback(char* buf, int size, int /*rwflag*/, void* u) {
 
 }  // namespace
 
-std::filesystem::path default_policy_signer_path() {
-    return config_file_path().parent_path() / "policy-signer.pem";
-}
+std::filesystem::path default_policy_signer_path() { return config_file_path().parent_path() / "policy-signer.pem"; }
 
 EvpPkey read_policy_signer(const std::filesystem::path& path) {
     const std::string name = path.string();

@@ -65,12 +65,8 @@ void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands, Tpm
             check_rc(Esys_PolicyAuthValue(tpm.esys(), session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE),
                      "TPM2_PolicyAuthValue");
             break;
-        case TPM2_CC_PolicyPCR:
-            run_pcr(tpm, session, commands[i], pcr_step);
-            break;
-        case TPM2_CC_PolicyAuthorize:
-            run_authorize(tpm, session, commands[i], commands.first(i));
-            break;
+        case TPM2_CC_PolicyPCR: run_pcr(tpm, session, commands[i], pcr_step); break;
+        case TPM2_CC_PolicyAuthorize: run_authorize(tpm, session, commands[i], commands.first(i)); break;
         default:
             // check_usable() let no other command through.
             throw Error("the key's policy uses a TPM command tpmkey does not run");
@@ -95,7 +91,8 @@ std::vector<Bytes> read_pcrs(Tpm& tpm, const TpmObject& parent, const PcrSelecti
         // by tss2-sys as out of sequence.
         if (rc == TSS2_ESYS_RC_RSP_AUTH_FAILED || rc == TSS2_SYS_RC_BAD_SEQUENCE)
             throw Error("the TPM's answer with the values of " + pcr_selection_text(selection) +
-                        " was changed on its way (it fails the integrity check of the salted session): something between tpmkey and the TPM "
+                        " was changed on its way (it fails the integrity check of the salted session): something "
+                        "between tpmkey and the TPM "
                         "rewrites the TPM's answers; nothing was bound to those values");
         check_rc(rc, "TPM2_PCR_Read");
         if (digests->count == 0)
@@ -130,7 +127,8 @@ std::string signed_policy_problem(const KeyFile& key, const SignedPolicy& policy
     } catch (const Error& e) {
         return e.what();
     }
-    const std::string which = policy.name.empty() ? "a signed policy of the key" : "the key's signed policy '" + policy.name + "'";
+    const std::string which =
+        policy.name.empty() ? "a signed policy of the key" : "the key's signed policy '" + policy.name + "'";
     const AuthorizeParts expected = authorize_parts_of(key.policy.front());
     const AuthorizeParts parts = authorize_parts_of(policy.commands.back());
     if (tpm_name(parts.signer.publicArea) != tpm_name(expected.signer.publicArea))

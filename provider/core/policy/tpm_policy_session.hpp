@@ -4,8 +4,8 @@
 #pragma once
 
 #include "core/keys/key_file.hpp"
-#include "core/tpm/tpm.hpp"
 #include "core/keys/tpm_policy.hpp"
+#include "core/tpm/tpm.hpp"
 
 #include <cstddef>
 #include <optional>

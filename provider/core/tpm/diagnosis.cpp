@@ -4,11 +4,11 @@
 
 #include "core/base/owned.hpp"
 
-#include <tss2/tss2_rc.h>
-#include <tss2/tss2_tpm2_types.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_tpm2_types.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,7 +26,8 @@ bool is_auth_failure(const TpmError& e) { return e.is(TPM2_RC_AUTH_FAIL) || e.is
 constexpr const char* not_started_up = "a TPM answers there, but it was never started up (TPM2_Startup)";
 
 std::string start_it_up(const TpmAddress& address) {
-    return "run 'tpm2_startup -c -T " + (address.is_default_search() ? std::string("device:/dev/tpm0") : address.text()) +
+    return "run 'tpm2_startup -c -T " +
+           (address.is_default_search() ? std::string("device:/dev/tpm0") : address.text()) +
            "', or start swtpm with --flags not-need-init,startup-clear (tpmkey-swtpm start does)";
 }
 
@@ -161,8 +162,8 @@ std::string pcr_changed_solution(bool signed_policies, const std::string& key_fi
         return "if you trust this boot (e.g. after a firmware update), approve it: tpmkey policy sign " + file +
                " (docs/pcr-bound-keys.md)";
     return "boot as when the key was made (the same firmware, boot loader and Secure Boot state), or make a new "
-           "key: a key bound to PCRs directly cannot follow a change ('tpmkey info " + file +
-           "' shows its PCRs; docs/pcr-bound-keys.md)";
+           "key: a key bound to PCRs directly cannot follow a change ('tpmkey info " +
+           file + "' shows its PCRs; docs/pcr-bound-keys.md)";
 }
 
 std::string diagnosis_line(const Diagnosis& d) { return d.problem + " (" + d.solution + ")"; }

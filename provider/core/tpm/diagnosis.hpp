@@ -14,14 +14,14 @@
 namespace tpmkey {
 
 enum class TpmProblem {
-    wrong_pin,       // the key's auth value was wrong (counted by the TPM)
-    locked_out,      // dictionary-attack lockout
-    unreachable,     // no TPM at the TCTI, or it went away
-    no_room,         // no slot for another object or session
-    parent_missing,  // the key's persistent parent is not in this TPM
-    owner_password,  // the owner hierarchy has a password: 0x40000001 cannot be re-created
-    foreign_key,     // the key was wrapped by another TPM (or the file was altered)
-    pcr_changed,     // the PCRs a key is bound to hold other values than when it was made
+    wrong_pin,         // the key's auth value was wrong (counted by the TPM)
+    locked_out,        // dictionary-attack lockout
+    unreachable,       // no TPM at the TCTI, or it went away
+    no_room,           // no slot for another object or session
+    parent_missing,    // the key's persistent parent is not in this TPM
+    owner_password,    // the owner hierarchy has a password: 0x40000001 cannot be re-created
+    foreign_key,       // the key was wrapped by another TPM (or the file was altered)
+    pcr_changed,       // the PCRs a key is bound to hold other values than when it was made
     untrusted_parent,  // the storage key fails its checks or its pin (not a TPM error: no PIN sent)
     malformed_answer,  // the TPM's answer does not parse (a size no answer can have, parts that do not fit)
     other,
@@ -36,7 +36,6 @@ struct Diagnosis {
 // `address`: what the connection was opened with (Tpm::address()), for
 // the unreachable case.
 Diagnosis diagnose(const TpmError& e, const TpmAddress& address);
-
 
 // What to do about a key (`key_file`) that its PCRs refuse: one with signed
 // policies signs again after `tpmkey policy sign`; one bound to the PCRs

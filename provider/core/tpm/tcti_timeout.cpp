@@ -47,8 +47,8 @@ std::set<int> open_sockets() noexcept try {
         const std::string name = entry.path().filename().string();
         int fd = -1;
         struct stat st {};
-        if (std::from_chars(name.data(), name.data() + name.size(), fd).ec == std::errc() &&
-            ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+        if (std::from_chars(name.data(), name.data() + name.size(), fd).ec == std::errc() && ::fstat(fd, &st) == 0 &&
+            S_ISSOCK(st.st_mode))
             sockets.insert(fd);
     }
     return sockets;
@@ -84,8 +84,8 @@ bool rest_of_answer_within(int fd, Deadline deadline) {
         if (n >= 6) {
             if (head[0] != 0x80 || (head[1] != 0x01 && head[1] != 0x02))  // TPM_ST_NO_SESSIONS, TPM_ST_SESSIONS
                 return true;
-            const std::uint32_t size = std::uint32_t(head[2]) << 24 | std::uint32_t(head[3]) << 16 |
-                                       std::uint32_t(head[4]) << 8 | head[5];
+            const std::uint32_t size =
+                std::uint32_t(head[2]) << 24 | std::uint32_t(head[3]) << 16 | std::uint32_t(head[4]) << 8 | head[5];
             if (size < 10 || size > head.size() || static_cast<std::uint32_t>(n) >= size)
                 return true;
         }
@@ -118,16 +118,15 @@ TimeoutTcti::TimeoutTcti(TSS2_TCTI_CONTEXT* inner, std::string tcti, std::option
 
 TimeoutTcti::~TimeoutTcti() { Tss2_TctiLdr_Finalize(&inner_); }
 
-TimeoutTcti& TimeoutTcti::of(TSS2_TCTI_CONTEXT* context) noexcept {
-    return *reinterpret_cast<Table*>(context)->self;
-}
+TimeoutTcti& TimeoutTcti::of(TSS2_TCTI_CONTEXT* context) noexcept { return *reinterpret_cast<Table*>(context)->self; }
 
 TSS2_RC TimeoutTcti::transmit(TSS2_TCTI_CONTEXT* context, size_t size, const uint8_t* command) {
     TimeoutTcti& t = of(context);
     if (t.gone_)
         return TSS2_TCTI_RC_IO_ERROR;
-    t.bound_ = t.setting_ ? *t.setting_
-                          : generates_key(command, size) ? default_key_generation_timeout : default_tpm_timeout;
+    t.bound_ = t.setting_                     ? *t.setting_
+               : generates_key(command, size) ? default_key_generation_timeout
+                                              : default_tpm_timeout;
     t.waited_ = false;
     t.new_socket_ = -1;
     // tcti-swtpm opens a new connection in every transmit and offers no
@@ -135,7 +134,8 @@ TSS2_RC TimeoutTcti::transmit(TSS2_TCTI_CONTEXT* context, size_t size, const uin
     // its answer will come. (Another thread opening a socket meanwhile
     // makes it ambiguous; then only the inner TCTI's own timeout applies.)
     size_t handles = 0;
-    const bool pollable = table(t.inner_).v1.getPollHandles(t.inner_, nullptr, &handles) == TSS2_RC_SUCCESS && handles > 0;
+    const bool pollable =
+        table(t.inner_).v1.getPollHandles(t.inner_, nullptr, &handles) == TSS2_RC_SUCCESS && handles > 0;
     const std::set<int> before = pollable ? std::set<int>() : open_sockets();
     const TSS2_RC rc = table(t.inner_).v1.transmit(t.inner_, size, command);
     if (!pollable && rc == TSS2_RC_SUCCESS) {

@@ -69,9 +69,9 @@ private:
     std::string tcti_;
     std::optional<std::chrono::seconds> setting_;
     std::chrono::seconds bound_ = default_tpm_timeout;  // of the command in flight
-    int new_socket_ = -1;       // see transmit()
-    bool waited_ = false;       // the answer of the command in flight has arrived
-    bool gone_ = false;         // the TPM did not answer once: it is not asked again
+    int new_socket_ = -1;                               // see transmit()
+    bool waited_ = false;                               // the answer of the command in flight has arrived
+    bool gone_ = false;                                 // the TPM did not answer once: it is not asked again
 };
 
 }  // namespace tpmkey

@@ -82,8 +82,7 @@ void Tpm::strand(ESYS_TR handle) noexcept {
     // closes, and its handles are virtual: nothing to do, nothing to send.
     try {
         TPM2_HANDLE tpm_handle = 0;
-        if (!opened_.has_resource_manager() &&
-            Esys_TR_GetTpmHandle(esys(), handle, &tpm_handle) == TSS2_RC_SUCCESS)
+        if (!opened_.has_resource_manager() && Esys_TR_GetTpmHandle(esys(), handle, &tpm_handle) == TSS2_RC_SUCCESS)
             stranded_.push_back(tpm_handle);
     } catch (...) {
     }
@@ -105,7 +104,7 @@ void Tpm::flush_stranded() noexcept {
         TSS2_TCTI_CONTEXT* inner = nullptr;
         if (Tss2_TctiLdr_Initialize(opened_.text().c_str(), &inner) != TSS2_RC_SUCCESS) {
             log_debug(std::to_string(stranded_.size()) + " TPM objects of a call that was cut off stay in the TPM: "
-                      "no new connection to flush them");
+                                                         "no new connection to flush them");
             return;
         }
         TimeoutTcti connection(inner, opened_.text(), std::chrono::seconds(1));
@@ -165,23 +164,18 @@ namespace {
 
 // A session salted with `salt_key`, with `attributes`.
 TpmObject start_session(Tpm& tpm, const TpmObject& salt_key, TPM2_SE type, TPMA_SESSION attributes) {
-    const TPMT_SYM_DEF symmetric{.algorithm = TPM2_ALG_AES,
-                                 .keyBits = {.aes = 128},
-                                 .mode = {.aes = TPM2_ALG_CFB}};
+    const TPMT_SYM_DEF symmetric{.algorithm = TPM2_ALG_AES, .keyBits = {.aes = 128}, .mode = {.aes = TPM2_ALG_CFB}};
     ESYS_TR session = ESYS_TR_NONE;
-    check_rc(Esys_StartAuthSession(tpm.esys(), salt_key.handle(), ESYS_TR_NONE, ESYS_TR_NONE,
-                                   ESYS_TR_NONE, ESYS_TR_NONE, nullptr, type, &symmetric,
-                                   TPM2_ALG_SHA256, &session),
+    check_rc(Esys_StartAuthSession(tpm.esys(), salt_key.handle(), ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+                                   ESYS_TR_NONE, nullptr, type, &symmetric, TPM2_ALG_SHA256, &session),
              "TPM2_StartAuthSession");
     TpmObject owned(tpm, session, TpmObject::Kind::transient);
-    check_rc(Esys_TRSess_SetAttributes(tpm.esys(), session, attributes, 0xff),
-             "Esys_TRSess_SetAttributes");
+    check_rc(Esys_TRSess_SetAttributes(tpm.esys(), session, attributes, 0xff), "Esys_TRSess_SetAttributes");
     return owned;
 }
 
 // AES-128-CFB parameter encryption both ways.
-constexpr TPMA_SESSION encrypted_both_ways =
-    TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT;
+constexpr TPMA_SESSION encrypted_both_ways = TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT;
 
 }  // namespace
 
@@ -216,8 +210,7 @@ void fill_auth(TPM2B_AUTH& auth, const Secret& value) {
         std::memcpy(auth.buffer, value.data(), value.size());
 }
 
-AuthValue::AuthValue(Tpm& tpm, const TpmObject& object, const Secret& value)
-    : tpm_(tpm), handle_(object.handle()) {
+AuthValue::AuthValue(Tpm& tpm, const TpmObject& object, const Secret& value) : tpm_(tpm), handle_(object.handle()) {
     TPM2B_AUTH auth;
     fill_auth(auth, value);
     const TSS2_RC rc = Esys_TR_SetAuth(tpm.esys(), handle_, &auth);

@@ -55,10 +55,10 @@ TPM2B_PUBLIC storage_key_template(TPMI_ALG_PUBLIC type) {
     TPMT_PUBLIC& area = pub.publicArea;
     area.type = type;
     area.nameAlg = TPM2_ALG_SHA256;
-    area.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
-                            TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
-                            TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
-    const TPMT_SYM_DEF_OBJECT aes128cfb{.algorithm = TPM2_ALG_AES, .keyBits = {.aes = 128}, .mode = {.aes = TPM2_ALG_CFB}};
+    area.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+                            TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
+    const TPMT_SYM_DEF_OBJECT aes128cfb{
+        .algorithm = TPM2_ALG_AES, .keyBits = {.aes = 128}, .mode = {.aes = TPM2_ALG_CFB}};
     if (type == TPM2_ALG_RSA) {
         area.parameters.rsaDetail.symmetric = aes128cfb;
         area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
@@ -103,9 +103,8 @@ std::string attributes_text(TPMA_OBJECT attributes) {
 }
 
 void check_storage_key(const TPMT_PUBLIC& area, std::uint32_t handle) {
-    constexpr TPMA_OBJECT required = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
-                                     TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_RESTRICTED |
-                                     TPMA_OBJECT_DECRYPT;
+    constexpr TPMA_OBJECT required = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
+                                     TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT;
     constexpr TPMA_OBJECT allowed = required | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA;
     const std::string what = "the parent " + handle_text(handle) + " (attributes " +
                              attributes_text(area.objectAttributes) + ") is not a storage key bound to this TPM: ";
@@ -246,8 +245,8 @@ TpmObject persist_standard_srk(Tpm& tpm, const Secret& owner_auth,
     check_storage_key(area, standard_srk);
     check_before_persisting(srk);
     ESYS_TR persistent = ESYS_TR_NONE;
-    check_rc(Esys_EvictControl(tpm.esys(), ESYS_TR_RH_OWNER, srk.handle(), auth.session(), ESYS_TR_NONE,
-                               ESYS_TR_NONE, standard_srk, &persistent),
+    check_rc(Esys_EvictControl(tpm.esys(), ESYS_TR_RH_OWNER, srk.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE,
+                               standard_srk, &persistent),
              "TPM2_EvictControl of the storage key to 0x81000001", TpmStep::other, owner_hierarchy);
     return TpmObject(tpm, persistent, TpmObject::Kind::persistent);
 }
@@ -262,9 +261,9 @@ KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, cons
     const Authorization auth = Authorization::for_secret(tpm, parent, !pin.empty());
     EsysPtr<TPM2B_PRIVATE> priv;
     EsysPtr<TPM2B_PUBLIC> pub;
-    const TSS2_RC rc = Esys_Create(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE,
-                                   ESYS_TR_NONE, &sensitive, &in_public, &outside_info, &pcrs,
-                                   out_ptr(priv), out_ptr(pub), nullptr, nullptr, nullptr);
+    const TSS2_RC rc =
+        Esys_Create(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &in_public,
+                    &outside_info, &pcrs, out_ptr(priv), out_ptr(pub), nullptr, nullptr, nullptr);
     OPENSSL_cleanse(&sensitive, sizeof sensitive);
     check_rc(rc, "TPM2_Create of the key");
     return KeyBlobs{*pub, *priv};
@@ -272,8 +271,8 @@ KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, cons
 
 TpmObject load_key(Tpm& tpm, const TpmObject& parent, const Authorization& auth, const KeyBlobs& blobs) {
     ESYS_TR handle = ESYS_TR_NONE;
-    check_rc(Esys_Load(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, &blobs.priv,
-                       &blobs.pub, &handle),
+    check_rc(Esys_Load(tpm.esys(), parent.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, &blobs.priv, &blobs.pub,
+                       &handle),
              "TPM2_Load of the key", TpmStep::load);
     return TpmObject(tpm, handle, TpmObject::Kind::transient);
 }
@@ -290,9 +289,8 @@ void append_padded(std::vector<std::uint8_t>& out, const TPM2B_ECC_PARAMETER& va
 
 }  // namespace
 
-std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Authorization& auth,
-                                      TPM2_ALG_ID scheme, TPM2_ALG_ID hash,
-                                      std::span<const std::uint8_t> digest,
+std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Authorization& auth, TPM2_ALG_ID scheme,
+                                      TPM2_ALG_ID hash, std::span<const std::uint8_t> digest,
                                       std::size_t ec_half_size) {
     TPM2B_DIGEST in_digest{};
     if (digest.size() > sizeof in_digest.buffer)
@@ -305,8 +303,8 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Auth
     // No ticket: the key is not restricted, so the TPM signs any digest.
     const TPMT_TK_HASHCHECK validation{.tag = TPM2_ST_HASHCHECK, .hierarchy = TPM2_RH_NULL, .digest = {}};
     EsysPtr<TPMT_SIGNATURE> signature;
-    check_rc(Esys_Sign(tpm.esys(), key.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE,
-                       &in_digest, &in_scheme, &validation, out_ptr(signature)),
+    check_rc(Esys_Sign(tpm.esys(), key.handle(), auth.session(), ESYS_TR_NONE, ESYS_TR_NONE, &in_digest, &in_scheme,
+                       &validation, out_ptr(signature)),
              "TPM2_Sign", TpmStep::use_key);
     std::vector<std::uint8_t> out;
     switch (signature->sigAlg) {
@@ -320,26 +318,24 @@ std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Auth
         out.assign(sig.buffer, sig.buffer + sig.size);
         break;
     }
-    default:
-        throw Error("the TPM returned a signature of an unexpected kind");
+    default: throw Error("the TPM returned a signature of an unexpected kind");
     }
     return out;
 }
 
-TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent,
-                          const Authorization& auth, const Secret& new_pin) {
+TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth,
+                          const Secret& new_pin) {
     TPM2B_AUTH new_auth;
     fill_auth(new_auth, new_pin);
     EsysPtr<TPM2B_PRIVATE> priv;
-    const TSS2_RC rc = Esys_ObjectChangeAuth(tpm.esys(), key.handle(), parent.handle(), auth.session(),
-                                             ESYS_TR_NONE, ESYS_TR_NONE, &new_auth, out_ptr(priv));
+    const TSS2_RC rc = Esys_ObjectChangeAuth(tpm.esys(), key.handle(), parent.handle(), auth.session(), ESYS_TR_NONE,
+                                             ESYS_TR_NONE, &new_auth, out_ptr(priv));
     OPENSSL_cleanse(&new_auth, sizeof new_auth);
     check_rc(rc, "TPM2_ObjectChangeAuth", TpmStep::use_key);
     return *priv;
 }
 
-void prove_pin(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth,
-               const Secret& pin) {
+void prove_pin(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth, const Secret& pin) {
     const AuthValue current(tpm, key, pin);
     (void)change_auth(tpm, key, parent, auth, pin);
 }

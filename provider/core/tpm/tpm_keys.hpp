@@ -17,9 +17,9 @@ namespace tpmkey {
 
 // The attributes of every key we create: bound to this TPM and this
 // parent, generated inside it, usable with its auth value, signing only.
-inline constexpr TPMA_OBJECT signing_key_attributes =
-    TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
-    TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_SIGN_ENCRYPT;
+inline constexpr TPMA_OBJECT signing_key_attributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
+                                                      TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
+                                                      TPMA_OBJECT_SIGN_ENCRYPT;
 
 enum class KeyAlgorithm { ecdsa, rsa };
 
@@ -107,15 +107,13 @@ TpmObject load_key(Tpm& tpm, const TpmObject& parent, const Authorization& auth,
 // and `hash`. The key's auth value must already be set (AuthValue).
 // Returns the signature as PKCS#11 wants it: raw r||s, each half
 // `ec_half_size` bytes, for ECDSA; the signature block for RSA.
-std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Authorization& auth,
-                                      TPM2_ALG_ID scheme, TPM2_ALG_ID hash,
-                                      std::span<const std::uint8_t> digest,
-                                      std::size_t ec_half_size);
+std::vector<std::uint8_t> sign_digest(Tpm& tpm, const TpmObject& key, const Authorization& auth, TPM2_ALG_ID scheme,
+                                      TPM2_ALG_ID hash, std::span<const std::uint8_t> digest, std::size_t ec_half_size);
 
 // TPM2_ObjectChangeAuth: the key wrapped again with a new auth value. With
 // new_pin equal to the current one it only proves the current one right.
-TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent,
-                          const Authorization& auth, const Secret& new_pin);
+TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth,
+                          const Secret& new_pin);
 
 // Proves `pin` to be the PIN of the loaded `key`, or throws the TPM's
 // TpmError (TPM2_RC_AUTH_FAIL, or BAD_AUTH for a key without DA
@@ -123,7 +121,6 @@ TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& paren
 // TPM2_ObjectChangeAuth to the same PIN and drops the new private part: the
 // cheapest command that checks a key's auth value without signing
 // anything, and it changes nothing (the key file keeps its blob).
-void prove_pin(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth,
-               const Secret& pin);
+void prove_pin(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth, const Secret& pin);
 
 }  // namespace tpmkey

@@ -53,8 +53,9 @@ ExchangeFile make_ak_request(Tpm& tpm) {
 SecretBytes activate_ak_credential(Tpm& tpm, const ExchangeFile& challenge) {
     const EkTemplate& ek_template = ek_template_of(challenge.text(ak_challenge_file::ek_certificate_index));
     const Bytes ak_name = challenge.bytes(ak_challenge_file::ak_name, sizeof(TPM2B_NAME::name));
-    const Credential credential{challenge.bytes(ak_challenge_file::credential_blob, sizeof(TPM2B_ID_OBJECT::credential)),
-                                challenge.bytes(ak_challenge_file::encrypted_secret, sizeof(TPM2B_ENCRYPTED_SECRET::secret))};
+    const Credential credential{
+        challenge.bytes(ak_challenge_file::credential_blob, sizeof(TPM2B_ID_OBJECT::credential)),
+        challenge.bytes(ak_challenge_file::encrypted_secret, sizeof(TPM2B_ENCRYPTED_SECRET::secret))};
     require_empty_endorsement_auth(tpm);
     TPMT_PUBLIC ak_public{};
     const TpmObject ak = create_ak(tpm, ak_public);

@@ -38,7 +38,7 @@ constexpr std::uint32_t last_cert_index = 0x01C0001C;
 
 struct NvCertificate {
     const EkTemplate* ek_template = nullptr;  // the template of its index
-    Bytes der;  // exactly the certificate, without the index's padding
+    Bytes der;                                // exactly the certificate, without the index's padding
     X509Cert cert;
 };
 
@@ -97,8 +97,8 @@ std::optional<NvCertificate> read_certificate(Tpm& tpm, const EkTemplate& ek_tem
     while (data.size() < size) {
         const auto piece = static_cast<UINT16>(std::min(chunk, size - data.size()));
         EsysPtr<TPM2B_MAX_NV_BUFFER> out;
-        check_rc(Esys_NV_Read(tpm.esys(), nv.handle(), nv.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE,
-                              piece, static_cast<UINT16>(data.size()), out_ptr(out)),
+        check_rc(Esys_NV_Read(tpm.esys(), nv.handle(), nv.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, piece,
+                              static_cast<UINT16>(data.size()), out_ptr(out)),
                  "TPM2_NV_Read of the EK certificate");
         if (out->size != piece)
             throw ParentProofFailed(where + ": the TPM answered TPM2_NV_Read with the wrong size");
@@ -155,8 +155,8 @@ void check_endorsement_auth(TSS2_RC rc, const char* call) {
 // TPM_RC_NO_RESULT for ECC; TPM_RC_SIZE). Anything else (a full TPM,
 // TPM_RC_RETRY, lockout, a refused session) proves nothing either way.
 bool wrong_credential(const TpmError& e) {
-    for (const TSS2_RC rc : {TPM2_RC_INTEGRITY, TPM2_RC_VALUE, TPM2_RC_ECC_POINT, TPM2_RC_INSUFFICIENT,
-                             TPM2_RC_NO_RESULT, TPM2_RC_SIZE})
+    for (const TSS2_RC rc :
+         {TPM2_RC_INTEGRITY, TPM2_RC_VALUE, TPM2_RC_ECC_POINT, TPM2_RC_INSUFFICIENT, TPM2_RC_NO_RESULT, TPM2_RC_SIZE})
         if (e.is(rc))
             return true;
     return false;
@@ -182,10 +182,10 @@ TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TP
     EsysPtr<TPM2B_PUBLIC> pub;
     // The endorsement hierarchy's auth value is empty (as for the owner
     // hierarchy, we support no other): the password session carries nothing.
-    check_endorsement_auth(Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE,
-                                              ESYS_TR_NONE, &sensitive, &in_public, &outside_info, &pcrs, &handle,
-                                              out_ptr(pub), nullptr, nullptr, nullptr),
-                           step);
+    check_endorsement_auth(
+        Esys_CreatePrimary(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive,
+                           &in_public, &outside_info, &pcrs, &handle, out_ptr(pub), nullptr, nullptr, nullptr),
+        step);
     TpmObject key(tpm, handle, TpmObject::Kind::transient);
     out = pub->publicArea;
     return key;
@@ -196,8 +196,8 @@ TpmObject create_ek(Tpm& tpm, const EkTemplate& ek_template, TPMT_PUBLIC& out) {
                                       "TPM2_CreatePrimary of the endorsement key");
 }
 
-SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek,
-                                const EkTemplate& ek_template, const Credential& credential) {
+SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
+                                const Credential& credential) {
     TPM2B_ID_OBJECT blob{};
     TPM2B_ENCRYPTED_SECRET seed{};
     if (credential.blob.size() > sizeof blob.credential || credential.encrypted_seed.size() > sizeof seed.secret)
@@ -210,10 +210,10 @@ SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObje
     const TpmObject session = start_policy_session(tpm, ek_template.name_alg);
     EsysPtr<TPM2B_TIMEOUT> timeout;
     EsysPtr<TPMT_TK_AUTH> ticket;
-    check_endorsement_auth(Esys_PolicySecret(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, session.handle(), ESYS_TR_PASSWORD,
-                                             ESYS_TR_NONE, ESYS_TR_NONE, nullptr, nullptr, nullptr, 0,
-                                             out_ptr(timeout), out_ptr(ticket)),
-                           "TPM2_PolicySecret(TPM_RH_ENDORSEMENT)");
+    check_endorsement_auth(
+        Esys_PolicySecret(tpm.esys(), ESYS_TR_RH_ENDORSEMENT, session.handle(), ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                          ESYS_TR_NONE, nullptr, nullptr, nullptr, 0, out_ptr(timeout), out_ptr(ticket)),
+        "TPM2_PolicySecret(TPM_RH_ENDORSEMENT)");
     if (ek_template.high_range) {
         const HashAlgorithm* hash = find_hash(ek_template.name_alg);
         TPML_DIGEST digests{};
@@ -230,8 +230,8 @@ SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObje
     // role), in the policy session.
     EsysPtr<TPM2B_DIGEST> secret;
     try {
-        check_rc(Esys_ActivateCredential(tpm.esys(), object.handle(), ek.handle(), ESYS_TR_PASSWORD,
-                                         session.handle(), ESYS_TR_NONE, &blob, &seed, out_ptr(secret)),
+        check_rc(Esys_ActivateCredential(tpm.esys(), object.handle(), ek.handle(), ESYS_TR_PASSWORD, session.handle(),
+                                         ESYS_TR_NONE, &blob, &seed, out_ptr(secret)),
                  "TPM2_ActivateCredential");
     } catch (const TpmError& e) {
         if (wrong_credential(e))
@@ -398,12 +398,12 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
             // The low range lets a manufacturer put an EK nonce or template
             // in NV (index + 1, + 2) that the EK was made with; tpmkey
             // re-creates the EK from the profile's template only.
-            const bool own_template = !t.high_range &&
-                                      (holds(indices, t.cert_index + 1) || holds(indices, t.cert_index + 2));
-            mismatch = "the parent's proof failed: the endorsement key the TPM re-created from template " +
-                       std::string(t.label) + " is not the key of its certificate at " + handle_text(t.cert_index) +
-                       (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does not use)"
-                                     : "");
+            const bool own_template =
+                !t.high_range && (holds(indices, t.cert_index + 1) || holds(indices, t.cert_index + 2));
+            mismatch =
+                "the parent's proof failed: the endorsement key the TPM re-created from template " +
+                std::string(t.label) + " is not the key of its certificate at " + handle_text(t.cert_index) +
+                (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does not use)" : "");
         }
     }
     if (!certificate && !mismatch.empty())
@@ -449,7 +449,8 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                                 "): something between you and the TPM may hide or replace its certificate. If this "
                                 "TPM's EK certificate comes from another root, add that root; if the TPM keeps none "
                                 "(its maker publishes it: tpmkey doctor says where), give it once with tpmkey setup "
-                                "--ek-cert FILE; if it has none, point the config file's ek-roots at an empty directory to trust its EK on first "
+                                "--ek-cert FILE; if it has none, point the config file's ek-roots at an empty "
+                                "directory to trust its EK on first "
                                 "use (docs/configuration.md)");
 
     // The secret and the TPM's answer are wiped on every way out (a
@@ -463,8 +464,8 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         answer = activate_credential(tpm, parent, ek, ek_template, credential);
     } catch (const CredentialRefused& e) {
         throw ParentProofFailed("the parent's proof failed: the TPM that holds the endorsement key did not activate "
-                                "a credential for the parent's name (" + std::string(e.what()) +
-                                "); it is not the storage key it claims to be");
+                                "a credential for the parent's name (" +
+                                std::string(e.what()) + "); it is not the storage key it claims to be");
     } catch (const TpmError& e) {
         if (e.tpm_unreachable())
             throw;

@@ -40,15 +40,15 @@ public:
 
 // What the proof found out about the EK.
 struct EndorsementKey {
-    bool certified = false;          // its certificate chains to a trusted root and matches the re-created EK
-    std::string pin;                 // what is pinned beside the parent: "cert:" + SHA-256 of the certificate
-                                     // (DER, hex) when certified, else "ek:" + the EK's name (hex)
-    std::string name_pin;            // "ek:" + the EK's name (hex), certified or not
-    std::uint32_t nv_index = 0;      // where its certificate was (0: none, or supplied)
-    bool supplied = false;           // its certificate came from supplied_ek_certificates_path()
-    std::string algorithm;           // "RSA 2048", "ECC P-256", "ECC P-384"
-    std::string issuer;              // the certificate's issuer (one line), empty without one
-    std::string why_not_certified;   // "no EK certificate in the TPM", "no trusted root: ...", empty when certified
+    bool certified = false;         // its certificate chains to a trusted root and matches the re-created EK
+    std::string pin;                // what is pinned beside the parent: "cert:" + SHA-256 of the certificate
+                                    // (DER, hex) when certified, else "ek:" + the EK's name (hex)
+    std::string name_pin;           // "ek:" + the EK's name (hex), certified or not
+    std::uint32_t nv_index = 0;     // where its certificate was (0: none, or supplied)
+    bool supplied = false;          // its certificate came from supplied_ek_certificates_path()
+    std::string algorithm;          // "RSA 2048", "ECC P-256", "ECC P-384"
+    std::string issuer;             // the certificate's issuer (one line), empty without one
+    std::string why_not_certified;  // "no EK certificate in the TPM", "no trusted root: ...", empty when certified
     std::vector<std::string> refused_roots;  // not certified, and root files refused: others could have put them there
 };
 
@@ -58,8 +58,7 @@ struct EndorsementKey {
 // not complete the proof (a full TPM, TPM_RC_RETRY; Error when the
 // endorsement hierarchy has a password). Flushes every object and session
 // it makes.
-EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
-                            const EkRoots& roots);
+EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public, const EkRoots& roots);
 
 // EK certificates the user supplied for TPMs that keep none in NV (some
 // firmware TPMs: the maker publishes it online), `tpmkey setup --ek-cert
@@ -98,7 +97,7 @@ bool same_endorsement_key(const std::string& pinned, const EndorsementKey& ek);
 // ParentProofFailed for such an index that holds no certificate.
 struct EkCertificate {
     std::uint32_t index = 0;
-    Bytes der;                              // exactly the certificate, without the index's padding
+    Bytes der;                                // exactly the certificate, without the index's padding
     const EkTemplate* ek_template = nullptr;  // the template its EK is made from
 };
 std::optional<EkCertificate> read_ek_certificate(Tpm& tpm);
@@ -121,6 +120,6 @@ TpmObject create_endorsement_primary(Tpm& tpm, const TPM2B_PUBLIC& in_public, TP
 // `ek`, TpmError when the TPM refuses otherwise, Error when the endorsement
 // hierarchy has a password.
 SecretBytes activate_credential(Tpm& tpm, const TpmObject& object, const TpmObject& ek, const EkTemplate& ek_template,
-                          const Credential& credential);
+                                const Credential& credential);
 
 }  // namespace tpmkey

@@ -1,14 +1,13 @@
 #include "core/trust/known_parents.hpp"
 
-
+#include "core/base/error.hpp"
 #include "core/base/home.hpp"
+#include "core/base/log.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
-#include "core/base/error.hpp"
 #include "core/files/file_read.hpp"
-#include "core/tpm/tpm_keys.hpp"
-#include "core/base/log.hpp"
 #include "core/files/tcti.hpp"
+#include "core/tpm/tpm_keys.hpp"
 #include "core/trust/endorsement.hpp"
 
 #include <tss2/tss2_mu.h>
@@ -146,12 +145,15 @@ void check_pin_directories(const std::filesystem::path& path) {
             throw Error(path.string() + ": cannot check its directory " + dir.string() + ": " + std::strerror(errno));
         if (st.st_uid != me && st.st_uid != 0)
             throw ReplaceableFile(path.string(), "its directory " + dir.string() + " belongs to another user (uid " +
-                                  std::to_string(st.st_uid) + "), who could remove the pins or put theirs there; "
-                                  "refusing it");
+                                                     std::to_string(st.st_uid) +
+                                                     "), who could remove the pins or put theirs there; "
+                                                     "refusing it");
         if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-            throw ReplaceableFile(path.string(), "its directory " + dir.string() +
-                                  " is writable by others, who could remove the pins or put theirs there; refusing "
-                                  "it (chmod go-w " + dir.string() + ")");
+            throw ReplaceableFile(path.string(),
+                                  "its directory " + dir.string() +
+                                      " is writable by others, who could remove the pins or put theirs there; refusing "
+                                      "it (chmod go-w " +
+                                      dir.string() + ")");
         if ((under_home && dir == home) || dir == dir.root_path())
             return;
         dir = dir.parent_path();
@@ -188,8 +190,8 @@ KnownParents KnownParents::load() {
     } catch (const Error& e) {
         problem = e.what();
     }
-    KnownParents known = parse(file && !problem ? std::string(file->data.begin(), file->data.end()) : std::string(),
-                               read_systemd_srk());
+    KnownParents known =
+        parse(file && !problem ? std::string(file->data.begin(), file->data.end()) : std::string(), read_systemd_srk());
     known.problem_ = problem;
     return known;
 }
@@ -356,7 +358,7 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
     const std::string file = KnownParents::file_path().string();
     if (known.problem())
         throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
-                              "until the file is fixed; nothing secret was sent to the TPM");
+                                                 "until the file is fixed; nothing secret was sent to the TPM");
     const std::string& id = tpm.address().identity();
     TpmObject parent = open_parent(tpm, handle);
     const std::string name = loaded_name_hex(tpm, parent);
@@ -378,7 +380,8 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
                                  " is not the one this key was made under: possible TPM interposer or replaced SRK";
     if (pin && pin->name_hex != name && pin->ek.empty())
         throw ParentMismatch(mismatch + " (its name is " + name + ", the one pinned for TPM '" + id + "' in " + file +
-                             " is " + pin->name_hex + ", pinned before tpmkey proved storage keys by the TPM's "
+                             " is " + pin->name_hex +
+                             ", pinned before tpmkey proved storage keys by the TPM's "
                              "endorsement key, so a cleared TPM cannot be told from an interposer here); keys made "
                              "under the pinned one cannot be used; nothing secret was sent to it");
     // No pin for this TPM, but for others: the same name is the same
@@ -435,12 +438,15 @@ TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& kno
                 pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + p.tpm + "' (name " + p.name_hex + ")");
             throw NewTpmRefused(
                 "the TPM's storage key " + handle_text(handle) + " (name " + name + ") has no pin for TPM '" + id +
-                "' but is pinned for " + pinned_for + " in " + file + ": this may be a pinned TPM reached through "
-                "something in between (an interposer), or another TPM; its endorsement key (" + ek.pin +
+                "' but is pinned for " + pinned_for + " in " + file +
+                ": this may be a pinned TPM reached through "
+                "something in between (an interposer), or another TPM; its endorsement key (" +
+                ek.pin +
                 ") is not certified by a trusted root, so tpmkey cannot tell; nothing secret was sent to it. If '" +
-                id + "' is another TPM indeed (a second simulator, a new machine's TPM), accept it on purpose: "
-                "tpmkey trust-tpm --tcti '" + id + "'" +
-                (handle == owner_hierarchy ? std::string() : " --parent " + handle_text(handle)));
+                id +
+                "' is another TPM indeed (a second simulator, a new machine's TPM), accept it on purpose: "
+                "tpmkey trust-tpm --tcti '" +
+                id + "'" + (handle == owner_hierarchy ? std::string() : " --parent " + handle_text(handle)));
         }
     }
     if (found.cleared && !policy.accept_clear)
@@ -475,14 +481,15 @@ void check_parent_name(Tpm& tpm, std::uint32_t handle, const std::string& name, 
     if (expected && name != *expected)
         throw ParentMismatch("the TPM's storage key " + handle_text(handle) +
                              " is not the one this key was made under: possible TPM interposer or replaced SRK "
-                             "(its name is " + name + ", the one pinned for TPM '" + id + "' in " + file + " is " +
-                             *expected + ")");
+                             "(its name is " +
+                             name + ", the one pinned for TPM '" + id + "' in " + file + " is " + *expected + ")");
 }
 
 std::string tpm_cleared_text(std::uint32_t handle) {
     if (handle == owner_hierarchy)
         return "the TPM was cleared (same TPM, new storage key): keys made before are gone; new keys can be made";
-    return "the storage key at " + handle_text(handle) + " was replaced by another of the same TPM (the TPM was "
+    return "the storage key at " + handle_text(handle) +
+           " was replaced by another of the same TPM (the TPM was "
            "cleared, or the key evicted and made anew): keys made under the old one are gone; new keys can be made";
 }
 
@@ -490,8 +497,7 @@ std::string parent_check_text(std::uint32_t handle, const ParentCheck& check) {
     const std::string parent = "the TPM's storage key " + handle_text(handle);
     const std::string file = KnownParents::file_path().string();
     const std::string not_written =
-        check.not_recorded.empty() ? std::string()
-                                   : "; its pin could not be written (" + check.not_recorded + ")";
+        check.not_recorded.empty() ? std::string() : "; its pin could not be written (" + check.not_recorded + ")";
     if (!check.proven_now && !check.same_as.empty())
         return parent + " matches its pin for TPM '" + check.same_as + "' in " + file +
                " (the same storage key, reached another way)" +
@@ -535,9 +541,9 @@ std::optional<std::string> made_before_clear(const KnownParents& known, const st
     for (const ParentPin& pin : known.pins_of(tpm))
         if (const std::optional<std::time_t> cleared = parse_utc(pin.cleared); cleared && st.st_mtime < *cleared)
             return "this key was made before the TPM was cleared (" + pin.cleared +
-                   (pin.handle == owner_hierarchy ? std::string()
-                                                  : "; or before its storage key " + handle_text(pin.handle) +
-                                                        " was replaced") +
+                   (pin.handle == owner_hierarchy
+                        ? std::string()
+                        : "; or before its storage key " + handle_text(pin.handle) + " was replaced") +
                    "): the storage key it was made under is gone, and the key with it";
     return std::nullopt;
 }
@@ -562,8 +568,9 @@ Diagnosis diagnose_untrusted_parent(const Error& e) {
                 "write to, as the message says (see docs/configuration.md)"};
     if (dynamic_cast<const PinNotRecorded*>(&e))
         return {TpmProblem::untrusted_parent, e.what(),
-                "make " + KnownParents::file_path().parent_path().string() + " a directory you (and no one else) "
-                "may write to, then run 'tpmkey doctor', which proves and pins the storage key"};
+                "make " + KnownParents::file_path().parent_path().string() +
+                    " a directory you (and no one else) "
+                    "may write to, then run 'tpmkey doctor', which proves and pins the storage key"};
     if (dynamic_cast<const ClearNotAccepted*>(&e))
         return {TpmProblem::untrusted_parent, e.what(),
                 "run 'tpmkey doctor': it accepts the cleared TPM's new storage key and names the keys that are gone; "

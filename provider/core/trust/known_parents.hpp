@@ -115,19 +115,19 @@ std::string loaded_name_hex(Tpm& tpm, const TpmObject& object);
 // What load_verified_parent found out, for the messages of keygen,
 // passwd, info and doctor.
 struct ParentCheck {
-    bool pinned = false;      // a pin was there before (matched, or replaced after a clear)
-    bool proven_now = false;  // the proof ran in this call (and passed)
-    bool cleared = false;     // the name differed from its pin, and the pinned EK proved the new parent:
-                              // the TPM was cleared (tpm_cleared_text); the pin is replaced
-    std::string name_hex;     // the parent's name
-    ParentPin pin;            // the pin now (empty name_hex: none, e.g. not recorded)
-    std::string ek_text;      // proven_now: "EK certified by ISSUER" or "EK trusted on first use (WHY)"
-    bool ek_first_use = false; // proven_now by an uncertified EK no pin named before: trusted from now on
-    std::string same_as;      // no pin for this TPM, but the name is pinned for this other TPM: the same
-                              // storage key reached another way (pinned for this TPM too)
-    bool new_tpm = false;     // a TPM not seen before, whose handle is pinned for others under other names:
-                              // accepted by its certified EK, or on purpose (ParentPolicy::accept_new_tpm_ek)
-    std::string not_recorded; // the pin could not be written: why
+    bool pinned = false;        // a pin was there before (matched, or replaced after a clear)
+    bool proven_now = false;    // the proof ran in this call (and passed)
+    bool cleared = false;       // the name differed from its pin, and the pinned EK proved the new parent:
+                                // the TPM was cleared (tpm_cleared_text); the pin is replaced
+    std::string name_hex;       // the parent's name
+    ParentPin pin;              // the pin now (empty name_hex: none, e.g. not recorded)
+    std::string ek_text;        // proven_now: "EK certified by ISSUER" or "EK trusted on first use (WHY)"
+    bool ek_first_use = false;  // proven_now by an uncertified EK no pin named before: trusted from now on
+    std::string same_as;        // no pin for this TPM, but the name is pinned for this other TPM: the same
+                                // storage key reached another way (pinned for this TPM too)
+    bool new_tpm = false;       // a TPM not seen before, whose handle is pinned for others under other names:
+                                // accepted by its certified EK, or on purpose (ParentPolicy::accept_new_tpm_ek)
+    std::string not_recorded;   // the pin could not be written: why
 };
 
 // What a use of a parent accepts on its own.
