@@ -1,11 +1,16 @@
 #include "core/base/askpass.hpp"
 
+#include "core/base/log.hpp"
+
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -27,9 +32,57 @@ bool set(const char* name) {
 
 bool equals_ignoring_case(const char* a, const char* b) { return a != nullptr && ::strcasecmp(a, b) == 0; }
 
+// While the child runs, SIGCHLD as waitpid() needs it. A host that ignores
+// SIGCHLD (SIG_IGN, or SA_NOCLDWAIT) has the kernel reap its children as
+// they exit, their status thrown away: waitpid() then fails with ECHILD,
+// and a right PIN would read as cancelled. The exit status is the answer
+// (a cancelled askpass may still print something), so it is kept rather
+// than guessed from the pipe: SIGCHLD is set to SIG_DFL (which delivers
+// nothing: its default action is to ignore the signal, but the exited
+// child stays to be waited for), or SA_NOCLDWAIT is cleared from the host's
+// handler, and the host's disposition is put back once the child is
+// reaped. A child of the host's own that exits meanwhile stays a zombie
+// (the host, ignoring SIGCHLD, will not wait for it): one process-table
+// entry, against a lost answer. ssh-agent's PKCS#11 helper runs one
+// request at a time; a host that changes SIGCHLD on another thread while a
+// prompt is up may find its change undone.
+class ChildStatusKept {
+public:
+    ChildStatusKept() {
+        if (::sigaction(SIGCHLD, nullptr, &host_) != 0)
+            return;
+        const bool ignored = (host_.sa_flags & SA_SIGINFO) == 0 && host_.sa_handler == SIG_IGN;
+        if (!ignored && (host_.sa_flags & SA_NOCLDWAIT) == 0)
+            return;
+        struct sigaction keep = host_;
+        keep.sa_flags &= ~SA_NOCLDWAIT;
+        if (ignored) {
+            keep.sa_handler = SIG_DFL;
+            keep.sa_flags &= ~SA_SIGINFO;
+        }
+        changed_ = ::sigaction(SIGCHLD, &keep, nullptr) == 0;
+    }
+    ~ChildStatusKept() {
+        if (changed_)
+            ::sigaction(SIGCHLD, &host_, nullptr);
+    }
+    ChildStatusKept(const ChildStatusKept&) = delete;
+    ChildStatusKept& operator=(const ChildStatusKept&) = delete;
+
+private:
+    struct sigaction host_ {};
+    bool changed_ = false;
+};
+
+std::string duration_text(std::chrono::milliseconds d) {
+    return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s" : std::to_string(d.count()) + " ms";
+}
+
 // Runs `program prompt`; its stdout into `out` when given. The exit status,
-// or -1 when it did not run or exit normally.
-int run(const std::string& program, const std::string& prompt, bool confirm, Secret* out) {
+// or -1 when it did not run, did not exit normally, or was still running
+// `timeout` after it started (then killed, with its process group).
+int run(const std::string& program, const std::string& prompt, bool confirm, Secret* out,
+        std::chrono::milliseconds timeout) {
     // The environment as it is, with SSH_ASKPASS_PROMPT=confirm for a
     // confirmation and without it for a PIN.
     std::vector<char*> env;
@@ -41,6 +94,7 @@ int run(const std::string& program, const std::string& prompt, bool confirm, Sec
         env.push_back(confirm_var.data());
     env.push_back(nullptr);
 
+    const ChildStatusKept status_kept;
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0)
         return -1;
@@ -48,19 +102,57 @@ int run(const std::string& program, const std::string& prompt, bool confirm, Sec
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    // Nothing of the host's but stderr: not the TPM device or its resource
+    // manager's socket, not the agent's listening socket or its clients'
+    // connections, whether or not the host opened them close-on-exec (glibc
+    // closes them in the child with close_range, else one by one).
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    // Signals as a program started from a shell has them (not the host's
+    // ignored SIGCHLD or SIGPIPE, nor its blocked ones), and a process group
+    // of its own, so that a timeout ends the program and whatever it started.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
     std::string arg0 = program, arg1 = prompt;
     char* argv[] = {arg0.data(), arg1.data(), nullptr};
     pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv, env.data());
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const int rc = ::posix_spawn(&pid, program.c_str(), &actions, &attr, argv, env.data());
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     if (rc != 0) {
         ::close(fds[0]);
         return -1;
     }
+    const auto ms_left = [&] {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 60'000));
+    };
+
+    bool timed_out = false;
     std::array<std::uint8_t, 256> buf;
     std::size_t total = 0;
     for (;;) {
+        pollfd readable{fds[0], POLLIN, 0};
+        const int ready = ::poll(&readable, 1, ms_left());
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready == 0 && ms_left() > 0)
+            continue;  // a wait cut to a minute
+        if (ready == 0) {
+            timed_out = true;
+            break;
+        }
+        if (ready < 0)
+            break;
         const ssize_t n = ::read(fds[0], buf.data(), buf.size());
         if (n < 0 && errno == EINTR)
             continue;
@@ -71,10 +163,32 @@ int run(const std::string& program, const std::string& prompt, bool confirm, Sec
     }
     OPENSSL_cleanse(buf.data(), buf.size());
     ::close(fds[0]);
+    if (timed_out)
+        ::kill(-pid, SIGKILL);
+    // Its stdout closed: it has exited, or is about to (waited for until
+    // the deadline too).
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+    for (;;) {
+        const pid_t w = ::waitpid(pid, &status, timed_out ? 0 : WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
             return -1;
+        if (ms_left() == 0) {
+            timed_out = true;
+            ::kill(-pid, SIGKILL);
+            continue;
+        }
+        ::poll(nullptr, 0, std::min(ms_left(), 10));
+    }
+    if (timed_out) {
+        ::kill(-pid, SIGKILL);  // what it started, if still there
+        log_error("the askpass program " + program + " gave no answer within " + duration_text(timeout) +
+                  ": stopped it, taken as cancelled (docs/troubleshooting.md)");
+        return -1;
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -95,19 +209,20 @@ Askpass find_askpass() {
     return {program, ""};
 }
 
-std::optional<Secret> askpass_secret(const Askpass& askpass, const std::string& prompt) {
+std::optional<Secret> askpass_secret(const Askpass& askpass, const std::string& prompt,
+                                     std::chrono::milliseconds timeout) {
     if (askpass.program.empty())
         return std::nullopt;
     Secret answer;
-    if (run(askpass.program, prompt, false, &answer) != 0)
+    if (run(askpass.program, prompt, false, &answer, timeout) != 0)
         return std::nullopt;
     while (!answer.empty() && (answer.data()[answer.size() - 1] == '\n' || answer.data()[answer.size() - 1] == '\r'))
         answer.pop_back();
     return answer;
 }
 
-bool askpass_confirm(const Askpass& askpass, const std::string& prompt) {
-    return !askpass.program.empty() && run(askpass.program, prompt, true, nullptr) == 0;
+bool askpass_confirm(const Askpass& askpass, const std::string& prompt, std::chrono::milliseconds timeout) {
+    return !askpass.program.empty() && run(askpass.program, prompt, true, nullptr, timeout) == 0;
 }
 
 }  // namespace tpmkey

@@ -6,6 +6,7 @@
 
 #include "core/base/secret.hpp"
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -22,14 +23,24 @@ struct Askpass {
 // executable regular file.
 Askpass find_askpass();
 
+// How long a prompt may stay unanswered: time for a person, not forever (a
+// hung askpass would hang ssh-agent with it).
+constexpr std::chrono::milliseconds askpass_timeout{std::chrono::seconds(120)};
+
 // Runs the program with `prompt` as its one argument (no shell), stdin
 // /dev/null, stdout a pipe read into a Secret (at most 1 KiB; the trailing
-// newline dropped). Nothing when it exits other than 0 (the user cancelled)
-// or cannot be run.
-std::optional<Secret> askpass_secret(const Askpass& askpass, const std::string& prompt);
+// newline dropped), stderr the host's, no other file descriptor of the host
+// (the TPM's, the agent's sockets), every signal at its default, in a
+// process group of its own. Nothing when it exits other than 0 (the user
+// cancelled) or cannot be run; nor when it has not exited `timeout` after
+// it started: then its process group is killed, reaped, and the log says
+// so. Also where the host ignores SIGCHLD (see run() in askpass.cpp).
+std::optional<Secret> askpass_secret(const Askpass& askpass, const std::string& prompt,
+                                     std::chrono::milliseconds timeout = askpass_timeout);
 
 // The same with SSH_ASKPASS_PROMPT=confirm in its environment: true only
-// when it exits 0.
-bool askpass_confirm(const Askpass& askpass, const std::string& prompt);
+// when it exits 0 in time.
+bool askpass_confirm(const Askpass& askpass, const std::string& prompt,
+                     std::chrono::milliseconds timeout = askpass_timeout);
 
 }  // namespace tpmkey
