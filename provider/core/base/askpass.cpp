@@ -184,7 +184,6 @@ int run(const std::string& program, const std::string& prompt, bool confirm, Sec
         ::poll(nullptr, 0, std::min(ms_left(), 10));
     }
     if (timed_out) {
-        ::kill(-pid, SIGKILL);  // what it started, if still there
         log_error("the askpass program " + program + " gave no answer within " + duration_text(timeout) +
                   ": stopped it, taken as cancelled (docs/troubleshooting.md)");
         return -1;
