@@ -12,10 +12,12 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -154,4 +156,69 @@ TEST_CASE("askpass: the PIN comes back where the host ignores SIGCHLD, and the h
     CHECK_FALSE(cancelled);  // exit 1: cancelled, whatever it printed
     CHECK(yes);
     CHECK(after.sa_handler == SIG_IGN);
+}
+
+namespace {
+
+// Sets an environment variable for one test, and puts it back.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name))
+            old_ = old;
+        ::setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (old_)
+            ::setenv(name_, old_->c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_CASE("askpass: a program named without a '/' is found in PATH's absolute directories, never in the current one") {
+    test::TempDir dir;
+    const fs::path bin = dir.path / "bin";
+    fs::create_directory(bin);
+    const Askpass in_bin = script(bin, "echo 1234\n");
+    (void)script(dir.path, "echo stolen\n");  // ./askpass, where the host happens to be
+    const fs::path before = fs::current_path();
+    fs::current_path(dir.path);
+    ScopedEnv require("SSH_ASKPASS_REQUIRE", "force");
+    ScopedEnv name("SSH_ASKPASS", "askpass");
+    SECTION("in a directory of PATH") {
+        ScopedEnv path("PATH", (std::string(".:relative::") + bin.string()).c_str());
+        CHECK(find_askpass().program == in_bin.program);
+    }
+    SECTION("only in the current directory: none, though PATH names '.' and an empty entry") {
+        ScopedEnv path("PATH", ".::relative");
+        const Askpass found = find_askpass();
+        CHECK(found.program.empty());
+        CHECK(found.why_not.find("in a directory of PATH") != std::string::npos);
+    }
+    fs::current_path(before);
+}
+
+TEST_CASE("askpass: an answer longer than 1 KiB is refused, not cut to fit") {
+    test::TempDir dir;
+    CHECK_FALSE(askpass_secret(script(dir.path, "head -c 2000 /dev/zero | tr '\\0' 7\n"), "PIN?").has_value());
+    const auto fits = askpass_secret(script(dir.path, "head -c 1024 /dev/zero | tr '\\0' 7\n"), "PIN?");
+    REQUIRE(fits.has_value());
+    CHECK(fits->size() == 1024);
+}
+
+TEST_CASE("askpass: a confirmation is yes only for exit 0 with no answer or \"yes\", as OpenSSH's") {
+    test::TempDir dir;
+    CHECK(askpass_confirm(script(dir.path, "exit 0\n"), "Allow?"));
+    CHECK(askpass_confirm(script(dir.path, "echo YES\n"), "Allow?"));
+    CHECK_FALSE(askpass_confirm(script(dir.path, "echo no\n"), "Allow?"));
+    CHECK_FALSE(askpass_confirm(script(dir.path, "echo yes; exit 1\n"), "Allow?"));
 }

@@ -158,8 +158,9 @@ int run(const std::string& program, const std::string& prompt, bool confirm, Sec
             continue;
         if (n <= 0)
             break;
-        for (ssize_t i = 0; i < n && out && total < max_answer; ++i, ++total)
-            out->push_back(buf[static_cast<std::size_t>(i)]);
+        for (ssize_t i = 0; i < n && out; ++i, ++total)
+            if (total < max_answer)
+                out->push_back(buf[static_cast<std::size_t>(i)]);
     }
     OPENSSL_cleanse(buf.data(), buf.size());
     ::close(fds[0]);
@@ -188,7 +189,35 @@ int run(const std::string& program, const std::string& prompt, bool confirm, Sec
                   ": stopped it, taken as cancelled (docs/troubleshooting.md)");
         return -1;
     }
+    if (total > max_answer) {
+        // Not cut to fit and sent: a wrong PIN would cost a try.
+        log_error("the askpass program " + program + " answered more than " + std::to_string(max_answer) +
+                  " bytes: taken as cancelled (docs/troubleshooting.md)");
+        return -1;
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Where a program named without a '/' is, as OpenSSH's execlp() finds it:
+// the first executable regular file of that name in a directory of $PATH.
+// Only absolute directories: an empty or relative entry would run a file
+// of that name from wherever the host happens to be (a cloned repository,
+// for the module inside ssh). Empty if none.
+std::string find_in_path(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    const std::string dirs = path ? path : "/usr/bin:/bin";
+    for (std::size_t start = 0; start <= dirs.size();) {
+        const std::size_t colon = std::min(dirs.find(':', start), dirs.size());
+        const std::string dir = dirs.substr(start, colon - start);
+        start = colon + 1;
+        if (dir.empty() || dir.front() != '/')
+            continue;
+        const std::string candidate = dir + "/" + name;
+        struct stat st {};
+        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+    }
+    return "";
 }
 
 }  // namespace
@@ -200,7 +229,13 @@ Askpass find_askpass() {
     if (!equals_ignoring_case(require, "force") && !set("DISPLAY") && !set("WAYLAND_DISPLAY"))
         return {"", "no DISPLAY or WAYLAND_DISPLAY in the agent's environment (start the agent in your desktop "
                     "session, or with SSH_ASKPASS_REQUIRE=force and SSH_ASKPASS set)"};
-    const std::string program = set("SSH_ASKPASS") ? std::getenv("SSH_ASKPASS") : default_askpass;
+    std::string program = set("SSH_ASKPASS") ? std::getenv("SSH_ASKPASS") : default_askpass;
+    if (program.find('/') == std::string::npos) {
+        const std::string found = find_in_path(program);
+        if (found.empty())
+            return {"", "no askpass program " + program + " in a directory of PATH (SSH_ASKPASS)"};
+        program = found;
+    }
     struct stat st {};
     if (::stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(program.c_str(), X_OK) != 0)
         return {"", "no askpass program " + program +
@@ -221,7 +256,17 @@ std::optional<Secret> askpass_secret(const Askpass& askpass, const std::string& 
 }
 
 bool askpass_confirm(const Askpass& askpass, const std::string& prompt, std::chrono::milliseconds timeout) {
-    return !askpass.program.empty() && run(askpass.program, prompt, true, nullptr, timeout) == 0;
+    if (askpass.program.empty())
+        return false;
+    // As OpenSSH's ask_permission(): exit 0, and an answer that is empty or
+    // "yes" (a program that prints "no" and exits 0 has not said yes).
+    Secret answer;
+    if (run(askpass.program, prompt, true, &answer, timeout) != 0)
+        return false;
+    std::string text(reinterpret_cast<const char*>(answer.data()), answer.size());
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+        text.pop_back();
+    return text.empty() || equals_ignoring_case(text.c_str(), "yes");
 }
 
 }  // namespace tpmkey
