@@ -17,6 +17,7 @@
 
 #include "core/base/error.hpp"
 
+#include <exception>
 #include <filesystem>
 #include <string>
 
@@ -74,7 +75,7 @@ template <class Decide>
 void run_audited(AuditLog& log, AuditEntry& entry, Decide&& decide) {
     try {
         decide();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // not only Error: a filesystem_error, bad_alloc
         if (!log.wrote()) {
             entry.reason = e.what();
             try {

@@ -230,12 +230,15 @@ int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int 
         // An expired certificate fails every chain check anyway: it may
         // leave the CRL (RFC 5280, 3.3), which so lists at most a lifetime
         // of revocations.
-        if (record.revoked.empty() || *parse_utc_text(record.not_after) < now)
+        // A time that does not parse keeps the entry listed: never a
+        // revoked AK left off the CRL.
+        const std::optional<std::time_t> not_after = parse_utc_text(record.not_after);
+        if (record.revoked.empty() || (not_after && *not_after < now))
             continue;
         X509_REVOKED* entry = X509_REVOKED_new();
         check(entry ? 1 : 0, "X509_REVOKED_new");
         BIGNUM* serial_bn = nullptr;
-        const Asn1Time when(ASN1_TIME_set(nullptr, *parse_utc_text(record.revoked)));
+        const Asn1Time when(ASN1_TIME_set(nullptr, parse_utc_text(record.revoked).value_or(now)));
         Asn1Integer serial(BN_hex2bn(&serial_bn, record.serial.c_str()) ? BN_to_ASN1_INTEGER(serial_bn, nullptr)
                                                                         : nullptr);
         BN_free(serial_bn);

@@ -140,12 +140,17 @@ Secret read_keyring(const std::string& name) {
     if (uid != ::geteuid())
         throw PinSourceError(what + ": the key belongs to another user (uid " + std::to_string(uid) +
                              "), who could have put a PIN of theirs in it; refusing it" + how_to);
-    constexpr unsigned long group_read = 0x00000200, other_read = 0x00000002;
-    if (perm & (group_read | other_read)) {
+    // Group and others may view it at most: read gives them the PIN; write,
+    // link and setattr let them put wrong PINs in it (each a try of the
+    // TPM's lockout counter) or revoke it; search lets them find it.
+    constexpr unsigned long group_other_read = 0x00000202, group_other_beyond_view = 0x0000fefe;
+    if (perm & group_other_beyond_view) {
         char hex[24];
         std::snprintf(hex, sizeof hex, "%08lx", perm);
-        throw PinSourceError(what + ": the key is readable by others (permissions " + std::string(hex) +
-                             "); refusing it (keyctl setperm " + std::to_string(id) + " 0x3f010000)" + how_to);
+        throw PinSourceError(what + ": the key is " +
+                             ((perm & group_other_read) ? "readable by others" : "changeable by others") +
+                             " (permissions " + std::string(hex) + "); refusing it (keyctl setperm " +
+                             std::to_string(id) + " 0x3f010000)" + how_to);
     }
     SecretBytes bytes(max_source_pin_size + 1);
     const long size = keyctl(KEYCTL_READ, static_cast<unsigned long>(id), reinterpret_cast<unsigned long>(bytes.data()),

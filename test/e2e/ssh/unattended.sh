@@ -232,6 +232,12 @@ else
     keyctl setperm "$id" 0x3f010002
     refused "a keyring key others can read"
     said "kernel keyring key '$desc': the key is readable by others (permissions 3f010002); refusing it (keyctl setperm $id 0x3f010000)"
+    # Writable by others (who could put wrong PINs in it, each a try of the
+    # lockout counter): refused as well.
+    mark_log
+    keyctl setperm "$id" 0x3f010004
+    refused "a keyring key others can write"
+    said "kernel keyring key '$desc': the key is changeable by others (permissions 3f010004); refusing it (keyctl setperm $id 0x3f010000)"
     keyctl setperm "$id" 0x3f010000
     use "the keyring key after keyctl setperm"
     expect_eq "$(lockout_counter)" 0 "the lockout counter after a login with the keyring's PIN"
