@@ -19,7 +19,8 @@
 #   tssh OPTS...            ssh to that sshd running a marker command;
 #                           stdout in $SSH_OUT, stderr in $SSH_ERR
 #   login_ok WHAT OPTS... / login_fails WHAT OPTS...
-#   agent_install_module, agent_start, agent_stop, agent_fingerprints
+#   agent_install_module, agent_start, agent_stop, agent_fingerprints,
+#   background_agent, stop_agent (a daemonised agent)
 #                           a private ssh-agent and the module where it
 #                           accepts it
 #   agent_add_keys N        ssh-add -s the module: the agent then holds N keys
@@ -354,6 +355,30 @@ agent_start() {
     done
     [ -S "$AGENT_SOCK" ] || fail "ssh-agent: no socket after 5 s"
     export SSH_AUTH_SOCK=$AGENT_SOCK
+}
+
+# background_agent: a daemonised ssh-agent (ssh-agent -s) on AGENT_SOCK, as
+# users and services run it: its stderr, and its PKCS#11 helper's, is
+# /dev/null, so the module writes to its state log. Exports SSH_AUTH_SOCK.
+background_agent() {
+    local out
+    rm -f "$AGENT_SOCK"
+    out=$(ssh-agent -s -a "$AGENT_SOCK") || fail "ssh-agent did not start"
+    AGENT_PID=$(sed -n 's/^SSH_AGENT_PID=\([0-9]*\);.*/\1/p' <<<"$out")
+    [ -n "$AGENT_PID" ] || fail "ssh-agent printed no pid: $out"
+    on_exit agent_stop
+    export SSH_AUTH_SOCK=$AGENT_SOCK
+}
+
+# stop_agent: agent_stop, then wait until the daemonised agent is gone: on
+# its way out it removes its socket, which may by then be the next agent's.
+stop_agent() {
+    local pid=$AGENT_PID tries=0
+    agent_stop
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
 }
 
 # agent_fingerprints: the SHA256 fingerprints the agent holds, one a line.

@@ -68,29 +68,6 @@ ssh-keygen -D "$AGENT_MODULE" >/dev/null 2>"$TEST_DIR/probe.err" ||
     { show "$TEST_DIR/probe.err"; fail "ssh-keygen -D cannot load the module"; }
 state_log=$HOME/.local/state/tpmkey/log
 
-# A daemonised ssh-agent, as users run it: its stderr (and its PKCS#11
-# helper's) is /dev/null.
-background_agent() {
-    local out
-    rm -f "$AGENT_SOCK"
-    out=$(ssh-agent -s -a "$AGENT_SOCK") || fail "ssh-agent did not start"
-    AGENT_PID=$(sed -n 's/^SSH_AGENT_PID=\([0-9]*\);.*/\1/p' <<<"$out")
-    [ -n "$AGENT_PID" ] || fail "ssh-agent printed no pid: $out"
-    on_exit agent_stop
-    export SSH_AUTH_SOCK=$AGENT_SOCK
-}
-
-# stop_agent: agent_stop, then wait until the daemonised agent is gone: on
-# its way out it removes its socket, which may by then be the next agent's.
-stop_agent() {
-    local pid=$AGENT_PID tries=0
-    agent_stop
-    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $tries -lt 100 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
-}
-
 # add_with PIN WHAT KEY...: ssh-add -s with PIN; the agent then holds
 # exactly KEYs. ssh-add's prompt comes first; the module's prompts, one per
 # key at most, are in $TEST_DIR/key.prompts (the key names, in order).

@@ -46,26 +46,6 @@ else
     echo "pin-from unattended keyring $desc" >"$XDG_CONFIG_HOME/tpmkey/config"
 fi
 
-# A daemonised ssh-agent, as a service runs it: its helper's stderr is
-# /dev/null, so the module writes to the state log, which doctor shows.
-background_agent() {
-    local out
-    rm -f "$AGENT_SOCK"
-    out=$(ssh-agent -s -a "$AGENT_SOCK") || fail "ssh-agent did not start"
-    AGENT_PID=$(sed -n 's/^SSH_AGENT_PID=\([0-9]*\);.*/\1/p' <<<"$out")
-    [ -n "$AGENT_PID" ] || fail "ssh-agent printed no pid: $out"
-    on_exit agent_stop
-    export SSH_AUTH_SOCK=$AGENT_SOCK
-}
-stop_agent() {  # and wait until it is gone: it removes its socket on the way out
-    local pid=$AGENT_PID tries=0
-    agent_stop
-    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $tries -lt 100 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
-}
-
 # This test fails logins on purpose, one after another: sshd_start turns
 # OpenSSH's PerSourcePenalties off.
 sshd_start
