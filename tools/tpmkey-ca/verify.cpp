@@ -152,6 +152,14 @@ VerifyPolicy policy_of(const Parsed& p) {
     return policy;
 }
 
+// verify --json's refusal: the check that failed and why, on standard
+// output before main() prints "REFUSED: ..." on standard error.
+void print_json_refusal(const std::string& path, std::string_view check, std::string_view reason) {
+    std::cout << "{\"verified\": false, \"attestation\": " << json_string(path) << ", \"check\": " << json_string(check)
+              << ", \"reason\": " << json_string(reason) << "}\n"
+              << std::flush;
+}
+
 // What the CA directory adds to a verified key: not revoked (the CA's CRL,
 // revocation.hpp) and its record of the AK certificate (ak_records.hpp).
 // Here, not among the core's checks, because finding the CRL and the
@@ -174,9 +182,7 @@ CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& ke
                                                 ca_dir, std::time(nullptr));
     } catch (const Error& e) {
         if (p.has_flag("--json"))
-            std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
-                      << ", \"check\": \"not-revoked\", \"reason\": " << json_string(e.what()) << "}\n"
-                      << std::flush;
+            print_json_refusal(path, "not-revoked", e.what());
         throw;
     }
     entry.check = "ca-record";
@@ -252,10 +258,7 @@ void verify(const Parsed& p, const VerifyPolicy& policy, AuditLog* log, AuditEnt
     if (const Refusal* refusal = std::get_if<Refusal>(&outcome)) {
         entry.check = check_name(refusal->check);
         if (p.has_flag("--json"))
-            std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
-                      << ", \"check\": " << json_string(check_name(refusal->check))
-                      << ", \"reason\": " << json_string(refusal->reason) << "}\n"
-                      << std::flush;
+            print_json_refusal(path, check_name(refusal->check), refusal->reason);
         throw Error("REFUSED: " + refusal->reason);
     }
     const VerifiedKey& key = std::get<VerifiedKey>(outcome);
