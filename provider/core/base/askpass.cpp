@@ -132,8 +132,9 @@ int run(const std::string& program, const std::string& prompt, bool confirm, Sec
         return -1;
     }
     const auto ms_left = [&] {
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        // Rounded up: a truncated 0.3 ms would be a 0 ms poll, ending the
+        // wait before the timeout.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 60'000));
     };
 
