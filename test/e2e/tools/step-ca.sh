@@ -15,7 +15,12 @@
 # the attestation is then refused for the reason step-ca states: the
 # go-attestation it pins verifies only RSA AKs ("only RSA verification keys
 # are supported"), and tpmkey's AK is ECC P-256. A different refusal (the
-# AK certificate, the chain, the payload's form) fails the test.
+# AK certificate, the chain, the payload's form) fails the test. With
+# another CA's root as the attestation root step-ca refuses the chain.
+# A reference made in software in the form step-ca accepts (an RSA "AK"
+# certified as tpmkey-ca certifies AKs, TPMT_SIGNATURE, extraData SHA-256
+# of the key authorization) gets a certificate through the same harness,
+# finalize included: what a tpmkey ACME client must send.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -50,9 +55,38 @@ must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
 must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/laptop.proof"
 ok "tpmkey-ca enrolled the swtpm's AK"
 
-# 2. step-ca with tpmkey-ca's root as the ACME provisioner's attestation root.
-stepca_start "$step_ca" "$ca/ca.crt"
+# 2. step-ca with tpmkey-ca's root as the ACME provisioner's attestation
+# root, and the root of the reference below.
+openssl ecparam -name prime256v1 -genkey -noout -out "$w/reference.key" 2>/dev/null &&
+    openssl req -new -x509 -key "$w/reference.key" -subj "/CN=reference attestation CA" -days 2 \
+        -out "$w/reference.crt" 2>/dev/null ||
+    fail "openssl: cannot make the reference attestation CA"
+cat "$ca/ca.crt" "$w/reference.crt" >"$w/attestation-roots.pem"
+stepca_start "$step_ca" "$w/attestation-roots.pem"
 ok "step-ca listens at $STEPCA_ACME (ACME provisioner: device-attest-01, format tpm, tpmkey-ca's root)"
+
+# 2b. The reference: an attestation in the form step-ca accepts, made in
+# software (attest-go step-ca-reference: an RSA "AK" certified as
+# tpmkey-ca certifies AKs, TPMT_SIGNATURE, extraData SHA-256 of the key
+# authorization), then finalize: step-ca issues the certificate. This
+# harness can get a certificate; what tpmkey must send is that.
+run "$attest_go" step-ca-reference "$STEPCA_ACME" "$STEPCA_ROOT" laptop "$w/reference.crt" "$w/reference.key" \
+    "$w/reference-leaf.crt"
+[ "$rc" = 0 ] || { show "$STEPCA_LOG"; fail "step-ca-reference: $out $err"; }
+expect_out "challenge: valid" "the reference"
+openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/reference-leaf.crt" "$w/reference-leaf.crt" >/dev/null ||
+    fail "openssl: step-ca's certificate for the reference does not chain to step-ca's root"
+# The subjectAltName: critical, exactly one otherName permanentIdentifier
+# (1.3.6.1.5.5.7.8.3) {identifierValue UTF8String "laptop"}. OpenSSL 3.0
+# prints its value as <unsupported>: the extension's DER is compared.
+leaf=$(openssl x509 -in "$w/reference-leaf.crt" -noout -text)
+expect_in "$leaf" "X509v3 Subject Alternative Name: critical" "the certificate's subjectAltName"
+expect_in "$leaf" "othername: Permanent Identifier::" "the certificate's subjectAltName"
+leaf=$(openssl asn1parse -in "$w/reference-leaf.crt" -i)
+expect_in "$(grep -A2 ":X509v3 Subject Alternative Name" <<<"$leaf")" \
+    "OCTET STRING +\[HEX DUMP\]:3018A01606082B06010505070803A00A30080C066C6170746F70$" \
+    "the certificate's permanentIdentifier"
+ok "reference: step-ca accepts an RSA AK's attestation in its form and issues a certificate for permanent-identifier laptop"
 
 # 3. A key, its attestation for the order's challenge, step-ca's verdict.
 # acme_attest NAME: an order for the permanent identifier "laptop", its
