@@ -41,7 +41,7 @@ attest_go=$(bash "$tools/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
     fail "cannot build attest-go: it needs Go and the Go module proxy"
 version=$("$step_ca" version 2>&1)
 version=${version%%$'\n'*}
-expect_in "$version" "$(cat "$tools/step-ca/version" | sed 's/^v//')" "step-ca version"
+expect_in "$version" "^Smallstep CA/$(sed 's/^v//' "$tools/step-ca/version") " "step-ca version"
 ok "step-ca built unmodified from the Go module proxy: $version"
 
 # tpmkey-ca with no TPM reachable.
