@@ -6,6 +6,8 @@
 // usage: attest-go ATTESTATION ROOT.pem CHALLENGE
 //
 //	attest-go parse CERT.pem...   (crypto/x509 parses each certificate)
+//	attest-go acme-device-attest ...  (acme.go: step-ca judges it over ACME)
+//	attest-go step-ca-reference ...   (acme.go: what step-ca accepts)
 //
 // Exit 0 and "ok: ..." lines when accepted; 1 and the refusal otherwise.
 package main
@@ -192,6 +194,20 @@ func describe(what string, err error) error {
 }
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "acme-device-attest" {
+		if err := acmeDeviceAttest(os.Args[2:]); err != nil {
+			fmt.Println("acme-device-attest:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "step-ca-reference" {
+		if err := stepCAReference(os.Args[2:]); err != nil {
+			fmt.Println("step-ca-reference:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) >= 3 && os.Args[1] == "parse" {
 		for _, path := range os.Args[2:] {
 			certs, err := pemCertificates(path)
