@@ -134,7 +134,7 @@ PY
 tamper "$w/laptop.req" "$w/not-restricted.req" 'b[:7] + bytes([b[7] & 0xfe]) + b[8:]'
 run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/not-restricted.req"
 expect_rc 1 "an AK without restricted"
-expect_err "$w/not-restricted.req: ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 signing key" \
+expect_err "$w/not-restricted.req: ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 or RSASSA 2048 signing key" \
     "an AK without restricted"
 tamper "$w/laptop.req" "$w/long.req" 'b + b"\0"'
 run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/long.req"
