@@ -32,11 +32,13 @@ version=${version%%$'\n'*}
 ok "step-ca built unmodified from the Go module proxy: $version"
 
 tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
-# enrol_ak CA NAME [TCTI]: the TPM's RSA AK enrolled at tpmkey-ca CA; its
-# certificate in $w/NAME.ak.crt.
+# enrol_ak CA NAME TCTI EK-ROOTS: the TPM's RSA AK (ECC for a NAME ending
+# in -ecc) enrolled at tpmkey-ca CA; its certificate in $w/NAME.ak.crt.
 enrol_ak() {
     local tcti=${3:-$TPMKEY_TCTI}
-    must env TPMKEY_TCTI="$tcti" "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/$2.req"
+    local ak=rsa
+    [ "${2%-ecc}" = "$2" ] || ak=ecc
+    must env TPMKEY_TCTI="$tcti" "$TPMKEY_TOOL" attest enroll --ak "$ak" -o "$w/$2.req"
     must tpmkey_ca challenge --ca "$1" --ek-roots "$4" -o "$w/$2.chal" "$w/$2.req"
     must env TPMKEY_TCTI="$tcti" "$TPMKEY_TOOL" attest activate -o "$w/$2.proof" "$w/$2.chal"
     must tpmkey_ca issue-ak --ca "$1" --machine "$2" --principals alice -o "$w/$2.ak.crt" "$w/$2.proof"
@@ -98,6 +100,29 @@ for kind in "ecdsa 256" "rsa 2048"; do
     ok "$name: step-ca issued a certificate for the TPM key: it chains to step-ca's root (openssl), holds the key's public key and names permanent identifier $identifier"
 done
 
+# 2b. A wrong PIN: the TPM refuses TPM2_Certify, counted once; nothing written.
+rm "$w/id_ecdsa.crt"
+before=$(lockout_counter)
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+    --pin-file "$(pin_file 9999)" "$w/id_ecdsa.tpm"
+expect_rc 1 "a wrong PIN"
+expect_err "tpmkey: $w/id_ecdsa.tpm: wrong PIN (the TPM counts wrong PINs and locks out after too many)" "a wrong PIN"
+expect_eq "$(lockout_counter)" "$((before + 1))" "the TPM's lockout counter after one wrong PIN"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written with a wrong PIN"
+expect_clean_tpm "after a wrong PIN"
+ok "a wrong PIN: refused by the TPM (counted once), nothing written"
+
+# 2c. The ECC AK's certificate: step-ca refuses it (its go-attestation
+# verifies RSA AKs only), as troubleshooting.md says; its advice (the RSA
+# AK) is what step 1 did.
+enrol_ak "$ca" laptop-ecc "$TPMKEY_TCTI" "$TPMKEY_SWTPM_DIR/ek-ca"
+AK_CERT=$w/laptop-ecc.ak.crt enroll id_ecdsa
+expect_rc 1 "the ECC AK"
+expect_err "tpmkey: the CA refused the attestation (challenge invalid): urn:ietf:params:acme:error:badAttestationStatement: " "the ECC AK"
+expect_err "only RSA verification keys are supported" "the ECC AK"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for the ECC AK's attestation"
+ok "the ECC AK's attestation: step-ca refuses it (only RSA verification keys are supported)"
+
 # 3. A key in a file: refused by tpmkey, nothing sent.
 ssh-keygen -q -t ecdsa -N '' -f "$w/id_file" -C file
 lines=$(wc -l <"$STEPCA_LOG")
@@ -144,7 +169,6 @@ ok "a second TPM enrolled only at a CA step-ca does not trust: step-ca refuses t
 # 5. --ca-root that is not step-ca's root: the TLS handshake fails.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout /dev/null -subj "/CN=other root" \
     -days 2 -out "$w/other-root.crt" 2>/dev/null
-rm "$w/id_ecdsa.crt"
 run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$w/other-root.crt" --ak-cert "$w/laptop.ak.crt" \
     --pin-file "$pin" "$w/id_ecdsa.tpm"
 expect_rc 1 "the wrong --ca-root"
