@@ -100,6 +100,12 @@ for kind in "ecdsa 256" "rsa 2048"; do
     ok "$name: step-ca issued a certificate for the TPM key: it chains to step-ca's root (openssl), holds the key's public key and names permanent identifier $identifier"
 done
 
+# The module serves id_ecdsa.crt as the key's certificate (pkcs11-tool).
+run env TPMKEY_KEYS="$w/id_ecdsa.tpm" pkcs11-tool --module "$TPMKEY_MODULE" --list-objects --type cert
+expect_rc 0 "pkcs11-tool --list-objects"
+expect_out "Certificate Object" "pkcs11-tool: the key's certificate"
+ok "the module serves the certificate beside the key (pkcs11-tool lists it)"
+
 # 2b. A wrong PIN: the TPM refuses TPM2_Certify, counted once; nothing written.
 rm "$w/id_ecdsa.crt"
 before=$(lockout_counter)
@@ -176,3 +182,63 @@ expect_err "$STEPCA_ACME: SSL certificate problem: unable to get local issuer ce
     "the wrong --ca-root"
 [ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written over a TLS failure"
 ok "a --ca-root that is not step-ca's root: refused in the TLS handshake, nothing written"
+
+# 6. A server that answers as no ACME CA should, over TLS that verifies:
+# an answer over 1 MiB, a redirect (not followed), and a certificate for
+# another host name. Python's http.server with ssl, its certificate issued
+# by a root of its own.
+d=$w/bad-server
+mkdir "$d"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/root.key" -subj "/CN=bad root" \
+    -days 2 -addext "basicConstraints=critical,CA:TRUE" -out "$d/root.crt" 2>/dev/null &&
+    for host in 127.0.0.1 other.example; do
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/$host.key" -subj "/CN=$host" \
+            -out "$d/$host.csr" 2>/dev/null &&
+            printf 'subjectAltName=%s\n' "$([ "$host" = 127.0.0.1 ] && echo IP:127.0.0.1 || echo DNS:$host)" >"$d/$host.ext" &&
+            openssl x509 -req -in "$d/$host.csr" -CA "$d/root.crt" -CAkey "$d/root.key" -CAcreateserial -days 2 \
+                -extfile "$d/$host.ext" -out "$d/$host.crt" 2>/dev/null || exit 1
+    done || fail "openssl: cannot make the bad server's certificates"
+# bad_server CERT-NAME: serves /big (2 MiB) and /redirect (302 to step-ca).
+bad_server() {
+    python3 - "$d/$1.crt" "$d/$1.key" "$STEPCA_ACME" >"$d/port" 2>"$d/server.log" <<'PY' &
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/big":
+            body = b"x" * (2 * 1024 * 1024)
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+            self.wfile.write(body)
+        else:
+            self.send_response(302); self.send_header("Location", sys.argv[3]); self.send_header("Content-Length", "0")
+            self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+    bad_pid=$!
+    on_exit "kill $bad_pid 2>/dev/null || true"
+    for _ in $(seq 50); do [ -s "$d/port" ] && break; sleep 0.1; done
+    bad_url=https://127.0.0.1:$(cat "$d/port")
+    [ -s "$d/port" ] || { show "$d/server.log"; fail "the bad server did not start"; }
+}
+bad_enroll() {
+    run "$TPMKEY_TOOL" enroll --acme "$1" --ca-root "$d/root.crt" --ak-cert "$w/laptop.ak.crt" --pin-file "$pin" \
+        "$w/id_ecdsa.tpm"
+    expect_rc 1 "$2"
+    [ ! -e "$w/id_ecdsa.crt" ] || fail "$2: a certificate was written"
+}
+bad_server 127.0.0.1
+bad_enroll "$bad_url/big" "an answer of 2 MiB"
+expect_err "tpmkey: $bad_url/big: the answer is larger than 1024 KiB; refused" "an answer of 2 MiB"
+bad_enroll "$bad_url/redirect" "a redirect"
+expect_err "tpmkey: the CA refused the directory $bad_url/redirect (HTTP 302): no explanation given" "a redirect"
+ok "an answer over 1 MiB is refused; a redirect is not followed"
+kill "$bad_pid"
+bad_server other.example
+bad_enroll "$bad_url/redirect" "a certificate for another host"
+expect_err "tpmkey: $bad_url/redirect: SSL: no alternative certificate subject name matches target host name '127.0.0.1'" \
+    "a certificate for another host"
+ok "a server certificate for another host name is refused, though it chains to --ca-root"
