@@ -29,29 +29,28 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr CommandSpec enroll_spec{
-    "enroll",
-    "get an X.509 certificate for KEY from an ACME CA by TPM attestation",
-    "tpmkey enroll --acme URL --ca-root ROOT.crt --ak-cert AK.crt [--pin-file FILE] KEY",
-    "Asks an ACME CA that verifies TPM device attestation (step-ca's ACME\n"
-    "provisioner with device-attest-01, format tpm) for a certificate of KEY:\n"
-    "this TPM's attestation key (AK) proves that KEY lives in this TPM, KEY\n"
-    "signs the certificate request inside the TPM, and the certificate chain\n"
-    "(PEM) is written beside the key: KEY without .tpm, plus .crt.\n"
-    "\n"
-    "  --acme URL           the ACME provisioner's directory URL (https only)\n"
-    "  --ca-root ROOT.crt    the CA's root certificate: the only one trusted\n"
-    "                        for the connection\n"
-    "  --ak-cert AK.crt      this TPM's AK certificate from tpmkey-ca (RSA AK:\n"
-    "                        'tpmkey attest enroll --ak rsa'); its permanent\n"
-    "                        identifier is what the order asks for\n"
-    "  --pin-file FILE       KEY's PIN: the first line of FILE (else asked for)\n"
-    "\n"
-    "The CA must trust tpmkey-ca's root as an attestation root. The PIN\n"
-    "travels only in an encrypted session; nothing secret leaves the TPM.\n",
-    {"--acme", "--ca-root", "--ak-cert", "--pin-file", nullptr},
-    {nullptr},
-    1};
+constexpr CommandSpec enroll_spec{"enroll",
+                                  "get an X.509 certificate for KEY from an ACME CA by TPM attestation",
+                                  "tpmkey enroll --acme URL --ca-root ROOT.crt --ak-cert AK.crt [--pin-file FILE] KEY",
+                                  "Asks an ACME CA that verifies TPM device attestation (step-ca's ACME\n"
+                                  "provisioner with device-attest-01, format tpm) for a certificate of KEY:\n"
+                                  "this TPM's attestation key (AK) proves that KEY lives in this TPM, KEY\n"
+                                  "signs the certificate request inside the TPM, and the certificate chain\n"
+                                  "(PEM) is written beside the key: KEY without .tpm, plus .crt.\n"
+                                  "\n"
+                                  "  --acme URL           the ACME provisioner's directory URL (https only)\n"
+                                  "  --ca-root ROOT.crt    the CA's root certificate: the only one trusted\n"
+                                  "                        for the connection\n"
+                                  "  --ak-cert AK.crt      this TPM's AK certificate from tpmkey-ca (RSA AK:\n"
+                                  "                        'tpmkey attest enroll --ak rsa'); its permanent\n"
+                                  "                        identifier is what the order asks for\n"
+                                  "  --pin-file FILE       KEY's PIN: the first line of FILE (else asked for)\n"
+                                  "\n"
+                                  "The CA must trust tpmkey-ca's root as an attestation root. The PIN\n"
+                                  "travels only in an encrypted session; nothing secret leaves the TPM.\n",
+                                  {"--acme", "--ca-root", "--ak-cert", "--pin-file", nullptr},
+                                  {nullptr},
+                                  1};
 
 // KEY.tpm -> KEY.crt; another name gets .crt added.
 std::filesystem::path certificate_file(const std::filesystem::path& key) {
