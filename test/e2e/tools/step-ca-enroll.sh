@@ -31,6 +31,14 @@ version=$("$step_ca" version 2>&1)
 version=${version%%$'\n'*}
 ok "step-ca built unmodified from the Go module proxy: $version"
 
+# The network code is the CLI's alone: the module (loaded by ssh for every
+# connection) and tpmkey-ca do not link libcurl.
+for bin in "$TPMKEY_MODULE" "$TPMKEY_CA"; do
+    ! ldd "$bin" | grep -q libcurl || fail "$bin links libcurl"
+done
+ldd "$TPMKEY_TOOL" | grep -q libcurl || fail "$TPMKEY_TOOL does not link libcurl (is tpmkey enroll built?)"
+ok "libcurl is linked into the tpmkey CLI only, not into the module or tpmkey-ca"
+
 tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
 # enrol_ak CA NAME TCTI EK-ROOTS: the TPM's RSA AK (ECC for a NAME ending
 # in -ecc) enrolled at tpmkey-ca CA; its certificate in $w/NAME.ak.crt.
