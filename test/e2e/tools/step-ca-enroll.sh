@@ -134,6 +134,8 @@ AK_CERT=$w/laptop-ecc.ak.crt enroll id_ecdsa
 expect_rc 1 "the ECC AK"
 expect_err "tpmkey: the CA refused the attestation (challenge invalid): urn:ietf:params:acme:error:badAttestationStatement: " "the ECC AK"
 expect_err "only RSA verification keys are supported" "the ECC AK"
+grep -q "only RSA verification keys are supported" "$STEPCA_LOG" ||
+    { show "$STEPCA_LOG"; fail "step-ca's log does not say why it refused the ECC AK"; }
 [ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for the ECC AK's attestation"
 ok "the ECC AK's attestation: step-ca refuses it (only RSA verification keys are supported)"
 
@@ -147,6 +149,21 @@ expect_err "tpmkey enroll certifies TPM keys only: make one with tpmkey-keygen; 
 [ ! -e "$w/id_file.crt" ] || fail "a certificate was written for a key in a file"
 expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after a key in a file (no request)"
 ok "a key in a file: refused by tpmkey before any request, nothing written"
+
+# 3b. Before the TPM and the network: an http URL (exit 2), and an AK
+# certificate without a permanent identifier (step-ca's root stands for one
+# from an older tpmkey-ca).
+run "$TPMKEY_TOOL" enroll --acme "http://${STEPCA_ACME#https://}" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+    "$w/id_ecdsa.tpm"
+expect_rc 2 "an http URL"
+expect_err "tpmkey enroll: --acme must be an https URL" "an http URL"
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$STEPCA_ROOT" "$w/id_ecdsa.tpm"
+expect_rc 1 "an AK certificate without a permanent identifier"
+expect_err "tpmkey: $STEPCA_ROOT: the AK certificate names no permanent identifier (subjectAltName otherName 1.3.6.1.5.5.7.8.3); enrol the TPM again ('tpmkey attest enroll --ak rsa') at a tpmkey-ca that writes it" \
+    "an AK certificate without a permanent identifier"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written"
+expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after the local refusals (no request)"
+ok "an http URL (exit 2) and an AK certificate without a permanent identifier are refused before any request"
 
 # 4. A second TPM, never enrolled at step-ca's attestation CA.
 helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
