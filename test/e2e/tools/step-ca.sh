@@ -141,6 +141,27 @@ expect_in "$(od -An -tx1 -N 25 "$w/rsa-ak.attobj" | tr -d ' \n')" "^a263666d7463
 expect_clean_tpm "after tpmkey attest --acme-key-authorization"
 ok "step-ca accepts tpmkey's attestation of a TPM key by the RSA AK: challenge valid, order ready for $ek_urn"
 
+# tpmkey attest's own checks: one of --challenge and
+# --acme-key-authorization; a key authorization is token "." thumbprint
+# (base64url), checked before the TPM is asked; the default file name.
+run "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/laptop.ak.crt" --challenge "$w/rsa-ak.keyauth" \
+    --acme-key-authorization "$w/rsa-ak.keyauth"
+expect_rc 2 "--challenge with --acme-key-authorization"
+expect_err "tpmkey attest: --ak-cert and one of --challenge and --acme-key-authorization are needed" \
+    "--challenge with --acme-key-authorization"
+printf 'token.thumb/print=\n' >"$w/bad.keyauth"
+run "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/laptop.ak.crt" --acme-key-authorization "$w/bad.keyauth"
+expect_rc 1 "a key authorization that is not one"
+expect_err "tpmkey: $w/bad.keyauth: not an ACME key authorization (the challenge's token, '.', the account key's thumbprint" \
+    "a key authorization that is not one"
+[ ! -e "$w/id_tpm.attobj" ] || fail "a refused key authorization wrote a file"
+printf '%s\n' "$(cat "$w/rsa-ak.keyauth")" >"$w/newline.keyauth"  # one line, as an editor saves it
+run "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/laptop.ak.crt" --acme-key-authorization "$w/newline.keyauth"
+expect_rc 0 "a key authorization with a newline"
+expect_out "Wrote the ACME device-attest-01 attestation of $w/id_tpm.tpm to $w/id_tpm.attobj (send it as {\"attObj\": base64url of it})." \
+    "the default output"
+ok "attest --acme-key-authorization: refused with --challenge (exit 2) and for a key authorization that is not one (exit 1, nothing written); KEY.attobj by default"
+
 # 3b. The AK certificate's permanentIdentifier binds the order: an order
 # for another identifier is refused (step-ca read the identifier).
 acme_attest other-id laptop "$w/laptop.ak.crt"
