@@ -139,6 +139,10 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     const Bytes name_der = to_der(i2d_GENERAL_NAME, sk_GENERAL_NAME_value(names.get(), 1));
     CHECK(std::string(name_der.begin(), name_der.end()) == expected_name);
     CHECK(permanent_identifier_of(to_der(i2d_X509, c)) == urn);
+    CHECK_FALSE(permanent_identifier_of(to_der(i2d_X509, keys.certificate.get())));  // no subjectAltName
+    CHECK_FALSE(permanent_identifier_of(to_der(i2d_X509, ek.get())));                // a directoryName only
+    CHECK_THROWS_WITH(permanent_identifier_of(Bytes{0x30, 0x03, 0x02, 0x01, 0x01}),
+                      Catch::Contains("not an X.509 certificate"));
     const GENERAL_NAME* dir = sk_GENERAL_NAME_value(names.get(), 0);
     REQUIRE(dir->type == GEN_DIRNAME);
     REQUIRE(X509_NAME_entry_count(dir->d.directoryName) == 3);

@@ -2,10 +2,11 @@
 // this TPM and cannot leave it (docs/attestation.md): the TPM's attestation
 // key (AK), certified by the CA beforehand (tpmkey attest enroll/activate),
 // certifies KEY's public area with TPM2_Certify, bound to the CA's
-// challenge; tpmkey-ca verify checks the result.
+// challenge; tpmkey-ca verify checks the result. With
+// --acme-key-authorization, the same certification bound to an ACME
+// key authorization, in the form step-ca verifies (attest_key_for_acme).
 #include "cli.hpp"
 #include "core/attestation/acme_attestation.hpp"
-#include "core/attestation/ek_certificate.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/attestation/webauthn.hpp"
 #include "core/base/prompt.hpp"
@@ -15,8 +16,6 @@
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/attestation_key.hpp"
 #include "core/trust/key_attestation.hpp"
-
-#include <openssl/x509.h>
 
 #include <iostream>
 

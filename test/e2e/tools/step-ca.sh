@@ -2,25 +2,26 @@
 # step-ca.sh: an unmodified step-ca (the version in step-ca/version, built
 # from the Go module proxy under TPMKEY_TEST_GO) judges a tpmkey
 # attestation through its ACME challenge device-attest-01, format "tpm"
-# (docs/attestation.md, "step-ca"). tpmkey-ca enrols the swtpm's AK
-# (--ek-cert) and is step-ca's attestation root; an ACME client we did not
-# write (golang.org/x/crypto/acme in attest-go) makes the account and the
-# order, and hands step-ca what `tpmkey attest` makes for the challenge's
-# key authorization.
+# (docs/attestation.md, "step-ca"). tpmkey-ca enrols the swtpm's RSA AK
+# (tpmkey attest enroll --ak rsa: the go-attestation step-ca pins verifies
+# RSA AKs only) and its ECC AK, and is step-ca's attestation root; an ACME
+# client we did not write (golang.org/x/crypto/acme in attest-go) makes
+# the account and the order for the TPM's permanent identifier (the EK's
+# urn:ek:sha256:..., computed here by openssl from the EK certificate), and
+# hands step-ca, byte for byte, the attestation object `tpmkey attest
+# --acme-key-authorization` makes of a TPM key for the challenge's key
+# authorization.
 #
-# What this checks today, the foundation of a tpmkey ACME client: step-ca
-# parses tpmkey-ca's AK certificate, chains it to tpmkey-ca's root and
-# accepts it as an AK certificate (v3, empty subject, EKU 2.23.133.8.3
-# first, the TPM's manufacturer, model and version in the subjectAltName);
-# the attestation is then refused for the reason step-ca states: the
-# go-attestation it pins verifies only RSA AKs ("only RSA verification keys
-# are supported"), and tpmkey's AK is ECC P-256. A different refusal (the
-# AK certificate, the chain, the payload's form) fails the test. With
-# another CA's root as the attestation root step-ca refuses the chain.
-# A reference made in software in the form step-ca accepts (an RSA "AK"
-# certified as tpmkey-ca certifies AKs, TPMT_SIGNATURE, extraData SHA-256
-# of the key authorization) gets a certificate through the same harness,
-# finalize included: what a tpmkey ACME client must send.
+# Accepted: the RSA AK's attestation of a TPM key: the challenge valid, the
+# order ready (finalize needs a CSR signed by the TPM key: tpmkey enroll's
+# test). Refused, each for step-ca's own reason (its problem document and
+# its log): an order for another identifier than the AK certificate's
+# permanentIdentifier; the ECC AK's attestation ("only RSA verification
+# keys are supported"); an attestation by a second swtpm's RSA AK sent
+# with the first TPM's AK certificate (a copied AK certificate: the
+# signature does not verify); another CA's root as the attestation root
+# (x5c is not valid). A reference made in software in the form step-ca
+# accepts gets a certificate through the same harness, finalize included.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -47,13 +48,30 @@ ok "step-ca built unmodified from the Go module proxy: $version"
 # tpmkey-ca with no TPM reachable.
 tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
 
-# 1. tpmkey-ca enrols this TPM's AK.
+# 1. tpmkey-ca enrols this TPM's RSA AK and its ECC AK.
 must tpmkey_ca init --ca "$ca" --name "test attestation CA"
-must "$TPMKEY_TOOL" attest enroll -o "$w/laptop.req"
-must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/laptop.chal" "$w/laptop.req"
-must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
-must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/laptop.proof"
-ok "tpmkey-ca enrolled the swtpm's AK"
+# enrol AK CA-DIR EK-ROOTS NAME [TCTI]: tpmkey attest enroll --ak AK ...
+# tpmkey-ca issue-ak, on the TPM at TCTI (default: the test's): $w/NAME.ak.crt
+enrol() {
+    local tool=("$TPMKEY_TOOL")
+    [ -z "${5:-}" ] || tool=(env TPMKEY_TCTI="$5" "$TPMKEY_TOOL")
+    must "${tool[@]}" attest enroll --ak "$1" -o "$w/$4.req"
+    must tpmkey_ca challenge --ca "$2" --ek-roots "$3" -o "$w/$4.chal" "$w/$4.req"
+    must "${tool[@]}" attest activate -o "$w/$4.proof" "$w/$4.chal"
+    must tpmkey_ca issue-ak --ca "$2" --machine "$4" --principals alice -o "$w/$4.ak.crt" "$w/$4.proof"
+}
+enrol rsa "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop
+enrol ecc "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop-ecc
+expect_in "$(openssl x509 -in "$w/laptop.ak.crt" -noout -text)" "Public Key Algorithm: rsaEncryption" "the RSA AK"
+# The order's identifier: the EK's permanent identifier, as step's TPM flow
+# names a TPM (go.step.sm/crypto/tpm): openssl's SHA-256 of the EK
+# certificate's public key (DER SubjectPublicKeyInfo), base64.
+sed -n 's/^ek-certificate //p' "$w/laptop.req" | base64 -d >"$w/ek.der"
+ek_urn="urn:ek:sha256:$(openssl x509 -inform der -in "$w/ek.der" -noout -pubkey | openssl pkey -pubin -outform der |
+    openssl dgst -sha256 -binary | base64 -w0)"
+run "$attest_go" parse "$w/laptop.ak.crt"
+expect_out "permanentIdentifier: $ek_urn" "the AK certificate's permanentIdentifier (Go)"
+ok "tpmkey-ca enrolled the swtpm's RSA and ECC AKs; their certificates name the TPM $ek_urn"
 
 # 2. step-ca with tpmkey-ca's root as the ACME provisioner's attestation
 # root, and the root of the reference below.
@@ -88,27 +106,101 @@ expect_in "$(grep -A2 ":X509v3 Subject Alternative Name" <<<"$leaf")" \
     "the certificate's permanentIdentifier"
 ok "reference: step-ca accepts an RSA AK's attestation in its form and issues a certificate for permanent-identifier laptop"
 
-# 3. A key, its attestation for the order's challenge, step-ca's verdict.
-# acme_attest NAME: an order for the permanent identifier "laptop", its
-# challenge answered with what tpmkey attest makes of id_tpm.tpm for the
-# challenge's key authorization; the client's output in $out.
+# 3. A TPM key, its attestation for the order's challenge, step-ca's
+# verdict. acme_attest NAME IDENTIFIER AK-CERT [ATTEST-GO OPTIONS...]: an
+# order for IDENTIFIER, its challenge answered with what tpmkey attest
+# --acme-key-authorization makes of id_tpm.tpm with AK-CERT; the client's
+# output in $out.
 acme_attest() {
-    run "$attest_go" acme-device-attest "$STEPCA_ACME" "$STEPCA_ROOT" laptop "$w/$1.keyauth" "$w/$1.att" -- \
-        "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/laptop.ak.crt" --challenge "$w/$1.keyauth" -o "$w/$1.att"
-    [ -s "$w/$1.att" ] || { show "$STEPCA_LOG"; fail "$1: tpmkey attest did not run for the challenge: $out $err"; }
+    local name=$1 identifier=$2 ak_cert=$3
+    shift 3
+    rm -f "$w/$name.attobj"
+    run "$attest_go" acme-device-attest "$@" "$STEPCA_ACME" "$STEPCA_ROOT" "$identifier" "$w/$name.keyauth" \
+        "$w/$name.attobj" -- "${TPMKEY_ATTEST[@]}" attest "$w/id_tpm.tpm" --ak-cert "$ak_cert" \
+        --acme-key-authorization "$w/$name.keyauth" -o "$w/$name.attobj"
+    [ -s "$w/$name.attobj" ] || { show "$STEPCA_LOG"; fail "$name: tpmkey attest did not run for the challenge: $out $err"; }
 }
+# step_ca_refused NAME REASON: the challenge invalid for step-ca's REASON
+# (its problem document, and its log).
+step_ca_refused() {
+    expect_rc 1 "$1"
+    expect_out "challenge: invalid" "$1: step-ca's verdict"
+    expect_out "error: urn:ietf:params:acme:error:$2" "$1: step-ca's reason"
+    grep -qF -- "${2#*: }" "$STEPCA_LOG" || { show "$STEPCA_LOG"; fail "$1: step-ca's log lacks the reason"; }
+}
+TPMKEY_ATTEST=("$TPMKEY_TOOL")
 keygen "$w/id_tpm.tpm" ecdsa 256
-acme_attest rsa-only
-expect_rc 1 "step-ca and tpmkey's attestation"
-expect_out "challenge: invalid" "step-ca's verdict"
-# The checks before this one passed: the AK certificate's chain to
-# tpmkey-ca's root and validateAKCertificate. step-ca's log says it too
-# (the challenge's response).
-reason="badAttestationStatement: Attestation statement cannot be verified: invalid certification parameters: only RSA verification keys are supported"
-expect_out "error: urn:ietf:params:acme:error:$reason" "step-ca's reason"
-grep -qF "only RSA verification keys are supported" "$STEPCA_LOG" || { show "$STEPCA_LOG"; fail "step-ca's log lacks the reason"; }
-expect_not_in "$out" "x5c|AK certificate" "step-ca's reason"
-ok "step-ca accepts tpmkey-ca's AK certificate (chain, v3, empty subject, EKU, the TPM in the subjectAltName) and refuses the attestation because its go-attestation verifies only RSA AKs"
+acme_attest rsa-ak "$ek_urn" "$w/laptop.ak.crt"
+[ "$rc" = 0 ] || { show "$STEPCA_LOG"; fail "step-ca refused tpmkey's attestation by the RSA AK: $out"; }
+expect_out "challenge: valid" "step-ca's verdict on the RSA AK's attestation"
+expect_out "order: ready" "the order after its challenge"
+# What was sent is tpmkey's file itself: fmt "tpm", attStmt {alg -257, sig,
+# ver, x5c, pubArea, certInfo}, no authData (the client sends it as it is).
+expect_in "$(od -An -tx1 -N 25 "$w/rsa-ak.attobj" | tr -d ' \n')" "^a263666d746374706d6761747453746d74a663616c67390100$" \
+    "the attestation object's head (fmt tpm, alg RS256)"
+expect_clean_tpm "after tpmkey attest --acme-key-authorization"
+ok "step-ca accepts tpmkey's attestation of a TPM key by the RSA AK: challenge valid, order ready for $ek_urn"
+
+# tpmkey attest's own checks: one of --challenge and
+# --acme-key-authorization; a key authorization is token "." thumbprint
+# (base64url), checked before the TPM is asked; the default file name.
+run "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/laptop.ak.crt" --challenge "$w/rsa-ak.keyauth" \
+    --acme-key-authorization "$w/rsa-ak.keyauth"
+expect_rc 2 "--challenge with --acme-key-authorization"
+expect_err "tpmkey attest: --ak-cert and one of --challenge and --acme-key-authorization are needed" \
+    "--challenge with --acme-key-authorization"
+printf 'token.thumb/print=\n' >"$w/bad.keyauth"
+run "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/laptop.ak.crt" --acme-key-authorization "$w/bad.keyauth"
+expect_rc 1 "a key authorization that is not one"
+expect_err "tpmkey: $w/bad.keyauth: not an ACME key authorization (the challenge's token, '.', the account key's thumbprint" \
+    "a key authorization that is not one"
+[ ! -e "$w/id_tpm.attobj" ] || fail "a refused key authorization wrote a file"
+printf '%s\n' "$(cat "$w/rsa-ak.keyauth")" >"$w/newline.keyauth"  # one line, as an editor saves it
+run "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/laptop.ak.crt" --acme-key-authorization "$w/newline.keyauth"
+expect_rc 0 "a key authorization with a newline"
+expect_out "Wrote the ACME device-attest-01 attestation of $w/id_tpm.tpm to $w/id_tpm.attobj (send it as {\"attObj\": base64url of it})." \
+    "the default output"
+ok "attest --acme-key-authorization: refused with --challenge (exit 2) and for a key authorization that is not one (exit 1, nothing written); KEY.attobj by default"
+
+# 3b. The AK certificate's permanentIdentifier binds the order: an order
+# for another identifier is refused (step-ca read the identifier).
+acme_attest other-id laptop "$w/laptop.ak.crt"
+step_ca_refused "an order for another identifier" \
+    "badAttestationStatement: Attestation statement cannot be verified: permanent identifier does not match"
+expect_out "error: urn:ietf:params:acme:error:rejectedIdentifier: challenge identifier \"laptop\" doesn't match any of the attested hardware identifiers [\"$ek_urn\"]" \
+    "an order for another identifier: step-ca's subproblem"
+ok "an order for the identifier 'laptop' is refused: the AK certificate's permanentIdentifier is $ek_urn"
+
+# 3c. The ECC AK: step-ca's go-attestation verifies RSA AKs only. The
+# checks before this one passed (the chain, validateAKCertificate).
+acme_attest ecc-ak "$ek_urn" "$w/laptop-ecc.ak.crt"
+step_ca_refused "the ECC AK's attestation" \
+    "badAttestationStatement: Attestation statement cannot be verified: invalid certification parameters: only RSA verification keys are supported"
+expect_not_in "$out" "x5c|AK certificate" "the ECC AK's attestation"
+ok "the ECC AK's attestation is refused: step-ca's go-attestation verifies only RSA AKs"
+
+# 3d. A copied AK certificate: a second swtpm's key, certified by that
+# TPM's own RSA AK (enrolled with a CA step-ca does not trust), sent with
+# the first TPM's AK certificate in x5c. The chain and the identifier are
+# the first TPM's; the signature is not its AK's.
+helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
+(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start --ek-cert) >"$w/other.env" ||
+    fail "tpmkey-swtpm start --ek-cert (a second TPM) failed"
+on_exit "(. '$w/other.env' && '$helper' stop) >/dev/null 2>&1 || true"
+other_dir=$(. "$w/other.env" && echo "$TPMKEY_SWTPM_DIR")
+other_tcti=$(. "$w/other.env" && echo "$TPMKEY_TCTI")
+must tpmkey_ca init --ca "$TEST_DIR/ca2" --name "another attestation CA"
+enrol rsa "$TEST_DIR/ca2" "$other_dir/ek-ca" other "$other_tcti"
+mv "$w/id_tpm.tpm" "$w/first.tpm" && mv "$w/id_tpm.pub" "$w/first.pub"
+must "$TPMKEY_TOOL" trust-tpm --tcti "$other_tcti" --yes  # a second TPM, accepted on purpose
+TPMKEY_TCTI=$other_tcti keygen "$w/id_tpm.tpm" ecdsa 256
+TPMKEY_ATTEST=(env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL")
+acme_attest copied "$ek_urn" "$w/other.ak.crt" --x5c "$w/laptop.ak.crt"
+step_ca_refused "a copied AK certificate" \
+    "badAttestationStatement: Attestation statement cannot be verified: invalid certification parameters: could not verify attestation: crypto/rsa: verification error"
+ok "a second TPM's attestation with the first TPM's AK certificate (copied) is refused: its signature is not that AK's"
+TPMKEY_ATTEST=("$TPMKEY_TOOL")
+mv "$w/first.tpm" "$w/id_tpm.tpm" && mv "$w/first.pub" "$w/id_tpm.pub"
 
 # 4. The same with another CA's root as the attestation root: step-ca
 # refuses the AK certificate's chain (the check above is real).
@@ -116,8 +208,7 @@ openssl ecparam -name prime256v1 -genkey -noout -out "$w/other.key" 2>/dev/null 
     openssl req -new -x509 -key "$w/other.key" -subj "/CN=another attestation CA" -days 2 -out "$w/other.crt" 2>/dev/null ||
     fail "openssl: cannot make another CA"
 stepca_start "$step_ca" "$w/other.crt" step-ca-other
-acme_attest other-root
-expect_rc 1 "step-ca with another attestation root"
-expect_out "challenge: invalid" "step-ca with another attestation root"
-expect_out "x5c is not valid: x509: certificate signed by unknown authority" "step-ca with another attestation root"
+acme_attest other-root "$ek_urn" "$w/laptop.ak.crt"
+step_ca_refused "step-ca with another attestation root" \
+    "badAttestationStatement: Attestation statement cannot be verified: x5c is not valid: x509: certificate signed by unknown authority"
 ok "step-ca with another CA's root as its attestation root refuses the AK certificate: x5c is not valid"

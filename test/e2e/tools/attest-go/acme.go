@@ -31,7 +31,8 @@
 //
 // Both print "challenge: STATUS" and, for an invalid one, "error: " and
 // step-ca's problem with its subproblems; exit 0 when the challenge is
-// valid (and, for step-ca-reference, the certificate written), 1 otherwise.
+// valid (then acme-device-attest prints "order: ready", and
+// step-ca-reference writes the certificate), 1 otherwise.
 package main
 
 import (
@@ -173,7 +174,7 @@ func acmeDeviceAttest(args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = deviceAttest(ctx, client, identifier, func(keyAuth string) ([]byte, error) {
+	order, err := deviceAttest(ctx, client, identifier, func(keyAuth string) ([]byte, error) {
 		if err := os.WriteFile(keyAuthPath, []byte(keyAuth), 0o600); err != nil {
 			return nil, err
 		}
@@ -221,7 +222,15 @@ func acmeDeviceAttest(args []string) error {
 		x5c[0] = certs[0].Raw
 		return cbor.Marshal(map[string]any{"fmt": full.Fmt, "attStmt": stmt})
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// Its one authorization valid, the order is ready for finalize.
+	if order, err = client.WaitOrder(ctx, order.URI); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	fmt.Printf("order: %s\n", order.Status)
+	return nil
 }
 
 // permanentIdentifiers: the identifierValue of every otherName
