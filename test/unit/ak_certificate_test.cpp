@@ -6,10 +6,12 @@
 #include "ak_certificate.hpp"
 #include "ak_records.hpp"
 #include "ca_directory.hpp"
+#include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
+#include "core/keys/public_key.hpp"
 #include "revocation.hpp"
 #include "temp_dir.hpp"
 
@@ -119,12 +121,24 @@ TEST_CASE("tpmkey-ca: the AK certificate has what WebAuthn 8.3.1 asks and the EK
     CHECK(serial->length == 16);
     CHECK((serial->type & V_ASN1_NEG) == 0);
 
-    // subjectAltName: critical, one directoryName of three UTF8String attributes.
+    // subjectAltName: critical, one directoryName of three UTF8String
+    // attributes, then the EK's permanentIdentifier.
     const X509_EXTENSION* san = extension(c, "2.5.29.17");
     CHECK(X509_EXTENSION_get_critical(san) == 1);
     const Owned<GENERAL_NAMES, GENERAL_NAMES_free> names(
         static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(c, NID_subject_alt_name, nullptr, nullptr)));
-    REQUIRE(sk_GENERAL_NAME_num(names.get()) == 1);
+    REQUIRE(sk_GENERAL_NAME_num(names.get()) == 2);
+    // [0] { OID 1.3.6.1.5.5.7.8.3, [0] { SEQUENCE { UTF8String "urn:ek:sha256:" + 44 base64 } } }:
+    // SHA-256 of the EK certificate's own SubjectPublicKeyInfo bytes.
+    const Bytes spki = to_der(i2d_X509_PUBKEY, X509_get_X509_PUBKEY(ek.get()));
+    const std::string urn = "urn:ek:sha256:" + base64(digest_of(EVP_sha256(), {spki}));
+    REQUIRE(urn.size() == 58);
+    const std::string expected_name = std::string("\xa0\x4a\x06\x08\x2b\x06\x01\x05\x05\x07\x08\x03"
+                                                  "\xa0\x3e\x30\x3c\x0c\x3a") +
+                                      urn;
+    const Bytes name_der = to_der(i2d_GENERAL_NAME, sk_GENERAL_NAME_value(names.get(), 1));
+    CHECK(std::string(name_der.begin(), name_der.end()) == expected_name);
+    CHECK(permanent_identifier_of(to_der(i2d_X509, c)) == urn);
     const GENERAL_NAME* dir = sk_GENERAL_NAME_value(names.get(), 0);
     REQUIRE(dir->type == GEN_DIRNAME);
     REQUIRE(X509_NAME_entry_count(dir->d.directoryName) == 3);

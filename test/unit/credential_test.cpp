@@ -270,3 +270,65 @@ TEST_CASE("Our credential opens with the software EK, only for its name", "[cred
     CHECK_THROWS_AS(make_credential(ek_public(uncertified_ek_template(), key.get()), from_hex("000b00"), Bytes(33, 1)),
                     Error);
 }
+
+TEST_CASE("AK templates: ECC P-256 ECDSA and RSA 2048 RSASSA, both restricted signing keys", "[credential]") {
+    const TPMT_PUBLIC ecc = ak_public_template().publicArea;
+    const TPMT_PUBLIC rsa = ak_public_template(AkAlgorithm::rsa).publicArea;
+    CHECK(ecc.type == TPM2_ALG_ECC);
+    CHECK(ecc.parameters.eccDetail.curveID == TPM2_ECC_NIST_P256);
+    CHECK(ecc.parameters.eccDetail.scheme.scheme == TPM2_ALG_ECDSA);
+    CHECK(rsa.type == TPM2_ALG_RSA);
+    CHECK(rsa.nameAlg == TPM2_ALG_SHA256);
+    CHECK(rsa.objectAttributes == ecc.objectAttributes);  // the same attributes
+    CHECK(rsa.objectAttributes ==
+          (TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
+           TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_SIGN_ENCRYPT));
+    CHECK(rsa.authPolicy.size == 0);
+    CHECK(rsa.parameters.rsaDetail.symmetric.algorithm == TPM2_ALG_NULL);
+    CHECK(rsa.parameters.rsaDetail.scheme.scheme == TPM2_ALG_RSASSA);
+    CHECK(rsa.parameters.rsaDetail.scheme.details.rsassa.hashAlg == TPM2_ALG_SHA256);
+    CHECK(rsa.parameters.rsaDetail.keyBits == 2048);
+    CHECK(rsa.parameters.rsaDetail.exponent == 0);
+    CHECK(rsa.unique.rsa.size == 0);
+    CHECK(std::string(ak_algorithm_name(AkAlgorithm::rsa)) == "rsa");
+    CHECK(std::string(ak_algorithm_name(AkAlgorithm::ecc)) == "ecc");
+}
+
+TEST_CASE("is_ak_public accepts exactly an AK of either template", "[credential]") {
+    TPMT_PUBLIC ecc = ak_public_template().publicArea;
+    ecc.unique.ecc.x.size = 32;
+    ecc.unique.ecc.y.size = 32;
+    TPMT_PUBLIC rsa = ak_public_template(AkAlgorithm::rsa).publicArea;
+    rsa.unique.rsa.size = 256;
+    CHECK(is_ak_public(ecc));
+    CHECK(is_ak_public(rsa));
+    // The templates themselves have no key in them.
+    CHECK_FALSE(is_ak_public(ak_public_template().publicArea));
+    CHECK_FALSE(is_ak_public(ak_public_template(AkAlgorithm::rsa).publicArea));
+
+    const auto refused = [](TPMT_PUBLIC area, void (*change)(TPMT_PUBLIC&)) {
+        change(area);
+        return !is_ak_public(area);
+    };
+    for (const TPMT_PUBLIC& ak : {ecc, rsa}) {
+        CAPTURE(ak.type);
+        CHECK(refused(ak, [](TPMT_PUBLIC& a) { a.objectAttributes &= ~TPMA_OBJECT_RESTRICTED; }));
+        CHECK(refused(ak, [](TPMT_PUBLIC& a) { a.objectAttributes &= ~TPMA_OBJECT_FIXEDTPM; }));
+        CHECK(refused(ak, [](TPMT_PUBLIC& a) { a.objectAttributes |= TPMA_OBJECT_DECRYPT; }));
+        CHECK(refused(ak, [](TPMT_PUBLIC& a) { a.nameAlg = TPM2_ALG_SHA384; }));
+        CHECK(refused(ak, [](TPMT_PUBLIC& a) { a.authPolicy.size = 32; }));
+        CHECK(refused(ak, [](TPMT_PUBLIC& a) { a.type = TPM2_ALG_KEYEDHASH; }));
+    }
+    CHECK(refused(rsa, [](TPMT_PUBLIC& a) { a.parameters.rsaDetail.keyBits = 3072; }));
+    CHECK(refused(rsa, [](TPMT_PUBLIC& a) { a.unique.rsa.size = 384; }));
+    CHECK(refused(rsa, [](TPMT_PUBLIC& a) { a.parameters.rsaDetail.exponent = 3; }));
+    CHECK(refused(rsa, [](TPMT_PUBLIC& a) { a.parameters.rsaDetail.scheme.scheme = TPM2_ALG_RSAPSS; }));
+    CHECK(refused(rsa, [](TPMT_PUBLIC& a) { a.parameters.rsaDetail.scheme.details.rsassa.hashAlg = TPM2_ALG_SHA1; }));
+    CHECK(refused(rsa, [](TPMT_PUBLIC& a) {
+        a.parameters.rsaDetail.symmetric = {
+            .algorithm = TPM2_ALG_AES, .keyBits = {.aes = 128}, .mode = {.aes = TPM2_ALG_CFB}};
+    }));
+    CHECK(refused(ecc, [](TPMT_PUBLIC& a) { a.parameters.eccDetail.curveID = TPM2_ECC_NIST_P384; }));
+    CHECK(refused(ecc, [](TPMT_PUBLIC& a) { a.unique.ecc.y.size = 31; }));
+    CHECK(refused(ecc, [](TPMT_PUBLIC& a) { a.parameters.eccDetail.scheme.scheme = TPM2_ALG_ECDAA; }));
+}

@@ -20,6 +20,7 @@
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <tss2/tss2_mu.h>
@@ -363,6 +364,40 @@ TEST_CASE("verify: a genuine attestation verifies, and says what it proves", "[v
     }
 }
 
+TEST_CASE("verify: an RSA AK's attestation (RS256) verifies; its refusals", "[verify]") {
+    Forge f;
+    f.ak_key = EvpPkey(EVP_RSA_gen(2048));
+    f.alg = cose_rs256;
+    const std::variant<VerifiedKey, Refusal> outcome = verify(f.make(), f);
+    if (const Refusal* r = std::get_if<Refusal>(&outcome))
+        FAIL(check_name(r->check) << ": " << r->reason);
+    CHECK(std::get<VerifiedKey>(outcome).ssh_public_key == f.ssh_line);
+    CHECK(f.sig.size() == 256);  // PKCS#1 v1.5: as long as the modulus, not DER
+
+    Forge g;  // the RSA AK's signature, said to be ES256
+    g.ak_key = EvpPkey(EVP_RSA_gen(2048));
+    refused_by(g, "certify-signature",
+               "the attestation's algorithm is ES256 (-7), but the AK certificate's key is not an ECC key");
+    Forge h;  // one bit of the signature
+    h.ak_key = EvpPkey(EVP_RSA_gen(2048));
+    h.alg = cose_rs256;
+    h.before_file = [](Forge& i) { i.sig.back() ^= 1; };
+    refused_by(h, "certify-signature", "the AK's signature over certInfo does not verify");
+    Forge j;  // RSASSA-PSS by the same key: not RS256
+    j.ak_key = EvpPkey(EVP_RSA_gen(2048));
+    j.alg = cose_rs256;
+    j.before_file = [](Forge& k) {
+        const EvpMdCtx ctx(EVP_MD_CTX_new());
+        EVP_PKEY_CTX* pctx = nullptr;
+        REQUIRE(EVP_DigestSignInit(ctx.get(), &pctx, EVP_sha256(), nullptr, k.ak_key.get()) == 1);
+        REQUIRE(EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1);
+        size_t size = 256;
+        k.sig.assign(size, 0);
+        REQUIRE(EVP_DigestSign(ctx.get(), k.sig.data(), &size, k.cert_info.data(), k.cert_info.size()) == 1);
+    };
+    refused_by(j, "certify-signature", "the AK's signature over certInfo does not verify");
+}
+
 TEST_CASE("verify: a PCR-bound key's policy is recomputed and explained", "[verify]") {
     Forge f;
     const PolicyCommand pcr = policy_pcr({TPM2_ALG_SHA256, {7}}, Bytes(32, 0x07));
@@ -451,9 +486,13 @@ TEST_CASE("verify: a forged field is refused by the check for it", "[verify]") {
              Forge g;
              g.before_file = [](Forge& h) { h.cert_info.back() ^= 1; };
              refused_by(g, "certify-signature", "the AK's signature over certInfo does not verify");
-             Forge h;
+             Forge h;  // the ECC AK's signature, said to be RS256
              h.alg = -257;
-             refused_by(h, "certify-signature", "the attestation's algorithm is not ES256 (-7), the AK's");
+             refused_by(h, "certify-signature",
+                        "the attestation's algorithm is RS256 (-257), but the AK certificate's key is not an RSA key");
+             Forge k;
+             k.alg = -8;  // EdDSA
+             refused_by(k, "certify-signature", "the attestation's algorithm is neither ES256 (-7) nor RS256 (-257)");
              // Signed by another key than the certificate's.
              Forge i;
              i.before_file = [](Forge& j) { j.sig = es256(EvpPkey(EVP_EC_gen("P-256")).get(), j.cert_info); };

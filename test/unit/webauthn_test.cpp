@@ -4,6 +4,7 @@
 // attestation object and certInfo, each built and read back, and each
 // refusal.
 #include "core/attestation/webauthn.hpp"
+#include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/cbor.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/algorithms.hpp"
@@ -328,6 +329,51 @@ TEST_CASE("webauthn: the attestation object is built and read back; others are r
     cbor::put_text(no_auth_data, "authDatum");
     cbor::put_bytes(no_auth_data, a.auth_data);
     refuses(no_auth_data, "attestation-object: no authData");
+}
+
+TEST_CASE("acme: device-attest-01's attestation object has no authData; extraData from the key authorization",
+          "[webauthn]") {
+    AcmeTpmAttestation a;
+    a.alg = cose_rs256;
+    a.x5c = {from_hex("3001"), from_hex("3002")};
+    a.sig = from_hex("0014000b0001aa");  // TPMT_SIGNATURE RSASSA SHA-256, a 1-byte signature
+    a.cert_info = from_hex("ff544347");
+    a.pub_area = from_hex("0001");
+    const Bytes object = acme_attestation_object(a);
+    // {fmt "tpm", attStmt {alg -257, sig, ver "2.0", x5c, pubArea, certInfo}}: canonical order.
+    CHECK(to_hex(object) == "a2"
+                            "63666d74"
+                            "6374706d"
+                            "6761747453746d74"
+                            "a6"
+                            "63616c67"
+                            "390100"
+                            "63736967"
+                            "47"
+                            "0014000b0001aa"
+                            "63766572"
+                            "63322e30"
+                            "63783563"
+                            "82"
+                            "423001"
+                            "423002"
+                            "6770756241726561"
+                            "42"
+                            "0001"
+                            "6863657274496e666f"
+                            "44"
+                            "ff544347");
+    const cbor::Item item = cbor::decode(object, "object");
+    REQUIRE(item.entries.size() == 2);
+    CHECK(item.find("authData") == nullptr);
+    CHECK(item.find("attStmt")->find("alg")->integer == -257);
+
+    // sha256sum of the same bytes.
+    CHECK(to_hex(acme_certify_extra_data("tok-en_1.thumb_print-2")) ==
+          "85583fa095b2aa316632c4d449e1c16d6991e844247caf8c7b227c8c0c431755");
+    for (const char* bad : {"", "nodot", "a.b.c", ".ab", "ab.", "a b.c", "a.b\n", "a+/.b="})
+        CHECK_THROWS_WITH(acme_certify_extra_data(bad), Catch::Contains("not an ACME key authorization"));
+    CHECK_THROWS(acme_certify_extra_data(std::string(300, 'a') + "." + std::string(300, 'b')));
 }
 
 TEST_CASE("webauthn: certInfo of TPM2_Certify is read; others are refused", "[webauthn]") {

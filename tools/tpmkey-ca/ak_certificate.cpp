@@ -1,5 +1,6 @@
 #include "ak_certificate.hpp"
 
+#include "core/attestation/acme_attestation.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/algorithms.hpp"
 #include "core/keys/der.hpp"
@@ -38,8 +39,31 @@ void add(X509* cert, int nid, T* value, bool critical, void (*free_fn)(T*)) {
     check(ok, OBJ_nid2sn(nid));
 }
 
+// The otherName permanentIdentifier (RFC 4043) that names the TPM by its
+// EK: [0] { id-on-permanentIdentifier, [0] EXPLICIT SEQUENCE {
+// identifierValue UTF8String } } (no assigner), byte for byte as
+// go.step.sm/crypto's x509util writes it for step's TPM flow.
+GENERAL_NAME* permanent_identifier(X509* ek_certificate) {
+    const std::string identifier = ek_permanent_identifier(X509_get0_pubkey(ek_certificate));
+    const Bytes value_der = der::sequence(der::utf8_string(identifier));
+    Owned<ASN1_STRING, ASN1_STRING_free> sequence(ASN1_STRING_new());
+    if (!sequence || ASN1_STRING_set(sequence.get(), value_der.data(), static_cast<int>(value_der.size())) != 1)
+        check(0, "ASN1_STRING_set");
+    Owned<ASN1_TYPE, ASN1_TYPE_free> value(ASN1_TYPE_new());
+    check(value ? 1 : 0, "ASN1_TYPE_new");
+    ASN1_TYPE_set(value.get(), V_ASN1_SEQUENCE, sequence.release());
+    Asn1Object oid = object(permanent_identifier_oid);
+    GENERAL_NAME* name = GENERAL_NAME_new();
+    check(name && GENERAL_NAME_set0_othername(name, oid.get(), value.get()) == 1 ? 1 : 0,
+          "GENERAL_NAME_set0_othername");
+    (void)oid.release();  // the GENERAL_NAME owns them now
+    (void)value.release();
+    return name;
+}
+
 // subjectAltName: one directoryName with the TPM's attributes, one RDN
-// each, as the TCG EK Credential Profile writes them in an EK certificate.
+// each, as the TCG EK Credential Profile writes them in an EK certificate,
+// then the permanentIdentifier of the TPM's EK.
 void add_tpm_attributes(X509* cert, const AkCertificateSubject& subject) {
     X509Name name(X509_NAME_new());
     check(name ? 1 : 0, "X509_NAME_new");
@@ -60,6 +84,18 @@ void add_tpm_attributes(X509* cert, const AkCertificateSubject& subject) {
     if (!names || !sk_GENERAL_NAME_push(names, dir)) {
         GENERAL_NAME_free(dir);
         sk_GENERAL_NAME_free(names);
+        check(0, "sk_GENERAL_NAME_push");
+    }
+    GENERAL_NAME* identifier = nullptr;
+    try {
+        identifier = permanent_identifier(subject.ek_certificate);
+    } catch (...) {
+        GENERAL_NAMES_free(names);
+        throw;
+    }
+    if (!sk_GENERAL_NAME_push(names, identifier)) {
+        GENERAL_NAME_free(identifier);
+        GENERAL_NAMES_free(names);
         check(0, "sk_GENERAL_NAME_push");
     }
     // WebAuthn §8.3.1: the subject is empty, so the SAN is critical (RFC 5280, 4.2.1.6).

@@ -33,7 +33,8 @@ struct AkCertificateSubject {
 // An X.509 v3 certificate for `subject`, issued and signed (ECDSA with
 // SHA-256) by `ca_certificate`'s `ca_key`, valid from now for `days`:
 // empty subject, random 16-byte serial, critical subjectAltName with a
-// directoryName of the three TPM attributes (UTF8String), extended key
+// directoryName of the three TPM attributes (UTF8String) and an otherName
+// permanentIdentifier naming the EK (ek_permanent_identifier()), extended key
 // usage tcg-kp-AIKCertificate (2.23.133.8.3), critical basicConstraints
 // CA:FALSE, critical keyUsage digitalSignature, subject and authority key
 // identifiers, the EK binding above, and a non-critical CRL distribution

@@ -39,8 +39,10 @@ AkRequest checked_request(const ExchangeFile& file, const std::string& what) {
         offset != ak_public.size())
         throw Error(what + ": ak-public is not a TPM2B_PUBLIC");
     if (!is_ak_public(ak.publicArea))
-        throw Error(what + ": ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 signing key with "
-                           "fixedTPM, fixedParent and sensitiveDataOrigin, made from tpmkey's template): refused");
+        throw Error(
+            what +
+            ": ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 or RSASSA 2048 signing key with "
+            "fixedTPM, fixedParent and sensitiveDataOrigin, made from tpmkey's template): refused");
     r.ak = ak.publicArea;
     r.ak_name = tpm_name(r.ak);
 

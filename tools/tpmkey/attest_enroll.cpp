@@ -27,24 +27,34 @@ void write_output(const Parsed& p, const ExchangeFile& file, mode_t mode) {
 
 constexpr CommandSpec attest_enroll_spec{"attest enroll",
                                          "write this TPM's attestation key enrolment request for tpmkey-ca",
-                                         "tpmkey attest enroll [-o FILE]",
+                                         "tpmkey attest enroll [--ak ecc|rsa] [-o FILE]",
                                          "Writes the request to enrol this TPM's attestation key (AK) with an\n"
                                          "attestation CA (tpmkey-ca challenge; docs/attestation.md): the TPM's EK\n"
-                                         "certificate, the AK's public key (a restricted ECDSA P-256 key the TPM\n"
+                                         "certificate, the AK's public key (a restricted signing key the TPM\n"
                                          "re-creates in its endorsement hierarchy whenever it is needed: no file\n"
                                          "to keep), and the TPM's manufacturer, model and firmware version. It\n"
                                          "holds no secret. Needs a TPM with an EK certificate and an endorsement\n"
                                          "hierarchy without a password.\n"
                                          "\n"
+                                         "  --ak ecc|rsa      the AK: ecc (ECDSA P-256, the default) or rsa (RSASSA\n"
+                                         "                    2048, the AK step-ca verifies)\n"
                                          "  -o FILE           write the request to FILE (default: standard output)\n",
-                                         {"-o", nullptr},
+                                         {"--ak", "-o", nullptr},
                                          {nullptr},
                                          0};
 
 int cmd_attest_enroll(const Parsed& p) {
+    AkAlgorithm algorithm = AkAlgorithm::ecc;
+    if (p.has_value("--ak")) {
+        const std::string name = p.value("--ak");
+        if (name == "rsa")
+            algorithm = AkAlgorithm::rsa;
+        else if (name != "ecc")
+            throw UsageError("tpmkey attest enroll: --ak is ecc or rsa, not '" + name + "'", attest_enroll_spec.usage);
+    }
     const Config config = load_config();
     Tpm tpm(config.tpm);
-    const ExchangeFile request = make_ak_request(tpm);
+    const ExchangeFile request = make_ak_request(tpm, algorithm);
     write_output(p, request, 0644);
     if (p.has_value("-o"))
         std::cout << "Wrote the enrolment request of this TPM's attestation key to " << p.value("-o")

@@ -4,10 +4,12 @@
 // certifies KEY's public area with TPM2_Certify, bound to the CA's
 // challenge; tpmkey-ca verify checks the result.
 #include "cli.hpp"
+#include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/ek_certificate.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/attestation/webauthn.hpp"
 #include "core/base/prompt.hpp"
+#include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/files/file_read.hpp"
 #include "core/tpm/tpm_keys.hpp"
@@ -22,71 +24,80 @@ namespace tpmkey::cli {
 
 namespace {
 
-constexpr CommandSpec attest_key_spec{"attest",
-                                      "prove to an attestation CA that KEY lives in this TPM",
-                                      "tpmkey attest KEY --ak-cert FILE --challenge FILE [--pin-file FILE] [-o FILE]",
-                                      "Writes KEY's attestation for tpmkey-ca verify: this TPM's attestation key\n"
-                                      "(AK) certifies KEY's public area (TPM2_Certify), which says that KEY was\n"
-                                      "made in this TPM and cannot leave it, bound to the CA's challenge. The\n"
-                                      "file is WebAuthn's \"tpm\" attestation statement with the SSH public key\n"
-                                      "(docs/attestation.md).\n"
-                                      "\n"
-                                      "  --ak-cert FILE     the AK certificate the CA issued (tpmkey-ca issue-ak;\n"
-                                      "                     PEM, then any CA certificates to send along)\n"
-                                      "  --challenge FILE   the CA's challenge: a file of 16 to 1024 bytes\n"
-                                      "  --pin-file FILE    KEY's PIN: the first line of FILE (else asked for)\n"
-                                      "  -o FILE            where to write it (default: KEY without .tpm, plus .att)\n"
-                                      "\n"
-                                      "The AK certificate must be this TPM's: run 'tpmkey attest enroll' and\n"
-                                      "'tpmkey attest activate' with the CA first. The PIN travels only in an\n"
-                                      "encrypted session.\n",
-                                      {"--ak-cert", "--challenge", "--pin-file", "-o", nullptr},
-                                      {nullptr},
-                                      1};
+constexpr CommandSpec attest_key_spec{
+    "attest",
+    "prove to an attestation CA that KEY lives in this TPM",
+    "tpmkey attest KEY --ak-cert FILE (--challenge FILE | --acme-key-authorization FILE) [--pin-file FILE] [-o FILE]",
+    "Writes KEY's attestation for tpmkey-ca verify: this TPM's attestation key\n"
+    "(AK) certifies KEY's public area (TPM2_Certify), which says that KEY was\n"
+    "made in this TPM and cannot leave it, bound to the CA's challenge. The\n"
+    "file is WebAuthn's \"tpm\" attestation statement with the SSH public key\n"
+    "(docs/attestation.md).\n"
+    "\n"
+    "  --ak-cert FILE     the AK certificate the CA issued (tpmkey-ca issue-ak;\n"
+    "                     PEM, then any CA certificates to send along); the AK\n"
+    "                     (ECC or RSA) is the one whose key it holds\n"
+    "  --challenge FILE   the CA's challenge: a file of 16 to 1024 bytes\n"
+    "  --acme-key-authorization FILE\n"
+    "                     instead of --challenge: write the attestation object of\n"
+    "                     ACME device-attest-01 (CBOR, as step-ca verifies it)\n"
+    "                     for the key authorization in FILE (token.thumbprint)\n"
+    "  --pin-file FILE    KEY's PIN: the first line of FILE (else asked for)\n"
+    "  -o FILE            where to write it (default: KEY without .tpm, plus .att;\n"
+    "                     .attobj with --acme-key-authorization)\n"
+    "\n"
+    "The AK certificate must be this TPM's: run 'tpmkey attest enroll' and\n"
+    "'tpmkey attest activate' with the CA first. The PIN travels only in an\n"
+    "encrypted session.\n",
+    {"--ak-cert", "--challenge", "--acme-key-authorization", "--pin-file", "-o", nullptr},
+    {nullptr},
+    1};
 
-// KEY.tpm -> KEY.att; another name gets .att added.
-std::filesystem::path default_output(const std::filesystem::path& key) {
+// KEY.tpm -> KEY.att (or .attobj); another name gets it added.
+std::filesystem::path default_output(const std::filesystem::path& key, const char* extension) {
     std::filesystem::path out = key;
     if (out.extension() == ".tpm")
-        return out.replace_extension(".att");
-    return out += ".att";
+        return out.replace_extension(extension);
+    return out += extension;
 }
 
-// The AK certificate (DER) and the CA certificates after it, as x5c.
-std::vector<Bytes> read_ak_certificates(const std::string& file) {
-    const Bytes data = read_regular_file(file, 1024 * 1024).data;
-    std::vector<Bytes> out;
-    for (const X509Cert& cert : certificates_in(data))
-        out.push_back(to_der(i2d_X509, cert.get()));
-    if (out.empty())
-        throw Error(file + ": no certificate in it (PEM or DER)");
-    return out;
-}
-
-// Whether the certificate's key is `ak`'s.
-bool certifies(const Bytes& certificate_der, const TPMT_PUBLIC& ak) {
-    const unsigned char* p = certificate_der.data();
-    const X509Cert cert(d2i_X509(nullptr, &p, static_cast<long>(certificate_der.size())));
-    EVP_PKEY* key = cert ? X509_get0_pubkey(cert.get()) : nullptr;
-    if (!key)
-        return false;
-    return to_der(i2d_PUBKEY, key) == PublicKey(ak).spki_der();
+// The ACME key authorization in `file` (one line; a final newline is
+// dropped), checked as acme_certify_extra_data() checks it.
+std::string read_key_authorization(const std::string& file) {
+    const Bytes data = read_regular_file(file, 1024).data;
+    std::string text(data.begin(), data.end());
+    if (!text.empty() && text.back() == '\n')
+        text.pop_back();
+    try {
+        (void)acme_certify_extra_data(text);
+    } catch (const Error& e) {
+        throw Error(file + ": " + e.what());
+    }
+    return text;
 }
 
 int cmd_attest_key(const Parsed& p) {
     const std::filesystem::path path = p.positional[0];
-    if (!p.has_value("--ak-cert") || !p.has_value("--challenge"))
-        throw UsageError("tpmkey attest: --ak-cert and --challenge are needed", attest_key_spec.usage);
+    const bool acme = p.has_value("--acme-key-authorization");
+    if (!p.has_value("--ak-cert") || acme == p.has_value("--challenge"))
+        throw UsageError("tpmkey attest: --ak-cert and one of --challenge and --acme-key-authorization are needed",
+                         attest_key_spec.usage);
     const std::filesystem::path output =
-        p.has_value("-o") ? std::filesystem::path(p.value("-o")) : default_output(path);
+        p.has_value("-o") ? std::filesystem::path(p.value("-o")) : default_output(path, acme ? ".attobj" : ".att");
     const KeyFile key = read_key_file(path);
     check_usable(key, path.string());
     const std::vector<Bytes> x5c = read_ak_certificates(p.value("--ak-cert"));
-    const std::string challenge_file = p.value("--challenge");
-    const Bytes challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;
-    if (challenge.size() < min_challenge_size || challenge.size() > max_challenge_size)
-        throw Error(challenge_file + ": not a challenge (" + std::to_string(min_challenge_size) + " to " +
-                    std::to_string(max_challenge_size) + " bytes)");
+    Bytes challenge;
+    std::string key_authorization;
+    if (acme) {
+        key_authorization = read_key_authorization(p.value("--acme-key-authorization"));
+    } else {
+        const std::string challenge_file = p.value("--challenge");
+        challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;
+        if (challenge.size() < min_challenge_size || challenge.size() > max_challenge_size)
+            throw Error(challenge_file + ": not a challenge (" + std::to_string(min_challenge_size) + " to " +
+                        std::to_string(max_challenge_size) + " bytes)");
+    }
     Secret pin;
     if (p.has_value("--pin-file"))
         pin = read_pin_file(p.value("--pin-file"));
@@ -97,11 +108,14 @@ int cmd_attest_key(const Parsed& p) {
     const Config config = load_config();
     Tpm tpm(config.tpm);
     TPMT_PUBLIC ak_area{};
-    const TpmObject ak = create_ak(tpm, ak_area);
-    if (!certifies(x5c.front(), ak_area))
-        throw Error(p.value("--ak-cert") +
-                    ": the certificate of another attestation key, not this TPM's (enrol this TPM with "
-                    "'tpmkey attest enroll' and 'tpmkey attest activate')");
+    TpmObject ak;
+    try {
+        ak = create_ak_of_certificate(tpm, x5c.front(), ak_area);
+    } catch (const TpmError&) {
+        throw;  // main() says what the TPM's code means
+    } catch (const Error& e) {
+        throw Error(p.value("--ak-cert") + ": " + e.what());
+    }
     KnownParents known = KnownParents::load();
     TpmObject parent;
     try {
@@ -122,13 +136,25 @@ int cmd_attest_key(const Parsed& p) {
     // the bus only in the salted, encrypted session.
     const Authorization auth = Authorization::for_secret(tpm, parent, !pin.empty());
     KeyAttestation attestation;
+    Bytes acme_object;
     try {
         const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
         const AuthValue pin_set(tpm, loaded, pin);
-        attestation = attest_key(tpm, loaded, key.blobs.pub.publicArea, auth, ak, x5c, challenge);
+        if (acme)
+            acme_object = attest_key_for_acme(tpm, loaded, key.blobs.pub.publicArea, auth, ak, x5c, key_authorization);
+        else
+            attestation = attest_key(tpm, loaded, key.blobs.pub.publicArea, auth, ak, x5c, challenge);
     } catch (const TpmError& e) {
         const Diagnosis d = diagnose(e, tpm.address());
         throw Error(path.string() + ": " + d.problem + " (" + d.solution + ")");
+    }
+    if (acme) {
+        write_file_atomically(output,
+                              std::string_view(reinterpret_cast<const char*>(acme_object.data()), acme_object.size()),
+                              0644, Replace::yes);
+        std::cout << "Wrote the ACME device-attest-01 attestation of " << path.string() << " to " << output.string()
+                  << " (send it as {\"attObj\": base64url of it}).\n";
+        return 0;
     }
 
     ExchangeFile file(attestation_file::kind);

@@ -132,14 +132,23 @@ Bytes ek_policy_b(const HashAlgorithm& hash) {
     return digest_of(hash.md(), {zeros, big_endian(TPM2_CC_PolicyOR), ek_policy_a(hash), ek_policy_c(hash)});
 }
 
-TPM2B_PUBLIC ak_public_template() {
+TPM2B_PUBLIC ak_public_template(AkAlgorithm algorithm) {
     TPM2B_PUBLIC pub{};
     TPMT_PUBLIC& area = pub.publicArea;
-    area.type = TPM2_ALG_ECC;
     area.nameAlg = TPM2_ALG_SHA256;
     area.objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN |
                             TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED |
                             TPMA_OBJECT_SIGN_ENCRYPT;
+    if (algorithm == AkAlgorithm::rsa) {
+        area.type = TPM2_ALG_RSA;
+        area.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_NULL;
+        area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_RSASSA;
+        area.parameters.rsaDetail.scheme.details.rsassa.hashAlg = TPM2_ALG_SHA256;
+        area.parameters.rsaDetail.keyBits = 2048;
+        area.parameters.rsaDetail.exponent = 0;  // 65537
+        return pub;
+    }
+    area.type = TPM2_ALG_ECC;
     area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
     area.parameters.eccDetail.scheme.scheme = TPM2_ALG_ECDSA;
     area.parameters.eccDetail.scheme.details.ecdsa.hashAlg = TPM2_ALG_SHA256;
@@ -148,14 +157,24 @@ TPM2B_PUBLIC ak_public_template() {
     return pub;
 }
 
+const char* ak_algorithm_name(AkAlgorithm algorithm) { return algorithm == AkAlgorithm::rsa ? "rsa" : "ecc"; }
+
 bool is_ak_public(const TPMT_PUBLIC& area) {
-    TPMT_PUBLIC expected = ak_public_template().publicArea;
+    if (area.type != TPM2_ALG_ECC && area.type != TPM2_ALG_RSA)
+        return false;
+    const bool rsa = area.type == TPM2_ALG_RSA;
+    // The key itself: a 2048-bit modulus, or a P-256 point.
+    if (rsa ? area.unique.rsa.size != 256 : area.unique.ecc.x.size != 32 || area.unique.ecc.y.size != 32)
+        return false;
+    TPMT_PUBLIC expected = ak_public_template(rsa ? AkAlgorithm::rsa : AkAlgorithm::ecc).publicArea;
     expected.unique = area.unique;
+    // Compared marshalled: every field the TPM hashes into the name, none
+    // of the padding of the C structure.
     std::uint8_t a[sizeof(TPMT_PUBLIC)], b[sizeof(TPMT_PUBLIC)];
     size_t a_size = 0, b_size = 0;
     return Tss2_MU_TPMT_PUBLIC_Marshal(&area, a, sizeof a, &a_size) == TSS2_RC_SUCCESS &&
            Tss2_MU_TPMT_PUBLIC_Marshal(&expected, b, sizeof b, &b_size) == TSS2_RC_SUCCESS && a_size == b_size &&
-           std::memcmp(a, b, a_size) == 0 && area.unique.ecc.x.size == 32 && area.unique.ecc.y.size == 32;
+           std::memcmp(a, b, a_size) == 0;
 }
 
 }  // namespace tpmkey

@@ -55,21 +55,30 @@ Bytes ek_policy_c(const HashAlgorithm& hash);
 // Policy B: TPM2_PolicyOR(A, C).
 Bytes ek_policy_b(const HashAlgorithm& hash);
 
-// The attestation key's template (docs/attestation.md, "The attestation
-// key"): a primary key in the endorsement hierarchy, re-created from this
+// The attestation key's templates (docs/attestation.md, "The attestation
+// key"): a primary key in the endorsement hierarchy, re-created from its
 // template whenever it is needed, like the EK (so it needs no file and
 // survives TPM2_Clear, which changes only the storage hierarchy's seed).
-// ECC P-256, nameAlg SHA-256, fixedTPM | fixedParent | sensitiveDataOrigin
-// | userWithAuth | noDA | restricted | sign, empty auth value and policy,
-// scheme ECDSA with SHA-256, empty unique: what `tpm2_createprimary -C e
-// -g sha256 -G ecc256:ecdsa-sha256:null -a 'fixedtpm|fixedparent|
-// sensitivedataorigin|userwithauth|noda|restricted|sign'` makes (without
-// ':null' tpm2-tools gives a restricted key AES-128-CFB, which a signing
-// key may not have: the TPM refuses it; test/e2e/tools/attest-enroll.sh).
-TPM2B_PUBLIC ak_public_template();
+// Both: nameAlg SHA-256, fixedTPM | fixedParent | sensitiveDataOrigin |
+// userWithAuth | noDA | restricted | sign, empty auth value and policy,
+// symmetric NULL, empty unique.
+// - ECC (the default): P-256, scheme ECDSA with SHA-256, kdf NULL: what
+//   `tpm2_createprimary -C e -g sha256 -G ecc256:ecdsa-sha256:null -a
+//   'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|
+//   sign'` makes (without ':null' tpm2-tools gives a restricted key
+//   AES-128-CFB, which a signing key may not have: the TPM refuses it;
+//   test/e2e/tools/attest-enroll.sh).
+// - RSA: 2048 bits, exponent 65537 (0), scheme RSASSA with SHA-256 (RS256),
+//   `-G rsa2048:rsassa-sha256:null`: the AK that step-ca's go-attestation
+//   verifies (it takes RSA AKs only; docs/attestation.md, "step-ca").
+enum class AkAlgorithm { ecc, rsa };
+TPM2B_PUBLIC ak_public_template(AkAlgorithm algorithm = AkAlgorithm::ecc);
+// "ecc" or "rsa", as `tpmkey attest enroll --ak` takes it.
+const char* ak_algorithm_name(AkAlgorithm algorithm);
 
-// Whether `area` is an AK made from ak_public_template() (its unique, the
-// key itself, aside): what a CA checks before it certifies one.
+// Whether `area` is an AK made from exactly one of the templates above
+// (its unique, the key itself, aside, but of the key's size): what a CA
+// checks before it certifies one.
 bool is_ak_public(const TPMT_PUBLIC& area);
 
 }  // namespace tpmkey

@@ -13,6 +13,7 @@
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -172,15 +173,24 @@ void check_ak_certificate_profile(Verification& v) {
         refuse("the AK certificate's subjectAltName lacks the TPM's manufacturer, model or version");
 }
 
-// The AK's signature over certInfo (ES256: ECDSA P-256 with SHA-256, DER).
+// The AK's signature over certInfo: ES256 (ECDSA P-256 with SHA-256, DER)
+// for an ECC AK, RS256 (RSASSA-PKCS1-v1_5 with SHA-256) for an RSA AK;
+// the algorithm must be the AK certificate key's.
 void check_certify_signature(Verification& v) {
     const TpmAttestation& a = v.attestation;
-    if (a.alg != cose_es256)
-        refuse("the attestation's algorithm is not ES256 (-7), the AK's");
     EVP_PKEY* key = X509_get0_pubkey(v.ak.get());
+    const int type = key ? EVP_PKEY_get_base_id(key) : EVP_PKEY_NONE;
+    if (a.alg != cose_es256 && a.alg != cose_rs256)
+        refuse("the attestation's algorithm is neither ES256 (-7) nor RS256 (-257), an AK's");
+    if (a.alg == cose_es256 && type != EVP_PKEY_EC)
+        refuse("the attestation's algorithm is ES256 (-7), but the AK certificate's key is not an ECC key");
+    if (a.alg == cose_rs256 && type != EVP_PKEY_RSA)
+        refuse("the attestation's algorithm is RS256 (-257), but the AK certificate's key is not an RSA key");
     const EvpMdCtx ctx(EVP_MD_CTX_new());
-    if (!key || !ctx || EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key) != 1)
-        refuse("the AK certificate's key cannot verify an ES256 signature");
+    EVP_PKEY_CTX* pctx = nullptr;
+    if (!ctx || EVP_DigestVerifyInit(ctx.get(), &pctx, EVP_sha256(), nullptr, key) != 1 ||
+        (type == EVP_PKEY_RSA && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1))
+        refuse("the AK certificate's key cannot verify the attestation's signature");
     if (EVP_DigestVerify(ctx.get(), a.sig.data(), a.sig.size(), a.cert_info.data(), a.cert_info.size()) != 1) {
         ERR_clear_error();
         refuse("the AK's signature over certInfo does not verify");

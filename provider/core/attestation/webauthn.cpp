@@ -16,7 +16,6 @@ constexpr std::int64_t cose_kty = 1, cose_alg = 3;
 constexpr std::int64_t cose_ec2_crv = -1, cose_ec2_x = -2, cose_ec2_y = -3;
 constexpr std::int64_t cose_rsa_n = -1, cose_rsa_e = -2;
 constexpr std::int64_t cose_kty_ec2 = 2, cose_kty_rsa = 3;
-constexpr std::int64_t cose_rs256 = -257;
 
 constexpr std::uint8_t flag_user_present = 0x01, flag_attested_data = 0x40, flag_extension_data = 0x80;
 

@@ -21,8 +21,10 @@ namespace tpmkey {
 
 // The relying party of every attestation: authData's rpIdHash is its SHA-256.
 inline constexpr const char* webauthn_rp_id = "tpmkey";
-// COSE algorithm of the AK's signature (ES256: ECDSA P-256 with SHA-256).
+// COSE algorithms of the AK's signature: ES256 (ECDSA P-256 with SHA-256,
+// the ECC AK), RS256 (RSASSA-PKCS1-v1_5 with SHA-256, the RSA AK).
 inline constexpr std::int64_t cose_es256 = -7;
+inline constexpr std::int64_t cose_rs256 = -257;
 // The challenge (a nonce file the CA made): 16 to 1024 bytes.
 inline constexpr std::size_t min_challenge_size = 16;
 inline constexpr std::size_t max_challenge_size = 1024;
@@ -61,7 +63,7 @@ struct TpmAttestation {
     Bytes auth_data;
     std::int64_t alg = cose_es256;
     std::vector<Bytes> x5c;  // the AK certificate (DER), then its CA chain
-    Bytes sig;               // the AK's signature over cert_info (DER ECDSA for ES256)
+    Bytes sig;               // the AK's signature over cert_info (DER ECDSA for ES256, PKCS#1 v1.5 for RS256)
     Bytes cert_info;         // TPMS_ATTEST
     Bytes pub_area;          // TPMT_PUBLIC of the attested key
 };

@@ -134,7 +134,7 @@ PY
 tamper "$w/laptop.req" "$w/not-restricted.req" 'b[:7] + bytes([b[7] & 0xfe]) + b[8:]'
 run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/not-restricted.req"
 expect_rc 1 "an AK without restricted"
-expect_err "$w/not-restricted.req: ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 signing key" \
+expect_err "$w/not-restricted.req: ak-public is not a tpmkey attestation key (a restricted ECDSA P-256 or RSASSA 2048 signing key" \
     "an AK without restricted"
 tamper "$w/laptop.req" "$w/long.req" 'b + b"\0"'
 run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/x.chal" "$w/long.req"
@@ -290,7 +290,9 @@ expect_eq "$manufacturer" "id:49424D00" "swtpm's manufacturer (IBM)"
 ek_san=$(openssl x509 -inform der -in "$w/ek.der" -noout -ext subjectAltName | sed -n 's/^ *DirName://p')
 expect_eq "$ek_san" "/2.23.133.2.1=$manufacturer/2.23.133.2.2=swtpm/2.23.133.2.3=id:20191023" "the EK certificate's TPM (openssl)"
 [ "$model" != swtpm ] || fail "the TPM reports the EK certificate's model: this test cannot tell the two apart"
-expect_eq "$(openssl x509 -in "$w/laptop.ak.crt" -noout -ext subjectAltName | sed -n 's/^ *DirName://p')" "$ek_san" \
+# Then the permanentIdentifier (below), whose value OpenSSL 3.0 does not print.
+expect_eq "$(openssl x509 -in "$w/laptop.ak.crt" -noout -ext subjectAltName | sed -n 's/^ *DirName://p')" \
+    "$ek_san, othername: Permanent Identifier::<unsupported>" \
     "the AK certificate's TPM attributes: the EK certificate's"
 model=swtpm version=id:20191023
 # extension OBJECT-AS-ASN1PARSE-NAMES-IT: the parsed value of that extension.
@@ -330,6 +332,70 @@ openssl x509 -in "$w/laptop.ak.crt" -noout -pubkey >"$w/cert-key.pem"
 cmp -s "$w/cert-key.pem" "$w/ak.pem" || { show "$w/cert-key.pem" "$w/ak.pem"; fail "the certificate's key is not the AK"; }
 expect_eq "$(od -An -tx1 "$w/ak.name" | tr -d ' \n')" "$ak_name" "the AK's name (tpm2_readpublic) and the challenge's"
 ok "the AK certificate: openssl verifies it; v3, empty subject, critical SAN with the EK certificate's $manufacturer '$model' $version (UTF8String; the TPM reports another model), EKU 2.23.133.8.3, CA:FALSE, digitalSignature, SKI, AKI, the EK binding (RFC 9763); its key is tpm2_createprimary's AK; Go's crypto/x509 parses it and the root"
+
+# The permanentIdentifier (RFC 4043) in the same subjectAltName names the
+# EK as step's TPM flow does (go.step.sm/crypto/tpm FingerprintURI):
+# "urn:ek:sha256:" + base64 of SHA-256 of the EK's SubjectPublicKeyInfo
+# DER, here computed by openssl from the EK certificate; read by openssl
+# (an otherName of OID 1.3.6.1.5.5.7.8.3 holding a SEQUENCE { UTF8String })
+# and by Go (attest-go parse, as step-ca's x509util reads it).
+ek_urn="urn:ek:sha256:$(openssl x509 -inform der -in "$w/ek.der" -noout -pubkey | openssl pkey -pubin -outform der |
+    openssl dgst -sha256 -binary | base64 -w0)"
+expect_in "$san" "prim: OBJECT *:Permanent Identifier$" "the permanentIdentifier's OID (1.3.6.1.5.5.7.8.3)"
+expect_in "$san" "prim: UTF8STRING *:$ek_urn$" "the permanentIdentifier's value (the EK's urn)"
+expect_out "permanentIdentifier: $ek_urn" "Go reads the permanentIdentifier"
+ok "the AK certificate names the EK: permanentIdentifier $ek_urn (openssl, Go)"
+
+# 6b. The RSA AK (--ak rsa: RSASSA 2048, the AK step-ca verifies), beside
+# the ECC one: enrolled the same way; activate re-creates the AK the
+# challenge names; the certificate's key is tpm2_createprimary's RSA AK;
+# tpmkey attest re-creates the AK of the certificate it is given, and
+# tpmkey-ca verify checks its RS256 signature (and the ECC AK's ES256,
+# still enrolled).
+run "$TPMKEY_TOOL" attest enroll --ak dsa -o "$w/x.req"
+expect_rc 2 "--ak dsa"
+expect_err "tpmkey attest enroll: --ak is ecc or rsa, not 'dsa'" "--ak dsa"
+must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/rsa.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/rsa.chal" "$w/rsa.req"
+rsa_ak_name=$(field ak-name "$w/rsa.chal" | base64 -d | od -An -tx1 | tr -d ' \n')
+[ "$rsa_ak_name" != "$ak_name" ] || fail "the RSA AK has the ECC AK's name"
+must "$TPMKEY_TOOL" attest activate -o "$w/rsa.proof" "$w/rsa.chal"
+expect_clean_tpm "after attest activate of the RSA AK"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/rsa.ak.crt" "$w/rsa.proof"
+must openssl verify -CAfile "$ca/ca.crt" "$w/rsa.ak.crt"
+tpm2_createprimary -T "$TPMKEY_SWTPM_TCTI" -Q -C e -g sha256 -G rsa2048:rsassa-sha256:null \
+    -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|sign' -c "$w/rsa-ak.ctx"
+tpm2_readpublic -T "$TPMKEY_SWTPM_TCTI" -Q -c "$w/rsa-ak.ctx" -f pem -o "$w/rsa-ak.pem" -n "$w/rsa-ak.name"
+tpm2_flushcontext -T "$TPMKEY_SWTPM_TCTI" -t
+openssl x509 -in "$w/rsa.ak.crt" -noout -pubkey >"$w/rsa-cert-key.pem"
+cmp -s "$w/rsa-cert-key.pem" "$w/rsa-ak.pem" || { show "$w/rsa-cert-key.pem" "$w/rsa-ak.pem"; fail "the RSA AK certificate's key is not tpm2-tools' RSA AK"; }
+expect_eq "$(od -An -tx1 "$w/rsa-ak.name" | tr -d ' \n')" "$rsa_ak_name" "the RSA AK's name (tpm2_readpublic) and the challenge's"
+expect_in "$(openssl x509 -in "$w/rsa.ak.crt" -noout -text)" "Public Key Algorithm: rsaEncryption" "the RSA AK certificate's key"
+run "$attest_go" parse "$w/rsa.ak.crt"
+expect_rc 0 "Go parses the RSA AK certificate"
+expect_out "permanentIdentifier: $ek_urn" "the RSA AK certificate's permanentIdentifier"
+# An attestation by each AK, checked by tpmkey-ca verify and go-webauthn.
+keygen "$w/id_tpm.tpm" ecdsa 256
+openssl rand 32 >"$w/nonce"
+for ak in rsa laptop; do
+    run "$TPMKEY_TOOL" attest "$w/id_tpm.tpm" --ak-cert "$w/$ak.ak.crt" --challenge "$w/nonce" -o "$w/$ak.att"
+    expect_rc 0 "attest with the $ak AK certificate"
+    run tpmkey_ca verify "$w/$ak.att" --roots "$ca/ca.crt" --challenge "$w/nonce"
+    expect_rc 0 "tpmkey-ca verify of the $ak AK's attestation"
+    expect_out "TPM-resident, not exportable" "tpmkey-ca verify of the $ak AK's attestation"
+    run "$attest_go" "$w/$ak.att" "$ca/ca.crt" "$w/nonce"
+    expect_rc 0 "go-webauthn, the $ak AK's attestation"
+done
+expect_clean_tpm "after attest with either AK"
+alg_of() { python3 -c 'import base64, sys
+for line in open(sys.argv[1]):
+    if line.startswith("attestation-object "):
+        b = base64.b64decode(line.split()[1])
+        print(b.hex())' "$1"; }
+# attStmt's first entry: "alg" (63616c67) then -257 (390100) or -7 (26).
+expect_in "$(alg_of "$w/rsa.att")" "^a363666d746374706d6761747453746d74a663616c67390100" "alg RS256 in the RSA AK's attestation"
+expect_in "$(alg_of "$w/laptop.att")" "^a363666d746374706d6761747453746d74a663616c6726" "alg ES256 in the ECC AK's attestation"
+ok "the RSA AK: enroll --ak rsa, challenge, activate, issue-ak; its key is tpm2-tools' RSA AK; attest with either AK certificate, RS256 and ES256, verified by tpmkey-ca and go-webauthn"
 
 # 7. A proof works once; a wrong secret voids its challenge, no other.
 # flip PROOF OUT BYTE: PROOF with byte BYTE of its secret changed.

@@ -2,16 +2,20 @@
 // not write (golang.org/x/crypto/acme), so that step-ca's own verification
 // (acme/challenge.go, attestation format "tpm") judges what it is given.
 //
-//	attest-go acme-device-attest DIRECTORY-URL CA-ROOT.pem IDENTIFIER \
-//		KEYAUTH-FILE ATTESTATION-FILE -- COMMAND ARGS...
+//	attest-go acme-device-attest [--x5c AK.crt] DIRECTORY-URL CA-ROOT.pem \
+//		IDENTIFIER KEYAUTH-FILE ATTESTATION-FILE -- COMMAND ARGS...
 //
 // makes an account key (ECDSA P-256), an account, an order for the
 // permanent identifier IDENTIFIER, and reads the order's device-attest-01
 // challenge; it writes the challenge's key authorization to KEYAUTH-FILE,
-// runs COMMAND (e.g. tpmkey attest KEY --challenge KEYAUTH-FILE -o
-// ATTESTATION-FILE), and answers the challenge with {"attObj":
-// base64url(CBOR {fmt, attStmt})} taken from ATTESTATION-FILE's
-// attestation object.
+// runs COMMAND (e.g. tpmkey attest KEY --acme-key-authorization
+// KEYAUTH-FILE -o ATTESTATION-FILE), and answers the challenge with
+// {"attObj": base64url(ATTESTATION-FILE)} when that file is a CBOR
+// attestation object (sent as it is, byte for byte), else with {fmt,
+// attStmt} taken from the attestation object of ATTESTATION-FILE, an
+// attestation exchange file. With --x5c, the first certificate of x5c is
+// replaced by AK.crt's (a copied AK certificate, for a test of the
+// refusal).
 //
 //	attest-go step-ca-reference DIRECTORY-URL CA-ROOT.pem IDENTIFIER \
 //		AK-CA.crt AK-CA.key OUT.crt
@@ -155,8 +159,12 @@ func deviceAttest(ctx context.Context, client *acme.Client, identifier string,
 }
 
 func acmeDeviceAttest(args []string) error {
+	var x5cPath string
+	if len(args) >= 2 && args[0] == "--x5c" {
+		x5cPath, args = args[1], args[2:]
+	}
 	if len(args) < 7 || args[5] != "--" {
-		return errors.New("usage: attest-go acme-device-attest DIRECTORY-URL CA-ROOT.pem IDENTIFIER KEYAUTH-FILE ATTESTATION-FILE -- COMMAND ARGS...")
+		return errors.New("usage: attest-go acme-device-attest [--x5c AK.crt] DIRECTORY-URL CA-ROOT.pem IDENTIFIER KEYAUTH-FILE ATTESTATION-FILE -- COMMAND ARGS...")
 	}
 	dirURL, rootPath, identifier, keyAuthPath, attPath, command := args[0], args[1], args[2], args[3], args[4], args[6:]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -174,7 +182,7 @@ func acmeDeviceAttest(args []string) error {
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("%s: %w", command[0], err)
 		}
-		object, _, err := readAttestation(attPath)
+		object, err := os.ReadFile(attPath)
 		if err != nil {
 			return nil, err
 		}
@@ -182,13 +190,80 @@ func acmeDeviceAttest(args []string) error {
 			Fmt     string          `cbor:"fmt"`
 			AttStmt cbor.RawMessage `cbor:"attStmt"`
 		}
-		if err := cbor.Unmarshal(object, &full); err != nil {
-			return nil, fmt.Errorf("attestation object: %w", err)
+		if cbor.Unmarshal(object, &full) != nil {
+			// An attestation exchange file: its attestation object, in
+			// step-ca's form (fmt and attStmt only, no authData).
+			if object, _, err = readAttestation(attPath); err != nil {
+				return nil, err
+			}
+			if err := cbor.Unmarshal(object, &full); err != nil {
+				return nil, fmt.Errorf("attestation object: %w", err)
+			}
+			if object, err = cbor.Marshal(map[string]any{"fmt": full.Fmt, "attStmt": full.AttStmt}); err != nil {
+				return nil, err
+			}
 		}
-		// step-ca's form: fmt and attStmt only, no authData.
-		return cbor.Marshal(map[string]any{"fmt": full.Fmt, "attStmt": full.AttStmt})
+		if x5cPath == "" {
+			return object, nil
+		}
+		certs, err := pemCertificates(x5cPath)
+		if err != nil {
+			return nil, err
+		}
+		var stmt map[string]any
+		if err := cbor.Unmarshal(full.AttStmt, &stmt); err != nil {
+			return nil, fmt.Errorf("attStmt: %w", err)
+		}
+		x5c, ok := stmt["x5c"].([]any)
+		if !ok || len(x5c) == 0 {
+			return nil, errors.New("attStmt: no x5c to replace")
+		}
+		x5c[0] = certs[0].Raw
+		return cbor.Marshal(map[string]any{"fmt": full.Fmt, "attStmt": stmt})
 	})
 	return err
+}
+
+// permanentIdentifiers: the identifierValue of every otherName
+// permanentIdentifier (RFC 4043, 1.3.6.1.5.5.7.8.3) in the certificate's
+// subjectAltName, read as go.step.sm/crypto's x509util (step-ca) reads
+// them: GeneralNames, otherName [0] { OID, [0] EXPLICIT SEQUENCE {
+// UTF8String OPTIONAL, OBJECT IDENTIFIER OPTIONAL } }.
+func permanentIdentifiers(cert *x509.Certificate) ([]string, error) {
+	var ids []string
+	for _, ext := range cert.Extensions {
+		if !ext.Id.Equal(asn1.ObjectIdentifier{2, 5, 29, 17}) {
+			continue
+		}
+		var names []asn1.RawValue
+		if rest, err := asn1.Unmarshal(ext.Value, &names); err != nil || len(rest) != 0 {
+			return nil, fmt.Errorf("subjectAltName: %v", err)
+		}
+		for _, name := range names {
+			if name.Class != asn1.ClassContextSpecific || name.Tag != 0 {
+				continue
+			}
+			var other struct {
+				TypeID asn1.ObjectIdentifier
+				Value  asn1.RawValue
+			}
+			if _, err := asn1.UnmarshalWithParams(name.FullBytes, &other, "tag:0"); err != nil {
+				return nil, fmt.Errorf("otherName: %w", err)
+			}
+			if !other.TypeID.Equal(asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 8, 3}) {
+				continue
+			}
+			var id struct {
+				IdentifierValue string                `asn1:"utf8,optional"`
+				Assigner        asn1.ObjectIdentifier `asn1:"optional"`
+			}
+			if _, err := asn1.UnmarshalWithParams(other.Value.FullBytes, &id, "explicit,tag:0"); err != nil {
+				return nil, fmt.Errorf("permanentIdentifier: %w", err)
+			}
+			ids = append(ids, id.IdentifierValue)
+		}
+	}
+	return ids, nil
 }
 
 func tpm2b(b []byte) []byte {

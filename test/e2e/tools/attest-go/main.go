@@ -5,7 +5,8 @@
 //
 // usage: attest-go ATTESTATION ROOT.pem CHALLENGE
 //
-//	attest-go parse CERT.pem...   (crypto/x509 parses each certificate)
+//	attest-go parse CERT.pem...   (crypto/x509 parses each certificate; prints
+//	                              the first's permanentIdentifiers as step-ca reads them)
 //	attest-go acme-device-attest ...  (acme.go: step-ca judges it over ACME)
 //	attest-go step-ca-reference ...   (acme.go: what step-ca accepts)
 //
@@ -217,6 +218,14 @@ func main() {
 			}
 			fmt.Printf("ok: crypto/x509 parses %s (%d certificate(s), %d extension(s) in the first)\n", path,
 				len(certs), len(certs[0].Extensions))
+			ids, err := permanentIdentifiers(certs[0])
+			if err != nil {
+				fmt.Println("permanentIdentifier: refused:", err)
+				os.Exit(1)
+			}
+			for _, id := range ids {
+				fmt.Printf("permanentIdentifier: %s\n", id)
+			}
 		}
 		return
 	}

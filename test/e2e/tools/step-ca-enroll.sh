@@ -1,0 +1,269 @@
+#!/bin/bash
+# step-ca-enroll.sh: tpmkey enroll gets an X.509 certificate for a TPM key
+# from an unmodified step-ca (the version in step-ca/version, built from
+# the Go module proxy under TPMKEY_TEST_GO) through ACME device-attest-01
+# (docs/attestation.md, "step-ca"): tpmkey-ca enrols the swtpm's RSA AK
+# (--ek-cert) and is step-ca's attestation root. openssl judges the
+# certificate: it chains to step-ca's root, its key is the TPM key's, and
+# it names the AK certificate's permanent identifier. Refused, each with
+# its message: a key in a file (by tpmkey, before the network); a second
+# TPM's key with the first TPM's AK certificate (by tpmkey: that AK is not
+# this TPM's); the second TPM enrolled at a tpmkey-ca step-ca does not
+# trust (by step-ca, whose log says why); a --ca-root that is not step-ca's
+# root (TLS). Prints the TPM commands and the time per enrolment.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
+: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca is built}"
+tools=$(dirname "$(readlink -f "$0")")
+# shellcheck source=../../lib/common.sh
+. "$tools/../../lib/common.sh"
+# shellcheck source=../../lib/stepca.sh
+. "$tools/../../lib/stepca.sh"
+[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
+w=$TEST_DIR/work
+ca=$TEST_DIR/ca
+mkdir -m 0700 "$w"
+
+step_ca=$(bash "$tools/step-ca/build.sh" "$TPMKEY_TEST_GO") ||
+    fail "cannot build step-ca $(cat "$tools/step-ca/version"): it needs Go and the Go module proxy"
+version=$("$step_ca" version 2>&1)
+version=${version%%$'\n'*}
+ok "step-ca built unmodified from the Go module proxy: $version"
+
+# The network code is the CLI's alone: the module (loaded by ssh for every
+# connection) and tpmkey-ca do not link libcurl.
+for bin in "$TPMKEY_MODULE" "$TPMKEY_CA"; do
+    ! ldd "$bin" | grep -q libcurl || fail "$bin links libcurl"
+done
+ldd "$TPMKEY_TOOL" | grep -q libcurl || fail "$TPMKEY_TOOL does not link libcurl (is tpmkey enroll built?)"
+ok "libcurl is linked into the tpmkey CLI only, not into the module or tpmkey-ca"
+
+tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
+# enrol_ak CA NAME TCTI EK-ROOTS: the TPM's RSA AK (ECC for a NAME ending
+# in -ecc) enrolled at tpmkey-ca CA; its certificate in $w/NAME.ak.crt.
+enrol_ak() {
+    local tcti=${3:-$TPMKEY_TCTI}
+    local ak=rsa
+    [ "${2%-ecc}" = "$2" ] || ak=ecc
+    must env TPMKEY_TCTI="$tcti" "$TPMKEY_TOOL" attest enroll --ak "$ak" -o "$w/$2.req"
+    must tpmkey_ca challenge --ca "$1" --ek-roots "$4" -o "$w/$2.chal" "$w/$2.req"
+    must env TPMKEY_TCTI="$tcti" "$TPMKEY_TOOL" attest activate -o "$w/$2.proof" "$w/$2.chal"
+    must tpmkey_ca issue-ak --ca "$1" --machine "$2" --principals alice -o "$w/$2.ak.crt" "$w/$2.proof"
+}
+
+# 1. tpmkey-ca enrols this TPM's RSA AK; step-ca trusts tpmkey-ca's root.
+must tpmkey_ca init --ca "$ca" --name "test attestation CA"
+enrol_ak "$ca" laptop "$TPMKEY_TCTI" "$TPMKEY_SWTPM_DIR/ek-ca"
+stepca_start "$step_ca" "$ca/ca.crt"
+ok "tpmkey-ca enrolled the swtpm's RSA AK; step-ca listens at $STEPCA_ACME with tpmkey-ca's root as attestation root"
+
+# The permanent identifier of an X.509 certificate (PEM), read by Python's
+# cryptography: the otherName 1.3.6.1.5.5.7.8.3's identifierValue.
+permanent_identifier() {
+    python3 - "$1" <<'PY'
+import sys
+from cryptography import x509
+cert = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
+san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+ids = [n.value for n in san if isinstance(n, x509.OtherName) and n.type_id.dotted_string == "1.3.6.1.5.5.7.8.3"]
+assert len(ids) == 1, ids
+der = ids[0]  # PermanentIdentifier ::= SEQUENCE { identifierValue UTF8String, ... }
+assert der[0] == 0x30 and der[2] == 0x0C, der.hex()
+print(der[4:4 + der[3]].decode())
+PY
+}
+identifier=$(permanent_identifier "$w/laptop.ak.crt") || fail "no permanent identifier in the AK certificate"
+ok "the AK certificate names the permanent identifier $identifier"
+
+# 2. A certificate for an ECDSA key with a PIN and for an RSA key, each
+# judged by openssl; the TPM commands and the time counted.
+pin=$(pin_file 1234)
+# enroll NAME: tpmkey enroll of $w/NAME.tpm against this step-ca.
+enroll() {
+    run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "${AK_CERT:-$w/laptop.ak.crt}" \
+        --pin-file "$pin" "$w/$1.tpm"
+}
+for kind in "ecdsa 256" "rsa 2048"; do
+    name=id_${kind%% *}
+    # shellcheck disable=SC2086 # type and size
+    keygen "$w/$name.tpm" $kind 1234
+    pcap_start "$name"
+    start=$(date +%s%N)
+    enroll "$name"
+    ms=$((($(date +%s%N) - start) / 1000000))
+    pcap_stop
+    [ "$rc" = 0 ] || { show "$STEPCA_LOG"; fail "tpmkey enroll $name: $out $err"; }
+    expect_out "Wrote the certificate of $w/$name.tpm for permanent identifier $identifier to $w/$name.crt" "$name"
+    crt=$w/$name.crt
+    [ "$(stat -c %a "$crt")" = 644 ] || fail "$crt: mode $(stat -c %a "$crt"), not 644"
+    openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$crt" "$crt" >/dev/null ||
+        fail "openssl: $crt does not chain to step-ca's root"
+    ssh-keygen -e -m PKCS8 -f "$w/$name.pub" >"$w/$name.spki.pem"
+    expect_eq "$(openssl x509 -in "$crt" -noout -pubkey)" "$(openssl pkey -pubin -in "$w/$name.spki.pem")" \
+        "$name: the certificate's public key"
+    expect_eq "$(permanent_identifier "$crt")" "$identifier" "$name: the certificate's permanent identifier"
+    expect_clean_tpm "after tpmkey enroll $name"
+    echo "figures: $name: $(pcap_count "$name") TPM commands ($(pcap_commands "$name")); $ms ms; ${out##*ACME: }"
+    ok "$name: step-ca issued a certificate for the TPM key: it chains to step-ca's root (openssl), holds the key's public key and names permanent identifier $identifier"
+done
+
+# The module serves id_ecdsa.crt as the key's certificate (pkcs11-tool).
+run env TPMKEY_KEYS="$w/id_ecdsa.tpm" pkcs11-tool --module "$TPMKEY_MODULE" --list-objects --type cert
+expect_rc 0 "pkcs11-tool --list-objects"
+expect_out "Certificate Object" "pkcs11-tool: the key's certificate"
+ok "the module serves the certificate beside the key (pkcs11-tool lists it)"
+
+# 2b. A wrong PIN: the TPM refuses TPM2_Certify, counted once; nothing written.
+rm "$w/id_ecdsa.crt"
+before=$(lockout_counter)
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+    --pin-file "$(pin_file 9999)" "$w/id_ecdsa.tpm"
+expect_rc 1 "a wrong PIN"
+expect_err "tpmkey: $w/id_ecdsa.tpm: wrong PIN (the TPM counts wrong PINs and locks out after too many)" "a wrong PIN"
+expect_eq "$(lockout_counter)" "$((before + 1))" "the TPM's lockout counter after one wrong PIN"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written with a wrong PIN"
+expect_clean_tpm "after a wrong PIN"
+ok "a wrong PIN: refused by the TPM (counted once), nothing written"
+
+# 2c. The ECC AK's certificate: step-ca refuses it (its go-attestation
+# verifies RSA AKs only), as troubleshooting.md says; its advice (the RSA
+# AK) is what step 1 did.
+enrol_ak "$ca" laptop-ecc "$TPMKEY_TCTI" "$TPMKEY_SWTPM_DIR/ek-ca"
+AK_CERT=$w/laptop-ecc.ak.crt enroll id_ecdsa
+expect_rc 1 "the ECC AK"
+expect_err "tpmkey: the CA refused the attestation (challenge invalid): urn:ietf:params:acme:error:badAttestationStatement: " "the ECC AK"
+expect_err "only RSA verification keys are supported" "the ECC AK"
+grep -q "only RSA verification keys are supported" "$STEPCA_LOG" ||
+    { show "$STEPCA_LOG"; fail "step-ca's log does not say why it refused the ECC AK"; }
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for the ECC AK's attestation"
+ok "the ECC AK's attestation: step-ca refuses it (only RSA verification keys are supported)"
+
+# 3. A key in a file: refused by tpmkey, nothing sent.
+ssh-keygen -q -t ecdsa -N '' -f "$w/id_file" -C file
+lines=$(wc -l <"$STEPCA_LOG")
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" "$w/id_file"
+expect_rc 1 "a key in a file"
+expect_err "tpmkey enroll certifies TPM keys only: make one with tpmkey-keygen; a key in a file has no TPM to attest it" \
+    "a key in a file"
+[ ! -e "$w/id_file.crt" ] || fail "a certificate was written for a key in a file"
+expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after a key in a file (no request)"
+ok "a key in a file: refused by tpmkey before any request, nothing written"
+
+# 3b. Before the TPM and the network: an http URL (exit 2), and an AK
+# certificate without a permanent identifier (step-ca's root stands for one
+# from an older tpmkey-ca).
+run "$TPMKEY_TOOL" enroll --acme "http://${STEPCA_ACME#https://}" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+    "$w/id_ecdsa.tpm"
+expect_rc 2 "an http URL"
+expect_err "tpmkey enroll: --acme must be an https URL" "an http URL"
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$STEPCA_ROOT" "$w/id_ecdsa.tpm"
+expect_rc 1 "an AK certificate without a permanent identifier"
+expect_err "tpmkey: $STEPCA_ROOT: the AK certificate names no permanent identifier (subjectAltName otherName 1.3.6.1.5.5.7.8.3); enrol the TPM again ('tpmkey attest enroll --ak rsa') at a tpmkey-ca that writes it" \
+    "an AK certificate without a permanent identifier"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written"
+expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after the local refusals (no request)"
+ok "an http URL (exit 2) and an AK certificate without a permanent identifier are refused before any request"
+
+# 4. A second TPM, never enrolled at step-ca's attestation CA.
+helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
+(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start --ek-cert) >"$w/other.env" ||
+    fail "tpmkey-swtpm start --ek-cert (a second TPM) failed"
+on_exit "(. '$w/other.env' && '$helper' stop) >/dev/null 2>&1 || true"
+other_dir=$(. "$w/other.env" && echo "$TPMKEY_SWTPM_DIR")
+other_tcti=$(. "$w/other.env" && echo "$TPMKEY_TCTI")
+# A second TPM: accepted on purpose, as tpmkey-keygen's refusal says.
+must "$TPMKEY_TOOL" trust-tpm --yes --tcti "$other_tcti"
+TPMKEY_TCTI=$other_tcti keygen "$w/id_other.tpm" ecdsa 256 1234
+# 4a. With the first TPM's AK certificate: refused by tpmkey, which
+# re-creates the AK the certificate names and finds another TPM.
+TPMKEY_TCTI=$other_tcti enroll id_other
+expect_rc 1 "another TPM's key with this TPM's AK certificate"
+expect_err "$w/laptop.ak.crt: " "another TPM's key with this TPM's AK certificate"
+expect_err "enrol" "another TPM's key with this TPM's AK certificate"
+[ ! -e "$w/id_other.crt" ] || fail "a certificate was written for another TPM's key"
+ok "a second TPM's key with the first TPM's AK certificate: refused by tpmkey (not this TPM's AK): $err"
+# 4b. Enrolled at another tpmkey-ca, whose root step-ca does not trust:
+# step-ca refuses the attestation, and its log says why.
+must tpmkey_ca init --ca "$TEST_DIR/ca2" --name "another attestation CA"
+enrol_ak "$TEST_DIR/ca2" other "$other_tcti" "$other_dir/ek-ca"
+TPMKEY_TCTI=$other_tcti AK_CERT=$w/other.ak.crt enroll id_other
+expect_rc 1 "a TPM enrolled at a CA step-ca does not trust"
+expect_err "the CA refused the attestation (challenge invalid): urn:ietf:params:acme:error:badAttestationStatement: " \
+    "a TPM enrolled at a CA step-ca does not trust"
+expect_err "x5c is not valid" "a TPM enrolled at a CA step-ca does not trust"
+grep -q "x5c is not valid: x509: certificate signed by unknown authority" "$STEPCA_LOG" ||
+    { show "$STEPCA_LOG"; fail "step-ca's log does not say why it refused the second TPM"; }
+[ ! -e "$w/id_other.crt" ] || fail "a certificate was written for the second TPM's key"
+ok "a second TPM enrolled only at a CA step-ca does not trust: step-ca refuses the attestation (its log: x5c is not valid: certificate signed by unknown authority)"
+
+# 5. --ca-root that is not step-ca's root: the TLS handshake fails.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout /dev/null -subj "/CN=other root" \
+    -days 2 -out "$w/other-root.crt" 2>/dev/null
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$w/other-root.crt" --ak-cert "$w/laptop.ak.crt" \
+    --pin-file "$pin" "$w/id_ecdsa.tpm"
+expect_rc 1 "the wrong --ca-root"
+expect_err "$STEPCA_ACME: SSL certificate problem: unable to get local issuer certificate (is $w/other-root.crt the root of this CA?)" \
+    "the wrong --ca-root"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written over a TLS failure"
+ok "a --ca-root that is not step-ca's root: refused in the TLS handshake, nothing written"
+
+# 6. A server that answers as no ACME CA should, over TLS that verifies:
+# an answer over 1 MiB, a redirect (not followed), and a certificate for
+# another host name. Python's http.server with ssl, its certificate issued
+# by a root of its own.
+d=$w/bad-server
+mkdir "$d"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/root.key" -subj "/CN=bad root" \
+    -days 2 -addext "basicConstraints=critical,CA:TRUE" -out "$d/root.crt" 2>/dev/null &&
+    for host in 127.0.0.1 other.example; do
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/$host.key" -subj "/CN=$host" \
+            -out "$d/$host.csr" 2>/dev/null &&
+            printf 'subjectAltName=%s\n' "$([ "$host" = 127.0.0.1 ] && echo IP:127.0.0.1 || echo DNS:$host)" >"$d/$host.ext" &&
+            openssl x509 -req -in "$d/$host.csr" -CA "$d/root.crt" -CAkey "$d/root.key" -CAcreateserial -days 2 \
+                -extfile "$d/$host.ext" -out "$d/$host.crt" 2>/dev/null || exit 1
+    done || fail "openssl: cannot make the bad server's certificates"
+# bad_server CERT-NAME: serves /big (2 MiB) and /redirect (302 to step-ca).
+bad_server() {
+    python3 - "$d/$1.crt" "$d/$1.key" "$STEPCA_ACME" >"$d/port" 2>"$d/server.log" <<'PY' &
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/big":
+            body = b"x" * (2 * 1024 * 1024)
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+            self.wfile.write(body)
+        else:
+            self.send_response(302); self.send_header("Location", sys.argv[3]); self.send_header("Content-Length", "0")
+            self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+    bad_pid=$!
+    on_exit "kill $bad_pid 2>/dev/null || true"
+    for _ in $(seq 50); do [ -s "$d/port" ] && break; sleep 0.1; done
+    bad_url=https://127.0.0.1:$(cat "$d/port")
+    [ -s "$d/port" ] || { show "$d/server.log"; fail "the bad server did not start"; }
+}
+bad_enroll() {
+    run "$TPMKEY_TOOL" enroll --acme "$1" --ca-root "$d/root.crt" --ak-cert "$w/laptop.ak.crt" --pin-file "$pin" \
+        "$w/id_ecdsa.tpm"
+    expect_rc 1 "$2"
+    [ ! -e "$w/id_ecdsa.crt" ] || fail "$2: a certificate was written"
+}
+bad_server 127.0.0.1
+bad_enroll "$bad_url/big" "an answer of 2 MiB"
+expect_err "tpmkey: $bad_url/big: the answer is larger than 1024 KiB; refused" "an answer of 2 MiB"
+bad_enroll "$bad_url/redirect" "a redirect"
+expect_err "tpmkey: the CA refused the directory $bad_url/redirect (HTTP 302): no explanation given" "a redirect"
+ok "an answer over 1 MiB is refused; a redirect is not followed"
+kill "$bad_pid"
+bad_server other.example
+bad_enroll "$bad_url/redirect" "a certificate for another host"
+expect_err "tpmkey: $bad_url/redirect: SSL: no alternative certificate subject name matches target host name '127.0.0.1'" \
+    "a certificate for another host"
+ok "a server certificate for another host name is refused, though it chains to --ca-root"

@@ -1,0 +1,63 @@
+// tools/enroll/acme_client's pieces that need no server: the certificate
+// request a JWS signer makes (OpenSSL parses and verifies it, for each
+// algorithm), and how a server's problem document is put into words (a
+// hostile server's text reaches the terminal printable and bounded).
+#include "acme_client.hpp"
+#include "core/base/owned.hpp"
+#include "core/keys/public_key.hpp"
+#include "software_key.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <openssl/x509.h>
+
+#include <string>
+
+using namespace tpmkey;
+using namespace tpmkey::enroll;
+
+TEST_CASE("acme: the certificate request is signed by the key and OpenSSL verifies it", "[acme]") {
+    const auto [type, param, nid] =
+        GENERATE(table<const char*, const char*, int>({{"EC", "P-256", NID_ecdsa_with_SHA256},
+                                                       {"EC", "P-384", NID_ecdsa_with_SHA384},
+                                                       {"EC", "P-521", NID_ecdsa_with_SHA512},
+                                                       {"RSA", "2048", NID_sha256WithRSAEncryption}}));
+    CAPTURE(type, param);
+    EvpPkey key = test::generate_key(type, param);
+    const PublicKey pub(test::tpm_public_of(key.get()));
+    const JwsSigner signer = software_signer(std::move(key));
+    const Bytes der = certificate_request(pub, signer);
+    const unsigned char* p = der.data();
+    const Owned<X509_REQ, X509_REQ_free> req(d2i_X509_REQ(nullptr, &p, static_cast<long>(der.size())));
+    REQUIRE(req);
+    CHECK(p == der.data() + der.size());
+    CHECK(X509_NAME_entry_count(X509_REQ_get_subject_name(req.get())) == 0);
+    CHECK(X509_REQ_get_signature_nid(req.get()) == nid);
+    EVP_PKEY* in_req = X509_REQ_get0_pubkey(req.get());
+    REQUIRE(in_req);
+    CHECK(to_der(i2d_PUBKEY, in_req) == pub.spki_der());
+    CHECK(X509_REQ_verify(req.get(), in_req) == 1);
+}
+
+TEST_CASE("acme: a signer of another key makes no request", "[acme]") {
+    EvpPkey key = test::generate_key("EC", "P-256");
+    const PublicKey pub(test::tpm_public_of(key.get()));
+    const JwsSigner other = new_account_key();
+    CHECK_THROWS_WITH(certificate_request(pub, other), Catch::Matchers::Contains("does not verify"));
+}
+
+TEST_CASE("acme: a problem document in words: type, detail, subproblems, and any other answer printable and bounded",
+          "[acme]") {
+    CHECK(
+        problem_text(R"({"type":"urn:ietf:params:acme:error:badAttestationStatement","detail":"x5c is not valid"})") ==
+        "urn:ietf:params:acme:error:badAttestationStatement: x5c is not valid");
+    CHECK(problem_text(R"({"type":"urn:ietf:params:acme:error:malformed","detail":"two",)"
+                       R"("subproblems":[{"type":"urn:ietf:params:acme:error:rejectedIdentifier","detail":"no",)"
+                       R"("identifier":{"type":"permanent-identifier","value":"urn:ek:x"}}]})") ==
+          "urn:ietf:params:acme:error:malformed: two; urn:ietf:params:acme:error:rejectedIdentifier: no (urn:ek:x)");
+    CHECK(problem_text("") == "no explanation given");
+    CHECK(problem_text("<html>\x1b[31mred\n</html>") == "<html>?[31mred?</html>");
+    const std::string long_text = problem_text(std::string(5000, 'a'));
+    CHECK(long_text.size() == 203);
+    CHECK(problem_text(R"({"type":"t\u001b","detail":"d"})") == "t?: d");
+}

@@ -1,0 +1,311 @@
+#include "acme_client.hpp"
+
+#include "core/base/owned.hpp"
+
+#include <openssl/asn1.h>
+#include <openssl/bn.h>
+#include <openssl/ecdsa.h>
+#include <openssl/obj_mac.h>
+#include <openssl/objects.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+#include <cctype>
+#include <thread>
+
+namespace tpmkey::enroll {
+
+namespace {
+
+constexpr const char* jose_json = "application/jose+json";
+constexpr std::chrono::seconds max_retry_after{10};
+
+// Printable ASCII of a server's text, at most `limit` characters: what a
+// hostile server says reaches the terminal only this way.
+std::string printable(std::string_view text, std::size_t limit = 300) {
+    std::string out;
+    for (const char c : text) {
+        if (out.size() >= limit) {
+            out += "...";
+            break;
+        }
+        const auto u = static_cast<unsigned char>(c);
+        out += (u >= 0x20 && u < 0x7f) ? c : '?';
+    }
+    return out;
+}
+
+std::string string_member(const nlohmann::json& object, const char* name) {
+    if (object.is_object() && object.contains(name) && object[name].is_string())
+        return object[name].get<std::string>();
+    return {};
+}
+
+nlohmann::json parse_json(const std::string& body) {
+    return nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+}
+
+std::chrono::seconds retry_after(const HttpResponse& response) {
+    const auto it = response.headers.find("retry-after");
+    if (it == response.headers.end() || it->second.empty() || it->second.size() > 6 ||
+        !std::all_of(it->second.begin(), it->second.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return std::chrono::seconds{1};  // absent, or an HTTP date: a second
+    return std::clamp(std::chrono::seconds{std::stol(it->second)}, std::chrono::seconds{1}, max_retry_after);
+}
+
+using X509Req = Owned<X509_REQ, X509_REQ_free>;
+using EcdsaSig = Owned<ECDSA_SIG, ECDSA_SIG_free>;
+
+}  // namespace
+
+std::string problem_text(const std::string& body) {
+    const nlohmann::json problem = parse_json(body);
+    const std::string type = string_member(problem, "type");
+    if (type.empty())
+        return body.empty() ? "no explanation given" : printable(body, 200);
+    std::string out = printable(type);
+    const std::string detail = string_member(problem, "detail");
+    if (!detail.empty())
+        out += ": " + printable(detail);
+    if (problem.contains("subproblems") && problem["subproblems"].is_array()) {
+        int n = 0;
+        for (const auto& sub : problem["subproblems"]) {
+            if (++n > 10)
+                break;
+            out += "; " + printable(string_member(sub, "type"));
+            const std::string sub_detail = string_member(sub, "detail");
+            if (!sub_detail.empty())
+                out += ": " + printable(sub_detail);
+            if (sub.contains("identifier"))
+                out += " (" + printable(string_member(sub["identifier"], "value")) + ")";
+        }
+    }
+    return out;
+}
+
+Bytes certificate_request(const PublicKey& key, const JwsSigner& signer) {
+    const X509Req req(X509_REQ_new());
+    const EvpPkey pub = key.to_evp();
+    if (!req || !pub || !X509_REQ_set_version(req.get(), 0) || !X509_REQ_set_pubkey(req.get(), pub.get()))
+        throw Error("OpenSSL: cannot make the certificate request");
+    const int nid = signer.alg == "RS256"   ? NID_sha256WithRSAEncryption
+                    : signer.alg == "ES256" ? NID_ecdsa_with_SHA256
+                    : signer.alg == "ES384" ? NID_ecdsa_with_SHA384
+                    : signer.alg == "ES512" ? NID_ecdsa_with_SHA512
+                                            : NID_undef;
+    if (nid == NID_undef)
+        throw Error("certificate request: no signature algorithm for " + signer.alg);
+    // The signature algorithm: RSA's with a NULL parameter, ECDSA's without
+    // one (RFC 4055 5, RFC 5758 3.2).
+    Owned<X509_ALGOR, X509_ALGOR_free> alg(X509_ALGOR_new());
+    if (!alg ||
+        !X509_ALGOR_set0(alg.get(), OBJ_nid2obj(nid), nid == NID_sha256WithRSAEncryption ? V_ASN1_NULL : V_ASN1_UNDEF,
+                         nullptr) ||
+        !X509_REQ_set1_signature_algo(req.get(), alg.get()))
+        throw Error("OpenSSL: cannot set the certificate request's algorithm");
+    unsigned char* tbs_raw = nullptr;
+    const int tbs_size = i2d_re_X509_REQ_tbs(req.get(), &tbs_raw);
+    if (tbs_size <= 0)
+        throw Error("OpenSSL: cannot encode the certificate request");
+    const Bytes tbs(tbs_raw, tbs_raw + tbs_size);
+    OPENSSL_free(tbs_raw);
+    Bytes sig = signer.sign(tbs);
+    if (signer.alg != "RS256") {
+        // JWS's raw r||s back into X.509's ECDSA-Sig-Value.
+        const std::size_t half = sig.size() / 2;
+        EcdsaSig ecdsa(ECDSA_SIG_new());
+        BIGNUM* r = BN_bin2bn(sig.data(), static_cast<int>(half), nullptr);
+        BIGNUM* s = BN_bin2bn(sig.data() + half, static_cast<int>(half), nullptr);
+        if (!ecdsa || !r || !s || !ECDSA_SIG_set0(ecdsa.get(), r, s)) {
+            BN_free(r);
+            BN_free(s);
+            throw Error("OpenSSL: cannot encode the signature");
+        }
+        sig = to_der(i2d_ECDSA_SIG, ecdsa.get());
+    }
+    ASN1_BIT_STRING* bits = ASN1_BIT_STRING_new();
+    if (!bits || !ASN1_BIT_STRING_set(bits, sig.data(), static_cast<int>(sig.size()))) {
+        ASN1_BIT_STRING_free(bits);
+        throw Error("OpenSSL: cannot set the certificate request's signature");
+    }
+    bits->flags &= ~(ASN1_STRING_FLAG_BITS_LEFT | 0x07);
+    bits->flags |= ASN1_STRING_FLAG_BITS_LEFT;
+    X509_REQ_set0_signature(req.get(), bits);
+    if (X509_REQ_verify(req.get(), pub.get()) != 1)
+        throw Error("the certificate request's signature made by the key does not verify");
+    return to_der(i2d_X509_REQ, req.get());
+}
+
+AcmeClient::AcmeClient(HttpClient& http, std::string directory_url, std::string server)
+    : http_(http), directory_url_(std::move(directory_url)), server_(std::move(server)) {}
+
+std::string AcmeClient::url_in(const nlohmann::json& object, const char* member, const std::string& what) {
+    const std::string url = string_member(object, member);
+    if (url.rfind("https://", 0) != 0)
+        throw Error(what + ": no https URL \"" + member + "\" in the answer");
+    return url;
+}
+
+void AcmeClient::refused(const std::string& what, const HttpResponse& response) const {
+    const nlohmann::json problem = parse_json(response.body);
+    throw AcmeError(server_ + " refused " + what + " (HTTP " + std::to_string(response.status) +
+                        "): " + problem_text(response.body),
+                    string_member(problem, "type"));
+}
+
+void AcmeClient::read_directory() {
+    ++requests_;
+    const HttpResponse r = http_.get(directory_url_);
+    if (r.status != 200)
+        refused("the directory " + directory_url_, r);
+    directory_ = parse_json(r.body);
+    if (!directory_.is_object())
+        throw Error(directory_url_ + ": not an ACME directory (no JSON object)");
+    for (const char* member : {"newNonce", "newAccount", "newOrder"})
+        url_in(directory_, member, directory_url_ + " (the ACME directory)");
+}
+
+std::string AcmeClient::fresh_nonce() {
+    ++requests_;
+    const HttpResponse r = http_.get(url_in(directory_, "newNonce", "the directory"));
+    const auto it = r.headers.find("replay-nonce");
+    if ((r.status != 200 && r.status != 204) || it == r.headers.end() || it->second.empty())
+        refused("a nonce", r);
+    return it->second;
+}
+
+AcmeClient::Answer AcmeClient::post(const std::string& url, const std::string& payload, const std::string& what) {
+    for (int attempt = 0;; ++attempt) {
+        if (nonce_.empty())
+            nonce_ = fresh_nonce();
+        nlohmann::json header = {{"nonce", nonce_}, {"url", url}};
+        if (kid_.empty())
+            header["jwk"] = account_.jwk;
+        else
+            header["kid"] = kid_;
+        nonce_.clear();  // a nonce is good for one request
+        ++requests_;
+        Answer a{http_.post(url, jose_json, jws_flattened(account_, header, payload)), nullptr};
+        const auto nonce = a.response.headers.find("replay-nonce");
+        if (nonce != a.response.headers.end())
+            nonce_ = nonce->second;
+        a.json = parse_json(a.response.body);
+        if (a.response.status >= 200 && a.response.status < 300)
+            return a;
+        // RFC 8555 6.5: a client may retry a request refused for its nonce
+        // with the fresh one that came with the refusal; once is enough.
+        if (attempt == 0 && string_member(a.json, "type") == "urn:ietf:params:acme:error:badNonce")
+            continue;
+        refused(what, a.response);
+    }
+}
+
+nlohmann::json AcmeClient::poll(const std::string& url, nlohmann::json object,
+                                std::initializer_list<const char*> pending, const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    std::chrono::seconds wait{1};
+    for (;;) {
+        const std::string status = string_member(object, "status");
+        if (std::none_of(pending.begin(), pending.end(), [&](const char* s) { return status == s; }))
+            return object;
+        if (std::chrono::steady_clock::now() + wait > deadline)
+            throw Error(what + ": still " + printable(status) + " after " + std::to_string(max_wait.count()) + " s; " +
+                        server_ + " did not decide");
+        std::this_thread::sleep_for(wait);
+        const Answer a = post_as_get(url, what);
+        object = a.json;
+        wait = retry_after(a.response);
+    }
+}
+
+std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
+    requests_ = 0;
+    account_ = new_account_key();
+    kid_.clear();
+    nonce_.clear();
+    read_directory();
+
+    // The account: a new key per enrolment, nothing to keep.
+    const Answer account =
+        post(url_in(directory_, "newAccount", "the directory"), R"({"termsOfServiceAgreed":true})", "the account");
+    const auto location = account.response.headers.find("location");
+    if (location == account.response.headers.end() || location->second.rfind("https://", 0) != 0)
+        throw Error(server_ + ": the new account has no https Location");
+    kid_ = location->second;
+
+    const nlohmann::json new_order = {
+        {"identifiers", nlohmann::json::array({{{"type", "permanent-identifier"}, {"value", order.identifier}}})}};
+    const Answer placed = post(url_in(directory_, "newOrder", "the directory"), new_order.dump(),
+                               "the order for permanent identifier " + order.identifier);
+    const auto order_location = placed.response.headers.find("location");
+    if (order_location == placed.response.headers.end() || order_location->second.rfind("https://", 0) != 0)
+        throw Error(server_ + ": the new order has no https Location");
+    const std::string order_url = order_location->second;
+    const nlohmann::json& order_object = placed.json;
+    if (!order_object.is_object() || !order_object.contains("authorizations") ||
+        !order_object["authorizations"].is_array() || order_object["authorizations"].size() != 1 ||
+        !order_object["authorizations"][0].is_string())
+        throw Error(server_ + ": the order does not have exactly one authorization");
+    const std::string finalize_url = url_in(order_object, "finalize", "the order");
+
+    // The authorization and its device-attest-01 challenge.
+    const std::string authz_url = order_object["authorizations"][0].get<std::string>();
+    if (authz_url.rfind("https://", 0) != 0)
+        throw Error(server_ + ": the authorization's URL is not https");
+    const Answer authz = post_as_get(authz_url, "the authorization");
+    nlohmann::json challenge;
+    if (authz.json.is_object() && authz.json.contains("challenges") && authz.json["challenges"].is_array())
+        for (const auto& c : authz.json["challenges"])
+            if (string_member(c, "type") == "device-attest-01")
+                challenge = c;
+    if (challenge.is_null())
+        throw Error(server_ + ": the authorization offers no device-attest-01 challenge (is the provisioner an ACME "
+                              "provisioner with device-attest-01?)");
+    const std::string challenge_url = url_in(challenge, "url", "the challenge");
+    const std::string token = string_member(challenge, "token");
+    if (token.empty() || token.size() > 256 || !std::all_of(token.begin(), token.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+        }))
+        throw Error(server_ + ": the challenge's token is not base64url");
+
+    if (string_member(challenge, "status") != "valid") {
+        // RFC 8555 8.1: the key authorization binds the token to this account.
+        const std::string key_authorization = token + "." + jwk_thumbprint(account_.jwk);
+        const Bytes attestation = order.attest(key_authorization);
+        const nlohmann::json answer = {{"attObj", base64url(attestation)}};
+        const Answer posted = post(challenge_url, answer.dump(), "the challenge");
+        const nlohmann::json decided = poll(challenge_url, posted.json, {"pending", "processing"}, "the challenge");
+        const std::string status = string_member(decided, "status");
+        if (status != "valid") {
+            const std::string problem =
+                decided.contains("error") ? problem_text(decided["error"].dump()) : "no reason given";
+            throw AcmeError(server_ + " refused the attestation (challenge " + printable(status) + "): " + problem,
+                            decided.contains("error") ? string_member(decided["error"], "type") : "");
+        }
+    }
+
+    // The order is ready once its one authorization is valid.
+    const nlohmann::json ready =
+        poll(order_url, post_as_get(order_url, "the order").json, {"pending", "processing"}, "the order");
+    if (string_member(ready, "status") != "ready" && string_member(ready, "status") != "valid")
+        throw AcmeError(server_ + ": the order is " + printable(string_member(ready, "status")) +
+                            (ready.contains("error") ? ": " + problem_text(ready["error"].dump()) : ""),
+                        "");
+    nlohmann::json finished = ready;
+    if (string_member(ready, "status") == "ready") {
+        const nlohmann::json csr = {{"csr", base64url(order.csr())}};
+        finished = post(finalize_url, csr.dump(), "the certificate request (finalize)").json;
+        finished = poll(order_url, finished, {"ready", "processing"}, "the order");
+    }
+    if (string_member(finished, "status") != "valid")
+        throw AcmeError(server_ + ": the order is " + printable(string_member(finished, "status")) +
+                            (finished.contains("error") ? ": " + problem_text(finished["error"].dump()) : ""),
+                        "");
+    const Answer chain = post_as_get(url_in(finished, "certificate", "the order"), "the certificate");
+    const auto type = chain.response.headers.find("content-type");
+    if (type == chain.response.headers.end() || type->second.rfind("application/pem-certificate-chain", 0) != 0)
+        throw Error(server_ + ": the certificate is not application/pem-certificate-chain");
+    return chain.response.body;
+}
+
+}  // namespace tpmkey::enroll

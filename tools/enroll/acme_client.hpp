@@ -1,0 +1,99 @@
+// An ACME client (RFC 8555) for one thing: a certificate for a TPM key
+// through the device-attest-01 challenge (draft-acme-device-attest), as
+// step-ca verifies it: a fresh account, an order for the TPM's permanent
+// identifier, the challenge answered with the key's attestation made for
+// the key authorization, a CSR signed inside the TPM, the chain. Every
+// answer of the server is hostile until parsed; a refusal is reported with
+// the server's problem document (RFC 7807: type, detail, subproblems).
+#pragma once
+
+#include "core/base/bytes.hpp"
+#include "core/base/error.hpp"
+#include "core/keys/public_key.hpp"
+#include "http_client.hpp"
+#include "jose.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace tpmkey::enroll {
+
+// A refusal by the ACME server; what() says what was refused and the
+// server's problem: "step-ca refused the challenge: TYPE: DETAIL[; sub...]".
+class AcmeError : public Error {
+public:
+    AcmeError(const std::string& what, std::string problem_type)
+        : Error(what), problem_type_(std::move(problem_type)) {}
+    const std::string& problem_type() const noexcept { return problem_type_; }
+
+private:
+    std::string problem_type_;
+};
+
+// "TYPE: DETAIL" of a problem document, then "; TYPE: DETAIL (identifier)"
+// for each subproblem; for a body that is no problem document, its first
+// 200 printable characters.
+std::string problem_text(const std::string& body);
+
+// A PKCS#10 request (DER) for `key`, empty subject, signed with `signer`
+// (the key itself, inside the TPM: ES256/384/512 or RS256), checked with
+// OpenSSL before it is returned.
+Bytes certificate_request(const PublicKey& key, const JwsSigner& signer);
+
+struct DeviceAttestOrder {
+    std::string identifier;  // the permanent identifier the order is for
+    // The attestation object (CBOR) for the challenge's key authorization.
+    std::function<Bytes(const std::string& key_authorization)> attest;
+    // The CSR (DER) to finalise with.
+    std::function<Bytes()> csr;
+};
+
+class AcmeClient {
+public:
+    // How long the client waits for the server to decide (challenge,
+    // order), in all; each wait is the server's Retry-After, at most 10 s.
+    static constexpr std::chrono::seconds max_wait{60};
+
+    // `server` names the CA in messages ("step-ca").
+    AcmeClient(HttpClient& http, std::string directory_url, std::string server = "the ACME server");
+
+    // A new account (termsOfServiceAgreed) with a fresh account key, the
+    // order, the challenge, finalize; returns the certificate chain (PEM)
+    // as the server sent it. Throws AcmeError when the server refuses,
+    // Error for anything else.
+    std::string device_attest(const DeviceAttestOrder& order);
+
+    // How many requests the last device_attest sent (for the figures).
+    int requests() const noexcept { return requests_; }
+
+private:
+    struct Answer {
+        HttpResponse response;
+        nlohmann::json json;  // null unless the body is JSON
+    };
+    void read_directory();
+    std::string fresh_nonce();
+    // A JWS POST (kid, or jwk before there is an account); a badNonce is
+    // retried once with the nonce that answer carried.
+    Answer post(const std::string& url, const std::string& payload, const std::string& what);
+    Answer post_as_get(const std::string& url, const std::string& what) { return post(url, "", what); }
+    // Polls `url` (POST-as-GET) until its status is not one of `pending`.
+    nlohmann::json poll(const std::string& url, nlohmann::json object, std::initializer_list<const char*> pending,
+                        const std::string& what);
+    [[noreturn]] void refused(const std::string& what, const HttpResponse& response) const;
+    static std::string url_in(const nlohmann::json& object, const char* member, const std::string& what);
+
+    HttpClient& http_;
+    std::string directory_url_;
+    std::string server_;
+    nlohmann::json directory_;
+    JwsSigner account_;
+    std::string kid_;
+    std::string nonce_;
+    int requests_ = 0;
+};
+
+}  // namespace tpmkey::enroll
