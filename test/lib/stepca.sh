@@ -28,6 +28,13 @@
 #                           STEPCA_PID; stopped at exit. Its files are in
 #                           $TEST_DIR/NAME (default step-ca); a second
 #                           stepca_start stops the first.
+#                           With STEPCA_ACME_CN=1 the ACME provisioner's
+#                           certificates get a subject, CN = the permanent
+#                           identifier (an x509 template, stepca_acme_template):
+#                           without one their subjectAltName is critical and
+#                           holds only an otherName, which Go's crypto/x509,
+#                           hence step-ca's own X5C provisioner, refuses to
+#                           verify ("x509: unhandled critical extension").
 #   stepca_stop
 #   stepca_sshd [LINE...]   (needs test/lib/sshd.sh sourced) a stock sshd
 #                           (sshd_start, LINEs added to its sshd_config)
@@ -40,6 +47,28 @@ STEPCA_DIR=$TEST_DIR/step-ca
 STEPCA_LOG=$STEPCA_DIR/step-ca.log
 STEPCA_PID=
 STEPCA_X5C=x5c
+STEPCA_ACME_CN=${STEPCA_ACME_CN:-}
+
+# stepca_acme_template: the ACME provisioner's x509 template for
+# STEPCA_ACME_CN=1 (docs/step-ca.md has the same): step-ca's
+# DefaultAttestedLeafTemplate (go.step.sm/crypto/x509util) with the subject's
+# common name set to the order's permanent identifier, which step-ca puts
+# first in .SANs (acme/order.go, Finalize). A subject makes the
+# subjectAltName non-critical (RFC 5280 4.2.1.6).
+stepca_acme_template() {
+    cat <<'EOF'
+{
+	"subject": {"commonName": {{ toJson (index .SANs 0).Value }}},
+	"sans": {{ toJson .SANs }},
+{{- if typeIs "*rsa.PublicKey" .Insecure.CR.PublicKey }}
+	"keyUsage": ["keyEncipherment", "digitalSignature"],
+{{- else }}
+	"keyUsage": ["digitalSignature"],
+{{- end }}
+	"extKeyUsage": ["clientAuth"]
+}
+EOF
+}
 
 stepca_pki() {
     local d=$STEPCA_DIR/pki
@@ -73,12 +102,26 @@ stepca_start() {
     STEPCA_LOG=$STEPCA_DIR/step-ca.log
     mkdir -p -m 0700 "$STEPCA_DIR"
     stepca_pki
+    local template=""
+    if [ "$STEPCA_ACME_CN" = 1 ]; then
+        template=$STEPCA_DIR/acme-leaf.tpl
+        stepca_acme_template >"$template"
+    fi
     on_exit stepca_stop
     for try in $(seq 20); do
         port=$((20000 + RANDOM % 40000))
-        python3 - "$STEPCA_DIR" "$port" "$roots" "$STEPCA_X5C" >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
+        python3 - "$STEPCA_DIR" "$port" "$roots" "$STEPCA_X5C" "$template" >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
 import base64, json, sys
-d, port, roots, x5c = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+d, port, roots, x5c, template = sys.argv[1:6]
+acme = {
+    "type": "ACME", "name": "tpm",
+    "challenges": ["device-attest-01"],
+    "attestationFormats": ["tpm"],
+    # JSON []byte: base64 of the PEM bundle.
+    "attestationRoots": base64.b64encode(open(roots, "rb").read()).decode(),
+}
+if template:
+    acme["options"] = {"x509": {"templateFile": template}}
 print(json.dumps({
     "root": d + "/pki/root.crt",
     "crt": d + "/pki/int.crt",
@@ -88,13 +131,7 @@ print(json.dumps({
     "logger": {"format": "text"},
     "db": {"type": "bbolt", "dataSource": d + "/db"},
     "ssh": {"userKey": d + "/pki/ssh_user_ca.key", "hostKey": d + "/pki/ssh_host_ca.key"},
-    "authority": {"provisioners": [{
-        "type": "ACME", "name": "tpm",
-        "challenges": ["device-attest-01"],
-        "attestationFormats": ["tpm"],
-        # JSON []byte: base64 of the PEM bundle.
-        "attestationRoots": base64.b64encode(open(roots, "rb").read()).decode(),
-    }, {
+    "authority": {"provisioners": [acme, {
         "type": "X5C", "name": x5c,
         "roots": base64.b64encode(open(d + "/pki/root.crt", "rb").read()).decode(),
         "claims": {"enableSSHCA": True},
@@ -157,7 +194,8 @@ stepca_sshd() {
 
 stepca_stop() {
     [ -n "$STEPCA_PID" ] || return 0
-    kill "$STEPCA_PID" 2>/dev/null
-    wait "$STEPCA_PID" 2>/dev/null
+    # It may have exited already (a port taken): no failure under set -e.
+    kill "$STEPCA_PID" 2>/dev/null || true
+    wait "$STEPCA_PID" 2>/dev/null || true
     STEPCA_PID=
 }
