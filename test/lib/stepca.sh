@@ -28,13 +28,17 @@
 #                           STEPCA_PID; stopped at exit. Its files are in
 #                           $TEST_DIR/NAME (default step-ca); a second
 #                           stepca_start stops the first.
-#                           With STEPCA_ACME_CN=1 the ACME provisioner's
-#                           certificates get a subject, CN = the permanent
-#                           identifier (an x509 template, stepca_acme_template):
-#                           without one their subjectAltName is critical and
-#                           holds only an otherName, which Go's crypto/x509,
-#                           hence step-ca's own X5C provisioner, refuses to
-#                           verify ("x509: unhandled critical extension").
+#                           With STEPCA_RECIPE=1 the two provisioners and
+#                           the ACME provisioner's x509 template are those
+#                           docs/step-ca.md gives, as written (its blocks
+#                           marked "<!-- step-ca.md: NAME -->"; the roots
+#                           and the template's path filled in): the ACME
+#                           provisioner's certificates then have a subject,
+#                           CN = the permanent identifier. Without it their
+#                           subjectAltName is critical and holds only an
+#                           otherName, which Go's crypto/x509, hence
+#                           step-ca's own X5C provisioner, refuses to verify
+#                           ("x509: unhandled critical extension").
 #   stepca_stop
 #   stepca_sshd [LINE...]   (needs test/lib/sshd.sh sourced) a stock sshd
 #                           (sshd_start, LINEs added to its sshd_config)
@@ -47,28 +51,8 @@ STEPCA_DIR=$TEST_DIR/step-ca
 STEPCA_LOG=$STEPCA_DIR/step-ca.log
 STEPCA_PID=
 STEPCA_X5C=x5c
-STEPCA_ACME_CN=${STEPCA_ACME_CN:-}
-
-# stepca_acme_template: the ACME provisioner's x509 template for
-# STEPCA_ACME_CN=1 (docs/step-ca.md has the same): step-ca's
-# DefaultAttestedLeafTemplate (go.step.sm/crypto/x509util) with the subject's
-# common name set to the order's permanent identifier, which step-ca puts
-# first in .SANs (acme/order.go, Finalize). A subject makes the
-# subjectAltName non-critical (RFC 5280 4.2.1.6).
-stepca_acme_template() {
-    cat <<'EOF'
-{
-	"subject": {"commonName": {{ toJson (index .SANs 0).Value }}},
-	"sans": {{ toJson .SANs }},
-{{- if typeIs "*rsa.PublicKey" .Insecure.CR.PublicKey }}
-	"keyUsage": ["keyEncipherment", "digitalSignature"],
-{{- else }}
-	"keyUsage": ["digitalSignature"],
-{{- end }}
-	"extKeyUsage": ["clientAuth"]
-}
-EOF
-}
+STEPCA_RECIPE=${STEPCA_RECIPE:-}
+STEPCA_RECIPE_DOC=$(dirname "${BASH_SOURCE[0]}")/../../docs/step-ca.md
 
 stepca_pki() {
     local d=$STEPCA_DIR/pki
@@ -102,26 +86,37 @@ stepca_start() {
     STEPCA_LOG=$STEPCA_DIR/step-ca.log
     mkdir -p -m 0700 "$STEPCA_DIR"
     stepca_pki
-    local template=""
-    if [ "$STEPCA_ACME_CN" = 1 ]; then
-        template=$STEPCA_DIR/acme-leaf.tpl
-        stepca_acme_template >"$template"
-    fi
+    local recipe=""
+    [ "$STEPCA_RECIPE" != 1 ] || recipe=$STEPCA_RECIPE_DOC
     on_exit stepca_stop
     for try in $(seq 20); do
         port=$((20000 + RANDOM % 40000))
-        python3 - "$STEPCA_DIR" "$port" "$roots" "$STEPCA_X5C" "$template" >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
-import base64, json, sys
-d, port, roots, x5c, template = sys.argv[1:6]
+        python3 - "$STEPCA_DIR" "$port" "$roots" "$STEPCA_X5C" "$recipe" >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
+import base64, json, re, sys
+d, port, roots, x5c_name, recipe = sys.argv[1:6]
+b64 = lambda f: base64.b64encode(open(f, "rb").read()).decode()  # JSON []byte: base64
 acme = {
     "type": "ACME", "name": "tpm",
     "challenges": ["device-attest-01"],
     "attestationFormats": ["tpm"],
-    # JSON []byte: base64 of the PEM bundle.
-    "attestationRoots": base64.b64encode(open(roots, "rb").read()).decode(),
+    "attestationRoots": b64(roots),
 }
-if template:
-    acme["options"] = {"x509": {"templateFile": template}}
+x5c = {"type": "X5C", "name": x5c_name, "roots": b64(d + "/pki/root.crt"), "claims": {"enableSSHCA": True}}
+if recipe:
+    doc = open(recipe).read()
+    def block(name):
+        m = re.search(r"<!-- step-ca\.md: " + name + r" -->\n```[a-z]*\n(.*?)```\n", doc, re.S)
+        if not m:
+            sys.exit(recipe + ": no block " + name)
+        return m.group(1)
+    open(d + "/acme-leaf.tpl", "w").write(block("acme-template"))
+    acme = json.loads(block("acme-provisioner"))
+    acme["attestationRoots"] = b64(roots)
+    acme["options"]["x509"]["templateFile"] = d + "/acme-leaf.tpl"
+    x5c = json.loads(block("x5c-provisioner"))
+    x5c["roots"] = b64(d + "/pki/root.crt")
+    if acme["name"] != "tpm" or x5c["name"] != x5c_name:
+        sys.exit(recipe + ": the provisioners are not named tpm and " + x5c_name)
 print(json.dumps({
     "root": d + "/pki/root.crt",
     "crt": d + "/pki/int.crt",
@@ -131,11 +126,7 @@ print(json.dumps({
     "logger": {"format": "text"},
     "db": {"type": "bbolt", "dataSource": d + "/db"},
     "ssh": {"userKey": d + "/pki/ssh_user_ca.key", "hostKey": d + "/pki/ssh_host_ca.key"},
-    "authority": {"provisioners": [acme, {
-        "type": "X5C", "name": x5c,
-        "roots": base64.b64encode(open(d + "/pki/root.crt", "rb").read()).decode(),
-        "claims": {"enableSSHCA": True},
-    }]},
+    "authority": {"provisioners": [acme, x5c]},
 }, indent=2))
 PY
         : >"$STEPCA_LOG"

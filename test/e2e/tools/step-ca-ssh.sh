@@ -76,7 +76,7 @@ expect_rc 1 "ssh-cert with step-ca's default ACME certificate"
 expect_err "$w/id_tpm.crt: its subject is empty and its critical subjectAltName holds only the permanent identifier, which step-ca's X5C provisioner cannot verify (Go: \"x509: unhandled critical extension\"); the CA's operator gives step-ca's ACME provisioner the x509 template of docs/step-ca.md, then run 'tpmkey enroll' for $w/id_tpm.tpm again" \
     "ssh-cert with step-ca's default ACME certificate"
 [ ! -e "$w/id_tpm-cert.pub" ] || fail "ssh-cert wrote a certificate"
-STEPCA_ACME_CN=1
+STEPCA_RECIPE=1
 stepca_start "$step_ca" "$ca/ca.crt" step-ca-cn
 enroll
 openssl x509 -in "$w/id_tpm.crt" -noout -text >"$w/leaf.txt"
@@ -121,9 +121,17 @@ ok "sshd (TrustedUserCAKeys: step-ca's key, empty authorized_keys) accepted the 
 
 # 4. Renewal: the same command again writes a new certificate (a new
 # serial) in place, and the login works with it.
+# Its TPM commands counted (the docs' figure), and its time.
 inode=$(stat -c %i "$cert")
+pcap_start renewal
+start=$(date +%s%N)
 ssh_cert "$w/id_tpm.tpm"
+took_ms=$((($(date +%s%N) - start) / 1000000))
+pcap_stop
 [ "$rc" = 0 ] || { show "$OUT" "$ERR" "$STEPCA_LOG"; fail "tpmkey ssh-cert (renewal): exit $rc"; }
+commands=$(pcap_count renewal)
+[ "$commands" -gt 0 ] || fail "no TPM command captured for ssh-cert"
+ok "tpmkey ssh-cert: $commands TPM commands ($(pcap_commands renewal)), $took_ms ms"
 ssh-keygen -L -f "$cert" >"$w/cert.txt" || fail "ssh-keygen -L cannot read the renewed $cert"
 serial2=$(cert_field Serial)
 [ "$serial2" != "$serial" ] || fail "the renewed certificate has the old serial $serial"
