@@ -46,7 +46,7 @@ ssh_cert() { # KEY [OPTIONS]: tpmkey ssh-cert for SSH_USER and alice
     local key=$1
     shift
     run "$TPMKEY_TOOL" ssh-cert --step-ca "$STEPCA_URL" --ca-root "$STEPCA_ROOT" --provisioner "$STEPCA_X5C" \
-        --principal "$SSH_USER" --principal alice --pin-file "$w/pin" "$@" "$key"
+        --principal "$SSH_USER" --principal alice --pin-file "${PIN_FILE:-$w/pin}" "$@" "$key"
 }
 
 # 1. No KEY.crt yet: the message says to run tpmkey enroll, and that works.
@@ -56,10 +56,11 @@ expect_rc 1 "ssh-cert without KEY.crt"
 expect_err "$w/id_tpm.crt: no such file: $w/id_tpm.tpm has no certificate from step-ca yet (run 'tpmkey enroll --acme DIRECTORY-URL --ca-root ROOT.crt --ak-cert AK.crt $w/id_tpm.tpm' first)" \
     "ssh-cert without KEY.crt"
 [ ! -e "$w/id_tpm-cert.pub" ] || fail "ssh-cert without KEY.crt wrote a certificate"
-enroll() {
+enroll() { # [NAME]: tpmkey enroll of $w/NAME.tpm (default id_tpm)
+    local name=${1:-id_tpm}
     must "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
-        --pin-file "$w/pin" "$w/id_tpm.tpm"
-    [ -s "$w/id_tpm.crt" ] || fail "tpmkey enroll wrote no $w/id_tpm.crt"
+        --pin-file "$w/pin" "$w/$name.tpm"
+    [ -s "$w/$name.crt" ] || fail "tpmkey enroll wrote no $w/$name.crt"
 }
 enroll
 ok "without KEY.crt: '${no_crt:0:100}...'; tpmkey enroll as it says wrote id_tpm.crt"
@@ -204,3 +205,34 @@ status=$(python_token "$w/id_tpm.crt" "$w/soft.key") || fail "python: the token 
 why=$(tail -n "+$((lines + 1))" "$STEPCA_LOG" | grep -o 'error="[^"]*x5c.authorizeToken[^"]*"' || true)
 expect_in "$why" "x5c.authorizeToken; error parsing x5c claims: .*(crypto|verif|signature)" "step-ca's log"
 ok "step-ca refuses a token with id_tpm.crt in x5c signed by another key (HTTP 401; its log: $why); the same token signed by its certificate's key got a certificate"
+
+# 6. A wrong PIN: the TPM refuses to sign the token, nothing is sent to
+# step-ca, the certificate is kept.
+(umask 077 && echo "not the pin" >"$w/wrong-pin")
+cp "$cert" "$w/cert.before"
+requests=$(grep -c 'path=/1.0/ssh/sign' "$STEPCA_LOG")
+PIN_FILE=$w/wrong-pin ssh_cert "$w/id_tpm.tpm"
+expect_rc 1 "ssh-cert with a wrong PIN"
+expect_err "$w/id_tpm.tpm: wrong PIN" "ssh-cert with a wrong PIN"
+cmp -s "$cert" "$w/cert.before" || fail "ssh-cert with a wrong PIN changed $cert"
+[ "$(grep -c 'path=/1.0/ssh/sign' "$STEPCA_LOG")" = "$requests" ] || fail "ssh-cert with a wrong PIN sent a request"
+ok "a wrong PIN: $(tail -1 "$ERR" | cut -c1-90)...; nothing sent, the certificate kept"
+
+# 7. An RSA 2048 key: an RS256 token, an ssh-rsa certificate, the login.
+keygen "$w/id_rsa.tpm" rsa 2048 "$pin"
+enroll id_rsa
+ssh_cert "$w/id_rsa.tpm"
+[ "$rc" = 0 ] || { show "$OUT" "$ERR" "$STEPCA_LOG"; fail "tpmkey ssh-cert (RSA): exit $rc"; }
+ssh-keygen -L -f "$w/id_rsa-cert.pub" >"$w/cert.txt" || fail "ssh-keygen -L cannot read id_rsa-cert.pub"
+expect_in "$(cert_field Type)" "^ssh-rsa-cert-v01@openssh.com user certificate$" "the RSA key's certificate"
+expect_eq "$(cert_field 'Public key' | awk '{print $2}')" "$(fingerprint "$w/id_rsa.pub")" "the RSA key's certificate"
+# The token's header, from step-ca's log of the request.
+alg=$(grep -o 'ott=[^ ]*' "$STEPCA_LOG" | tail -1 | python3 -c 'import base64, json, sys
+h = sys.stdin.read().strip()[4:].split(".")[0]
+print(json.loads(base64.urlsafe_b64decode(h + "=" * (-len(h) % 4)))["alg"])')
+expect_eq "$alg" RS256 "the RSA key's token"
+export TPMKEY_KEYS=$w/id_rsa.tpm
+sshd_log_mark
+login_ok "the RSA key with its certificate" -o "PKCS11Provider=$TPMKEY_MODULE" -o "CertificateFile=$w/id_rsa-cert.pub"
+expect_accepted "the RSA certificate login" "RSA-CERT $(fingerprint "$w/id_rsa.pub")"
+ok "RSA 2048: an RS256 token, an ssh-rsa user certificate, the login through the module"
