@@ -155,7 +155,7 @@ expect_err "$w/other.crt: the certificate of another key, not $w/other.tpm's (ru
 ok "ssh-cert refuses KEY.crt of another key: $(tail -1 "$ERR" | cut -c1-100)..."
 
 # step-ca refuses a token whose x5c holds id_tpm.crt but that another key
-# signed. The token is made here in Python (cryptography), as tpmkey makes
+# signed. The token is made here in Python (and openssl), as tpmkey makes
 # it; the same code with a key and certificate that belong together gets
 # a certificate (the refusal is the key's, not the token's form).
 openssl ecparam -name prime256v1 -genkey -noout -out "$w/soft.key" 2>/dev/null &&
@@ -166,27 +166,28 @@ openssl ecparam -name prime256v1 -genkey -noout -out "$w/soft.key" 2>/dev/null &
     cat "$w/soft.leaf" "$STEPCA_DIR/pki/int.crt" >"$w/soft.crt" ||
     fail "openssl: cannot make a software key's certificate from step-ca's intermediate"
 python_token() { # CHAIN.pem KEY.pem: POST /1.0/ssh/sign with a token KEY signs; prints the HTTP status
-    python3 - "$STEPCA_URL" "$STEPCA_ROOT" "$STEPCA_X5C" "$1" "$2" "$w/soft.key" <<'PY'
-import base64, json, os, ssl, sys, time, urllib.error, urllib.request
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-url, root, prov, chain_file, key_file, ssh_key_file = sys.argv[1:]
+    python3 - "$STEPCA_URL" "$STEPCA_ROOT" "$STEPCA_X5C" "$1" "$2" "$(ssh-keygen -y -f "$w/soft.key")" <<'PY'
+# Python's standard library only (and openssl for the signature): the
+# test must not need a Python package tools/install-deps does not install.
+import base64, json, os, re, ssl, subprocess, sys, time, urllib.error, urllib.request
+url, root, prov, chain_file, key_file, ssh_pub = sys.argv[1:]
 b64u = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-chain = x509.load_pem_x509_certificates(open(chain_file, "rb").read())
-key = serialization.load_pem_private_key(open(key_file, "rb").read(), None)
+pems = re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", open(chain_file).read(), re.S)
 now = int(time.time())
-header = {"alg": "ES256", "typ": "JWT", "x5c": [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode() for c in chain]}
+header = {"alg": "ES256", "typ": "JWT", "x5c": [base64.b64encode(ssl.PEM_cert_to_DER_cert(p)).decode() for p in pems]}
 claims = {"aud": url + "/1.0/ssh/sign#x5c/" + prov, "iss": prov, "sub": "python", "iat": now, "nbf": now,
           "exp": now + 300, "jti": os.urandom(16).hex(),
           "step": {"ssh": {"certType": "user", "keyID": "python", "principals": ["python"]}}}
 signing_input = b64u(json.dumps(header).encode()) + "." + b64u(json.dumps(claims).encode())
-r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
-token = signing_input + "." + b64u(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
-ssh_pub = serialization.load_pem_private_key(open(ssh_key_file, "rb").read(), None).public_key().public_bytes(
-    serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).split()[1].decode()
-body = json.dumps({"publicKey": ssh_pub, "ott": token, "certType": "user", "keyID": "python",
+der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key_file], input=signing_input.encode(),
+                     capture_output=True, check=True).stdout
+# ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } (short lengths for P-256) -> r || s, 32 bytes each.
+assert der[0] == 0x30 and der[2] == 0x02
+r = der[4:4 + der[3]]
+s = der[6 + der[3]:6 + der[3] + der[5 + der[3]]]
+raw = int.from_bytes(r, "big").to_bytes(32, "big") + int.from_bytes(s, "big").to_bytes(32, "big")
+token = signing_input + "." + b64u(raw)
+body = json.dumps({"publicKey": ssh_pub.split()[1], "ott": token, "certType": "user", "keyID": "python",
                    "principals": ["python"]}).encode()
 req = urllib.request.Request(url + "/1.0/ssh/sign", body, {"Content-Type": "application/json"})
 try:
