@@ -3,24 +3,56 @@
 # Go module proxy by test/e2e/tools/step-ca/build.sh) on 127.0.0.1, with a
 # PKI of its own made here by openssl in place of `step ca init`: a root
 # and an intermediate (EC P-256, the intermediate's key unencrypted, 0600),
-# its own database (bbolt, one file), and one ACME provisioner for device
-# attestation. Sources test/lib/common.sh first.
+# its own database (bbolt, one file), its SSH CA keys (user and host, EC
+# P-256), an ACME provisioner for device attestation and an X5C provisioner
+# for SSH certificates. Sources test/lib/common.sh first.
 #
 #   stepca_start BIN ATTESTATION-ROOTS.pem [NAME]
-#                           starts BIN with an ACME provisioner "tpm":
-#                           challenges [device-attest-01],
-#                           attestationFormats [tpm], attestationRoots the
-#                           PEM file's certificates. Sets STEPCA_ACME (the
-#                           provisioner's directory URL), STEPCA_ROOT (the
-#                           CA's root, which its TLS certificate chains to),
-#                           STEPCA_LOG, STEPCA_PID; stopped at exit. Its
-#                           files are in $TEST_DIR/NAME (default step-ca);
-#                           a second stepca_start stops the first.
+#                           starts BIN with
+#                           - an ACME provisioner "tpm": challenges
+#                             [device-attest-01], attestationFormats [tpm],
+#                             attestationRoots the PEM file's certificates;
+#                           - an X5C provisioner "x5c" with SSH enabled
+#                             (claims.enableSSHCA): its roots are step-ca's
+#                             own root, so a token whose x5c header holds a
+#                             certificate the ACME provisioner issued (and
+#                             step-ca's intermediate) gets SSH certificates;
+#                           - ssh.userKey and ssh.hostKey in ca.json.
+#                           Sets STEPCA_URL (https://127.0.0.1:PORT),
+#                           STEPCA_ACME (the ACME provisioner's directory
+#                           URL), STEPCA_X5C (the X5C provisioner's name),
+#                           STEPCA_ROOT (the CA's root, which its TLS
+#                           certificate chains to), STEPCA_SSH_USER_CA (a
+#                           file: step-ca's SSH user CA public key as step-ca
+#                           itself gives it, GET /1.0/ssh/roots), STEPCA_LOG,
+#                           STEPCA_PID; stopped at exit. Its files are in
+#                           $TEST_DIR/NAME (default step-ca); a second
+#                           stepca_start stops the first.
+#                           With STEPCA_RECIPE=1 the two provisioners and
+#                           the ACME provisioner's x509 template are those
+#                           docs/step-ca.md gives, as written (its blocks
+#                           marked "<!-- step-ca.md: NAME -->"; the roots
+#                           and the template's path filled in): the ACME
+#                           provisioner's certificates then have a subject,
+#                           CN = the permanent identifier. Without it their
+#                           subjectAltName is critical and holds only an
+#                           otherName, which Go's crypto/x509, hence
+#                           step-ca's own X5C provisioner, refuses to verify
+#                           ("x509: unhandled critical extension").
 #   stepca_stop
+#   stepca_sshd [LINE...]   (needs test/lib/sshd.sh sourced) a stock sshd
+#                           (sshd_start, LINEs added to its sshd_config)
+#                           whose TrustedUserCAKeys ($USER_CAS) holds only
+#                           step-ca's SSH user CA key, its authorized_keys
+#                           ($AUTH_KEYS) empty: a login works with a
+#                           certificate step-ca signed, and with nothing else
 
 STEPCA_DIR=$TEST_DIR/step-ca
 STEPCA_LOG=$STEPCA_DIR/step-ca.log
 STEPCA_PID=
+STEPCA_X5C=x5c
+STEPCA_RECIPE=${STEPCA_RECIPE:-}
+STEPCA_RECIPE_DOC=$(dirname "${BASH_SOURCE[0]}")/../../docs/step-ca.md
 
 stepca_pki() {
     local d=$STEPCA_DIR/pki
@@ -37,7 +69,12 @@ stepca_pki() {
         openssl x509 -req -in "$d/int.csr" -CA "$d/root.crt" -CAkey "$d/root.key" -CAcreateserial -days 2 \
             -extfile "$d/int.ext" -out "$d/int.crt" 2>/dev/null ||
         fail "openssl: cannot make step-ca's root and intermediate"
-    chmod 600 "$d/root.key" "$d/int.key"
+    # The SSH CA keys step-ca signs SSH certificates with (ca.json's ssh
+    # section; step-ca reads PEM private keys).
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/ssh_user_ca.key" 2>/dev/null &&
+        openssl ecparam -name prime256v1 -genkey -noout -out "$d/ssh_host_ca.key" 2>/dev/null ||
+        fail "openssl: cannot make step-ca's SSH CA keys"
+    chmod 600 "$d/root.key" "$d/int.key" "$d/ssh_user_ca.key" "$d/ssh_host_ca.key"
     STEPCA_ROOT=$d/root.crt
 }
 
@@ -49,12 +86,37 @@ stepca_start() {
     STEPCA_LOG=$STEPCA_DIR/step-ca.log
     mkdir -p -m 0700 "$STEPCA_DIR"
     stepca_pki
+    local recipe=""
+    [ "$STEPCA_RECIPE" != 1 ] || recipe=$STEPCA_RECIPE_DOC
     on_exit stepca_stop
     for try in $(seq 20); do
         port=$((20000 + RANDOM % 40000))
-        python3 - "$STEPCA_DIR" "$port" "$roots" >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
-import base64, json, sys
-d, port, roots = sys.argv[1], sys.argv[2], sys.argv[3]
+        python3 - "$STEPCA_DIR" "$port" "$roots" "$STEPCA_X5C" "$recipe" >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
+import base64, json, re, sys
+d, port, roots, x5c_name, recipe = sys.argv[1:6]
+b64 = lambda f: base64.b64encode(open(f, "rb").read()).decode()  # JSON []byte: base64
+acme = {
+    "type": "ACME", "name": "tpm",
+    "challenges": ["device-attest-01"],
+    "attestationFormats": ["tpm"],
+    "attestationRoots": b64(roots),
+}
+x5c = {"type": "X5C", "name": x5c_name, "roots": b64(d + "/pki/root.crt"), "claims": {"enableSSHCA": True}}
+if recipe:
+    doc = open(recipe).read()
+    def block(name):
+        m = re.search(r"<!-- step-ca\.md: " + name + r" -->\n```[a-z]*\n(.*?)```\n", doc, re.S)
+        if not m:
+            sys.exit(recipe + ": no block " + name)
+        return m.group(1)
+    open(d + "/acme-leaf.tpl", "w").write(block("acme-template"))
+    acme = json.loads(block("acme-provisioner"))
+    acme["attestationRoots"] = b64(roots)
+    acme["options"]["x509"]["templateFile"] = d + "/acme-leaf.tpl"
+    x5c = json.loads(block("x5c-provisioner"))
+    x5c["roots"] = b64(d + "/pki/root.crt")
+    if acme["name"] != "tpm" or x5c["name"] != x5c_name:
+        sys.exit(recipe + ": the provisioners are not named tpm and " + x5c_name)
 print(json.dumps({
     "root": d + "/pki/root.crt",
     "crt": d + "/pki/int.crt",
@@ -63,13 +125,8 @@ print(json.dumps({
     "dnsNames": ["127.0.0.1"],
     "logger": {"format": "text"},
     "db": {"type": "bbolt", "dataSource": d + "/db"},
-    "authority": {"provisioners": [{
-        "type": "ACME", "name": "tpm",
-        "challenges": ["device-attest-01"],
-        "attestationFormats": ["tpm"],
-        # JSON []byte: base64 of the PEM bundle.
-        "attestationRoots": base64.b64encode(open(roots, "rb").read()).decode(),
-    }]},
+    "ssh": {"userKey": d + "/pki/ssh_user_ca.key", "hostKey": d + "/pki/ssh_host_ca.key"},
+    "authority": {"provisioners": [acme, x5c]},
 }, indent=2))
 PY
         : >"$STEPCA_LOG"
@@ -77,7 +134,9 @@ PY
         STEPCA_PID=$!
         for i in $(seq 300); do
             if grep -q "Serving HTTPS on 127.0.0.1:$port" "$STEPCA_LOG"; then
-                STEPCA_ACME=https://127.0.0.1:$port/acme/tpm/directory
+                STEPCA_URL=https://127.0.0.1:$port
+                STEPCA_ACME=$STEPCA_URL/acme/tpm/directory
+                stepca_ssh_user_ca
                 return 0
             fi
             kill -0 "$STEPCA_PID" 2>/dev/null || break
@@ -92,9 +151,42 @@ PY
     fail "step-ca: no free port found in 20 tries"
 }
 
+# stepca_ssh_user_ca: STEPCA_SSH_USER_CA, step-ca's SSH user CA public key
+# as step-ca publishes it (GET /1.0/ssh/roots over TLS checked against its
+# root), checked against the key ca.json names.
+stepca_ssh_user_ca() {
+    STEPCA_SSH_USER_CA=$STEPCA_DIR/ssh_user_ca.pub
+    python3 - "$STEPCA_URL/1.0/ssh/roots" "$STEPCA_ROOT" >"$STEPCA_SSH_USER_CA" <<'PY' ||
+import base64, json, ssl, sys, urllib.request
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+with urllib.request.urlopen(sys.argv[1], context=ctx, timeout=10) as r:
+    keys = json.load(r)["userKey"]
+if len(keys) != 1:
+    sys.exit("step-ca has %d SSH user CA keys, not 1" % len(keys))
+# Each key: base64 of its SSH wire blob, whose first string is its type.
+blob = base64.b64decode(keys[0], validate=True)
+n = int.from_bytes(blob[:4], "big")
+print(blob[4:4 + n].decode("ascii"), keys[0], "step-ca SSH user CA")
+PY
+        { show "$STEPCA_LOG"; fail "step-ca: cannot read its SSH user CA key from /1.0/ssh/roots"; }
+    local ours
+    ours=$(ssh-keygen -y -f "$STEPCA_DIR/pki/ssh_user_ca.key") || fail "ssh-keygen cannot read step-ca's SSH user CA key"
+    [ "$(cut -d' ' -f1-2 "$STEPCA_SSH_USER_CA")" = "$(cut -d' ' -f1-2 <<<"$ours")" ] ||
+        fail "step-ca's /1.0/ssh/roots user key is not ca.json's ssh.userKey: $(cat "$STEPCA_SSH_USER_CA")"
+}
+
+stepca_sshd() {
+    declare -F sshd_start >/dev/null || fail "stepca_sshd: source test/lib/sshd.sh first"
+    [ -s "${STEPCA_SSH_USER_CA:-}" ] || fail "stepca_sshd: no step-ca started (stepca_start)"
+    sshd_start "$@"
+    cp "$STEPCA_SSH_USER_CA" "$USER_CAS"
+    [ ! -s "$AUTH_KEYS" ] || fail "stepca_sshd: authorized_keys is not empty"
+}
+
 stepca_stop() {
     [ -n "$STEPCA_PID" ] || return 0
-    kill "$STEPCA_PID" 2>/dev/null
-    wait "$STEPCA_PID" 2>/dev/null
+    # It may have exited already (a port taken): no failure under set -e.
+    kill "$STEPCA_PID" 2>/dev/null || true
+    wait "$STEPCA_PID" 2>/dev/null || true
     STEPCA_PID=
 }

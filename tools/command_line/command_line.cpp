@@ -41,9 +41,15 @@ Parsed parse_args(const Program& program, const CommandSpec& spec, const std::ve
         } else if (!options_done && contains(spec.value_options, a)) {
             if (i + 1 >= args.size())
                 throw UsageError(cmd + ": " + a + " needs a value", spec.usage);
-            if (p.values.count(a))
+            // "[--principal NAME]..." in the usage line: it may repeat.
+            const std::string usage = spec.usage;
+            const std::size_t shown = usage.find("[" + a + " ");
+            const std::size_t closed = shown == std::string::npos ? shown : usage.find(']', shown);
+            const bool repeats = closed != std::string::npos && usage.compare(closed, 4, "]...") == 0;
+            if (p.values.count(a) && !repeats)
                 throw UsageError(cmd + ": " + a + " given twice", spec.usage);
             p.values[a] = args[++i];
+            p.every_value.emplace_back(a, args[i]);
         } else if (!options_done && contains(spec.flag_options, a)) {
             p.flags.push_back(a);
         } else if (!options_done && a.size() > 1 && a[0] == '-') {

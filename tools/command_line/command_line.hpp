@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tpmkey::cli {
@@ -41,7 +42,10 @@ struct CommandSpec {
 
 struct Parsed {
     bool help = false;
-    std::map<std::string, std::string> values;
+    std::map<std::string, std::string> values;  // an option given more than once: its last value
+    // Every value option as given, in order: an option the usage line
+    // shows as "[OPTION VALUE]..." may be given more than once.
+    std::vector<std::pair<std::string, std::string>> every_value;
     std::vector<std::string> flags;
     std::vector<std::string> positional;
 
@@ -51,6 +55,13 @@ struct Parsed {
         return it == values.end() ? std::string() : it->second;
     }
     bool has_value(const std::string& option) const { return values.count(option) != 0; }
+    std::vector<std::string> values_of(const std::string& option) const {
+        std::vector<std::string> out;
+        for (const auto& [name, value] : every_value)
+            if (name == option)
+                out.push_back(value);
+        return out;
+    }
 };
 
 struct Command {

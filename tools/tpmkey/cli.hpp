@@ -32,6 +32,7 @@ extern const Command forget_tpm_command, trust_tpm_command;           // forget_
 extern const Command attest_enroll_command, attest_activate_command;  // attest_enroll.cpp
 extern const Command attest_key_command;                              // attest_key.cpp
 extern const Command enroll_command;                                  // enroll.cpp
+extern const Command ssh_cert_command;                                // ssh_cert.cpp
 
 // tpmkey info's lines about the key's policy; with a TPM, whether its PCRs
 // match now (policy.cpp), which it returns too (nullopt: no PCRs, no TPM,

@@ -3,7 +3,7 @@
 // This file: the command table, the one list of the commands ('tpmkey
 // --help' is made from it; ../command_line parses it); the commands are in
 // key_commands.cpp, doctor.cpp, ssh_config.cpp, policy.cpp, setup.cpp, bench.cpp, forget_tpm.cpp, attest_enroll.cpp,
-// attest_key.cpp and enroll.cpp.
+// attest_key.cpp, enroll.cpp and ssh_cert.cpp.
 
 #include "cli.hpp"
 #include "core/files/config.hpp"
@@ -19,10 +19,10 @@ using namespace tpmkey;
 using namespace tpmkey::cli;
 
 constexpr const Command* commands[] = {
-    &list_command,          &pubkey_command,          &info_command,       &passwd_command,
-    &drop_comment_command,  &doctor_command,          &ssh_config_command, &policy_command,
-    &setup_command,         &bench_command,           &forget_tpm_command, &trust_tpm_command,
-    &attest_enroll_command, &attest_activate_command, &attest_key_command, &enroll_command,
+    &list_command,       &pubkey_command,     &info_command,          &passwd_command,          &drop_comment_command,
+    &doctor_command,     &ssh_config_command, &policy_command,        &setup_command,           &bench_command,
+    &forget_tpm_command, &trust_tpm_command,  &attest_enroll_command, &attest_activate_command, &attest_key_command,
+    &enroll_command,     &ssh_cert_command,
 };
 
 constexpr Program tpmkey_program{"tpmkey", commands, version};

@@ -46,7 +46,7 @@ $p11_file
 LIST
 # The user documentation, which tpmkey-pkcs11(8) points at.
 for doc in README.md LICENSE quick-start.md configuration.md troubleshooting.md ssh-agent-and-more.md ci.md \
-    pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg unattended-keys.md; do
+    pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg unattended-keys.md step-ca.md; do
     echo "$TPMKEY_DOCDIR/$doc" >>"$TEST_DIR/expected"
 done
 # The TPM makers' EK roots (tools/ek-roots), trusted by default, and their

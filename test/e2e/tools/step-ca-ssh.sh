@@ -1,0 +1,239 @@
+#!/bin/bash
+# step-ca-ssh.sh: an SSH user certificate for a TPM key from an unmodified
+# step-ca (test/e2e/tools/step-ca/version) and a login with it through the
+# module (docs/step-ca.md). tpmkey enroll gets KEY.crt from step-ca's ACME
+# provisioner (device-attest-01, tpmkey-ca's root as attestation root);
+# tpmkey ssh-cert sends step-ca's X5C provisioner a token with KEY.crt in
+# its x5c header, signed inside the TPM by KEY, and writes the
+# certificate step-ca signs as KEY-cert.pub. The judges: ssh-keygen -L,
+# a stock sshd whose TrustedUserCAKeys is step-ca's SSH user CA key (as
+# step-ca publishes it) with an empty authorized_keys, and step-ca's log.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
+: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca is built}"
+tools=$(dirname "$(readlink -f "$0")")
+# shellcheck source=../../lib/sshd.sh
+. "$tools/../../lib/sshd.sh"
+# shellcheck source=../../lib/stepca.sh
+. "$tools/../../lib/stepca.sh"
+[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
+w=$TEST_DIR/work
+ca=$TEST_DIR/ca
+mkdir -m 0700 "$w"
+
+step_ca=$(bash "$tools/step-ca/build.sh" "$TPMKEY_TEST_GO") ||
+    fail "cannot build step-ca $(cat "$tools/step-ca/version"): it needs Go and the Go module proxy"
+ok "step-ca: $("$step_ca" version 2>&1 | head -1)"
+
+# tpmkey-ca with no TPM reachable.
+tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
+
+# tpmkey-ca enrols this TPM's RSA AK; step-ca's ACME provisioner trusts
+# tpmkey-ca's root, its X5C provisioner step-ca's own root.
+must tpmkey_ca init --ca "$ca" --name "test attestation CA"
+must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/laptop.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/laptop.chal" "$w/laptop.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/laptop.proof"
+stepca_start "$step_ca" "$ca/ca.crt"
+ok "step-ca at $STEPCA_URL: ACME provisioner for device-attest-01, X5C provisioner '$STEPCA_X5C' with SSH"
+
+pin='ssh-cert pin'
+(umask 077 && printf '%s\n' "$pin" >"$w/pin")
+keygen "$w/id_tpm.tpm" ecdsa 256 "$pin"
+ssh_cert() { # KEY [OPTIONS]: tpmkey ssh-cert for SSH_USER and alice
+    local key=$1
+    shift
+    run "$TPMKEY_TOOL" ssh-cert --step-ca "$STEPCA_URL" --ca-root "$STEPCA_ROOT" --provisioner "$STEPCA_X5C" \
+        --principal "$SSH_USER" --principal alice --pin-file "${PIN_FILE:-$w/pin}" "$@" "$key"
+}
+
+# 1. No KEY.crt yet: the message says to run tpmkey enroll, and that works.
+ssh_cert "$w/id_tpm.tpm"
+no_crt=$(head -1 "$ERR")
+expect_rc 1 "ssh-cert without KEY.crt"
+expect_err "$w/id_tpm.crt: no such file: $w/id_tpm.tpm has no certificate from step-ca yet (run 'tpmkey enroll --acme DIRECTORY-URL --ca-root ROOT.crt --ak-cert AK.crt $w/id_tpm.tpm' first)" \
+    "ssh-cert without KEY.crt"
+[ ! -e "$w/id_tpm-cert.pub" ] || fail "ssh-cert without KEY.crt wrote a certificate"
+enroll() { # [NAME]: tpmkey enroll of $w/NAME.tpm (default id_tpm)
+    local name=${1:-id_tpm}
+    must "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+        --pin-file "$w/pin" "$w/$name.tpm"
+    [ -s "$w/$name.crt" ] || fail "tpmkey enroll wrote no $w/$name.crt"
+}
+enroll
+ok "without KEY.crt: '${no_crt:0:100}...'; tpmkey enroll as it says wrote id_tpm.crt"
+
+# 1b. With step-ca's default ACME template the certificate's subject is
+# empty and its subjectAltName, critical, holds only the permanent
+# identifier: step-ca's own X5C provisioner (Go's crypto/x509) cannot verify
+# it. ssh-cert says so and what the operator does (docs/step-ca.md); done.
+openssl x509 -in "$w/id_tpm.crt" -noout -text >"$w/leaf.txt"
+grep -q "Subject: *$" "$w/leaf.txt" && grep -q "X509v3 Subject Alternative Name: critical" "$w/leaf.txt" ||
+    { show "$w/leaf.txt"; fail "step-ca's default ACME certificate: expected an empty subject and a critical subjectAltName"; }
+ssh_cert "$w/id_tpm.tpm"
+expect_rc 1 "ssh-cert with step-ca's default ACME certificate"
+expect_err "$w/id_tpm.crt: its subject is empty and its critical subjectAltName holds only the permanent identifier, which step-ca's X5C provisioner cannot verify (Go: \"x509: unhandled critical extension\"); the CA's operator gives step-ca's ACME provisioner the x509 template of docs/step-ca.md, then run 'tpmkey enroll' for $w/id_tpm.tpm again" \
+    "ssh-cert with step-ca's default ACME certificate"
+[ ! -e "$w/id_tpm-cert.pub" ] || fail "ssh-cert wrote a certificate"
+STEPCA_RECIPE=1
+stepca_start "$step_ca" "$ca/ca.crt" step-ca-cn
+enroll
+openssl x509 -in "$w/id_tpm.crt" -noout -text >"$w/leaf.txt"
+grep -Eq 'Subject: CN *= *"?urn:ek:sha256:' "$w/leaf.txt" && ! grep -q "Subject Alternative Name: critical" "$w/leaf.txt" ||
+    { show "$w/leaf.txt"; fail "the template's certificate: expected CN = the permanent identifier, a non-critical subjectAltName"; }
+ok "step-ca's default ACME certificate is refused with what to do; with the template of docs/step-ca.md and tpmkey enroll again: $(sed -n 's/^ *Subject: //p' "$w/leaf.txt")"
+
+# 2. The certificate.
+ssh_cert "$w/id_tpm.tpm"
+[ "$rc" = 0 ] || { show "$OUT" "$ERR" "$STEPCA_LOG"; fail "tpmkey ssh-cert: exit $rc"; }
+cert=$w/id_tpm-cert.pub
+[ -s "$cert" ] || fail "no $cert"
+[ "$(stat -c %a "$cert")" = 644 ] || fail "$cert: mode $(stat -c %a "$cert"), expected 644"
+ssh-keygen -L -f "$cert" >"$w/cert.txt" || { show "$cert"; fail "ssh-keygen -L cannot read $cert"; }
+cert_field() { sed -n "s/^ *$1: *//p" "$w/cert.txt" | head -1; }
+expect_in "$(cert_field Type)" "^ecdsa-sha2-nistp256-cert-v01@openssh.com user certificate$" "the certificate's type"
+expect_eq "$(cert_field 'Public key' | awk '{print $2}')" "$(fingerprint "$w/id_tpm.pub")" "the certified key"
+expect_eq "$(cert_field 'Signing CA' | awk '{print $2}')" "$(fingerprint "$STEPCA_SSH_USER_CA")" "the signing CA"
+expect_eq "$(sed -n '/^ *Principals:/,/^ *Critical Options:/p' "$w/cert.txt" | sed '1d;$d' | xargs)" "$SSH_USER alice" \
+    "the principals"
+valid=$(cert_field Valid)
+expect_in "$valid" "^from [0-9T:-]+ to [0-9T:-]+$" "the validity"
+serial=$(cert_field Serial)
+key_id=$(cert_field 'Key ID')
+key_id=${key_id#\"}
+key_id=${key_id%\"}
+expect_out "Wrote $cert: an SSH user certificate from step-ca, serial $serial, key ID \"$key_id\", principals $SSH_USER,alice" \
+    "tpmkey ssh-cert's output"
+ok "ssh-keygen -L: user certificate of id_tpm's key by step-ca's SSH user CA, key ID $key_id, principals $SSH_USER alice, valid $valid"
+
+# 3. A stock sshd trusting step-ca's SSH user CA, authorized_keys empty: the
+# login through the module with the certificate works, without it not.
+stepca_sshd
+export TPMKEY_KEYS=$w/id_tpm.tpm
+askpass_pin "$pin"
+login_fails "the TPM key without its certificate" -o "PKCS11Provider=$TPMKEY_MODULE"
+sshd_log_mark
+login_ok "the TPM key with its certificate" -o "PKCS11Provider=$TPMKEY_MODULE" -o "CertificateFile=$cert"
+ca_fp=$(fingerprint "$STEPCA_SSH_USER_CA")
+expect_accepted "the certificate login" "ECDSA-CERT $(fingerprint "$w/id_tpm.pub") ID $key_id (serial $serial) CA ECDSA $ca_fp"
+ok "sshd (TrustedUserCAKeys: step-ca's key, empty authorized_keys) accepted the login: $(sshd_log_since | grep '^Accepted publickey' | cut -c1-160)"
+
+# 4. Renewal: the same command again writes a new certificate (a new
+# serial) in place, and the login works with it.
+# Its TPM commands counted (the docs' figure), and its time.
+inode=$(stat -c %i "$cert")
+pcap_start renewal
+start=$(date +%s%N)
+ssh_cert "$w/id_tpm.tpm"
+took_ms=$((($(date +%s%N) - start) / 1000000))
+pcap_stop
+[ "$rc" = 0 ] || { show "$OUT" "$ERR" "$STEPCA_LOG"; fail "tpmkey ssh-cert (renewal): exit $rc"; }
+commands=$(pcap_count renewal)
+[ "$commands" -gt 0 ] || fail "no TPM command captured for ssh-cert"
+ok "tpmkey ssh-cert: $commands TPM commands ($(pcap_commands renewal)), $took_ms ms"
+ssh-keygen -L -f "$cert" >"$w/cert.txt" || fail "ssh-keygen -L cannot read the renewed $cert"
+serial2=$(cert_field Serial)
+[ "$serial2" != "$serial" ] || fail "the renewed certificate has the old serial $serial"
+[ "$(stat -c %i "$cert")" != "$inode" ] || fail "the renewal rewrote $cert in place, not by a rename"
+sshd_log_mark
+login_ok "the renewed certificate" -o "PKCS11Provider=$TPMKEY_MODULE" -o "CertificateFile=$cert"
+expect_accepted "the renewed certificate's login" "ID $key_id (serial $serial2) CA ECDSA $ca_fp"
+ok "renewal: a new certificate (serial $serial -> $serial2) replaced the old one; the login works with it"
+
+# 5. Refusals.
+# tpmkey ssh-cert with another key's certificate (KEY.crt of id_tpm beside
+# other.tpm): refused before anything is signed or sent.
+keygen "$w/other.tpm" ecdsa 256
+cp "$w/id_tpm.crt" "$w/other.crt"
+ssh_cert "$w/other.tpm"
+expect_rc 1 "ssh-cert with another key's certificate"
+expect_err "$w/other.crt: the certificate of another key, not $w/other.tpm's (run 'tpmkey enroll' for $w/other.tpm again)" \
+    "ssh-cert with another key's certificate"
+[ ! -e "$w/other-cert.pub" ] || fail "ssh-cert with another key's certificate wrote one"
+ok "ssh-cert refuses KEY.crt of another key: $(tail -1 "$ERR" | cut -c1-100)..."
+
+# step-ca refuses a token whose x5c holds id_tpm.crt but that another key
+# signed. The token is made here in Python (and openssl), as tpmkey makes
+# it; the same code with a key and certificate that belong together gets
+# a certificate (the refusal is the key's, not the token's form).
+openssl ecparam -name prime256v1 -genkey -noout -out "$w/soft.key" 2>/dev/null &&
+    printf '%s\n' "keyUsage=critical,digitalSignature" "extendedKeyUsage=clientAuth" >"$w/leaf.ext" &&
+    openssl req -new -key "$w/soft.key" -subj "/CN=software" 2>/dev/null |
+    openssl x509 -req -CA "$STEPCA_DIR/pki/int.crt" -CAkey "$STEPCA_DIR/pki/int.key" -days 1 \
+        -extfile "$w/leaf.ext" -out "$w/soft.leaf" 2>/dev/null &&
+    cat "$w/soft.leaf" "$STEPCA_DIR/pki/int.crt" >"$w/soft.crt" ||
+    fail "openssl: cannot make a software key's certificate from step-ca's intermediate"
+python_token() { # CHAIN.pem KEY.pem: POST /1.0/ssh/sign with a token KEY signs; prints the HTTP status
+    python3 - "$STEPCA_URL" "$STEPCA_ROOT" "$STEPCA_X5C" "$1" "$2" "$(ssh-keygen -y -f "$w/soft.key")" <<'PY'
+# Python's standard library only (and openssl for the signature): the
+# test must not need a Python package tools/install-deps does not install.
+import base64, json, os, re, ssl, subprocess, sys, time, urllib.error, urllib.request
+url, root, prov, chain_file, key_file, ssh_pub = sys.argv[1:]
+b64u = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+pems = re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", open(chain_file).read(), re.S)
+now = int(time.time())
+header = {"alg": "ES256", "typ": "JWT", "x5c": [base64.b64encode(ssl.PEM_cert_to_DER_cert(p)).decode() for p in pems]}
+claims = {"aud": url + "/1.0/ssh/sign#x5c/" + prov, "iss": prov, "sub": "python", "iat": now, "nbf": now,
+          "exp": now + 300, "jti": os.urandom(16).hex(),
+          "step": {"ssh": {"certType": "user", "keyID": "python", "principals": ["python"]}}}
+signing_input = b64u(json.dumps(header).encode()) + "." + b64u(json.dumps(claims).encode())
+der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key_file], input=signing_input.encode(),
+                     capture_output=True, check=True).stdout
+# ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } (short lengths for P-256) -> r || s, 32 bytes each.
+assert der[0] == 0x30 and der[2] == 0x02
+r = der[4:4 + der[3]]
+s = der[6 + der[3]:6 + der[3] + der[5 + der[3]]]
+raw = int.from_bytes(r, "big").to_bytes(32, "big") + int.from_bytes(s, "big").to_bytes(32, "big")
+token = signing_input + "." + b64u(raw)
+body = json.dumps({"publicKey": ssh_pub.split()[1], "ott": token, "certType": "user", "keyID": "python",
+                   "principals": ["python"]}).encode()
+req = urllib.request.Request(url + "/1.0/ssh/sign", body, {"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=root), timeout=10) as a:
+        print(a.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+PY
+}
+status=$(python_token "$w/soft.crt" "$w/soft.key") || fail "python: the control token"
+[ "$status" = 201 ] || { show "$STEPCA_LOG"; fail "step-ca refused the control token (HTTP $status)"; }
+: >"$STEPCA_LOG.mark"
+lines=$(wc -l <"$STEPCA_LOG")
+status=$(python_token "$w/id_tpm.crt" "$w/soft.key") || fail "python: the token of another key"
+[ "$status" = 401 ] || { show "$STEPCA_LOG"; fail "step-ca answered HTTP $status to a token id_tpm's certificate did not sign"; }
+why=$(tail -n "+$((lines + 1))" "$STEPCA_LOG" | grep -o 'error="[^"]*x5c.authorizeToken[^"]*"' || true)
+expect_in "$why" "x5c.authorizeToken; error parsing x5c claims: .*(crypto|verif|signature)" "step-ca's log"
+ok "step-ca refuses a token with id_tpm.crt in x5c signed by another key (HTTP 401; its log: $why); the same token signed by its certificate's key got a certificate"
+
+# 6. A wrong PIN: the TPM refuses to sign the token, nothing is sent to
+# step-ca, the certificate is kept.
+(umask 077 && echo "not the pin" >"$w/wrong-pin")
+cp "$cert" "$w/cert.before"
+requests=$(grep -c 'path=/1.0/ssh/sign' "$STEPCA_LOG")
+PIN_FILE=$w/wrong-pin ssh_cert "$w/id_tpm.tpm"
+expect_rc 1 "ssh-cert with a wrong PIN"
+expect_err "$w/id_tpm.tpm: wrong PIN" "ssh-cert with a wrong PIN"
+cmp -s "$cert" "$w/cert.before" || fail "ssh-cert with a wrong PIN changed $cert"
+[ "$(grep -c 'path=/1.0/ssh/sign' "$STEPCA_LOG")" = "$requests" ] || fail "ssh-cert with a wrong PIN sent a request"
+ok "a wrong PIN: $(tail -1 "$ERR" | cut -c1-90)...; nothing sent, the certificate kept"
+
+# 7. An RSA 2048 key: an RS256 token, an ssh-rsa certificate, the login.
+keygen "$w/id_rsa.tpm" rsa 2048 "$pin"
+enroll id_rsa
+ssh_cert "$w/id_rsa.tpm"
+[ "$rc" = 0 ] || { show "$OUT" "$ERR" "$STEPCA_LOG"; fail "tpmkey ssh-cert (RSA): exit $rc"; }
+ssh-keygen -L -f "$w/id_rsa-cert.pub" >"$w/cert.txt" || fail "ssh-keygen -L cannot read id_rsa-cert.pub"
+expect_in "$(cert_field Type)" "^ssh-rsa-cert-v01@openssh.com user certificate$" "the RSA key's certificate"
+expect_eq "$(cert_field 'Public key' | awk '{print $2}')" "$(fingerprint "$w/id_rsa.pub")" "the RSA key's certificate"
+# The token's header, from step-ca's log of the request.
+alg=$(grep -o 'ott=[^ ]*' "$STEPCA_LOG" | tail -1 | python3 -c 'import base64, json, sys
+h = sys.stdin.read().strip()[4:].split(".")[0]
+print(json.loads(base64.urlsafe_b64decode(h + "=" * (-len(h) % 4)))["alg"])')
+expect_eq "$alg" RS256 "the RSA key's token"
+export TPMKEY_KEYS=$w/id_rsa.tpm
+sshd_log_mark
+login_ok "the RSA key with its certificate" -o "PKCS11Provider=$TPMKEY_MODULE" -o "CertificateFile=$w/id_rsa-cert.pub"
+expect_accepted "the RSA certificate login" "RSA-CERT $(fingerprint "$w/id_rsa.pub")"
+ok "RSA 2048: an RS256 token, an ssh-rsa user certificate, the login through the module"
