@@ -34,9 +34,9 @@ ok "step-ca built unmodified from the Go module proxy: $version"
 # The network code is the CLI's alone: the module (loaded by ssh for every
 # connection) and tpmkey-ca do not link libcurl.
 for bin in "$TPMKEY_MODULE" "$TPMKEY_CA"; do
-    ! ldd "$bin" | grep -q libcurl || fail "$bin links libcurl"
+    ! grep -q libcurl <<<"$(ldd "$bin")" || fail "$bin links libcurl"
 done
-ldd "$TPMKEY_TOOL" | grep -q libcurl || fail "$TPMKEY_TOOL does not link libcurl (is tpmkey enroll built?)"
+grep -q libcurl <<<"$(ldd "$TPMKEY_TOOL")" || fail "$TPMKEY_TOOL does not link libcurl (is tpmkey enroll built?)"
 ok "libcurl is linked into the tpmkey CLI only, not into the module or tpmkey-ca"
 
 tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
