@@ -61,3 +61,46 @@ TEST_CASE("acme: a problem document in words: type, detail, subproblems, and any
     CHECK(long_text.size() == 203);
     CHECK(problem_text(R"({"type":"t\u001b","detail":"d"})") == "t?: d");
 }
+
+namespace {
+
+std::string nested(std::size_t levels, const char* open = "[", const char* close = "]") {
+    std::string out;
+    for (std::size_t i = 0; i < levels; ++i)
+        out += open;
+    out += "1";
+    for (std::size_t i = 0; i < levels; ++i)
+        out += close;
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("acme: a server's JSON nested deeper than 32 levels is refused while parsing, however deep", "[acme]") {
+    CHECK(parse_answer(nested(32), "https://ca/x").is_array());
+    CHECK(parse_answer(nested(31, R"({"a":)", "}"), "https://ca/x").is_object());
+    CHECK_THROWS_WITH(parse_answer(nested(33), "https://ca/x"),
+                      "https://ca/x: the answer is JSON nested deeper than 32 levels; refused");
+    CHECK_THROWS_WITH(parse_answer(nested(33, R"({"a":)", "}"), "https://ca/x"),
+                      "https://ca/x: the answer is JSON nested deeper than 32 levels; refused");
+    // What a hostile server can send under the 1 MiB limit: 100000 levels
+    // (copied or dumped by recursion, it would exhaust the stack).
+    const std::string deep = R"({"challenges":[{"type":"device-attest-01","x":)" + nested(100000) + "}]}";
+    CHECK_THROWS_WITH(parse_answer(deep, "https://ca/authz"),
+                      "https://ca/authz: the answer is JSON nested deeper than 32 levels; refused");
+    CHECK(problem_text(deep) == "an answer of JSON nested deeper than 32 levels");
+    CHECK(problem_text(R"({"type":"t","detail":)" + nested(100000) + "}") ==
+          "an answer of JSON nested deeper than 32 levels");
+    CHECK(parse_answer("not json", "https://ca/x").is_discarded());
+}
+
+TEST_CASE("acme: a nonce is base64url of 1 to 256 characters", "[acme]") {
+    CHECK(is_nonce("abcXYZ019-_"));
+    CHECK(is_nonce(std::string(256, 'a')));
+    CHECK_FALSE(is_nonce(""));
+    CHECK_FALSE(is_nonce(std::string(257, 'a')));
+    CHECK_FALSE(is_nonce("abc="));
+    CHECK_FALSE(is_nonce("a\"b"));
+    CHECK_FALSE(is_nonce("a b"));
+    CHECK_FALSE(is_nonce("a\xff"));
+}

@@ -3,11 +3,18 @@
 // The TLS checks against a real server are in the step-ca test
 // (test/e2e/tools/step-ca-enroll.sh: the wrong root is refused).
 #include "http_client.hpp"
+#include "acme_client.hpp"
 #include "core/base/error.hpp"
+#include "core/base/owned.hpp"
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
 #include <fstream>
 #include <string>
 
@@ -57,4 +64,40 @@ TEST_CASE("http: only https URLs; a failure names the URL and curl's reason", "[
     // Port 1 on loopback: nothing listens there.
     CHECK_THROWS_WITH(http.get("https://127.0.0.1:1/directory"),
                       Contains("https://127.0.0.1:1/directory: ") && Contains("onnect"));
+}
+
+TEST_CASE("http: the ACME client's one deadline bounds a server that never answers", "[http][acme]") {
+    TempDir dir;
+    write(dir.path / "root.crt", root_pem);
+    HttpClient http(dir.path / "root.crt");
+    // A socket that listens and never accepts: the kernel completes the
+    // TCP handshake, then the TLS handshake waits for ever.
+    const UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    REQUIRE(listener);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof addr;
+    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), size) == 0);
+    REQUIRE(::listen(listener.get(), 4) == 0);
+    REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &size) == 0);
+    const std::string url = "https://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/directory";
+    AcmeClient acme(http, url, "the CA", std::chrono::milliseconds{1500});
+    DeviceAttestOrder order;
+    order.identifier = "urn:ek:sha256:x";
+    order.attest = [](const std::string&) -> Bytes {
+        FAIL("attested");
+        return {};
+    };
+    order.csr = []() -> Bytes {
+        FAIL("made a CSR");
+        return {};
+    };
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(acme.device_attest(order),
+                      "the CA did not finish the enrolment within 2 s; stopped (nothing was written: try again later, "
+                      "or ask the CA's operator)");
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(took >= std::chrono::milliseconds{1400});
+    CHECK(took < std::chrono::seconds{5});
 }

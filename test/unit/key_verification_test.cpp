@@ -398,6 +398,20 @@ TEST_CASE("verify: an RSA AK's attestation (RS256) verifies; its refusals", "[ve
     refused_by(j, "certify-signature", "the AK's signature over certInfo does not verify");
 }
 
+TEST_CASE("verify: an AK certificate's key of another size is refused, though it signed", "[verify]") {
+    Forge f;  // RSA 3072: a valid RS256 signature, but no AK of a TPM
+    f.ak_key = EvpPkey(EVP_RSA_gen(3072));
+    f.alg = cose_rs256;
+    refused_by(f, "certify-signature", "the AK certificate's key is RSA-3072, not RSA-2048 (an AK's)");
+    Forge g;  // RSA 1024
+    g.ak_key = EvpPkey(EVP_RSA_gen(1024));
+    g.alg = cose_rs256;
+    refused_by(g, "certify-signature", "the AK certificate's key is RSA-1024, not RSA-2048 (an AK's)");
+    Forge h;  // ECDSA P-384 with SHA-256: a valid ES256-shaped signature
+    h.ak_key = EvpPkey(EVP_EC_gen("P-384"));
+    refused_by(h, "certify-signature", "the AK certificate's key is not on curve P-256 (an AK's)");
+}
+
 TEST_CASE("verify: a PCR-bound key's policy is recomputed and explained", "[verify]") {
     Forge f;
     const PolicyCommand pcr = policy_pcr({TPM2_ALG_SHA256, {7}}, Bytes(32, 0x07));

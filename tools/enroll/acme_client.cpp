@@ -41,8 +41,27 @@ std::string string_member(const nlohmann::json& object, const char* name) {
     return {};
 }
 
+// `body` as JSON, discarded when it is not JSON; `too_deep` when it nests
+// deeper than max_json_depth. The callback refuses (discards) every value
+// from that depth on, so the parser never builds a deep value.
+nlohmann::json parse_bounded(const std::string& body, bool& too_deep) {
+    too_deep = false;
+    const nlohmann::json::parser_callback_t bounded = [&too_deep](int depth, nlohmann::json::parse_event_t,
+                                                                  nlohmann::json&) {
+        if (depth > max_json_depth)
+            too_deep = true;
+        return !too_deep;
+    };
+    nlohmann::json parsed = nlohmann::json::parse(body, bounded, /*allow_exceptions=*/false);
+    if (too_deep)
+        return nlohmann::json(nlohmann::json::value_t::discarded);
+    return parsed;
+}
+
+// As parse_answer, a too deep answer discarded: for problem documents.
 nlohmann::json parse_json(const std::string& body) {
-    return nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    bool too_deep = false;
+    return parse_bounded(body, too_deep);
 }
 
 std::chrono::seconds retry_after(const HttpResponse& response) {
@@ -58,8 +77,26 @@ using EcdsaSig = Owned<ECDSA_SIG, ECDSA_SIG_free>;
 
 }  // namespace
 
+nlohmann::json parse_answer(const std::string& body, const std::string& source) {
+    bool too_deep = false;
+    nlohmann::json parsed = parse_bounded(body, too_deep);
+    if (too_deep)
+        throw Error(printable(source) + ": the answer is JSON nested deeper than " + std::to_string(max_json_depth) +
+                    " levels; refused");
+    return parsed;
+}
+
+bool is_nonce(std::string_view text) {
+    return !text.empty() && text.size() <= 256 && std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+    });
+}
+
 std::string problem_text(const std::string& body) {
-    const nlohmann::json problem = parse_json(body);
+    bool too_deep = false;
+    const nlohmann::json problem = parse_bounded(body, too_deep);
+    if (too_deep)
+        return "an answer of JSON nested deeper than " + std::to_string(max_json_depth) + " levels";
     const std::string type = string_member(problem, "type");
     if (type.empty())
         return body.empty() ? "no explanation given" : printable(body, 200);
@@ -136,14 +173,59 @@ Bytes certificate_request(const PublicKey& key, const JwsSigner& signer) {
     return to_der(i2d_X509_REQ, req.get());
 }
 
-AcmeClient::AcmeClient(HttpClient& http, std::string directory_url, std::string server)
-    : http_(http), directory_url_(std::move(directory_url)), server_(std::move(server)) {}
+AcmeClient::AcmeClient(HttpClient& http, std::string directory_url, std::string server,
+                       std::chrono::milliseconds time_limit)
+    : http_(http), directory_url_(std::move(directory_url)), server_(std::move(server)), time_limit_(time_limit) {
+    // scheme://host[:port] of the directory: where every later URL must be.
+    const std::size_t authority = directory_url_.find("://");
+    const std::size_t path =
+        authority == std::string::npos ? std::string::npos : directory_url_.find('/', authority + 3);
+    origin_ = directory_url_.substr(0, path);
+}
 
-std::string AcmeClient::url_in(const nlohmann::json& object, const char* member, const std::string& what) {
-    const std::string url = string_member(object, member);
-    if (url.rfind("https://", 0) != 0)
-        throw Error(what + ": no https URL \"" + member + "\" in the answer");
+const std::string& AcmeClient::checked_url(const std::string& url, const std::string& what) const {
+    if (url.empty() || url.size() > 2048 ||
+        !std::all_of(url.begin(), url.end(), [](char c) { return c >= 0x21 && c <= 0x7e; }))
+        throw Error(server_ + ": " + what + " \"" + printable(url, 200) +
+                    "\" is not a URL of printable ASCII; refused");
+    if (url.rfind(origin_ + "/", 0) != 0)
+        throw Error(server_ + ": " + what + " " + url + " is not at " + origin_ +
+                    "/ (the directory's server); refused");
     return url;
+}
+
+std::string AcmeClient::url_in(const nlohmann::json& object, const char* member, const std::string& what) const {
+    const std::string url = string_member(object, member);
+    if (url.empty())
+        throw Error(what + ": no URL \"" + member + "\" in the answer");
+    return checked_url(url, what + "'s " + member);
+}
+
+std::chrono::milliseconds AcmeClient::time_left() const {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+        time_over();
+    return left;
+}
+
+void AcmeClient::time_over() const {
+    const auto limit = std::chrono::duration_cast<std::chrono::seconds>(time_limit_ + std::chrono::milliseconds{999});
+    throw Error(server_ + " did not finish the enrolment within " + std::to_string(limit.count()) +
+                " s; stopped (nothing was written: try again later, or ask the CA's operator)");
+}
+
+HttpResponse AcmeClient::send(const std::string& url, const std::string* jws) {
+    const std::chrono::milliseconds left = time_left();
+    ++requests_;
+    try {
+        return jws ? http_.post(url, jose_json, *jws, left) : http_.get(url, left);
+    } catch (const Error&) {
+        // curl's timeout was the deadline's (curl may stop a little early).
+        if (deadline_ - std::chrono::steady_clock::now() < std::chrono::milliseconds{250})
+            time_over();
+        throw;
+    }
 }
 
 void AcmeClient::refused(const std::string& what, const HttpResponse& response) const {
@@ -154,11 +236,10 @@ void AcmeClient::refused(const std::string& what, const HttpResponse& response) 
 }
 
 void AcmeClient::read_directory() {
-    ++requests_;
-    const HttpResponse r = http_.get(directory_url_);
+    const HttpResponse r = send(directory_url_, nullptr);
     if (r.status != 200)
         refused("the directory " + directory_url_, r);
-    directory_ = parse_json(r.body);
+    directory_ = parse_answer(r.body, directory_url_);
     if (!directory_.is_object())
         throw Error(directory_url_ + ": not an ACME directory (no JSON object)");
     for (const char* member : {"newNonce", "newAccount", "newOrder"})
@@ -166,11 +247,13 @@ void AcmeClient::read_directory() {
 }
 
 std::string AcmeClient::fresh_nonce() {
-    ++requests_;
-    const HttpResponse r = http_.get(url_in(directory_, "newNonce", "the directory"));
-    const auto it = r.headers.find("replay-nonce");
-    if ((r.status != 200 && r.status != 204) || it == r.headers.end() || it->second.empty())
+    const std::string url = url_in(directory_, "newNonce", "the directory");
+    const HttpResponse r = send(url, nullptr);
+    if (r.status != 200 && r.status != 204)
         refused("a nonce", r);
+    const auto it = r.headers.find("replay-nonce");
+    if (it == r.headers.end() || !is_nonce(it->second))
+        throw Error(server_ + ": " + url + " gave no usable nonce (Replay-Nonce: base64url, 1 to 256 characters)");
     return it->second;
 }
 
@@ -184,12 +267,13 @@ AcmeClient::Answer AcmeClient::post(const std::string& url, const std::string& p
         else
             header["kid"] = kid_;
         nonce_.clear();  // a nonce is good for one request
-        ++requests_;
-        Answer a{http_.post(url, jose_json, jws_flattened(account_, header, payload)), nullptr};
+        const std::string jws = jws_flattened(account_, header, payload);
+        Answer a{send(url, &jws), nullptr};
+        // RFC 8555 6.5.1: a Replay-Nonce that is not base64url is as none.
         const auto nonce = a.response.headers.find("replay-nonce");
-        if (nonce != a.response.headers.end())
+        if (nonce != a.response.headers.end() && is_nonce(nonce->second))
             nonce_ = nonce->second;
-        a.json = parse_json(a.response.body);
+        a.json = parse_answer(a.response.body, url);
         if (a.response.status >= 200 && a.response.status < 300)
             return a;
         // RFC 8555 6.5: a client may retry a request refused for its nonce
@@ -211,15 +295,16 @@ nlohmann::json AcmeClient::poll(const std::string& url, nlohmann::json object,
         if (std::chrono::steady_clock::now() + wait > deadline)
             throw Error(what + ": still " + printable(status) + " after " + std::to_string(max_wait.count()) + " s; " +
                         server_ + " did not decide");
-        std::this_thread::sleep_for(wait);
-        const Answer a = post_as_get(url, what);
-        object = a.json;
+        std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(wait, time_left()));
+        Answer a = post_as_get(url, what);
+        object = std::move(a.json);
         wait = retry_after(a.response);
     }
 }
 
 std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
     requests_ = 0;
+    deadline_ = std::chrono::steady_clock::now() + time_limit_;
     account_ = new_account_key();
     kid_.clear();
     nonce_.clear();
@@ -229,18 +314,18 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
     const Answer account =
         post(url_in(directory_, "newAccount", "the directory"), R"({"termsOfServiceAgreed":true})", "the account");
     const auto location = account.response.headers.find("location");
-    if (location == account.response.headers.end() || location->second.rfind("https://", 0) != 0)
-        throw Error(server_ + ": the new account has no https Location");
-    kid_ = location->second;
+    if (location == account.response.headers.end())
+        throw Error(server_ + ": the new account has no Location");
+    kid_ = checked_url(location->second, "the new account's Location");
 
     const nlohmann::json new_order = {
         {"identifiers", nlohmann::json::array({{{"type", "permanent-identifier"}, {"value", order.identifier}}})}};
     const Answer placed = post(url_in(directory_, "newOrder", "the directory"), new_order.dump(),
                                "the order for permanent identifier " + order.identifier);
     const auto order_location = placed.response.headers.find("location");
-    if (order_location == placed.response.headers.end() || order_location->second.rfind("https://", 0) != 0)
-        throw Error(server_ + ": the new order has no https Location");
-    const std::string order_url = order_location->second;
+    if (order_location == placed.response.headers.end())
+        throw Error(server_ + ": the new order has no Location");
+    const std::string order_url = checked_url(order_location->second, "the new order's Location");
     const nlohmann::json& order_object = placed.json;
     if (!order_object.is_object() || !order_object.contains("authorizations") ||
         !order_object["authorizations"].is_array() || order_object["authorizations"].size() != 1 ||
@@ -249,18 +334,18 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
     const std::string finalize_url = url_in(order_object, "finalize", "the order");
 
     // The authorization and its device-attest-01 challenge.
-    const std::string authz_url = order_object["authorizations"][0].get<std::string>();
-    if (authz_url.rfind("https://", 0) != 0)
-        throw Error(server_ + ": the authorization's URL is not https");
+    const std::string authz_url =
+        checked_url(order_object["authorizations"][0].get<std::string>(), "the order's authorization");
     const Answer authz = post_as_get(authz_url, "the authorization");
-    nlohmann::json challenge;
+    const nlohmann::json* found = nullptr;
     if (authz.json.is_object() && authz.json.contains("challenges") && authz.json["challenges"].is_array())
         for (const auto& c : authz.json["challenges"])
             if (string_member(c, "type") == "device-attest-01")
-                challenge = c;
-    if (challenge.is_null())
+                found = &c;
+    if (!found)
         throw Error(server_ + ": the authorization offers no device-attest-01 challenge (is the provisioner an ACME "
                               "provisioner with device-attest-01?)");
+    const nlohmann::json& challenge = *found;
     const std::string challenge_url = url_in(challenge, "url", "the challenge");
     const std::string token = string_member(challenge, "token");
     if (token.empty() || token.size() > 256 || !std::all_of(token.begin(), token.end(), [](char c) {
@@ -273,8 +358,9 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
         const std::string key_authorization = token + "." + jwk_thumbprint(account_.jwk);
         const Bytes attestation = order.attest(key_authorization);
         const nlohmann::json answer = {{"attObj", base64url(attestation)}};
-        const Answer posted = post(challenge_url, answer.dump(), "the challenge");
-        const nlohmann::json decided = poll(challenge_url, posted.json, {"pending", "processing"}, "the challenge");
+        Answer posted = post(challenge_url, answer.dump(), "the challenge");
+        const nlohmann::json decided =
+            poll(challenge_url, std::move(posted.json), {"pending", "processing"}, "the challenge");
         const std::string status = string_member(decided, "status");
         if (status != "valid") {
             const std::string problem =
@@ -285,17 +371,17 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
     }
 
     // The order is ready once its one authorization is valid.
-    const nlohmann::json ready =
+    nlohmann::json finished =
         poll(order_url, post_as_get(order_url, "the order").json, {"pending", "processing"}, "the order");
-    if (string_member(ready, "status") != "ready" && string_member(ready, "status") != "valid")
-        throw AcmeError(server_ + ": the order is " + printable(string_member(ready, "status")) +
-                            (ready.contains("error") ? ": " + problem_text(ready["error"].dump()) : ""),
+    const std::string ready = string_member(finished, "status");
+    if (ready != "ready" && ready != "valid")
+        throw AcmeError(server_ + ": the order is " + printable(ready) +
+                            (finished.contains("error") ? ": " + problem_text(finished["error"].dump()) : ""),
                         "");
-    nlohmann::json finished = ready;
-    if (string_member(ready, "status") == "ready") {
+    if (ready == "ready") {
         const nlohmann::json csr = {{"csr", base64url(order.csr())}};
         finished = post(finalize_url, csr.dump(), "the certificate request (finalize)").json;
-        finished = poll(order_url, finished, {"ready", "processing"}, "the order");
+        finished = poll(order_url, std::move(finished), {"ready", "processing"}, "the order");
     }
     if (string_member(finished, "status") != "valid")
         throw AcmeError(server_ + ": the order is " + printable(string_member(finished, "status")) +

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace tpmkey::enroll {
 
@@ -32,6 +33,21 @@ public:
 private:
     std::string problem_type_;
 };
+
+// The deepest nesting of arrays and objects accepted in a server's JSON
+// (an ACME answer needs 4): nlohmann copies, compares and dumps a value by
+// recursion, so a deeper one could exhaust the stack.
+constexpr int max_json_depth = 32;
+
+// `body` parsed as JSON; discarded (not an object) when it is not JSON.
+// Throws Error "SOURCE: the answer is JSON nested deeper than 32 levels;
+// refused" when it nests deeper than max_json_depth (checked while
+// parsing: no deep value is ever built).
+nlohmann::json parse_answer(const std::string& body, const std::string& source);
+
+// A nonce as RFC 8555 6.5.1 defines it: base64url, here 1 to 256
+// characters. Any other Replay-Nonce is treated as absent.
+bool is_nonce(std::string_view text);
 
 // "TYPE: DETAIL" of a problem document, then "; TYPE: DETAIL (identifier)"
 // for each subproblem; for a body that is no problem document, its first
@@ -56,9 +72,15 @@ public:
     // How long the client waits for the server to decide (challenge,
     // order), in all; each wait is the server's Retry-After, at most 10 s.
     static constexpr std::chrono::seconds max_wait{60};
+    // How long one device_attest may take in all: each request gets the
+    // time left (a server that drips its answers is stopped), and the PIN
+    // is not kept in memory longer.
+    static constexpr std::chrono::milliseconds default_time_limit{std::chrono::minutes{5}};
 
-    // `server` names the CA in messages ("step-ca").
-    AcmeClient(HttpClient& http, std::string directory_url, std::string server = "the ACME server");
+    // `server` names the CA in messages ("step-ca"). Every URL the server
+    // gives must be at the directory's scheme://host[:port]/.
+    AcmeClient(HttpClient& http, std::string directory_url, std::string server = "the ACME server",
+               std::chrono::milliseconds time_limit = default_time_limit);
 
     // A new account (termsOfServiceAgreed) with a fresh account key, the
     // order, the challenge, finalize; returns the certificate chain (PEM)
@@ -75,6 +97,14 @@ private:
         nlohmann::json json;  // null unless the body is JSON
     };
     void read_directory();
+    // One request in the time left; throws the deadline's Error when it
+    // is over.
+    HttpResponse send(const std::string& url, const std::string* jws);
+    std::chrono::milliseconds time_left() const;
+    [[noreturn]] void time_over() const;
+    // `url` (from the server, as `what`) if it is printable ASCII and at
+    // origin_; else throws Error naming it.
+    const std::string& checked_url(const std::string& url, const std::string& what) const;
     std::string fresh_nonce();
     // A JWS POST (kid, or jwk before there is an account); a badNonce is
     // retried once with the nonce that answer carried.
@@ -84,11 +114,14 @@ private:
     nlohmann::json poll(const std::string& url, nlohmann::json object, std::initializer_list<const char*> pending,
                         const std::string& what);
     [[noreturn]] void refused(const std::string& what, const HttpResponse& response) const;
-    static std::string url_in(const nlohmann::json& object, const char* member, const std::string& what);
+    std::string url_in(const nlohmann::json& object, const char* member, const std::string& what) const;
 
     HttpClient& http_;
     std::string directory_url_;
+    std::string origin_;  // the directory's scheme://host[:port]
     std::string server_;
+    std::chrono::milliseconds time_limit_;
+    std::chrono::steady_clock::time_point deadline_;
     nlohmann::json directory_;
     JwsSigner account_;
     std::string kid_;

@@ -6,6 +6,7 @@
 #include "core/files/file_read.hpp"
 
 #include <curl/curl.h>
+#include <openssl/pem.h>
 
 #include <algorithm>
 #include <cctype>
@@ -92,21 +93,32 @@ void set(CURL* curl, CURLoption option, T value) {
 }  // namespace
 
 HttpClient::HttpClient(std::filesystem::path ca_root) : ca_root_(std::move(ca_root)) {
-    ca_pem_ = read_regular_file(ca_root_, max_ca_root_size).data;
-    if (certificates_in(ca_pem_).empty())
-        throw Error(ca_root_.string() + ": no certificate in it (the CA's root certificate, PEM)");
+    const std::vector<X509Cert> roots = certificates_in(read_regular_file(ca_root_, max_ca_root_size).data);
+    if (roots.empty())
+        throw Error(ca_root_.string() + ": no certificate in it (the CA's root certificate, PEM or DER)");
+    const Bio pem(BIO_new(BIO_s_mem()));
+    for (const X509Cert& root : roots)
+        if (!pem || PEM_write_bio_X509(pem.get(), root.get()) != 1)
+            throw Error("OpenSSL: cannot write " + ca_root_.string() + " as PEM");
+    char* text = nullptr;
+    const long size = BIO_get_mem_data(pem.get(), &text);
+    ca_pem_.assign(text, static_cast<std::size_t>(size));
     static const CURLcode global = curl_global_init(CURL_GLOBAL_DEFAULT);
     if (global != CURLE_OK)
         throw Error(std::string("libcurl: cannot start: ") + curl_easy_strerror(global));
 }
 
-HttpResponse HttpClient::get(const std::string& url) { return perform(url, nullptr, nullptr); }
-
-HttpResponse HttpClient::post(const std::string& url, const std::string& content_type, const std::string& body) {
-    return perform(url, &content_type, &body);
+HttpResponse HttpClient::get(const std::string& url, std::chrono::milliseconds timeout) {
+    return perform(url, nullptr, nullptr, timeout);
 }
 
-HttpResponse HttpClient::perform(const std::string& url, const std::string* content_type, const std::string* body) {
+HttpResponse HttpClient::post(const std::string& url, const std::string& content_type, const std::string& body,
+                              std::chrono::milliseconds timeout) {
+    return perform(url, &content_type, &body, timeout);
+}
+
+HttpResponse HttpClient::perform(const std::string& url, const std::string* content_type, const std::string* body,
+                                 std::chrono::milliseconds timeout) {
     if (url.rfind("https://", 0) != 0)
         throw Error(url + ": not an https URL (tpmkey talks to a CA only over https)");
     const CurlEasy curl(curl_easy_init());
@@ -122,7 +134,13 @@ HttpResponse HttpClient::perform(const std::string& url, const std::string* cont
     set(c, CURLOPT_FOLLOWLOCATION, 0L);
     set(c, CURLOPT_NOSIGNAL, 1L);
     set(c, CURLOPT_CONNECTTIMEOUT, connect_timeout_seconds);
-    set(c, CURLOPT_TIMEOUT, total_timeout_seconds);
+    set(c, CURLOPT_TIMEOUT_MS,
+        static_cast<long>(
+            std::clamp<std::chrono::milliseconds::rep>(timeout.count(), 1, total_timeout_seconds * 1000)));
+    // No proxy: one named in the environment (https_proxy, ALL_PROXY, ...)
+    // would be reached over TLS checked against the system's store, which
+    // tpmkey never trusts (docs/security.md).
+    set(c, CURLOPT_PROXY, "");
     set(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_body));
     // TLS: the peer and its name checked against the user's root only. The
     // built-in bundle and directory are switched off (NULL), and the

@@ -7,6 +7,7 @@
 
 #include "core/base/bytes.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <map>
@@ -27,20 +28,27 @@ public:
     static constexpr long connect_timeout_seconds = 10;
     static constexpr long total_timeout_seconds = 60;
 
-    // Reads `ca_root` (PEM; a hostile file: regular, bounded, it must hold
-    // a certificate) once; throws Error naming it.
+    // Reads `ca_root` (PEM or DER; a hostile file: regular, bounded, it
+    // must hold a certificate) once; throws Error naming it.
     explicit HttpClient(std::filesystem::path ca_root);
 
     // Throws Error naming the URL and curl's reason (TLS, connection,
-    // timeout, an answer too large). Any HTTP status is returned.
-    HttpResponse get(const std::string& url);
-    HttpResponse post(const std::string& url, const std::string& content_type, const std::string& body);
+    // timeout, an answer too large). Any HTTP status is returned. The
+    // request takes at most `timeout` (and never more than
+    // total_timeout_seconds): a caller with a deadline passes its time left.
+    HttpResponse get(const std::string& url,
+                     std::chrono::milliseconds timeout = std::chrono::seconds{total_timeout_seconds});
+    HttpResponse post(const std::string& url, const std::string& content_type, const std::string& body,
+                      std::chrono::milliseconds timeout = std::chrono::seconds{total_timeout_seconds});
 
 private:
-    HttpResponse perform(const std::string& url, const std::string* content_type, const std::string* body);
+    HttpResponse perform(const std::string& url, const std::string* content_type, const std::string* body,
+                         std::chrono::milliseconds timeout);
 
     std::filesystem::path ca_root_;
-    Bytes ca_pem_;
+    // The certificates of `ca_root` as PEM written by OpenSSL: libcurl reads
+    // only PEM from a blob, and the file may be DER.
+    std::string ca_pem_;
 };
 
 }  // namespace tpmkey::enroll

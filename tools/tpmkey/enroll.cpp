@@ -9,6 +9,7 @@
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/ek_certificate.hpp"
 #include "core/base/owned.hpp"
+#include "core/base/printable.hpp"
 #include "core/base/prompt.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
@@ -117,6 +118,9 @@ int cmd_enroll(const Parsed& p) {
     if (directory.rfind("https://", 0) != 0)
         throw UsageError("tpmkey enroll: --acme must be an https URL", enroll_spec.usage);
     const std::filesystem::path output = certificate_file(path);
+    // Checked again when written: here so that a place the chain cannot go
+    // fails before the PIN, the TPM and the CA.
+    check_writable_target(output, Replace::yes);
 
     // Every file first: a run that was going to fail fails before the TPM
     // and the network.
@@ -194,7 +198,7 @@ int cmd_enroll(const Parsed& p) {
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
     std::cout << "Wrote the certificate of " << path.string() << " for permanent identifier " << identifier << " to "
               << output.string() << " (" << count << " certificate" << (count == 1 ? "" : "s") << "; subject "
-              << (subject.empty() ? "empty" : subject) << "; valid until " << not_after << ").\n"
+              << (subject.empty() ? "empty" : printable(subject)) << "; valid until " << not_after << ").\n"
               << "ACME: " << acme.requests() << " requests, " << ms << " ms.\n";
     return 0;
 }

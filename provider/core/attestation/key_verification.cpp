@@ -11,8 +11,10 @@
 #include "core/keys/public_key.hpp"
 #include "core/keys/tpm_policy.hpp"
 
+#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/obj_mac.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -186,6 +188,17 @@ void check_certify_signature(Verification& v) {
         refuse("the attestation's algorithm is ES256 (-7), but the AK certificate's key is not an ECC key");
     if (a.alg == cose_rs256 && type != EVP_PKEY_RSA)
         refuse("the attestation's algorithm is RS256 (-257), but the AK certificate's key is not an RSA key");
+    // An AK is what tpmkey attest makes (docs/attestation.md): RSA 2048 or
+    // ECC P-256. Any other key in an AK certificate is not one of ours.
+    if (type == EVP_PKEY_RSA && EVP_PKEY_get_bits(key) != 2048)
+        refuse("the AK certificate's key is RSA-" + std::to_string(EVP_PKEY_get_bits(key)) +
+               ", not RSA-2048 (an AK's)");
+    if (type == EVP_PKEY_EC) {
+        char curve[64] = {};
+        if (EVP_PKEY_get_utf8_string_param(key, OSSL_PKEY_PARAM_GROUP_NAME, curve, sizeof curve, nullptr) != 1 ||
+            std::string_view(curve) != SN_X9_62_prime256v1)
+            refuse("the AK certificate's key is not on curve P-256 (an AK's)");
+    }
     const EvpMdCtx ctx(EVP_MD_CTX_new());
     EVP_PKEY_CTX* pctx = nullptr;
     if (!ctx || EVP_DigestVerifyInit(ctx.get(), &pctx, EVP_sha256(), nullptr, key) != 1 ||

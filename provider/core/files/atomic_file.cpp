@@ -36,7 +36,7 @@ const char* file_type_name(mode_t mode) {
 
 }  // namespace
 
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents, mode_t mode, Replace replace) {
+void check_writable_target(const std::filesystem::path& path, Replace replace) {
     std::filesystem::path dir = path.parent_path();
     if (dir.empty())
         dir = ".";
@@ -63,6 +63,13 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
                         "); not replaced: give the path of a file");
         }
     }
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents, mode_t mode, Replace replace) {
+    check_writable_target(path, replace);
+    std::filesystem::path dir = path.parent_path();
+    if (dir.empty())
+        dir = ".";
 
     std::filesystem::path tmp;
     UniqueFd file;

@@ -19,4 +19,11 @@ enum class Replace { no, yes };
 // refused and left as it is. Throws Error naming the path.
 void write_file_atomically(const std::filesystem::path& path, std::string_view contents, mode_t mode, Replace replace);
 
+// The checks write_file_atomically makes of `path` and its directory before
+// it writes (a directory writable by everyone without the sticky bit; with
+// Replace::yes, a `path` that is not a regular file), made now: a command
+// that writes only after using the TPM or the network fails before them.
+// Throws the same Error.
+void check_writable_target(const std::filesystem::path& path, Replace replace);
+
 }  // namespace tpmkey

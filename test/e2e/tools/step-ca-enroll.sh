@@ -10,7 +10,11 @@
 # TPM's key with the first TPM's AK certificate (by tpmkey: that AK is not
 # this TPM's); the second TPM enrolled at a tpmkey-ca step-ca does not
 # trust (by step-ca, whose log says why); a --ca-root that is not step-ca's
-# root (TLS). Prints the TPM commands and the time per enrolment.
+# root (TLS); a KEY.crt that cannot be written (before any request); a
+# hostile ACME server (Python): nested JSON, bytes 0xff in a Location or a
+# nonce, a URL at another server, a subject with a control character. With
+# a dead proxy in the environment and a DER --ca-root, enrolment works.
+# Prints the TPM commands and the time per enrolment.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -114,6 +118,23 @@ expect_rc 0 "pkcs11-tool --list-objects"
 expect_out "Certificate Object" "pkcs11-tool: the key's certificate"
 ok "the module serves the certificate beside the key (pkcs11-tool lists it)"
 
+# 2a. A proxy in the environment is not used (its TLS would be checked
+# against the system's store, which tpmkey never trusts): with every proxy
+# variable naming a port where nothing listens, enrolment still works. A
+# DER --ca-root works as a PEM one does.
+run env -u no_proxy -u NO_PROXY https_proxy=http://127.0.0.1:1 HTTPS_PROXY=http://127.0.0.1:1 \
+    ALL_PROXY=http://127.0.0.1:1 all_proxy=http://127.0.0.1:1 "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" \
+    --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" --pin-file "$pin" "$w/id_rsa.tpm"
+[ "$rc" = 0 ] || fail "tpmkey enroll with https_proxy set to a dead port: $err"
+ok "https_proxy, HTTPS_PROXY and ALL_PROXY (a dead port) are not used: enrolment works"
+openssl x509 -in "$STEPCA_ROOT" -outform DER -out "$w/root.der"
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$w/root.der" --ak-cert "$w/laptop.ak.crt" \
+    --pin-file "$pin" "$w/id_rsa.tpm"
+[ "$rc" = 0 ] || fail "tpmkey enroll with a DER --ca-root: $err"
+openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/id_rsa.crt" "$w/id_rsa.crt" >/dev/null ||
+    fail "openssl: id_rsa.crt (DER root) does not chain to step-ca's root"
+ok "a DER --ca-root works as the PEM one does"
+
 # 2b. A wrong PIN: the TPM refuses TPM2_Certify, counted once; nothing written.
 rm "$w/id_ecdsa.crt"
 before=$(lockout_counter)
@@ -162,8 +183,30 @@ expect_rc 1 "an AK certificate without a permanent identifier"
 expect_err "tpmkey: $STEPCA_ROOT: the AK certificate names no permanent identifier (subjectAltName otherName 1.3.6.1.5.5.7.8.3); enrol the TPM again ('tpmkey attest enroll --ak rsa') at a tpmkey-ca that writes it" \
     "an AK certificate without a permanent identifier"
 [ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written"
+# KEY.crt that cannot be written (a directory; a directory writable by
+# everyone without the sticky bit): refused before the PIN, the TPM and the
+# CA, not after the CA issued.
+mkdir "$w/id_ecdsa.crt"
+enroll id_ecdsa
+expect_rc 1 "KEY.crt a directory"
+expect_err "tpmkey: $w/id_ecdsa.crt: not a regular file (a directory); not replaced: give the path of a file" \
+    "KEY.crt a directory"
+rmdir "$w/id_ecdsa.crt"
+mkdir "$w/open" && cp "$w/id_ecdsa.tpm" "$w/id_ecdsa.pub" "$w/open/" && chmod 0777 "$w/open"
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+    --pin-file "$pin" "$w/open/id_ecdsa.tpm"
+expect_rc 1 "KEY.crt in a directory writable by everyone"
+expect_err "tpmkey: $w/open: the directory is writable by everyone; choose a private one" \
+    "KEY.crt in a directory writable by everyone"
+[ ! -e "$w/open/id_ecdsa.crt" ] || fail "a certificate was written in a directory writable by everyone"
 expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after the local refusals (no request)"
-ok "an http URL (exit 2) and an AK certificate without a permanent identifier are refused before any request"
+ok "an http URL (exit 2), an AK certificate without a permanent identifier and a KEY.crt that cannot be written are refused before any request"
+# The advice followed: in a private directory, the same key gets its certificate.
+chmod 0700 "$w/open"
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+    --pin-file "$pin" "$w/open/id_ecdsa.tpm"
+[ "$rc" = 0 ] && [ -s "$w/open/id_ecdsa.crt" ] || fail "tpmkey enroll in the directory made private: $err"
+ok "the same key in the directory made private (chmod 700): enrolled"
 
 # 4. A second TPM, never enrolled at step-ca's attestation CA.
 helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
@@ -267,3 +310,97 @@ bad_enroll "$bad_url/redirect" "a certificate for another host"
 expect_err "tpmkey: $bad_url/redirect: SSL: no alternative certificate subject name matches target host name '127.0.0.1'" \
     "a certificate for another host"
 ok "a server certificate for another host name is refused, though it chains to --ca-root"
+
+kill "$bad_pid"
+
+# 7. An ACME server that answers as step-ca never would (Python, over TLS
+# that verifies): its JSON nested 100000 levels deep (200 KB, under the
+# 1 MiB limit), a Location or a Replay-Nonce with byte 0xff, a URL at
+# another server; and one that issues a certificate whose subject has a C1
+# control character (U+009B, a terminal's CSI). Each path's first part
+# names what the server does wrong.
+fake_acme() {
+    python3 - "$d/127.0.0.1.crt" "$d/127.0.0.1.key" "$d/root.crt" "$d/root.key" >"$d/port" 2>"$d/acme.log" <<'PY' &
+import base64, datetime, http.server, json, ssl, sys
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.x509.oid import NameOID
+ca_cert = x509.load_pem_x509_certificate(open(sys.argv[3], "rb").read())
+ca_key = serialization.load_pem_private_key(open(sys.argv[4], "rb").read(), None)
+def unb64(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        self.send_header("Replay-Nonce", "abc\xff" if self.mode == "badnonce" else "nonce1")
+        for k, v in headers: self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def handle_one(self):
+        _, self.mode, what = self.path.split("/", 2)
+        base = "https://127.0.0.1:%d/%s" % (self.server.server_address[1], self.mode)
+        js = lambda o: json.dumps(o).encode()
+        if what == "dir":
+            acct = "https://127.0.0.1:1/acct" if self.mode == "otherhost" else base + "/acct"
+            return self.reply(200, js({"newNonce": base + "/nonce", "newAccount": acct, "newOrder": base + "/order"}))
+        if what == "nonce": return self.reply(200)
+        if what == "acct":
+            return self.reply(201, js({"status": "valid"}), [("Location", base + ("/acct/\xff" if self.mode == "badloc" else "/acct/1"))])
+        order = {"status": "ready", "authorizations": [base + "/authz/1"], "finalize": base + "/finalize"}
+        if what == "order": return self.reply(201, js(order), [("Location", base + "/order/1")])
+        if what == "order/1": return self.reply(200, js(order))
+        if what == "authz/1":
+            c = '{"type":"device-attest-01","url":"%s/chall/1","token":"tok","status":"valid"' % base
+            if self.mode == "nested": c += ',"x":' + "[" * 100000 + "1" + "]" * 100000
+            return self.reply(200, ('{"status":"valid","challenges":[' + c + "}]}").encode())
+        if what == "finalize":
+            jws = json.loads(self.body)
+            csr = x509.load_der_x509_csr(unb64(json.loads(unb64(jws["payload"]))["csr"]))
+            now = datetime.datetime.now(datetime.timezone.utc)
+            cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "evil\u009b2J")]))
+                    .issuer_name(ca_cert.subject).public_key(csr.public_key()).serial_number(x509.random_serial_number())
+                    .not_valid_before(now - datetime.timedelta(minutes=1)).not_valid_after(now + datetime.timedelta(days=1))
+                    .sign(ca_key, hashes.SHA256()))
+            self.server.chain = cert.public_bytes(serialization.Encoding.PEM)
+            return self.reply(200, js({"status": "valid", "certificate": base + "/cert"}))
+        if what == "cert":
+            return self.reply(200, self.server.chain, [("Content-Type", "application/pem-certificate-chain")])
+        self.reply(404)
+    def do_GET(self): self.body = b""; self.handle_one()
+    def do_HEAD(self): self.do_GET()
+    def do_POST(self): self.body = self.rfile.read(int(self.headers["Content-Length"])); self.handle_one()
+    def log_message(self, fmt, *a): sys.stderr.write(fmt % a + "\n")
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+    acme_pid=$!
+    on_exit "kill $acme_pid 2>/dev/null || true"
+    for _ in $(seq 50); do [ -s "$d/port" ] && break; sleep 0.1; done
+    [ -s "$d/port" ] || { show "$d/acme.log"; fail "the fake ACME server did not start"; }
+    fake=https://127.0.0.1:$(cat "$d/port")
+}
+: >"$d/port"
+fake_acme
+bad_enroll "$fake/nested/dir" "JSON nested 100000 levels deep"
+expect_err "tpmkey: $fake/nested/authz/1: the answer is JSON nested deeper than 32 levels; refused" \
+    "JSON nested 100000 levels deep"
+ok "JSON nested 100000 levels deep: refused while parsing (no crash), nothing written"
+bad_enroll "$fake/badloc/dir" "a Location with byte 0xff"
+expect_err "tpmkey: the CA: the new account's Location \"$fake/badloc/acct/?\" is not a URL of printable ASCII; refused" \
+    "a Location with byte 0xff"
+bad_enroll "$fake/badnonce/dir" "a Replay-Nonce with byte 0xff"
+expect_err "tpmkey: the CA: $fake/badnonce/nonce gave no usable nonce (Replay-Nonce: base64url, 1 to 256 characters)" \
+    "a Replay-Nonce with byte 0xff"
+ok "a Location or a Replay-Nonce with byte 0xff: refused with a clear error, never put into a JWS"
+bad_enroll "$fake/otherhost/dir" "a URL at another server"
+expect_err "tpmkey: the CA: $fake/otherhost/dir (the ACME directory)'s newAccount https://127.0.0.1:1/acct is not at $fake/ (the directory's server); refused" \
+    "a URL at another server"
+ok "a URL at another server than the directory's: refused, naming it"
+run "$TPMKEY_TOOL" enroll --acme "$fake/ok/dir" --ca-root "$d/root.crt" --ak-cert "$w/laptop.ak.crt" --pin-file "$pin" \
+    "$w/id_ecdsa.tpm"
+[ "$rc" = 0 ] || { show "$d/acme.log"; fail "tpmkey enroll at the fake ACME server: $err"; }
+expect_out 'subject CN = evil\302\2332J;' "a subject with U+009B"
+! grep -q $'\xc2\x9b' "$OUT" || fail "the subject's U+009B reached the terminal"
+rm "$w/id_ecdsa.crt"
+ok "a certificate subject with a C1 control character (U+009B) is printed escaped"
