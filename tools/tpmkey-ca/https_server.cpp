@@ -6,10 +6,11 @@
 #include <openssl/err.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -81,37 +82,83 @@ struct Refusal {
     std::string why;
 };
 
+using Clock = std::chrono::steady_clock;
+
+// After an SSL call on the non-blocking socket `fd` returned `ret`: waits
+// until the socket is ready for what OpenSSL wants, at most until
+// `deadline`. False for any other outcome, or when the time is up.
+bool wait_for(SSL* ssl, int ret, int fd, Clock::time_point deadline) {
+    const int error = SSL_get_error(ssl, ret);
+    const short events = error == SSL_ERROR_WANT_READ ? POLLIN : error == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (events == 0)
+        return false;  // OpenSSL's error queue says why
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0)
+            return false;
+        pollfd p{fd, events, 0};
+        const int ready = ::poll(&p, 1, static_cast<int>(left));
+        if (ready >= 0 || errno != EINTR)
+            return ready == 1;
+    }
+}
+
+// One connection, every step of it (the TLS handshake too) within one
+// deadline: a client that sends a byte now and then cannot hold the
+// server longer.
 class Connection {
 public:
-    Connection(SSL* ssl, std::chrono::steady_clock::time_point deadline) : ssl_(ssl), deadline_(deadline) {}
+    Connection(SSL* ssl, int fd, Clock::time_point deadline) : ssl_(ssl), fd_(fd), deadline_(deadline) {}
+
+    bool handshake() {
+        int ret;
+        while ((ret = SSL_accept(ssl_)) != 1)
+            if (!wait_for(ssl_, ret, fd_, deadline_))
+                return false;
+        return true;
+    }
 
     // Up to `max` more bytes into `out`; false at the end of the stream.
     bool read_some(std::string& out, std::size_t max) {
-        if (std::chrono::steady_clock::now() > deadline_)
-            throw Refusal{408, "the request took too long"};
         char buffer[4096];
         std::size_t got = 0;
-        const int want = static_cast<int>(std::min(max, sizeof buffer));
-        if (SSL_read_ex(ssl_, buffer, static_cast<std::size_t>(want), &got) != 1) {
-            const int error = SSL_get_error(ssl_, 0);
-            ERR_clear_error();
-            if (error == SSL_ERROR_ZERO_RETURN)
+        int ret;
+        while ((ret = SSL_read_ex(ssl_, buffer, std::min(max, sizeof buffer), &got)) != 1) {
+            if (SSL_get_error(ssl_, ret) == SSL_ERROR_ZERO_RETURN) {
+                ERR_clear_error();
                 return false;
-            throw Refusal{408, "cannot read the request (a timeout, or the client went away)"};
+            }
+            if (!wait_for(ssl_, ret, fd_, deadline_)) {
+                ERR_clear_error();
+                throw Refusal{408, "the request took too long, or the client went away"};
+            }
         }
         out.append(buffer, got);
         return true;
     }
 
+    // The client that went away or stopped reading gets no more.
     void write(const std::string& data) {
         std::size_t written = 0;
-        if (SSL_write_ex(ssl_, data.data(), data.size(), &written) != 1 || written != data.size())
-            ERR_clear_error();  // the client went away: nothing left to tell it
+        int ret;
+        while ((ret = SSL_write_ex(ssl_, data.data(), data.size(), &written)) != 1)
+            if (!wait_for(ssl_, ret, fd_, deadline_)) {
+                ERR_clear_error();
+                return;
+            }
+    }
+
+    void shutdown() {
+        // One try: the answer is sent; a client that does not answer the
+        // close_notify does not hold the server.
+        (void)SSL_shutdown(ssl_);
+        ERR_clear_error();
     }
 
 private:
     SSL* ssl_;
-    std::chrono::steady_clock::time_point deadline_;
+    int fd_;
+    Clock::time_point deadline_;
 };
 
 HttpRequest read_request(Connection& connection, const HttpsLimits& limits) {
@@ -236,21 +283,18 @@ void HttpsServer::serve(const std::function<HttpResponse(const HttpRequest&)>& h
 
 void HttpsServer::serve_one(int fd, const std::string& peer,
                             const std::function<HttpResponse(const HttpRequest&)>& handle) {
-    // Each read and write waits at most this long; the whole request, at
-    // most connection_time.
-    const timeval timeout{static_cast<time_t>(limits_.connection_time.count()), 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    const int flags = ::fcntl(fd, F_GETFL);
     const Owned<SSL, SSL_free> ssl(SSL_new(ctx_));
-    if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) {
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 || !ssl || SSL_set_fd(ssl.get(), fd) != 1) {
         std::cerr << "tpmkey-ca webhook: " << peer << ": cannot start TLS: " << openssl_error() << "\n";
         return;
     }
-    if (SSL_accept(ssl.get()) != 1) {
-        std::cerr << "tpmkey-ca webhook: " << peer << ": TLS handshake failed: " << openssl_error() << "\n";
+    Connection connection(ssl.get(), fd, Clock::now() + limits_.connection_time);
+    if (!connection.handshake()) {
+        std::cerr << "tpmkey-ca webhook: " << peer << ": TLS handshake failed or took too long: " << openssl_error()
+                  << "\n";
         return;
     }
-    Connection connection(ssl.get(), std::chrono::steady_clock::now() + limits_.connection_time);
     HttpResponse response;
     try {
         HttpRequest request = read_request(connection, limits_);
@@ -264,8 +308,7 @@ void HttpsServer::serve_one(int fd, const std::string& peer,
         response = {500, R"({"allow":false})"};
     }
     respond(connection, response);
-    SSL_shutdown(ssl.get());
-    ERR_clear_error();
+    connection.shutdown();
 }
 
 }  // namespace tpmkey

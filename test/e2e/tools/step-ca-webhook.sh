@@ -211,11 +211,32 @@ assert status == 200 and answer["allow"] is False and answer["error"]["code"] ==
 status, body = ask({"x509Certificate": {}}, secret)
 answer = json.loads(body)
 assert status == 200 and answer["allow"] is False and answer["error"]["code"] == "tpmkey-ca-no-attestation", (status, body)
-print("refused as expected")
+# A client that trickles a byte every 2 s is dropped at 10 s (one
+# deadline for the connection, the TLS handshake too): the next request,
+# waiting behind it, is answered within 15 s.
+import socket, threading, time
+slow = socket.create_connection((host, int(port)))
+def trickle():
+    try:
+        slow.send(bytes.fromhex("1603014000"))  # a TLS handshake record of 16 KiB, to come
+        for _ in range(30):
+            slow.send(b"\x00")
+            time.sleep(2)
+    except OSError:
+        pass
+threading.Thread(target=trickle, daemon=True).start()
+time.sleep(0.5)
+start = time.monotonic()
+status, body = ask(unknown, secret)
+waited = time.monotonic() - start
+assert status == 200 and waited < 15, (status, waited)
+print("refused as expected; a trickling client held the server %.1f s" % waited)
 PY
+cat "$wh/client.out"
 grep -q "X-Smallstep-Signature is missing or is not the HMAC-SHA256" "$ca/audit.log" ||
     { show "$ca/audit.log"; fail "the wrong HMAC is not in the audit log"; }
-ok "a request with a wrong HMAC: 401, in the audit log; an unknown TPM and a request without attestation: allow false"
+grep -q "TLS handshake failed or took too long" "$wh/server.err" || { show "$wh/server.err"; fail "the trickling client was not dropped"; }
+ok "a request with a wrong HMAC: 401, in the audit log; an unknown TPM and a request without attestation: allow false; a trickling client dropped at the deadline"
 kill "$webhook_pid"
 wait "$webhook_pid" 2>/dev/null || true
 
