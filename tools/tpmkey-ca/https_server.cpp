@@ -153,6 +153,24 @@ public:
         // close_notify does not hold the server.
         (void)SSL_shutdown(ssl_);
         ERR_clear_error();
+        // A request refused before it was read whole leaves bytes unread:
+        // closing now would reset the connection, and the client could
+        // lose the answer. Read what comes for at most a second (RFC 9112
+        // 9.6, tear-down).
+        ::shutdown(fd_, SHUT_WR);
+        const Clock::time_point until = std::min(deadline_, Clock::now() + std::chrono::seconds(1));
+        char sink[4096];
+        std::size_t drained = 0;
+        while (drained < 1024 * 1024) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+            pollfd p{fd_, POLLIN, 0};
+            if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) != 1)
+                return;
+            const ssize_t got = ::recv(fd_, sink, sizeof sink, 0);
+            if (got <= 0)
+                return;
+            drained += static_cast<std::size_t>(got);
+        }
     }
 
 private:

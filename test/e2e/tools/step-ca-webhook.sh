@@ -163,6 +163,24 @@ grep -q "tpmkey-ca webhook: allowed: AK certificate $serial of this TPM is valid
 grep '"command": "webhook"' "$ca/audit.log" | tail -1 | grep -q '"decision": "accepted"' ||
     { show "$ca/audit.log"; fail "the webhook's decision is not in the audit log"; }
 ok "the enrolled TPM: tpmkey-ca webhook allowed (audit log), step-ca issued the certificate"
+# The record's EK identifier (tpmkey-ca list) is the permanent identifier
+# step-ca put in the certificate, as Python's cryptography reads it.
+cert_identifier=$(python3 - "$w/id_ecdsa.crt" <<'PY'
+import sys
+from cryptography import x509
+cert = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
+san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+ids = [n.value for n in san if isinstance(n, x509.OtherName) and n.type_id.dotted_string == "1.3.6.1.5.5.7.8.3"]
+assert len(ids) == 1, ids
+der = ids[0]  # PermanentIdentifier ::= SEQUENCE { identifierValue UTF8String, ... }
+assert der[0] == 0x30 and der[2] == 0x0C, der.hex()
+print(der[4:4 + der[3]].decode())
+PY
+) || fail "no permanent identifier in step-ca's certificate"
+run tpmkey_ca list --ca "$ca"
+expect_rc 0 "tpmkey-ca list"
+expect_out "  EK id        $cert_identifier" "tpmkey-ca list: the record's EK identifier"
+ok "tpmkey-ca list names the EK identifier step-ca certified: $cert_identifier"
 
 # 6. tpmkey-ca revokes the AK: step-ca issues no certificate.
 must tpmkey_ca revoke --ca "$ca" --serial "$serial" --reason key-compromise
@@ -211,6 +229,21 @@ assert status == 200 and answer["allow"] is False and answer["error"]["code"] ==
 status, body = ask({"x509Certificate": {}}, secret)
 answer = json.loads(body)
 assert status == 200 and answer["allow"] is False and answer["error"]["code"] == "tpmkey-ca-no-attestation", (status, body)
+# Not step-ca's form: a GET (405), a chunked body (411), a body over
+# 64 KiB (413, refused from its Content-Length before it is read).
+def raw(method, headers, data=b""):
+    c = http.client.HTTPSConnection(host, int(port), context=ssl.create_default_context(cafile=root), timeout=10)
+    c.putrequest(method, "/step-ca")
+    for name, value in headers.items():
+        c.putheader(name, value)
+    c.endheaders()
+    if data:
+        c.send(data)
+    r = c.getresponse()
+    return r.status
+assert raw("GET", {}) == 405
+assert raw("POST", {"Transfer-Encoding": "chunked"}, b"2\r\n{}\r\n0\r\n\r\n") == 411
+assert raw("POST", {"Content-Length": str(65 * 1024)}) == 413
 # A client that trickles a byte every 2 s is dropped at 10 s (one
 # deadline for the connection, the TLS handshake too): the next request,
 # waiting behind it, is answered within 15 s.
@@ -236,7 +269,7 @@ cat "$wh/client.out"
 grep -q "X-Smallstep-Signature is missing or is not the HMAC-SHA256" "$ca/audit.log" ||
     { show "$ca/audit.log"; fail "the wrong HMAC is not in the audit log"; }
 grep -q "TLS handshake failed or took too long" "$wh/server.err" || { show "$wh/server.err"; fail "the trickling client was not dropped"; }
-ok "a request with a wrong HMAC: 401, in the audit log; an unknown TPM and a request without attestation: allow false; a trickling client dropped at the deadline"
+ok "a request with a wrong HMAC: 401, in the audit log; an unknown TPM and a request without attestation: allow false; GET, chunked and 65 KiB bodies refused; a trickling client dropped at the deadline"
 kill "$webhook_pid"
 wait "$webhook_pid" 2>/dev/null || true
 
