@@ -142,18 +142,23 @@ Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry
                 "tpmkey-ca certified no AK of this TPM (" + identifier +
                     "): enrol it with tpmkey-ca first ('tpmkey attest enroll')"};
     const std::string now = utc_text(std::time(nullptr));
-    const AkRecord* revoked = nullptr;
-    for (const AkRecord& record : records) {
+    const auto log_record = [&entry](const AkRecord& record) {
         entry.ak_serial = record.serial;
         entry.ak_name = record.ak_name;
         entry.ek_certificate_sha256 = record.ek_certificate_sha256;
         entry.machine = record.machine;
         entry.principals = record.principals;
-        if (record.revoked.empty() && record.not_after > now)
+    };
+    const AkRecord* revoked = nullptr;
+    for (const AkRecord& record : records) {
+        if (record.revoked.empty() && record.not_after > now) {
+            log_record(record);
             return {true, {}, "AK certificate " + record.serial + " of this TPM is valid until " + record.not_after};
+        }
         if (!record.revoked.empty())
             revoked = &record;
     }
+    log_record(revoked ? *revoked : records.back());
     if (revoked)
         return {false, "tpmkey-ca-ak-revoked",
                 "tpmkey-ca revoked the AK of this TPM (" + identifier + ": AK certificate " + revoked->serial +
