@@ -61,17 +61,19 @@ webhook_url=https://127.0.0.1:$wport/step-ca
 # the webhook's root as its system roots.
 stepca_start "$step_ca" "$ca/ca.crt"
 stepca_stop
-python3 - "$STEPCA_DIR/ca.json" "$wh/admin-jwk.pem" <<'PY' || fail "cannot add the admin provisioner to step-ca's ca.json"
+# Keys by openssl, JSON and JOSE by Python's standard library (no PyPI).
+(umask 077 && openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin-jwk.pem" 2>/dev/null &&
+    openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin.key" 2>/dev/null &&
+    openssl req -new -key "$wh/admin.key" -subj "/CN=step" -addext "subjectAltName=DNS:step" -out "$wh/admin.csr" \
+        2>/dev/null && openssl ec -in "$wh/admin-jwk.pem" -pubout -outform DER -out "$wh/admin-jwk.spki" 2>/dev/null) ||
+    fail "openssl: cannot make the admin keys"
+python3 - "$STEPCA_DIR/ca.json" "$wh/admin-jwk.spki" <<'PY' || fail "cannot add the admin provisioner to step-ca's ca.json"
 import base64, hashlib, json, sys
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-key = ec.generate_private_key(ec.SECP256R1())
-open(sys.argv[2], "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                serialization.NoEncryption()))
-n = key.public_key().public_numbers()
-jwk = {"crv": "P-256", "kty": "EC", "x": b64(n.x.to_bytes(32, "big")), "y": b64(n.y.to_bytes(32, "big"))}
-kid = b64(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())
+point = open(sys.argv[2], "rb").read()[-65:]  # a P-256 SubjectPublicKeyInfo ends with 04 || x || y
+assert point[0] == 4
+jwk = {"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])}
+kid = b64(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())  # RFC 7638
 config = json.load(open(sys.argv[1]))
 config["authority"]["enableAdmin"] = True
 config["authority"]["provisioners"].append(
@@ -79,7 +81,6 @@ config["authority"]["provisioners"].append(
 json.dump(config, open(sys.argv[1], "w"), indent=2)
 open(sys.argv[2] + ".kid", "w").write(kid)
 PY
-chmod 600 "$wh/admin-jwk.pem"
 address=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["address"])' "$STEPCA_DIR/ca.json")
 : >"$STEPCA_LOG"
 SSL_CERT_FILE=$wh/root.crt SSL_CERT_DIR=/nonexistent "$step_ca" "$STEPCA_DIR/ca.json" >>"$STEPCA_LOG" 2>&1 &
@@ -98,37 +99,39 @@ grep -q 'Migrated JWK provisioner "admin" with admin permissions' "$STEPCA_LOG" 
 # the super admin step-ca made) from the JWK provisioner's one-time token,
 # then an x5c token for the admin API. The answer's secret goes to the
 # secret file (0600) as step-ca gives it.
-python3 - "https://$address" "$STEPCA_ROOT" "$wh/admin-jwk.pem" "$webhook_url" >"$wh/added.json" \
+python3 - "https://$address" "$STEPCA_ROOT" "$wh" "$webhook_url" >"$wh/added.json" \
     2>"$wh/added.err" <<'PY' || { show "$wh/added.err" "$STEPCA_LOG"; fail "step-ca's admin API did not add the webhook"; }
-import base64, json, os, ssl, sys, time, urllib.request
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-from cryptography.x509.oid import NameOID
-base, root, jwk_pem, url = sys.argv[1:]
+import base64, json, os, ssl, subprocess, sys, time, urllib.request
+base, root, d, url = sys.argv[1:]
 b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-def jws(key, header, claims):
+def es256(key_file, data):
+    der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key_file], input=data, capture_output=True,
+                         check=True).stdout
+    # ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } -> r || s, 32 bytes each (RFC 7518 3.4)
+    assert der[0] == 0x30 and der[1] < 0x80
+    out, i = b"", 2
+    for _ in range(2):
+        assert der[i] == 0x02
+        n = der[i + 1]
+        out += der[i + 2:i + 2 + n].lstrip(b"\0").rjust(32, b"\0")
+        i += 2 + n
+    return out
+def jws(key_file, header, claims):
     signing_input = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims).encode())
-    r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
-    return signing_input + "." + b64(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+    return signing_input + "." + b64(es256(key_file, signing_input.encode()))
 def post(path, body, headers={}):
     req = urllib.request.Request(base + path, json.dumps(body).encode(), dict(headers, **{"Content-Type": "application/json"}))
     with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=root)) as r:
         return json.load(r)
 now = int(time.time())
 claims = lambda aud: {"sub": "step", "aud": aud, "iat": now, "nbf": now - 30, "exp": now + 300, "jti": os.urandom(16).hex()}
-jwk_key = serialization.load_pem_private_key(open(jwk_pem, "rb").read(), None)
 # step-ca finds the provisioner by iss and the header's kid.
-ott = jws(jwk_key, {"alg": "ES256", "typ": "JWT", "kid": open(jwk_pem + ".kid").read()}, dict(claims("step-certificate-authority"), iss="admin", sans=["step"]))
-key = ec.generate_private_key(ec.SECP256R1())
-csr = (x509.CertificateSigningRequestBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "step")]))
-       .add_extension(x509.SubjectAlternativeName([x509.DNSName("step")]), False).sign(key, hashes.SHA256()))
-signed = post("/1.0/sign", {"csr": csr.public_bytes(serialization.Encoding.PEM).decode(), "ott": ott})
-chain = [x509.load_pem_x509_certificate(c.encode()) for c in signed["certChain"]]
-x5c = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode() for c in chain]
+ott = jws(d + "/admin-jwk.pem", {"alg": "ES256", "typ": "JWT", "kid": open(d + "/admin-jwk.spki.kid").read()},
+          dict(claims("step-certificate-authority"), iss="admin", sans=["step"]))
+signed = post("/1.0/sign", {"csr": open(d + "/admin.csr").read(), "ott": ott})
+x5c = [base64.b64encode(ssl.PEM_cert_to_DER_cert(c)).decode() for c in signed["certChain"]]
 path = "/admin/provisioners/tpm/webhooks"
-token = jws(key, {"alg": "ES256", "typ": "JWT", "x5c": x5c}, dict(claims(path), iss="step-admin-client/1.0"))
+token = jws(d + "/admin.key", {"alg": "ES256", "typ": "JWT", "x5c": x5c}, dict(claims(path), iss="step-admin-client/1.0"))
 print(json.dumps(post(path, {"name": "tpmkey-ca", "url": url, "kind": "AUTHORIZING", "certType": "X509"},
                       {"Authorization": token})))
 PY
@@ -164,23 +167,16 @@ grep '"command": "webhook"' "$ca/audit.log" | tail -1 | grep -q '"decision": "ac
     { show "$ca/audit.log"; fail "the webhook's decision is not in the audit log"; }
 ok "the enrolled TPM: tpmkey-ca webhook allowed (audit log), step-ca issued the certificate"
 # The record's EK identifier (tpmkey-ca list) is the permanent identifier
-# step-ca put in the certificate, as Python's cryptography reads it.
-cert_identifier=$(python3 - "$w/id_ecdsa.crt" <<'PY'
-import sys
-from cryptography import x509
-cert = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
-san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-ids = [n.value for n in san if isinstance(n, x509.OtherName) and n.type_id.dotted_string == "1.3.6.1.5.5.7.8.3"]
-assert len(ids) == 1, ids
-der = ids[0]  # PermanentIdentifier ::= SEQUENCE { identifierValue UTF8String, ... }
-assert der[0] == 0x30 and der[2] == 0x0C, der.hex()
-print(der[4:4 + der[3]].decode())
-PY
-) || fail "no permanent identifier in step-ca's certificate"
+# in step-ca's certificate, as openssl asn1parse reads its subjectAltName.
+san=$(openssl asn1parse -in "$w/id_ecdsa.crt" | grep -A2 "X509v3 Subject Alternative Name" | grep "OCTET STRING" |
+    sed 's/^ *\([0-9]*\):.*/\1/')
+cert_identifier=$(openssl asn1parse -in "$w/id_ecdsa.crt" -strparse "$san" | grep -o "urn:ek:sha256:.*") ||
+    fail "openssl: no permanent identifier in step-ca's certificate"
+[[ $cert_identifier == urn:ek:sha256:?* ]] || fail "not a permanent identifier: $cert_identifier"
 run tpmkey_ca list --ca "$ca"
 expect_rc 0 "tpmkey-ca list"
 expect_out "  EK id        $cert_identifier" "tpmkey-ca list: the record's EK identifier"
-ok "tpmkey-ca list names the EK identifier step-ca certified: $cert_identifier"
+ok "tpmkey-ca list names the EK identifier of step-ca's certificate (openssl asn1parse): $cert_identifier"
 
 # 6. tpmkey-ca revokes the AK: step-ca issues no certificate.
 must tpmkey_ca revoke --ca "$ca" --serial "$serial" --reason key-compromise
