@@ -157,7 +157,9 @@ enroll() {
 }
 
 # 5. The enrolled TPM: the webhook allows, step-ca issues.
+start=$(date +%s%N)
 enroll
+echo "figures: tpmkey enroll with the webhook asked: $((($(date +%s%N) - start) / 1000000)) ms"
 [ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll with the webhook: $out $err"; }
 openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/id_ecdsa.crt" "$w/id_ecdsa.crt" >/dev/null ||
     fail "openssl: the certificate does not chain to step-ca's root"
