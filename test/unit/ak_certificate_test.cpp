@@ -455,6 +455,18 @@ TEST_CASE("tpmkey-ca: records: names, the record of a certificate, and records o
     CHECK_THROWS_WITH(write_record(ca, record, false), Contains("exists"));
     REQUIRE(all_records(ca).size() == 1);
 
+    // The EK's identifier is kept; a record written before it was kept
+    // (without the field) still reads, with none.
+    AkRecord with_identifier = record;
+    with_identifier.ek_identifier = "urn:ek:sha256:" + std::string(43, 'A') + "=";
+    write_record(ca, with_identifier, true);
+    CHECK(all_records(ca).at(0).ek_identifier == with_identifier.ek_identifier);
+    AkRecord without_identifier = record;
+    without_identifier.ek_identifier.clear();
+    write_record(ca, without_identifier, true);
+    CHECK(all_records(ca).at(0).ek_identifier.empty());
+    write_record(ca, record, true);
+
     // A record naming another certificate under this serial is not its record.
     AkRecord changed = record;
     changed.ak_certificate_sha256 = std::string(64, '0');

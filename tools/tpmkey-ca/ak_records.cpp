@@ -32,6 +32,8 @@ ExchangeFile to_file(const AkRecord& r) {
     f.set_text(ak_record_file::ek_certificate_sha256, r.ek_certificate_sha256);
     f.set_text(ak_record_file::ek_certificate_issuer, r.ek_certificate_issuer);
     f.set_text(ak_record_file::ek_certificate_serial, r.ek_certificate_serial);
+    if (!r.ek_identifier.empty())
+        f.set_text(ak_record_file::ek_identifier, r.ek_identifier);
     f.set_text(ak_record_file::tpm_manufacturer, r.tpm_manufacturer);
     f.set_text(ak_record_file::tpm_model, r.tpm_model);
     f.set_text(ak_record_file::tpm_version, r.tpm_version);
@@ -64,6 +66,8 @@ AkRecord read_record_file(const std::filesystem::path& path) {
     r.ek_certificate_sha256 = f.text(ak_record_file::ek_certificate_sha256);
     r.ek_certificate_issuer = f.text(ak_record_file::ek_certificate_issuer);
     r.ek_certificate_serial = f.text(ak_record_file::ek_certificate_serial);
+    if (f.has(ak_record_file::ek_identifier))
+        r.ek_identifier = f.text(ak_record_file::ek_identifier);
     r.tpm_manufacturer = f.text(ak_record_file::tpm_manufacturer);
     r.tpm_model = f.text(ak_record_file::tpm_model);
     r.tpm_version = f.text(ak_record_file::tpm_version);

@@ -31,6 +31,7 @@ struct AkRecord {
     std::string ek_certificate_sha256;  // SHA-256 of the EK certificate (DER), hex
     std::string ek_certificate_issuer;  // its issuer, on one line
     std::string ek_certificate_serial;  // its serial, upper-case hex
+    std::string ek_identifier;          // the EK's permanentIdentifier (urn:ek:sha256:...); empty in old records
     std::string tpm_manufacturer, tpm_model, tpm_version;  // from the EK certificate's subjectAltName
     std::string machine;                                   // the name the operator gave (issue-ak --machine)
     std::string principals;                                // issue-ak --principals: comma-separated

@@ -10,6 +10,7 @@
 #include "ak_request.hpp"
 #include "audit_log.hpp"
 #include "ca.hpp"
+#include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/credential.hpp"
 #include "core/attestation/ek_certificate.hpp"
 #include "core/attestation/ek_templates.hpp"
@@ -300,6 +301,8 @@ void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int da
     record.ek_certificate_sha256 = certificate_sha256(request.ek_certificate.get());
     record.ek_certificate_issuer = printable(name_line(X509_get_issuer_name(request.ek_certificate.get())));
     record.ek_certificate_serial = serial_hex(request.ek_certificate.get());
+    // What step-ca's webhook request names the TPM by (tpmkey-ca webhook).
+    record.ek_identifier = ek_permanent_identifier(X509_get0_pubkey(request.ek_certificate.get()));
     record.tpm_manufacturer = printable(certified.manufacturer);
     record.tpm_model = printable(certified.model);
     record.tpm_version = printable(certified.version);

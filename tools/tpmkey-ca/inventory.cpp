@@ -152,7 +152,8 @@ constexpr CommandSpec list_spec{"list",
                                 "certificate its serial, the machine and principals the operator gave\n"
                                 "issue-ak, whether it is valid, expired or revoked (when, why), when it\n"
                                 "was issued, the AK's name, the EK certificate it was enrolled with\n"
-                                "(SHA-256, serial, issuer) and the TPM that certificate names.\n"
+                                "(SHA-256, serial, issuer), the EK's permanent identifier (what step-ca's\n"
+                                "orders name) and the TPM that certificate names.\n"
                                 "\n"
                                 "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n",
                                 {"--ca", nullptr},
@@ -178,6 +179,9 @@ int cmd_list(const Parsed& p) {
                   << ", issuer " << r.ek_certificate_issuer << "\n"
                   << "  TPM          " << r.tpm_manufacturer << " '" << r.tpm_model << "' " << r.tpm_version
                   << " (from the EK certificate)\n";
+        // What step-ca's orders and log name the TPM by (tpmkey-ca webhook).
+        if (!r.ek_identifier.empty())
+            std::cout << "  EK id        " << r.ek_identifier << "\n";
     }
     std::cout << records.size() << " AK certificate(s) recorded in " << records_dir(ca).string() << ".\n";
     return 0;

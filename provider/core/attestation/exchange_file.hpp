@@ -143,6 +143,9 @@ inline constexpr const char* ak_name = "ak-name";
 inline constexpr const char* ek_certificate_sha256 = "ek-certificate-sha256";
 inline constexpr const char* ek_certificate_issuer = "ek-certificate-issuer";
 inline constexpr const char* ek_certificate_serial = "ek-certificate-serial";
+// The EK's permanentIdentifier (ek_permanent_identifier()), the identifier
+// of its ACME orders; absent in records written before it was kept.
+inline constexpr const char* ek_identifier = "ek-identifier";
 inline constexpr const char* tpm_manufacturer = "tpm-manufacturer";
 inline constexpr const char* tpm_model = "tpm-model";
 inline constexpr const char* tpm_version = "tpm-version";
@@ -158,6 +161,7 @@ inline constexpr std::initializer_list<const char*> fields = {serial,
                                                               ek_certificate_sha256,
                                                               ek_certificate_issuer,
                                                               ek_certificate_serial,
+                                                              ek_identifier,
                                                               tpm_manufacturer,
                                                               tpm_model,
                                                               tpm_version,

@@ -1,0 +1,292 @@
+#!/bin/bash
+# step-ca-webhook.sh: tpmkey-ca webhook as the authorizing webhook of
+# step-ca's ACME provisioner (docs/attestation.md, "step-ca"), with an
+# unmodified step-ca (built as in step-ca-enroll.sh). step-ca keeps a
+# webhook's secret only in its admin database (not in ca.json), so the
+# test does what an operator's `step ca provisioner webhook add` does:
+# enableAdmin, a JWK admin provisioner, an admin certificate from it, and
+# the admin API's POST /admin/provisioners/tpm/webhooks, whose answer holds
+# the secret. step-ca verifies the webhook's TLS certificate against its
+# system roots (SSL_CERT_FILE here). Then: the enrolled TPM gets its
+# certificate; after `tpmkey-ca revoke` of its AK, tpmkey enroll gets none,
+# with the webhook's reason, and step-ca's log says the webhook refused; a
+# request with a wrong HMAC, and a TPM tpmkey-ca never certified, are
+# refused by the server (Python's ssl and http.client as the client). Each
+# decision is in the CA's audit log.
+set -euo pipefail
+: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
+: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca is built}"
+tools=$(dirname "$(readlink -f "$0")")
+# shellcheck source=../../lib/common.sh
+. "$tools/../../lib/common.sh"
+# shellcheck source=../../lib/stepca.sh
+. "$tools/../../lib/stepca.sh"
+[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
+w=$TEST_DIR/work
+ca=$TEST_DIR/ca
+wh=$w/webhook
+mkdir -m 0700 "$w" "$wh"
+
+step_ca=$(bash "$tools/step-ca/build.sh" "$TPMKEY_TEST_GO") ||
+    fail "cannot build step-ca $(cat "$tools/step-ca/version"): it needs Go and the Go module proxy"
+ok "step-ca built unmodified from the Go module proxy: $("$step_ca" version 2>&1 | head -1)"
+
+# ldd: tpmkey-ca's HTTPS server is OpenSSL's, not libcurl.
+! ldd "$TPMKEY_CA" | grep -q libcurl || fail "$TPMKEY_CA links libcurl"
+
+tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
+must tpmkey_ca init --ca "$ca" --name "test attestation CA"
+must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/laptop.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/laptop.chal" "$w/laptop.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/laptop.proof"
+serial=$(openssl x509 -in "$w/laptop.ak.crt" -noout -serial) && serial=${serial#serial=}
+ok "tpmkey-ca enrolled the swtpm's RSA AK (serial $serial)"
+
+# 1. The webhook's TLS: a root of its own (step-ca's SSL_CERT_FILE) and a
+# certificate for 127.0.0.1; its port chosen now, as it goes into step-ca.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$wh/root.key" \
+    -subj "/CN=webhook test root" -days 2 -addext "basicConstraints=critical,CA:TRUE" -out "$wh/root.crt" 2>/dev/null &&
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$wh/server.key" \
+        -subj "/CN=127.0.0.1" -out "$wh/server.csr" 2>/dev/null &&
+    printf 'subjectAltName=IP:127.0.0.1\n' >"$wh/server.ext" &&
+    openssl x509 -req -in "$wh/server.csr" -CA "$wh/root.crt" -CAkey "$wh/root.key" -CAcreateserial -days 2 \
+        -extfile "$wh/server.ext" -out "$wh/server.crt" 2>/dev/null || fail "openssl: cannot make the webhook's certificates"
+wport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+webhook_url=https://127.0.0.1:$wport/step-ca
+
+# 2. step-ca with its admin API: stepca_start's ca.json plus enableAdmin
+# and a JWK provisioner "admin" (its key made here), started again with
+# the webhook's root as its system roots.
+stepca_start "$step_ca" "$ca/ca.crt"
+stepca_stop
+# Keys by openssl, JSON and JOSE by Python's standard library (no PyPI).
+(umask 077 && openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin-jwk.pem" 2>/dev/null &&
+    openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin.key" 2>/dev/null &&
+    openssl req -new -key "$wh/admin.key" -subj "/CN=step" -addext "subjectAltName=DNS:step" -out "$wh/admin.csr" \
+        2>/dev/null && openssl ec -in "$wh/admin-jwk.pem" -pubout -outform DER -out "$wh/admin-jwk.spki" 2>/dev/null) ||
+    fail "openssl: cannot make the admin keys"
+python3 - "$STEPCA_DIR/ca.json" "$wh/admin-jwk.spki" <<'PY' || fail "cannot add the admin provisioner to step-ca's ca.json"
+import base64, hashlib, json, sys
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+point = open(sys.argv[2], "rb").read()[-65:]  # a P-256 SubjectPublicKeyInfo ends with 04 || x || y
+assert point[0] == 4
+jwk = {"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])}
+kid = b64(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())  # RFC 7638
+config = json.load(open(sys.argv[1]))
+config["authority"]["enableAdmin"] = True
+config["authority"]["provisioners"].append(
+    {"type": "JWK", "name": "admin", "key": dict(jwk, use="sig", alg="ES256", kid=kid)})
+json.dump(config, open(sys.argv[1], "w"), indent=2)
+open(sys.argv[2] + ".kid", "w").write(kid)
+PY
+address=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["address"])' "$STEPCA_DIR/ca.json")
+: >"$STEPCA_LOG"
+SSL_CERT_FILE=$wh/root.crt SSL_CERT_DIR=/nonexistent "$step_ca" "$STEPCA_DIR/ca.json" >>"$STEPCA_LOG" 2>&1 &
+STEPCA_PID=$!
+for _ in $(seq 300); do
+    grep -q "Serving HTTPS on $address" "$STEPCA_LOG" && break
+    kill -0 "$STEPCA_PID" 2>/dev/null || break
+    sleep 0.1
+done
+grep -q "Serving HTTPS on $address" "$STEPCA_LOG" || { show "$STEPCA_LOG"; fail "step-ca did not start again with enableAdmin"; }
+grep -q 'Migrated JWK provisioner "admin" with admin permissions' "$STEPCA_LOG" ||
+    { show "$STEPCA_LOG"; fail "step-ca did not migrate the admin provisioner"; }
+
+# 3. What `step ca provisioner webhook add tpm tpmkey-ca --url URL --kind
+# AUTHORIZING --cert-type X509` does: an admin certificate (subject "step",
+# the super admin step-ca made) from the JWK provisioner's one-time token,
+# then an x5c token for the admin API. The answer's secret goes to the
+# secret file (0600) as step-ca gives it.
+python3 - "https://$address" "$STEPCA_ROOT" "$wh" "$webhook_url" >"$wh/added.json" \
+    2>"$wh/added.err" <<'PY' || { show "$wh/added.err" "$STEPCA_LOG"; fail "step-ca's admin API did not add the webhook"; }
+import base64, json, os, ssl, subprocess, sys, time, urllib.request
+base, root, d, url = sys.argv[1:]
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+def es256(key_file, data):
+    der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key_file], input=data, capture_output=True,
+                         check=True).stdout
+    # ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } -> r || s, 32 bytes each (RFC 7518 3.4)
+    assert der[0] == 0x30 and der[1] < 0x80
+    out, i = b"", 2
+    for _ in range(2):
+        assert der[i] == 0x02
+        n = der[i + 1]
+        out += der[i + 2:i + 2 + n].lstrip(b"\0").rjust(32, b"\0")
+        i += 2 + n
+    return out
+def jws(key_file, header, claims):
+    signing_input = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims).encode())
+    return signing_input + "." + b64(es256(key_file, signing_input.encode()))
+def post(path, body, headers={}):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(), dict(headers, **{"Content-Type": "application/json"}))
+    with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=root)) as r:
+        return json.load(r)
+now = int(time.time())
+claims = lambda aud: {"sub": "step", "aud": aud, "iat": now, "nbf": now - 30, "exp": now + 300, "jti": os.urandom(16).hex()}
+# step-ca finds the provisioner by iss and the header's kid.
+ott = jws(d + "/admin-jwk.pem", {"alg": "ES256", "typ": "JWT", "kid": open(d + "/admin-jwk.spki.kid").read()},
+          dict(claims("step-certificate-authority"), iss="admin", sans=["step"]))
+signed = post("/1.0/sign", {"csr": open(d + "/admin.csr").read(), "ott": ott})
+x5c = [base64.b64encode(ssl.PEM_cert_to_DER_cert(c)).decode() for c in signed["certChain"]]
+path = "/admin/provisioners/tpm/webhooks"
+token = jws(d + "/admin.key", {"alg": "ES256", "typ": "JWT", "x5c": x5c}, dict(claims(path), iss="step-admin-client/1.0"))
+print(json.dumps(post(path, {"name": "tpmkey-ca", "url": url, "kind": "AUTHORIZING", "certType": "X509"},
+                      {"Authorization": token})))
+PY
+(umask 077 && python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["secret"])' "$wh/added.json" >"$wh/secret") ||
+    fail "no secret in step-ca's answer: $(cat "$wh/added.json")"
+ok "step-ca's admin API added the authorizing webhook $webhook_url to the ACME provisioner (its secret in $wh/secret)"
+
+# 4. tpmkey-ca webhook, in the background until the test ends.
+"$TPMKEY_CA" webhook --ca "$ca" --listen "127.0.0.1:$wport" --tls-cert "$wh/server.crt" --tls-key "$wh/server.key" \
+    --secret-file "$wh/secret" >"$wh/server.out" 2>"$wh/server.err" &
+webhook_pid=$!
+on_exit "kill $webhook_pid 2>/dev/null || true"
+for _ in $(seq 50); do grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" && break; sleep 0.1; done
+grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" ||
+    { show "$wh/server.out" "$wh/server.err"; fail "tpmkey-ca webhook did not start"; }
+ok "tpmkey-ca webhook listens on 127.0.0.1:$wport"
+
+pin=$(pin_file 1234)
+keygen "$w/id_ecdsa.tpm" ecdsa 256 1234
+enroll() {
+    run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+        --pin-file "$pin" "$w/id_ecdsa.tpm"
+}
+
+# 5. The enrolled TPM: the webhook allows, step-ca issues.
+start=$(date +%s%N)
+enroll
+echo "figures: tpmkey enroll with the webhook asked: $((($(date +%s%N) - start) / 1000000)) ms"
+[ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll with the webhook: $out $err"; }
+openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/id_ecdsa.crt" "$w/id_ecdsa.crt" >/dev/null ||
+    fail "openssl: the certificate does not chain to step-ca's root"
+grep -q "tpmkey-ca webhook: allowed: AK certificate $serial of this TPM is valid until" "$wh/server.err" ||
+    { show "$wh/server.err"; fail "the webhook was not asked, or did not allow"; }
+grep '"command": "webhook"' "$ca/audit.log" | tail -1 | grep -q '"decision": "accepted"' ||
+    { show "$ca/audit.log"; fail "the webhook's decision is not in the audit log"; }
+ok "the enrolled TPM: tpmkey-ca webhook allowed (audit log), step-ca issued the certificate"
+# The record's EK identifier (tpmkey-ca list) is the permanent identifier
+# in step-ca's certificate, as openssl asn1parse reads its subjectAltName.
+san=$(openssl asn1parse -in "$w/id_ecdsa.crt" | grep -A2 "X509v3 Subject Alternative Name" | grep "OCTET STRING" |
+    sed 's/^ *\([0-9]*\):.*/\1/')
+cert_identifier=$(openssl asn1parse -in "$w/id_ecdsa.crt" -strparse "$san" | grep -o "urn:ek:sha256:.*") ||
+    fail "openssl: no permanent identifier in step-ca's certificate"
+[[ $cert_identifier == urn:ek:sha256:?* ]] || fail "not a permanent identifier: $cert_identifier"
+run tpmkey_ca list --ca "$ca"
+expect_rc 0 "tpmkey-ca list"
+expect_out "  EK id        $cert_identifier" "tpmkey-ca list: the record's EK identifier"
+ok "tpmkey-ca list names the EK identifier of step-ca's certificate (openssl asn1parse): $cert_identifier"
+
+# 6. tpmkey-ca revokes the AK: step-ca issues no certificate.
+must tpmkey_ca revoke --ca "$ca" --serial "$serial" --reason key-compromise
+rm "$w/id_ecdsa.crt"
+enroll
+expect_rc 1 "a TPM whose AK tpmkey-ca revoked"
+expect_err "tpmkey-ca revoked the AK of this TPM" "a TPM whose AK tpmkey-ca revoked"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for a TPM whose AK was revoked"
+grep -q "tpmkey-ca revoked the AK of this TPM" "$STEPCA_LOG" ||
+    { show "$STEPCA_LOG"; fail "step-ca's log does not say the webhook refused"; }
+grep '"command": "webhook"' "$ca/audit.log" | tail -1 | grep -q '"decision": "refused"' ||
+    { show "$ca/audit.log"; fail "the webhook's refusal is not in the audit log"; }
+ok "after tpmkey-ca revoke: no certificate; tpmkey says: $err"
+
+# 6b. Its advice, followed: the TPM enrolled again (a new AK certificate)
+# gets its certificate.
+must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/again.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/again.chal" "$w/again.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/again.proof" "$w/again.chal"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/again.proof"
+enroll
+[ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll after enrolling again: $out $err"; }
+openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/id_ecdsa.crt" "$w/id_ecdsa.crt" >/dev/null ||
+    fail "openssl: the certificate after enrolling again does not chain to step-ca's root"
+ok "the advice followed: enrolled again at tpmkey-ca, the TPM gets its certificate from step-ca"
+
+# 7. Requests not from step-ca: a wrong HMAC (401), and with the right one
+# a TPM tpmkey-ca never certified (allow false), and no attestation.
+python3 - "127.0.0.1" "$wport" "$wh/root.crt" "$wh/secret" >"$wh/client.out" 2>&1 <<'PY' || { show "$wh/client.out" "$wh/server.err"; fail "the webhook's refusals"; }
+import base64, hashlib, hmac, http.client, json, ssl, sys
+host, port, root, secret_file = sys.argv[1:]
+secret = base64.b64decode(open(secret_file).read().strip())
+def ask(body, key):
+    data = json.dumps(body).encode()
+    c = http.client.HTTPSConnection(host, int(port), context=ssl.create_default_context(cafile=root), timeout=10)
+    c.request("POST", "/step-ca", data, {"Content-Type": "application/json",
+                                         "X-Smallstep-Signature": hmac.new(key, data, hashlib.sha256).hexdigest()})
+    r = c.getresponse()
+    return r.status, r.read()
+unknown = {"attestationData": {"permanentIdentifier": "urn:ek:sha256:" + base64.b64encode(bytes(32)).decode()}}
+status, body = ask(unknown, b"not the secret")
+assert status == 401 and json.loads(body) == {"allow": False}, (status, body)
+status, body = ask(unknown, secret)
+answer = json.loads(body)
+assert status == 200 and answer["allow"] is False and answer["error"]["code"] == "tpmkey-ca-unknown-tpm", (status, body)
+status, body = ask({"x509Certificate": {}}, secret)
+answer = json.loads(body)
+assert status == 200 and answer["allow"] is False and answer["error"]["code"] == "tpmkey-ca-no-attestation", (status, body)
+# Not step-ca's form: a GET (405), a chunked body (411), a body over
+# 64 KiB (413, refused from its Content-Length before it is read).
+def raw(method, headers, data=b""):
+    c = http.client.HTTPSConnection(host, int(port), context=ssl.create_default_context(cafile=root), timeout=10)
+    c.putrequest(method, "/step-ca")
+    for name, value in headers.items():
+        c.putheader(name, value)
+    c.endheaders()
+    if data:
+        c.send(data)
+    r = c.getresponse()
+    return r.status
+assert raw("GET", {}) == 405
+assert raw("POST", {"Transfer-Encoding": "chunked"}, b"2\r\n{}\r\n0\r\n\r\n") == 411
+assert raw("POST", {"Content-Length": str(65 * 1024)}) == 413
+# A client that trickles a byte every 2 s is dropped at 10 s (one
+# deadline for the connection, the TLS handshake too): the next request,
+# waiting behind it, is answered within 15 s.
+import socket, threading, time
+slow = socket.create_connection((host, int(port)))
+def trickle():
+    try:
+        slow.send(bytes.fromhex("1603014000"))  # a TLS handshake record of 16 KiB, to come
+        for _ in range(30):
+            slow.send(b"\x00")
+            time.sleep(2)
+    except OSError:
+        pass
+threading.Thread(target=trickle, daemon=True).start()
+time.sleep(0.5)
+start = time.monotonic()
+status, body = ask(unknown, secret)
+waited = time.monotonic() - start
+assert status == 200 and waited < 15, (status, waited)
+print("refused as expected; a trickling client held the server %.1f s" % waited)
+PY
+cat "$wh/client.out"
+grep -q "X-Smallstep-Signature is missing or is not the HMAC-SHA256" "$ca/audit.log" ||
+    { show "$ca/audit.log"; fail "the wrong HMAC is not in the audit log"; }
+grep -q "TLS handshake failed or took too long" "$wh/server.err" || { show "$wh/server.err"; fail "the trickling client was not dropped"; }
+ok "a request with a wrong HMAC: 401, in the audit log; an unknown TPM and a request without attestation: allow false; GET, chunked and 65 KiB bodies refused; a trickling client dropped at the deadline"
+kill "$webhook_pid"
+wait "$webhook_pid" 2>/dev/null || true
+
+# 8. The webhook with another secret than step-ca's: step-ca's request is
+# refused (401), so is the certificate; step-ca's log names the status.
+python3 -c 'import base64, os; print(base64.b64encode(os.urandom(64)).decode())' >"$wh/other-secret"
+chmod 600 "$wh/other-secret"
+"$TPMKEY_CA" webhook --ca "$ca" --listen "127.0.0.1:$wport" --tls-cert "$wh/server.crt" --tls-key "$wh/server.key" \
+    --secret-file "$wh/other-secret" >"$wh/server.out" 2>"$wh/server.err" &
+webhook_pid=$!
+on_exit "kill $webhook_pid 2>/dev/null || true"
+for _ in $(seq 50); do grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" && break; sleep 0.1; done
+rm -f "$w/id_ecdsa.crt"
+enroll
+expect_rc 1 "the webhook with another secret"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written though the webhook refused step-ca's request"
+grep -q "refused a request: its X-Smallstep-Signature is missing or is not the HMAC-SHA256" "$wh/server.err" ||
+    { show "$wh/server.err"; fail "the webhook did not refuse step-ca's request signed with another secret"; }
+grep -q "Webhook server responded with 401" "$STEPCA_LOG" ||
+    { show "$STEPCA_LOG"; fail "step-ca's log does not say the webhook answered 401"; }
+ok "step-ca's request signed with another secret: refused (401), no certificate; step-ca's log: Webhook server responded with 401"
+kill "$webhook_pid"
