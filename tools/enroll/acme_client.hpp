@@ -12,6 +12,7 @@
 #include "core/keys/public_key.hpp"
 #include "http_client.hpp"
 #include "jose.hpp"
+#include "json_answer.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -33,17 +34,6 @@ public:
 private:
     std::string problem_type_;
 };
-
-// The deepest nesting of arrays and objects accepted in a server's JSON
-// (an ACME answer needs 4): nlohmann copies, compares and dumps a value by
-// recursion, so a deeper one could exhaust the stack.
-constexpr int max_json_depth = 32;
-
-// `body` parsed as JSON; discarded (not an object) when it is not JSON.
-// Throws Error "SOURCE: the answer is JSON nested deeper than 32 levels;
-// refused" when it nests deeper than max_json_depth (checked while
-// parsing: no deep value is ever built).
-nlohmann::json parse_answer(const std::string& body, const std::string& source);
 
 // A nonce as RFC 8555 6.5.1 defines it: base64url, here 1 to 256
 // characters. Any other Replay-Nonce is treated as absent.

@@ -20,6 +20,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <iostream>
 #include <system_error>
@@ -250,7 +251,10 @@ int cmd_ssh_cert(const Parsed& p) {
         }
     }
 
-    const enroll::SshCertificate cert = enroll::request_ssh_certificate(http, request, token);
+    // One request, bounded as each of tpmkey enroll's (HttpClient's 10 s
+    // to connect, 60 s in all); the token is valid 5 minutes.
+    const enroll::SshCertificate cert = enroll::request_ssh_certificate(
+        http, request, token, std::chrono::seconds{enroll::HttpClient::total_timeout_seconds});
     if (cert.public_key != request.ssh_public_key)
         throw Error("step-ca's SSH certificate is for another key, not " + path.string() + "'s; not written");
     if (cert.cert_type != 1)
