@@ -79,11 +79,20 @@ std::string problem_text(const std::string& body) {
     return out;
 }
 
-Bytes certificate_request(const PublicKey& key, const JwsSigner& signer) {
+Bytes certificate_request(const PublicKey& key, const JwsSigner& signer, const std::string& common_name) {
     const X509Req req(X509_REQ_new());
     const EvpPkey pub = key.to_evp();
     if (!req || !pub || !X509_REQ_set_version(req.get(), 0) || !X509_REQ_set_pubkey(req.get(), pub.get()))
         throw Error("OpenSSL: cannot make the certificate request");
+    // X.520's upper bound for a common name (OpenSSL enforces it too).
+    if (common_name.size() > 64)
+        throw Error("certificate request: the common name " + server_text(common_name) +
+                    " is longer than 64 characters");
+    if (!common_name.empty() &&
+        !X509_NAME_add_entry_by_NID(X509_REQ_get_subject_name(req.get()), NID_commonName, MBSTRING_UTF8,
+                                    reinterpret_cast<const unsigned char*>(common_name.data()),
+                                    static_cast<int>(common_name.size()), -1, 0))
+        throw Error("OpenSSL: cannot set the certificate request's common name");
     const int nid = signer.alg == "RS256"   ? NID_sha256WithRSAEncryption
                     : signer.alg == "ES256" ? NID_ecdsa_with_SHA256
                     : signer.alg == "ES384" ? NID_ecdsa_with_SHA384

@@ -44,10 +44,15 @@ bool is_nonce(std::string_view text);
 // 200 printable characters.
 std::string problem_text(const std::string& body);
 
-// A PKCS#10 request (DER) for `key`, empty subject, signed with `signer`
-// (the key itself, inside the TPM: ES256/384/512 or RS256), checked with
-// OpenSSL before it is returned.
-Bytes certificate_request(const PublicKey& key, const JwsSigner& signer);
+// A PKCS#10 request (DER) for `key`, signed with `signer` (the key itself,
+// inside the TPM: ES256/384/512 or RS256), checked with OpenSSL before it
+// is returned. Its subject is CN=`common_name` (UTF8String, at most 64
+// characters), or empty when that is "". tpmkey enroll gives the order's
+// permanent identifier: step-ca accepts that CN (acme/order.go, Finalize)
+// and its attested-leaf template puts it into the certificate's subject,
+// so that the subjectAltName is not critical (RFC 5280 4.2.1.6), which Go's
+// crypto/x509, hence step-ca's X5C provisioner, needs (docs/step-ca.md).
+Bytes certificate_request(const PublicKey& key, const JwsSigner& signer, const std::string& common_name = "");
 
 struct DeviceAttestOrder {
     std::string identifier;  // the permanent identifier the order is for

@@ -198,13 +198,14 @@ int cmd_ssh_cert(const Parsed& p) {
     if (X509_cmp_current_time(X509_get0_notAfter(leaf)) <= 0)
         throw Error(crt_file.string() + ": expired (run 'tpmkey enroll' for " + path.string() +
                     " again, then this command)");
+    // tpmkey enroll asks for a subject (CN = the permanent identifier);
+    // another ACME client's certificate may have none.
     if (go_refuses_san(leaf))
         throw Error(crt_file.string() +
                     ": its subject is empty and its critical subjectAltName holds only the permanent identifier, "
                     "which step-ca's X5C provisioner cannot verify (Go: \"x509: unhandled critical extension\"); "
-                    "the CA's operator gives step-ca's ACME provisioner the x509 template of docs/step-ca.md, then "
                     "run 'tpmkey enroll' for " +
-                    path.string() + " again");
+                    path.string() + " again (its certificate's subject is the permanent identifier)");
     for (const X509Cert& cert : chain)
         request.x5c.push_back(to_der(i2d_X509, cert.get()));
     request.key_id = common_name(leaf);
