@@ -180,12 +180,16 @@ int cmd_ssh_cert(const Parsed& p) {
     if (request.principals.empty())
         request.principals.push_back(user_name());
 
+    const std::filesystem::path crt_file = beside_key(path, ".crt");
+    const std::filesystem::path output = beside_key(path, "-cert.pub");
+    // Checked again when written: here so that a place the certificate
+    // cannot go fails before the PIN, the TPM and step-ca.
+    check_writable_target(output, Replace::yes);
+
     const KeyFile key = read_key_file(path);
     check_usable(key, path.string());
     const PublicKey pub(key.blobs.pub.publicArea);
     request.ssh_public_key = pub.ssh_blob();
-    const std::filesystem::path crt_file = beside_key(path, ".crt");
-    const std::filesystem::path output = beside_key(path, "-cert.pub");
 
     // KEY.crt: step-ca's certificate for this very key, still valid (step-ca
     // would refuse it; this says what to do).

@@ -11,7 +11,8 @@
 # CA key (as step-ca publishes it) with an empty authorized_keys, step-ca's
 # log, Python's cryptography (KEY.crt's subject: CN = the permanent
 # identifier). Refused with what to do: a KEY.crt with an empty subject
-# (another client's; step-ca itself refuses it too).
+# (another client's; step-ca itself refuses it too), a KEY-cert.pub that
+# is a directory (before step-ca is asked).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -285,6 +286,20 @@ expect_err "$w/id_tpm.tpm: wrong PIN" "ssh-cert with a wrong PIN"
 cmp -s "$cert" "$w/cert.before" || fail "ssh-cert with a wrong PIN changed $cert"
 [ "$(grep -c 'path=/1.0/ssh/sign' "$STEPCA_LOG")" = "$requests" ] || fail "ssh-cert with a wrong PIN sent a request"
 ok "a wrong PIN: $(tail -1 "$ERR" | cut -c1-90)...; nothing sent, the certificate kept"
+
+# KEY-cert.pub that cannot be written (a directory): refused before the
+# PIN, the TPM and step-ca; once removed, as the message says, it works.
+rm "$cert"
+mkdir "$cert"
+lines=$(wc -l <"$STEPCA_LOG")
+ssh_cert "$w/id_tpm.tpm"
+expect_rc 1 "KEY-cert.pub a directory"
+expect_err "tpmkey: $cert: not a regular file (a directory); not replaced: give the path of a file" "KEY-cert.pub a directory"
+expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after KEY-cert.pub was refused (no request)"
+rmdir "$cert"
+ssh_cert "$w/id_tpm.tpm"
+[ "$rc" = 0 ] && [ -f "$cert" ] || fail "tpmkey ssh-cert after the directory was removed: $(cat "$ERR")"
+ok "a KEY-cert.pub that is a directory: refused before step-ca is asked (its log unchanged); removed, ssh-cert writes it"
 
 # 7. An RSA 2048 key: an RS256 token, an ssh-rsa certificate, the login.
 keygen "$w/id_rsa.tpm" rsa 2048 "$pin"
