@@ -28,17 +28,10 @@
 #                           STEPCA_PID; stopped at exit. Its files are in
 #                           $TEST_DIR/NAME (default step-ca); a second
 #                           stepca_start stops the first.
-#                           With STEPCA_RECIPE=1 the two provisioners and
-#                           the ACME provisioner's x509 template are those
-#                           docs/step-ca.md gives, as written (its blocks
-#                           marked "<!-- step-ca.md: NAME -->"; the roots
-#                           and the template's path filled in): the ACME
-#                           provisioner's certificates then have a subject,
-#                           CN = the permanent identifier. Without it their
-#                           subjectAltName is critical and holds only an
-#                           otherName, which Go's crypto/x509, hence
-#                           step-ca's own X5C provisioner, refuses to verify
-#                           ("x509: unhandled critical extension").
+#                           With STEPCA_RECIPE=1 the two provisioners are
+#                           those docs/step-ca.md gives, as written (its
+#                           blocks marked "<!-- step-ca.md: NAME -->"; the
+#                           roots filled in).
 #   stepca_stop
 #   stepca_sshd [LINE...]   (needs test/lib/sshd.sh sourced) a stock sshd
 #                           (sshd_start, LINEs added to its sshd_config)
@@ -109,10 +102,8 @@ if recipe:
         if not m:
             sys.exit(recipe + ": no block " + name)
         return m.group(1)
-    open(d + "/acme-leaf.tpl", "w").write(block("acme-template"))
     acme = json.loads(block("acme-provisioner"))
     acme["attestationRoots"] = b64(roots)
-    acme["options"]["x509"]["templateFile"] = d + "/acme-leaf.tpl"
     x5c = json.loads(block("x5c-provisioner"))
     x5c["roots"] = b64(d + "/pki/root.crt")
     if acme["name"] != "tpm" or x5c["name"] != x5c_name:

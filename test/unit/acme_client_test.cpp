@@ -39,6 +39,29 @@ TEST_CASE("acme: the certificate request is signed by the key and OpenSSL verifi
     CHECK(X509_REQ_verify(req.get(), in_req) == 1);
 }
 
+TEST_CASE("acme: the certificate request names the permanent identifier as its common name", "[acme]") {
+    EvpPkey key = test::generate_key("EC", "P-256");
+    const PublicKey pub(test::tpm_public_of(key.get()));
+    const JwsSigner signer = software_signer(std::move(key));
+    // tpmkey-ca's form: "urn:ek:sha256:" and base64 of 32 bytes, 58 characters.
+    const std::string id = "urn:ek:sha256:q+vrF2kVOLqsQ3/7kkXMuKGEbR7TbIJaIRa5Et0Cl5U=";
+    const Bytes der = certificate_request(pub, signer, id);
+    const unsigned char* p = der.data();
+    const Owned<X509_REQ, X509_REQ_free> req(d2i_X509_REQ(nullptr, &p, static_cast<long>(der.size())));
+    REQUIRE(req);
+    const X509_NAME* subject = X509_REQ_get_subject_name(req.get());
+    REQUIRE(X509_NAME_entry_count(subject) == 1);
+    const X509_NAME_ENTRY* cn = X509_NAME_get_entry(subject, 0);
+    CHECK(OBJ_obj2nid(X509_NAME_ENTRY_get_object(cn)) == NID_commonName);
+    const ASN1_STRING* value = X509_NAME_ENTRY_get_data(cn);
+    CHECK(ASN1_STRING_type(value) == V_ASN1_UTF8STRING);
+    CHECK(std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)),
+                      static_cast<std::size_t>(ASN1_STRING_length(value))) == id);
+    CHECK(X509_REQ_verify(req.get(), X509_REQ_get0_pubkey(req.get())) == 1);
+    CHECK_THROWS_WITH(certificate_request(pub, signer, std::string(65, 'a')),
+                      "certificate request: the common name " + std::string(65, 'a') + " is longer than 64 characters");
+}
+
 TEST_CASE("acme: a signer of another key makes no request", "[acme]") {
     EvpPkey key = test::generate_key("EC", "P-256");
     const PublicKey pub(test::tpm_public_of(key.get()));

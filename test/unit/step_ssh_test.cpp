@@ -112,3 +112,31 @@ TEST_CASE("step-ca ssh: the token's claims and the request, as step-ca's X5C pro
     CHECK(new_token_id().size() == 32);
     CHECK(new_token_id() != new_token_id());
 }
+
+namespace {
+
+std::string nested(std::size_t levels) { return std::string(levels, '[') + "1" + std::string(levels, ']'); }
+
+}  // namespace
+
+TEST_CASE("step-ca ssh: step-ca's answer is read as the ACME client reads its server's: JSON nested deeper than 32 "
+          "levels is refused",
+          "[step-ssh]") {
+    const std::string url = "https://ca.example:9000/1.0/ssh/sign";
+    const std::string crt = R"("crt":")" + std::string(certificate_b64) + "\"";
+    const SshCertificate cert = ssh_certificate_from_answer({201, {}, "{" + crt + "}"}, url);
+    CHECK(cert.key_id == "key id");
+    // A certificate beside a deep member, in a success and in a refusal:
+    // refused while parsing (the whole answer, however deep, under 1 MiB).
+    CHECK_THROWS_WITH(ssh_certificate_from_answer({201, {}, "{" + crt + R"(,"x":)" + nested(100000) + "}"}, url),
+                      url + ": the answer is JSON nested deeper than 32 levels; refused");
+    CHECK_THROWS_WITH(ssh_certificate_from_answer({201, {}, "{" + crt + R"(,"x":)" + nested(32) + "}"}, url),
+                      url + ": the answer is JSON nested deeper than 32 levels; refused");
+    CHECK(ssh_certificate_from_answer({201, {}, "{" + crt + R"(,"x":)" + nested(31) + "}"}, url).serial == 42);
+    CHECK_THROWS_WITH(ssh_certificate_from_answer({401, {}, R"({"message":)" + nested(100000) + "}"}, url),
+                      url + ": the answer is JSON nested deeper than 32 levels; refused");
+    CHECK_THROWS_WITH(ssh_certificate_from_answer({401, {}, R"({"message":"not allowed"})"}, url),
+                      "step-ca refused the SSH certificate (HTTP 401): not allowed (step-ca's log says why)");
+    CHECK_THROWS_WITH(ssh_certificate_from_answer({201, {}, "not json"}, url),
+                      url + ": the answer has no certificate (\"crt\")");
+}

@@ -20,42 +20,10 @@ namespace {
 constexpr const char* jose_json = "application/jose+json";
 constexpr std::chrono::seconds max_retry_after{10};
 
-// Printable ASCII of a server's text, at most `limit` characters: what a
-// hostile server says reaches the terminal only this way.
-std::string printable(std::string_view text, std::size_t limit = 300) {
-    std::string out;
-    for (const char c : text) {
-        if (out.size() >= limit) {
-            out += "...";
-            break;
-        }
-        const auto u = static_cast<unsigned char>(c);
-        out += (u >= 0x20 && u < 0x7f) ? c : '?';
-    }
-    return out;
-}
-
 std::string string_member(const nlohmann::json& object, const char* name) {
     if (object.is_object() && object.contains(name) && object[name].is_string())
         return object[name].get<std::string>();
     return {};
-}
-
-// `body` as JSON, discarded when it is not JSON; `too_deep` when it nests
-// deeper than max_json_depth. The callback refuses (discards) every value
-// from that depth on, so the parser never builds a deep value.
-nlohmann::json parse_bounded(const std::string& body, bool& too_deep) {
-    too_deep = false;
-    const nlohmann::json::parser_callback_t bounded = [&too_deep](int depth, nlohmann::json::parse_event_t,
-                                                                  nlohmann::json&) {
-        if (depth > max_json_depth)
-            too_deep = true;
-        return !too_deep;
-    };
-    nlohmann::json parsed = nlohmann::json::parse(body, bounded, /*allow_exceptions=*/false);
-    if (too_deep)
-        return nlohmann::json(nlohmann::json::value_t::discarded);
-    return parsed;
 }
 
 // As parse_answer, a too deep answer discarded: for problem documents.
@@ -77,15 +45,6 @@ using EcdsaSig = Owned<ECDSA_SIG, ECDSA_SIG_free>;
 
 }  // namespace
 
-nlohmann::json parse_answer(const std::string& body, const std::string& source) {
-    bool too_deep = false;
-    nlohmann::json parsed = parse_bounded(body, too_deep);
-    if (too_deep)
-        throw Error(printable(source) + ": the answer is JSON nested deeper than " + std::to_string(max_json_depth) +
-                    " levels; refused");
-    return parsed;
-}
-
 bool is_nonce(std::string_view text) {
     return !text.empty() && text.size() <= 256 && std::all_of(text.begin(), text.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
@@ -99,32 +58,41 @@ std::string problem_text(const std::string& body) {
         return "an answer of JSON nested deeper than " + std::to_string(max_json_depth) + " levels";
     const std::string type = string_member(problem, "type");
     if (type.empty())
-        return body.empty() ? "no explanation given" : printable(body, 200);
-    std::string out = printable(type);
+        return body.empty() ? "no explanation given" : server_text(body, 200);
+    std::string out = server_text(type);
     const std::string detail = string_member(problem, "detail");
     if (!detail.empty())
-        out += ": " + printable(detail);
+        out += ": " + server_text(detail);
     if (problem.contains("subproblems") && problem["subproblems"].is_array()) {
         int n = 0;
         for (const auto& sub : problem["subproblems"]) {
             if (++n > 10)
                 break;
-            out += "; " + printable(string_member(sub, "type"));
+            out += "; " + server_text(string_member(sub, "type"));
             const std::string sub_detail = string_member(sub, "detail");
             if (!sub_detail.empty())
-                out += ": " + printable(sub_detail);
+                out += ": " + server_text(sub_detail);
             if (sub.contains("identifier"))
-                out += " (" + printable(string_member(sub["identifier"], "value")) + ")";
+                out += " (" + server_text(string_member(sub["identifier"], "value")) + ")";
         }
     }
     return out;
 }
 
-Bytes certificate_request(const PublicKey& key, const JwsSigner& signer) {
+Bytes certificate_request(const PublicKey& key, const JwsSigner& signer, const std::string& common_name) {
     const X509Req req(X509_REQ_new());
     const EvpPkey pub = key.to_evp();
     if (!req || !pub || !X509_REQ_set_version(req.get(), 0) || !X509_REQ_set_pubkey(req.get(), pub.get()))
         throw Error("OpenSSL: cannot make the certificate request");
+    // X.520's upper bound for a common name (OpenSSL enforces it too).
+    if (common_name.size() > 64)
+        throw Error("certificate request: the common name " + server_text(common_name) +
+                    " is longer than 64 characters");
+    if (!common_name.empty() &&
+        !X509_NAME_add_entry_by_NID(X509_REQ_get_subject_name(req.get()), NID_commonName, MBSTRING_UTF8,
+                                    reinterpret_cast<const unsigned char*>(common_name.data()),
+                                    static_cast<int>(common_name.size()), -1, 0))
+        throw Error("OpenSSL: cannot set the certificate request's common name");
     const int nid = signer.alg == "RS256"   ? NID_sha256WithRSAEncryption
                     : signer.alg == "ES256" ? NID_ecdsa_with_SHA256
                     : signer.alg == "ES384" ? NID_ecdsa_with_SHA384
@@ -186,7 +154,7 @@ AcmeClient::AcmeClient(HttpClient& http, std::string directory_url, std::string 
 const std::string& AcmeClient::checked_url(const std::string& url, const std::string& what) const {
     if (url.empty() || url.size() > 2048 ||
         !std::all_of(url.begin(), url.end(), [](char c) { return c >= 0x21 && c <= 0x7e; }))
-        throw Error(server_ + ": " + what + " \"" + printable(url, 200) +
+        throw Error(server_ + ": " + what + " \"" + server_text(url, 200) +
                     "\" is not a URL of printable ASCII; refused");
     if (url.rfind(origin_ + "/", 0) != 0)
         throw Error(server_ + ": " + what + " " + url + " is not at " + origin_ +
@@ -293,8 +261,8 @@ nlohmann::json AcmeClient::poll(const std::string& url, nlohmann::json object,
         if (std::none_of(pending.begin(), pending.end(), [&](const char* s) { return status == s; }))
             return object;
         if (std::chrono::steady_clock::now() + wait > deadline)
-            throw Error(what + ": still " + printable(status) + " after " + std::to_string(max_wait.count()) + " s; " +
-                        server_ + " did not decide");
+            throw Error(what + ": still " + server_text(status) + " after " + std::to_string(max_wait.count()) +
+                        " s; " + server_ + " did not decide");
         std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(wait, time_left()));
         Answer a = post_as_get(url, what);
         object = std::move(a.json);
@@ -365,7 +333,7 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
         if (status != "valid") {
             const std::string problem =
                 decided.contains("error") ? problem_text(decided["error"].dump()) : "no reason given";
-            throw AcmeError(server_ + " refused the attestation (challenge " + printable(status) + "): " + problem,
+            throw AcmeError(server_ + " refused the attestation (challenge " + server_text(status) + "): " + problem,
                             decided.contains("error") ? string_member(decided["error"], "type") : "");
         }
     }
@@ -375,7 +343,7 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
         poll(order_url, post_as_get(order_url, "the order").json, {"pending", "processing"}, "the order");
     const std::string ready = string_member(finished, "status");
     if (ready != "ready" && ready != "valid")
-        throw AcmeError(server_ + ": the order is " + printable(ready) +
+        throw AcmeError(server_ + ": the order is " + server_text(ready) +
                             (finished.contains("error") ? ": " + problem_text(finished["error"].dump()) : ""),
                         "");
     if (ready == "ready") {
@@ -384,7 +352,7 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
         finished = poll(order_url, std::move(finished), {"ready", "processing"}, "the order");
     }
     if (string_member(finished, "status") != "valid")
-        throw AcmeError(server_ + ": the order is " + printable(string_member(finished, "status")) +
+        throw AcmeError(server_ + ": the order is " + server_text(string_member(finished, "status")) +
                             (finished.contains("error") ? ": " + problem_text(finished["error"].dump()) : ""),
                         "");
     const Answer chain = post_as_get(url_in(finished, "certificate", "the order"), "the certificate");

@@ -12,6 +12,7 @@
 #include "core/keys/public_key.hpp"
 #include "http_client.hpp"
 #include "jose.hpp"
+#include "json_answer.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -34,17 +35,6 @@ private:
     std::string problem_type_;
 };
 
-// The deepest nesting of arrays and objects accepted in a server's JSON
-// (an ACME answer needs 4): nlohmann copies, compares and dumps a value by
-// recursion, so a deeper one could exhaust the stack.
-constexpr int max_json_depth = 32;
-
-// `body` parsed as JSON; discarded (not an object) when it is not JSON.
-// Throws Error "SOURCE: the answer is JSON nested deeper than 32 levels;
-// refused" when it nests deeper than max_json_depth (checked while
-// parsing: no deep value is ever built).
-nlohmann::json parse_answer(const std::string& body, const std::string& source);
-
 // A nonce as RFC 8555 6.5.1 defines it: base64url, here 1 to 256
 // characters. Any other Replay-Nonce is treated as absent.
 bool is_nonce(std::string_view text);
@@ -54,10 +44,15 @@ bool is_nonce(std::string_view text);
 // 200 printable characters.
 std::string problem_text(const std::string& body);
 
-// A PKCS#10 request (DER) for `key`, empty subject, signed with `signer`
-// (the key itself, inside the TPM: ES256/384/512 or RS256), checked with
-// OpenSSL before it is returned.
-Bytes certificate_request(const PublicKey& key, const JwsSigner& signer);
+// A PKCS#10 request (DER) for `key`, signed with `signer` (the key itself,
+// inside the TPM: ES256/384/512 or RS256), checked with OpenSSL before it
+// is returned. Its subject is CN=`common_name` (UTF8String, at most 64
+// characters), or empty when that is "". tpmkey enroll gives the order's
+// permanent identifier: step-ca accepts that CN (acme/order.go, Finalize)
+// and its attested-leaf template puts it into the certificate's subject,
+// so that the subjectAltName is not critical (RFC 5280 4.2.1.6), which Go's
+// crypto/x509, hence step-ca's X5C provisioner, needs (docs/step-ca.md).
+Bytes certificate_request(const PublicKey& key, const JwsSigner& signer, const std::string& common_name = "");
 
 struct DeviceAttestOrder {
     std::string identifier;  // the permanent identifier the order is for

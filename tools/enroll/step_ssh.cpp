@@ -2,6 +2,7 @@
 
 #include "core/base/error.hpp"
 #include "core/keys/public_key.hpp"
+#include "json_answer.hpp"
 
 #include <openssl/rand.h>
 
@@ -209,26 +210,24 @@ Bytes base64_decode(std::string_view text, const char* what) {
     return out;
 }
 
-SshCertificate request_ssh_certificate(HttpClient& http, const SshCertificateRequest& request,
-                                       const std::string& token) {
-    const std::string url = request.ca_url + "/1.0/ssh/sign";
-    const HttpResponse response = http.post(url, "application/json", ssh_sign_body(request, token));
-    nlohmann::json answer;
-    try {
-        answer = nlohmann::json::parse(response.body);
-    } catch (const nlohmann::json::exception&) {
-        answer = nullptr;
-    }
+SshCertificate ssh_certificate_from_answer(const HttpResponse& response, const std::string& url) {
+    const nlohmann::json answer = parse_answer(response.body, url);
     if (response.status != 200 && response.status != 201) {
-        std::string message = answer.is_object() && answer.contains("message") && answer["message"].is_string()
-                                  ? answer["message"].get<std::string>()
-                                  : std::string("no reason given");
+        const std::string message = answer.is_object() && answer.contains("message") && answer["message"].is_string()
+                                        ? server_text(answer["message"].get<std::string>())
+                                        : std::string("no reason given");
         throw Error("step-ca refused the SSH certificate (HTTP " + std::to_string(response.status) + "): " + message +
                     " (step-ca's log says why)");
     }
     if (!answer.is_object() || !answer.contains("crt") || !answer["crt"].is_string())
         throw Error(url + ": the answer has no certificate (\"crt\")");
     return parse_ssh_certificate(base64_decode(answer["crt"].get<std::string>(), "step-ca's certificate"));
+}
+
+SshCertificate request_ssh_certificate(HttpClient& http, const SshCertificateRequest& request, const std::string& token,
+                                       std::chrono::milliseconds timeout) {
+    const std::string url = request.ca_url + "/1.0/ssh/sign";
+    return ssh_certificate_from_answer(http.post(url, "application/json", ssh_sign_body(request, token), timeout), url);
 }
 
 }  // namespace tpmkey::enroll

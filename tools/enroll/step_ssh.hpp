@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <ctime>
 #include <string>
@@ -67,11 +68,17 @@ struct SshCertificate {
 // anything else, a truncated field or bytes after the signature.
 SshCertificate parse_ssh_certificate(const Bytes& blob);
 
+// step-ca's answer to POST `url` (/1.0/ssh/sign), hostile until parsed:
+// the certificate it signed, or Error with step-ca's own message when it
+// refused, or when the answer is not a certificate.
+SshCertificate ssh_certificate_from_answer(const HttpResponse& response, const std::string& url);
+
 // POSTs the request to step-ca and returns the certificate it signed;
 // throws Error with step-ca's own message when it refuses, or when the
-// answer is not a certificate.
-SshCertificate request_ssh_certificate(HttpClient& http, const SshCertificateRequest& request,
-                                       const std::string& token);
+// answer is not a certificate. The request takes at most `timeout` (and
+// never more than HttpClient::total_timeout_seconds).
+SshCertificate request_ssh_certificate(HttpClient& http, const SshCertificateRequest& request, const std::string& token,
+                                       std::chrono::milliseconds timeout);
 
 // Standard base64 (RFC 4648 4, padded) decoding; throws Error naming `what`.
 Bytes base64_decode(std::string_view text, const char* what);

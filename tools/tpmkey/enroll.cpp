@@ -184,7 +184,7 @@ int cmd_enroll(const Parsed& p) {
         order.attest = [&](const std::string& key_authorization) {
             return attest_key_for_acme(tpm, loaded, key_area, auth, ak, x5c, key_authorization);
         };
-        order.csr = [&] { return enroll::certificate_request(key_public, key_signer); };
+        order.csr = [&] { return enroll::certificate_request(key_public, key_signer, identifier); };
         chain_pem = acme.device_attest(order);
     } catch (const TpmError& e) {
         const Diagnosis d = diagnose(e, tpm.address());

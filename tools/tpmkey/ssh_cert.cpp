@@ -20,6 +20,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <iostream>
 #include <system_error>
@@ -179,12 +180,16 @@ int cmd_ssh_cert(const Parsed& p) {
     if (request.principals.empty())
         request.principals.push_back(user_name());
 
+    const std::filesystem::path crt_file = beside_key(path, ".crt");
+    const std::filesystem::path output = beside_key(path, "-cert.pub");
+    // Checked again when written: here so that a place the certificate
+    // cannot go fails before the PIN, the TPM and step-ca.
+    check_writable_target(output, Replace::yes);
+
     const KeyFile key = read_key_file(path);
     check_usable(key, path.string());
     const PublicKey pub(key.blobs.pub.publicArea);
     request.ssh_public_key = pub.ssh_blob();
-    const std::filesystem::path crt_file = beside_key(path, ".crt");
-    const std::filesystem::path output = beside_key(path, "-cert.pub");
 
     // KEY.crt: step-ca's certificate for this very key, still valid (step-ca
     // would refuse it; this says what to do).
@@ -197,13 +202,14 @@ int cmd_ssh_cert(const Parsed& p) {
     if (X509_cmp_current_time(X509_get0_notAfter(leaf)) <= 0)
         throw Error(crt_file.string() + ": expired (run 'tpmkey enroll' for " + path.string() +
                     " again, then this command)");
+    // tpmkey enroll asks for a subject (CN = the permanent identifier);
+    // another ACME client's certificate may have none.
     if (go_refuses_san(leaf))
         throw Error(crt_file.string() +
                     ": its subject is empty and its critical subjectAltName holds only the permanent identifier, "
                     "which step-ca's X5C provisioner cannot verify (Go: \"x509: unhandled critical extension\"); "
-                    "the CA's operator gives step-ca's ACME provisioner the x509 template of docs/step-ca.md, then "
                     "run 'tpmkey enroll' for " +
-                    path.string() + " again");
+                    path.string() + " again (its certificate's subject is the permanent identifier)");
     for (const X509Cert& cert : chain)
         request.x5c.push_back(to_der(i2d_X509, cert.get()));
     request.key_id = common_name(leaf);
@@ -250,7 +256,10 @@ int cmd_ssh_cert(const Parsed& p) {
         }
     }
 
-    const enroll::SshCertificate cert = enroll::request_ssh_certificate(http, request, token);
+    // One request, bounded as each of tpmkey enroll's (HttpClient's 10 s
+    // to connect, 60 s in all); the token is valid 5 minutes.
+    const enroll::SshCertificate cert = enroll::request_ssh_certificate(
+        http, request, token, std::chrono::seconds{enroll::HttpClient::total_timeout_seconds});
     if (cert.public_key != request.ssh_public_key)
         throw Error("step-ca's SSH certificate is for another key, not " + path.string() + "'s; not written");
     if (cert.cert_type != 1)

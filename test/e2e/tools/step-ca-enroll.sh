@@ -5,7 +5,8 @@
 # (docs/attestation.md, "step-ca"): tpmkey-ca enrols the swtpm's RSA AK
 # (--ek-cert) and is step-ca's attestation root. openssl judges the
 # certificate: it chains to step-ca's root, its key is the TPM key's, and
-# it names the AK certificate's permanent identifier. Refused, each with
+# it names the AK certificate's permanent identifier, in its
+# subjectAltName and as its subject's CN (Go's crypto/x509 parses it). Refused, each with
 # its message: a key in a file (by tpmkey, before the network); a second
 # TPM's key with the first TPM's AK certificate (by tpmkey: that AK is not
 # this TPM's); the second TPM enrolled at a tpmkey-ca step-ca does not
@@ -80,6 +81,23 @@ PY
 identifier=$(permanent_identifier "$w/laptop.ak.crt") || fail "no permanent identifier in the AK certificate"
 ok "the AK certificate names the permanent identifier $identifier"
 
+# The subject's CN and whether the subjectAltName is critical (Python's
+# cryptography).
+subject_and_san() {
+    python3 - "$1" <<'PY'
+import sys
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+cert = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
+cn = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+assert len(cert.subject) == len(cn), cert.subject
+san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+print("CN=%s; subjectAltName critical=%s" % (",".join(cn), san.critical))
+PY
+}
+attest_go=$(bash "$tools/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
+    fail "cannot build attest-go: it needs Go and the Go module proxy"
+
 # 2. A certificate for an ECDSA key with a PIN and for an RSA key, each
 # judged by openssl; the TPM commands and the time counted.
 pin=$(pin_file 1234)
@@ -98,6 +116,7 @@ for kind in "ecdsa 256" "rsa 2048"; do
     ms=$((($(date +%s%N) - start) / 1000000))
     pcap_stop
     [ "$rc" = 0 ] || { show "$STEPCA_LOG"; fail "tpmkey enroll $name: $out $err"; }
+    acme=${out##*ACME: }
     expect_out "Wrote the certificate of $w/$name.tpm for permanent identifier $identifier to $w/$name.crt" "$name"
     crt=$w/$name.crt
     [ "$(stat -c %a "$crt")" = 644 ] || fail "$crt: mode $(stat -c %a "$crt"), not 644"
@@ -107,9 +126,17 @@ for kind in "ecdsa 256" "rsa 2048"; do
     expect_eq "$(openssl x509 -in "$crt" -noout -pubkey)" "$(openssl pkey -pubin -in "$w/$name.spki.pem")" \
         "$name: the certificate's public key"
     expect_eq "$(permanent_identifier "$crt")" "$identifier" "$name: the certificate's permanent identifier"
+    # The CSR's CN, the permanent identifier, is the certificate's subject
+    # (step-ca's default template for attested devices), so the
+    # subjectAltName is not critical.
+    expect_eq "$(subject_and_san "$crt")" "CN=$identifier; subjectAltName critical=False" "$name: the certificate's subject"
+    # Go's crypto/x509 (as step-ca's x509util reads it) parses it.
+    run "$attest_go" parse "$crt"
+    expect_rc 0 "Go's crypto/x509 parses $name.crt"
+    expect_out "permanentIdentifier: $identifier" "Go's crypto/x509, $name.crt"
     expect_clean_tpm "after tpmkey enroll $name"
-    echo "figures: $name: $(pcap_count "$name") TPM commands ($(pcap_commands "$name")); $ms ms; ${out##*ACME: }"
-    ok "$name: step-ca issued a certificate for the TPM key: it chains to step-ca's root (openssl), holds the key's public key and names permanent identifier $identifier"
+    echo "figures: $name: $(pcap_count "$name") TPM commands ($(pcap_commands "$name")); $ms ms; $acme"
+    ok "$name: step-ca issued a certificate for the TPM key: it chains to step-ca's root (openssl), holds the key's public key, names permanent identifier $identifier, has subject CN = it (Python's cryptography) and Go parses it"
 done
 
 # The module serves id_ecdsa.crt as the key's certificate (pkcs11-tool).

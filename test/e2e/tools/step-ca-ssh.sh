@@ -5,9 +5,14 @@
 # provisioner (device-attest-01, tpmkey-ca's root as attestation root);
 # tpmkey ssh-cert sends step-ca's X5C provisioner a token with KEY.crt in
 # its x5c header, signed inside the TPM by KEY, and writes the
-# certificate step-ca signs as KEY-cert.pub. The judges: ssh-keygen -L,
-# a stock sshd whose TrustedUserCAKeys is step-ca's SSH user CA key (as
-# step-ca publishes it) with an empty authorized_keys, and step-ca's log.
+# certificate step-ca signs as KEY-cert.pub. step-ca's provisioners are
+# docs/step-ca.md's blocks, as written (STEPCA_RECIPE=1). The judges:
+# ssh-keygen -L, a stock sshd whose TrustedUserCAKeys is step-ca's SSH user
+# CA key (as step-ca publishes it) with an empty authorized_keys, step-ca's
+# log, Python's cryptography (KEY.crt's subject: CN = the permanent
+# identifier). Refused with what to do: a KEY.crt with an empty subject
+# (another client's; step-ca itself refuses it too), a KEY-cert.pub that
+# is a directory (before step-ca is asked).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -36,8 +41,11 @@ must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/laptop.req"
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/laptop.chal" "$w/laptop.req"
 must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
 must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/laptop.proof"
+# The provisioners as docs/step-ca.md gives them (step-ca's defaults
+# otherwise: no template).
+STEPCA_RECIPE=1
 stepca_start "$step_ca" "$ca/ca.crt"
-ok "step-ca at $STEPCA_URL: ACME provisioner for device-attest-01, X5C provisioner '$STEPCA_X5C' with SSH"
+ok "step-ca at $STEPCA_URL: ACME provisioner for device-attest-01, X5C provisioner '$STEPCA_X5C' with SSH (docs/step-ca.md's blocks)"
 
 pin='ssh-cert pin'
 (umask 077 && printf '%s\n' "$pin" >"$w/pin")
@@ -65,25 +73,75 @@ enroll() { # [NAME]: tpmkey enroll of $w/NAME.tpm (default id_tpm)
 enroll
 ok "without KEY.crt: '${no_crt:0:100}...'; tpmkey enroll as it says wrote id_tpm.crt"
 
-# 1b. With step-ca's default ACME template the certificate's subject is
-# empty and its subjectAltName, critical, holds only the permanent
-# identifier: step-ca's own X5C provisioner (Go's crypto/x509) cannot verify
-# it. ssh-cert says so and what the operator does (docs/step-ca.md); done.
-openssl x509 -in "$w/id_tpm.crt" -noout -text >"$w/leaf.txt"
-grep -q "Subject: *$" "$w/leaf.txt" && grep -q "X509v3 Subject Alternative Name: critical" "$w/leaf.txt" ||
-    { show "$w/leaf.txt"; fail "step-ca's default ACME certificate: expected an empty subject and a critical subjectAltName"; }
+# 1b. tpmkey enroll's CSR names the permanent identifier as its CN, which
+# step-ca's default template for attested devices puts into the subject:
+# the subjectAltName is then not critical (Python's cryptography judges).
+# A certificate made by another client (empty CSR subject: step-ca's
+# default makes an empty subject and a critical subjectAltName holding
+# only the otherName, made here as step-ca makes it, by step-ca's
+# intermediate) is refused by ssh-cert with what to do; done, it works (2).
+leaf_facts() { # CHAIN.pem: "CN=...; san critical=BOOL"
+    python3 - "$1" <<'PY'
+import sys
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+cert = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
+cn = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+print("CN=%s; san critical=%s" % (",".join(cn), san.critical))
+PY
+}
+identifier=$(python3 - "$w/laptop.ak.crt" <<'PY'
+import sys
+from cryptography import x509
+cert = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
+san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+der = [n.value for n in san if isinstance(n, x509.OtherName) and n.type_id.dotted_string == "1.3.6.1.5.5.7.8.3"][0]
+assert der[0] == 0x30 and der[2] == 0x0C, der.hex()
+print(der[4:4 + der[3]].decode())
+PY
+) || fail "no permanent identifier in the AK certificate"
+expect_eq "$(leaf_facts "$w/id_tpm.crt")" "CN=$identifier; san critical=False" "tpmkey enroll's certificate"
+# empty_subject_chain KEY-SOURCE.pem OUT: a chain as step-ca's default
+# makes it for an empty CSR subject, for the public key of KEY-SOURCE (a
+# certificate or a private key), issued by step-ca's intermediate.
+empty_subject_chain() {
+    python3 - "$1" "$2" "$identifier" "$STEPCA_DIR/pki/int.crt" "$STEPCA_DIR/pki/int.key" <<'PY' ||
+import datetime, sys
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID, ObjectIdentifier
+source, out, ident, int_crt, int_key = sys.argv[1:]
+data = open(source, "rb").read()
+if b"PRIVATE KEY" in data:
+    pub = serialization.load_pem_private_key(data, None).public_key()
+else:
+    pub = x509.load_pem_x509_certificate(data).public_key()
+issuer = x509.load_pem_x509_certificate(open(int_crt, "rb").read())
+v = ident.encode()
+pid = bytes([0x30, len(v) + 2, 0x0C, len(v)]) + v  # PermanentIdentifier ::= SEQUENCE { UTF8String }
+now = datetime.datetime.now(datetime.timezone.utc)
+cert = (x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(issuer.subject).public_key(pub)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1)).not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.OtherName(ObjectIdentifier("1.3.6.1.5.5.7.8.3"), pid)]), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(serialization.load_pem_private_key(open(int_key, "rb").read(), None), hashes.SHA256()))
+open(out, "wb").write(cert.public_bytes(serialization.Encoding.PEM) + issuer.public_bytes(serialization.Encoding.PEM))
+PY
+        fail "python: cannot make a certificate with an empty subject"
+}
+empty_subject_chain "$w/id_tpm.crt" "$w/id_tpm.crt"
+expect_eq "$(leaf_facts "$w/id_tpm.crt")" "CN=; san critical=True" "the certificate of an empty CSR subject"
 ssh_cert "$w/id_tpm.tpm"
-expect_rc 1 "ssh-cert with step-ca's default ACME certificate"
-expect_err "$w/id_tpm.crt: its subject is empty and its critical subjectAltName holds only the permanent identifier, which step-ca's X5C provisioner cannot verify (Go: \"x509: unhandled critical extension\"); the CA's operator gives step-ca's ACME provisioner the x509 template of docs/step-ca.md, then run 'tpmkey enroll' for $w/id_tpm.tpm again" \
-    "ssh-cert with step-ca's default ACME certificate"
+expect_rc 1 "ssh-cert with a certificate of an empty subject"
+expect_err "$w/id_tpm.crt: its subject is empty and its critical subjectAltName holds only the permanent identifier, which step-ca's X5C provisioner cannot verify (Go: \"x509: unhandled critical extension\"); run 'tpmkey enroll' for $w/id_tpm.tpm again (its certificate's subject is the permanent identifier)" \
+    "ssh-cert with a certificate of an empty subject"
 [ ! -e "$w/id_tpm-cert.pub" ] || fail "ssh-cert wrote a certificate"
-STEPCA_RECIPE=1
-stepca_start "$step_ca" "$ca/ca.crt" step-ca-cn
 enroll
-openssl x509 -in "$w/id_tpm.crt" -noout -text >"$w/leaf.txt"
-grep -Eq 'Subject: CN *= *"?urn:ek:sha256:' "$w/leaf.txt" && ! grep -q "Subject Alternative Name: critical" "$w/leaf.txt" ||
-    { show "$w/leaf.txt"; fail "the template's certificate: expected CN = the permanent identifier, a non-critical subjectAltName"; }
-ok "step-ca's default ACME certificate is refused with what to do; with the template of docs/step-ca.md and tpmkey enroll again: $(sed -n 's/^ *Subject: //p' "$w/leaf.txt")"
+expect_eq "$(leaf_facts "$w/id_tpm.crt")" "CN=$identifier; san critical=False" "tpmkey enroll's certificate, again"
+ok "tpmkey enroll's certificate: subject CN = $identifier, subjectAltName not critical; one of an empty subject is refused with what to do, and tpmkey enroll again, as it says, gives one ssh-cert takes (2)"
 
 # 2. The certificate.
 ssh_cert "$w/id_tpm.tpm"
@@ -206,6 +264,16 @@ status=$(python_token "$w/id_tpm.crt" "$w/soft.key") || fail "python: the token 
 why=$(tail -n "+$((lines + 1))" "$STEPCA_LOG" | grep -o 'error="[^"]*x5c.authorizeToken[^"]*"' || true)
 expect_in "$why" "x5c.authorizeToken; error parsing x5c claims: .*(crypto|verif|signature)" "step-ca's log"
 ok "step-ca refuses a token with id_tpm.crt in x5c signed by another key (HTTP 401; its log: $why); the same token signed by its certificate's key got a certificate"
+# The refusal ssh-cert spares the user (1b), by step-ca itself: the
+# control token again, with a certificate of the same key made as
+# step-ca's default makes it for an empty CSR subject.
+empty_subject_chain "$w/soft.key" "$w/soft-empty.crt"
+lines=$(wc -l <"$STEPCA_LOG")
+status=$(python_token "$w/soft-empty.crt" "$w/soft.key") || fail "python: the token of an empty subject"
+[ "$status" = 401 ] || { show "$STEPCA_LOG"; fail "step-ca answered HTTP $status to a certificate of an empty subject"; }
+go_says=$(tail -n "+$((lines + 1))" "$STEPCA_LOG" | grep -o 'x509: unhandled critical extension' | head -1 || true)
+[ -n "$go_says" ] || { show "$STEPCA_LOG"; fail "step-ca's log does not say why it refused the certificate of an empty subject"; }
+ok "step-ca refuses a certificate of an empty subject (critical subjectAltName) itself: HTTP 401, its log: $go_says"
 
 # 6. A wrong PIN: the TPM refuses to sign the token, nothing is sent to
 # step-ca, the certificate is kept.
@@ -218,6 +286,20 @@ expect_err "$w/id_tpm.tpm: wrong PIN" "ssh-cert with a wrong PIN"
 cmp -s "$cert" "$w/cert.before" || fail "ssh-cert with a wrong PIN changed $cert"
 [ "$(grep -c 'path=/1.0/ssh/sign' "$STEPCA_LOG")" = "$requests" ] || fail "ssh-cert with a wrong PIN sent a request"
 ok "a wrong PIN: $(tail -1 "$ERR" | cut -c1-90)...; nothing sent, the certificate kept"
+
+# KEY-cert.pub that cannot be written (a directory): refused before the
+# PIN, the TPM and step-ca; once removed, as the message says, it works.
+rm "$cert"
+mkdir "$cert"
+lines=$(wc -l <"$STEPCA_LOG")
+ssh_cert "$w/id_tpm.tpm"
+expect_rc 1 "KEY-cert.pub a directory"
+expect_err "tpmkey: $cert: not a regular file (a directory); not replaced: give the path of a file" "KEY-cert.pub a directory"
+expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after KEY-cert.pub was refused (no request)"
+rmdir "$cert"
+ssh_cert "$w/id_tpm.tpm"
+[ "$rc" = 0 ] && [ -f "$cert" ] || fail "tpmkey ssh-cert after the directory was removed: $(cat "$ERR")"
+ok "a KEY-cert.pub that is a directory: refused before step-ca is asked (its log unchanged); removed, ssh-cert writes it"
 
 # 7. An RSA 2048 key: an RS256 token, an ssh-rsa certificate, the login.
 keygen "$w/id_rsa.tpm" rsa 2048 "$pin"
