@@ -198,6 +198,34 @@ expect_err "tpmkey enroll certifies TPM keys only: make one with tpmkey-keygen; 
 expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log after a key in a file (no request)"
 ok "a key in a file: refused by tpmkey before any request, nothing written"
 
+# 3a. The same key file's private key brought into the TPM: tpm2_import of
+# an openssl key under the SRK (0x81000001, persisted by keygen above), put
+# in a key file by tpm2_encodeobject. tpmkey enroll sends what the TPM's
+# real AK certifies, and step-ca refuses it: the public area says the key
+# was not made in this TPM (no fixedTPM, fixedParent, sensitiveDataOrigin).
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$w/imported.pem" 2>/dev/null ||
+    fail "openssl genpkey"
+tpm2_import -Q -C 0x81000001 -G ecc -a 'sign|userwithauth' -i "$w/imported.pem" \
+    -u "$w/imported.pub" -r "$w/imported.priv" &&
+    tpm2_encodeobject -Q -C 0x81000001 -u "$w/imported.pub" -r "$w/imported.priv" -o "$w/id_imported.tpm" ||
+    fail "tpm2_import of a key from a file"
+# tpm2-tools leave their objects and sessions loaded (no resource manager).
+tpm2_flushcontext -t
+tpm2_flushcontext -l
+chmod 600 "$w/id_imported.tpm"
+lines=$(wc -l <"$STEPCA_LOG")
+# (tpm2_encodeobject leaves emptyAuth out: tpmkey asks for a PIN, here none)
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
+    --pin-file "$(pin_file "")" "$w/id_imported.tpm"
+expect_rc 1 "a key imported from a file"
+imported_reason="invalid certification parameters: provided key is exportable"
+grep -qF "$imported_reason" <<<"$err" || fail "a key imported from a file: tpmkey does not print step-ca's reason: $err"
+tail -n +"$((lines + 1))" "$STEPCA_LOG" | grep -qF "$imported_reason" ||
+    { show "$STEPCA_LOG"; fail "step-ca's log does not say why it refused a key imported from a file"; }
+[ ! -e "$w/id_imported.crt" ] || fail "a certificate was written for a key imported from a file"
+ok "a key imported from a file into the TPM: certified by the real AK, refused by step-ca ($imported_reason)"
+lines=$(wc -l <"$STEPCA_LOG")  # the local refusals below send nothing
+
 # 3b. Before the TPM and the network: an http URL (exit 2), and an AK
 # certificate without a permanent identifier (step-ca's root stands for one
 # from an older tpmkey-ca).
