@@ -115,18 +115,8 @@ int cmd_attest_key(const Parsed& p) {
     } catch (const Error& e) {
         throw Error(p.value("--ak-cert") + ": " + e.what());
     }
-    KnownParents known = KnownParents::load();
-    TpmObject parent;
-    try {
-        // The key's PIN goes under this parent: no clear accepted here (as
-        // in a login; a key made before a clear cannot load anyway).
-        parent = load_verified_parent(tpm, key.parent, known, nullptr,
-                                      ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
-    } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem);
-    } catch (const UnverifiedParent& e) {
-        throw Error(path.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)));
-    }
+    // (a key made before a clear cannot load anyway)
+    const TpmObject parent = verified_parent_for_pin(tpm, key, path);
     if (!p.has_value("--pin-file") && key.needs_pin())
         pin = pin_from_terminal("Enter the PIN of " + path.stem().string() + ": ", "--pin-file");
 

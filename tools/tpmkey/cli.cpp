@@ -31,6 +31,18 @@ std::filesystem::path rewritten_key_file(const std::string& key) {
     return key;
 }
 
+TpmObject verified_parent_for_pin(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file) {
+    KnownParents known = KnownParents::load();
+    try {
+        return load_verified_parent(tpm, key.parent, known, nullptr,
+                                    ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+    } catch (const TpmError& e) {
+        throw Error(file.string() + ": " + diagnose(e, tpm.address()).problem);
+    } catch (const UnverifiedParent& e) {
+        throw Error(file.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)));
+    }
+}
+
 std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file,
                                                KnownParents& known, ParentCheck* check) {
     try {

@@ -60,6 +60,12 @@ inline std::string key_type_text(const PublicKey& pub) {
 // (dotfile managers) stays a link, and the new file replaces its target.
 std::filesystem::path rewritten_key_file(const std::string& key);
 
+// The parent of `key` (from `file`), verified and proven as a login does
+// it: no clear accepted, for the key's PIN goes under it. For the commands
+// that load a key to certify or sign with it (attest, enroll, ssh-cert):
+// throws Error naming `file` with what to do.
+TpmObject verified_parent_for_pin(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file);
+
 // Loads `key` (from `file`; parent first, verified and proven where it was
 // not: load_verified_parent): nothing when it loads, else why not (a key
 // made before the TPM was cleared says so). `check` gets what the parent's

@@ -159,16 +159,7 @@ int cmd_enroll(const Parsed& p) {
     } catch (const Error& e) {
         throw Error(ak_file + ": " + e.what());
     }
-    KnownParents known = KnownParents::load();
-    TpmObject parent;
-    try {
-        parent = load_verified_parent(tpm, key.parent, known, nullptr,
-                                      ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
-    } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem);
-    } catch (const UnverifiedParent& e) {
-        throw Error(path.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)));
-    }
+    const TpmObject parent = verified_parent_for_pin(tpm, key, path);
     if (!p.has_value("--pin-file") && key.needs_pin())
         pin = pin_from_terminal("Enter the PIN of " + path.stem().string() + ": ", "--pin-file");
 

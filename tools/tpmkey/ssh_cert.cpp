@@ -228,16 +228,7 @@ int cmd_ssh_cert(const Parsed& p) {
     // storage key that fails its checks.
     const Config config = load_config();
     Tpm tpm(config.tpm);
-    KnownParents known = KnownParents::load();
-    TpmObject parent;
-    try {
-        parent = load_verified_parent(tpm, key.parent, known, nullptr,
-                                      ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
-    } catch (const TpmError& e) {
-        throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem);
-    } catch (const UnverifiedParent& e) {
-        throw Error(path.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)));
-    }
+    const TpmObject parent = verified_parent_for_pin(tpm, key, path);
     if (!p.has_value("--pin-file") && key.needs_pin())
         pin = pin_from_terminal("Enter the PIN of " + path.stem().string() + ": ", "--pin-file");
 

@@ -1,6 +1,7 @@
 #include "core/attestation/acme_attestation.hpp"
 
 #include "core/attestation/cbor.hpp"
+#include "core/attestation/webauthn.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/algorithms.hpp"
 
@@ -51,21 +52,7 @@ Bytes acme_attestation_object(const AcmeTpmAttestation& a) {
     cbor::put_text(out, "fmt");
     cbor::put_text(out, "tpm");
     cbor::put_text(out, "attStmt");
-    cbor::put_map(out, 6);
-    cbor::put_text(out, "alg");
-    cbor::put_int(out, a.alg);
-    cbor::put_text(out, "sig");
-    cbor::put_bytes(out, a.sig);
-    cbor::put_text(out, "ver");
-    cbor::put_text(out, "2.0");
-    cbor::put_text(out, "x5c");
-    cbor::put_array(out, a.x5c.size());
-    for (const Bytes& cert : a.x5c)
-        cbor::put_bytes(out, cert);
-    cbor::put_text(out, "pubArea");
-    cbor::put_bytes(out, a.pub_area);
-    cbor::put_text(out, "certInfo");
-    cbor::put_bytes(out, a.cert_info);
+    put_tpm_att_stmt(out, a.alg, a.sig, a.x5c, a.pub_area, a.cert_info);
     return out;
 }
 

@@ -138,6 +138,25 @@ Bytes certify_extra_data(std::span<const std::uint8_t> auth_data, std::string_vi
     return digest_of(EVP_sha256(), {auth_data, client_data_hash});
 }
 
+void put_tpm_att_stmt(Bytes& out, std::int64_t alg, std::span<const std::uint8_t> sig, const std::vector<Bytes>& x5c,
+                      std::span<const std::uint8_t> pub_area, std::span<const std::uint8_t> cert_info) {
+    cbor::put_map(out, 6);
+    cbor::put_text(out, "alg");
+    cbor::put_int(out, alg);
+    cbor::put_text(out, "sig");
+    cbor::put_bytes(out, sig);
+    cbor::put_text(out, "ver");
+    cbor::put_text(out, "2.0");
+    cbor::put_text(out, "x5c");
+    cbor::put_array(out, x5c.size());
+    for (const Bytes& cert : x5c)
+        cbor::put_bytes(out, cert);
+    cbor::put_text(out, "pubArea");
+    cbor::put_bytes(out, pub_area);
+    cbor::put_text(out, "certInfo");
+    cbor::put_bytes(out, cert_info);
+}
+
 Bytes attestation_object(const TpmAttestation& a) {
     // Keys in CTAP2's canonical order: shorter first, then bytewise.
     Bytes out;
@@ -145,21 +164,7 @@ Bytes attestation_object(const TpmAttestation& a) {
     cbor::put_text(out, "fmt");
     cbor::put_text(out, "tpm");
     cbor::put_text(out, "attStmt");
-    cbor::put_map(out, 6);
-    cbor::put_text(out, "alg");
-    cbor::put_int(out, a.alg);
-    cbor::put_text(out, "sig");
-    cbor::put_bytes(out, a.sig);
-    cbor::put_text(out, "ver");
-    cbor::put_text(out, "2.0");
-    cbor::put_text(out, "x5c");
-    cbor::put_array(out, a.x5c.size());
-    for (const Bytes& cert : a.x5c)
-        cbor::put_bytes(out, cert);
-    cbor::put_text(out, "pubArea");
-    cbor::put_bytes(out, a.pub_area);
-    cbor::put_text(out, "certInfo");
-    cbor::put_bytes(out, a.cert_info);
+    put_tpm_att_stmt(out, a.alg, a.sig, a.x5c, a.pub_area, a.cert_info);
     cbor::put_text(out, "authData");
     cbor::put_bytes(out, a.auth_data);
     return out;

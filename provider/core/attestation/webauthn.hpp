@@ -68,6 +68,11 @@ struct TpmAttestation {
     Bytes pub_area;          // TPMT_PUBLIC of the attested key
 };
 Bytes attestation_object(const TpmAttestation& attestation);
+// The attStmt map of the "tpm" format with its six members (alg, sig, ver
+// "2.0", x5c, pubArea, certInfo) in CTAP2's canonical order: WebAuthn's
+// object above and step-ca's (acme_attestation.hpp) both hold it.
+void put_tpm_att_stmt(Bytes& out, std::int64_t alg, std::span<const std::uint8_t> sig, const std::vector<Bytes>& x5c,
+                      std::span<const std::uint8_t> pub_area, std::span<const std::uint8_t> cert_info);
 // Throws Error "attestation-object: ..." for anything but that object
 // (CBOR as cbor.hpp decodes it, fmt "tpm", ver "2.0", every field present
 // with its type, x5c not empty).
