@@ -17,6 +17,16 @@ TEST_CASE("login_cost: the sum of the priced commands, the others listed in orde
     CHECK(login_cost({}, KeyAlgorithm::rsa, times).ms == 0);
 }
 
+TEST_CASE("login_cost: tpm2-pkcs11's RSA signature, a TPM2_RSA_Decrypt, is priced as the RSA private-key operation") {
+    const CommandTimes times{{"StartAuthSession", 10}, {"Sign RSA 2048", 50}};
+    const std::vector<std::string> login{"StartAuthSession", "Load", "RSA_Decrypt", "FlushContext"};
+    const LoginCost rsa = login_cost(login, KeyAlgorithm::rsa, times);
+    CHECK(rsa.ms == Approx(60));
+    CHECK(rsa.unpriced == std::vector<std::string>{"Load", "FlushContext"});
+    // An ECDSA key sends no TPM2_RSA_Decrypt to sign: not priced there.
+    CHECK(login_cost(login, KeyAlgorithm::ecdsa, times).unpriced.size() == 3);
+}
+
 TEST_CASE("login_cost: each reference chip prices what a login's public-key operations cost") {
     const auto chips = reference_chips();
     REQUIRE(chips.size() == 3);

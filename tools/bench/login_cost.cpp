@@ -5,6 +5,13 @@
 namespace tpmkey {
 
 std::string priced_name(const std::string& command, KeyAlgorithm key) {
+    // tpm2-pkcs11 signs CKM_RSA_PKCS (what OpenSSH asks for) with
+    // TPM2_RSA_Decrypt of the block it pads itself (its src/lib/sign.c: "RSA
+    // Decrypt is the RSA operation with the private key"): the private-key
+    // operation of an RSA signature, and the very command wolfTPM's "RSA
+    // 2048 Private" figure times.
+    if (command == "RSA_Decrypt" && key == KeyAlgorithm::rsa)
+        return "Sign RSA 2048";
     if (command != "Sign")
         return command;
     return key == KeyAlgorithm::rsa ? "Sign RSA 2048" : "Sign ECDSA P-256";
@@ -31,8 +38,9 @@ LoginCost login_cost(const std::vector<std::string>& commands, KeyAlgorithm key,
 //   StartAuthSession  "ECDHE 256 agree": our sessions are salted with the
 //                     P-256 storage key, which costs the TPM one ECDH.
 //   Sign ECDSA P-256  "ECDSA 256 sign".
-//   Sign RSA 2048     "RSA 2048 Private" (a private-key operation, as an
-//                     RSASSA signature).
+//   Sign RSA 2048     "RSA 2048 Private": a TPM2_RSA_Decrypt without padding
+//                     (bench.c), the private-key operation of an RSASSA
+//                     signature; what tpm2-pkcs11 sends to sign with RSA.
 std::vector<ReferenceChip> reference_chips() {
     const std::string wolftpm = "https://github.com/wolfSSL/wolfTPM/blob/master/README.md#benchmarks";
     return {

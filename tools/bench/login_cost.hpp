@@ -17,7 +17,8 @@ namespace tpmkey {
 
 // Milliseconds per command, by the name count-tpm-commands gives it
 // ("CreatePrimary"), except TPM2_Sign, whose time depends on the key:
-// "Sign ECDSA P-256", "Sign RSA 2048" (priced_name()).
+// "Sign ECDSA P-256", "Sign RSA 2048" (priced_name(), which prices
+// tpm2-pkcs11's RSA signature, a TPM2_RSA_Decrypt, as the latter).
 using CommandTimes = std::map<std::string, double>;
 
 // The name `command` of a login with a `key` key is priced under.
