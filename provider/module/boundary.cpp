@@ -19,6 +19,13 @@ pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 Module* the_module = nullptr;  // between C_Initialize and C_Finalize
 pid_t module_pid = 0;          // the process that initialised it
 
+// The calling thread holds module_lock (inside a LockedState). Constant-
+// initialised, per thread; fork() copies the forking thread's into the child.
+thread_local bool this_thread_holds_lock = false;
+// The prepare handler took module_lock for this fork (the parent and child
+// handlers run on the forking thread).
+thread_local bool locked_for_fork = false;
+
 // fork() while another thread is inside the module (in a TPM command, or
 // holding OpenSSL's or tpm2-tss's locks on its way) would give the child
 // a lock, or a library lock, that no thread of the child will ever
@@ -27,9 +34,31 @@ pid_t module_pid = 0;          // the process that initialised it
 // command is bounded in time), and the child starts with a fresh lock; the
 // state behind it is forgotten anyway (below). glibc drops the handlers
 // when the module is unloaded (dlclose).
-void lock_before_fork() noexcept { pthread_mutex_lock(&module_lock); }
-void unlock_in_parent() noexcept { pthread_mutex_unlock(&module_lock); }
-void unlock_in_child() noexcept { pthread_mutex_init(&module_lock, nullptr); }
+//
+// A fork from inside the module itself (tpm2-tss's cmd TCTI forks its
+// command at the first TPM command, under C_Login or C_Sign) comes from the
+// thread that holds the lock: waiting for it would wait for ourselves,
+// forever. Then no other thread is inside the module (the lock says so),
+// which is all the handler ensures, so it takes nothing. The child is that
+// thread's copy, in the middle of the call: it keeps the lock as held, for
+// that call to release if it ever returns (the cmd TCTI's child execs its
+// command or exits, touching none of the module's state), and any later
+// call in the child forgets the parent's state (LockedState).
+void lock_before_fork() noexcept {
+    locked_for_fork = !this_thread_holds_lock;
+    if (locked_for_fork)
+        pthread_mutex_lock(&module_lock);
+}
+void unlock_in_parent() noexcept {
+    if (locked_for_fork)
+        pthread_mutex_unlock(&module_lock);
+    locked_for_fork = false;
+}
+void unlock_in_child() noexcept {
+    if (locked_for_fork)
+        pthread_mutex_init(&module_lock, nullptr);
+    locked_for_fork = false;
+}
 pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 void register_fork_handlers() noexcept { (void)pthread_atfork(lock_before_fork, unlock_in_parent, unlock_in_child); }
 
@@ -123,6 +152,7 @@ LockedState::LockedState() noexcept {
     // process loaded the module; dlclose drops them).
     (void)pthread_once(&atfork_once, register_fork_handlers);
     pthread_mutex_lock(&module_lock);
+    this_thread_holds_lock = true;
     // A forked child shares nothing with its parent's state: that memory is
     // a copy, its TPM objects belong to the parent, and so do its saved
     // contexts (a parent verified for the parent process, and a session's
@@ -133,7 +163,10 @@ LockedState::LockedState() noexcept {
         the_module = nullptr;
 }
 
-LockedState::~LockedState() { pthread_mutex_unlock(&module_lock); }
+LockedState::~LockedState() {
+    this_thread_holds_lock = false;
+    pthread_mutex_unlock(&module_lock);
+}
 
 Module* LockedState::module() const noexcept { return the_module; }
 

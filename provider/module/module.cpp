@@ -40,9 +40,14 @@ std::string pub_comment(const std::filesystem::path& key_path) {
 
 }  // namespace
 
-Module::Module(const Config& config) : tpm_(config.tpm), same_pin_(config.same_pin), confirm_(config.confirm) {
+Module::Module(const Config& config)
+    : tpm_(config.tpm), same_pin_(config.same_pin), confirm_(config.confirm), config_refused_(config.file_problem) {
     for (const std::string& warning : config.warnings)
         log_error(warning);
+    if (!config_refused_.empty())
+        log_error("the config file is not used (" + config_refused_ +
+                  "), so its confirm lines are unknown: until it is fixed, every key signs only after a yes at a "
+                  "confirmation prompt (docs/configuration.md)");
     for (FoundKeyFile& found : find_keys(config)) {
         if (!found.key) {
             log_error(found.skip_message + " (key skipped)");
@@ -113,9 +118,9 @@ void Module::logout(CK_SLOT_ID slot) {
     t.logout();
 }
 
-void Module::login(Token& t, Secret pin) {
+void Module::login(Token& t, const Secret& pin) {
     if (!t.has_pin() || pin.empty()) {  // the token answers without the TPM
-        t.login(tpm(), std::move(pin));
+        t.login(tpm(), pin);
         return;
     }
     const std::optional<PinBurst::Verdicts> earlier = pin_burst_.for_another(t.slot(), pin);
@@ -152,9 +157,8 @@ void Module::login(Token& t, Secret pin) {
         }
         require_room_for_a_wrong_pin(t, da);
     }
-    const Secret tried = pin.clone();
-    if (const std::optional<TpmError> refused = send_pin(t, std::move(pin))) {
-        pin_burst_.record(t.slot(), tried, false);
+    if (const std::optional<TpmError> refused = send_pin(t, pin)) {
+        pin_burst_.record(t.slot(), pin, false);
         if (!earlier || !earlier->accepted_by)
             throw *refused;
         log_error(t.label() + ": the PIN '" + token(*earlier->accepted_by).label() + "' took was tried for it " +
@@ -163,12 +167,13 @@ void Module::login(Token& t, Secret pin) {
         login_with_own_prompt(t, CKR_PIN_INCORRECT);
         return;
     }
-    pin_burst_.record(t.slot(), tried, true);
+    pin_burst_.record(t.slot(), pin, true);
 }
 
-std::optional<TpmError> Module::send_pin(Token& t, Secret pin) {
+std::optional<TpmError> Module::send_pin(Token& t, const Secret& pin) {
     try {
-        with_room_in_tpm(t, [&] { t.login(tpm(), std::move(pin)); });
+        // Tried twice when the TPM was full: the PIN is lent, not given.
+        with_room_in_tpm(t, [&] { t.login(tpm(), pin); });
     } catch (const TpmError& e) {
         if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
             throw;
@@ -199,8 +204,10 @@ void Module::login_with_own_prompt(Token& t, CK_RV otherwise) {
     const Askpass askpass = find_askpass();
     if (askpass.program.empty()) {
         log_error(t.label() + ": no PIN prompt could be shown for it: " + askpass.why_not +
-                  "; to add it, start the agent where a prompt can be shown, or run ssh-add -s with its PIN "
-                  "and an agent started with TPMKEY_KEYS naming it (docs/ssh-agent-and-more.md)");
+                  (running_in_ssh_agent()
+                       ? "; to add it, start the agent where a prompt can be shown, or run ssh-add -s with its PIN "
+                         "and an agent started with TPMKEY_KEYS naming it (docs/ssh-agent-and-more.md)"
+                       : "; log in to it with its own PIN (docs/ssh-agent-and-more.md)"));
         throw Pkcs11Error(otherwise);
     }
     const std::string comment = pub_comment(t.path());
@@ -213,7 +220,7 @@ void Module::login_with_own_prompt(Token& t, CK_RV otherwise) {
         throw Pkcs11Error(otherwise);
     }
     require_room_for_a_wrong_pin(t, lockout_state(t));
-    with_room_in_tpm(t, [&] { t.login(tpm(), std::move(*pin)); });
+    with_room_in_tpm(t, [&] { t.login(tpm(), *pin); });
 }
 
 DictionaryAttackState Module::lockout_state(Token& t) {
@@ -239,7 +246,7 @@ std::string Module::counted_text(const DictionaryAttackState& da) {
 
 Bytes Module::sign(CK_SLOT_ID slot, const TpmSignRequest& request) {
     Token& t = token(slot);
-    if (std::find(confirm_.begin(), confirm_.end(), t.label()) != confirm_.end())
+    if (needs_confirmation(t))
         confirm_use(t);
     if (t.pin_source())
         login_from_source(t);
@@ -273,9 +280,8 @@ void Module::login_from_source(Token& t) {
     t.logout();
     // The same margin as for a PIN typed for this key.
     require_room_for_a_wrong_pin(t, lockout_state(t));
-    const Secret tried = pin.clone();
-    if (const std::optional<TpmError> refused = send_pin(t, std::move(pin))) {
-        t.remember_refused_source_pin(tried.clone());
+    if (const std::optional<TpmError> refused = send_pin(t, pin)) {
+        t.remember_refused_source_pin(pin.clone());
         log_error(t.label() + ": the PIN in the " + describe(source) +
                   " is wrong: the TPM refused it and counted it as a wrong PIN; it is not sent again until the source "
                   "holds another one (docs/unattended-keys.md)");
@@ -284,20 +290,32 @@ void Module::login_from_source(Token& t) {
     log_debug(t.label() + ": logged in with the PIN from the " + describe(source));
 }
 
+bool Module::needs_confirmation(const Token& t) const {
+    return !config_refused_.empty() || std::find(confirm_.begin(), confirm_.end(), t.label()) != confirm_.end();
+}
+
 void Module::confirm_use(Token& t) {
     // As ssh-add -c: the askpass program asks, SSH_ASKPASS_PROMPT=confirm;
     // no program, or any answer but yes, denies.
     const Askpass askpass = find_askpass();
     if (askpass.program.empty()) {
-        log_error(t.label() +
-                  ": signature refused: the config file asks to confirm each use of this key, and no "
-                  "prompt could be shown: " +
-                  askpass.why_not + " (docs/configuration.md)");
+        log_error(t.label() + ": signature refused: " +
+                  (config_refused_.empty() ? "the config file asks to confirm each use of this key"
+                                           : "each use of every key is confirmed while the config file is not "
+                                             "used (" +
+                                                 config_refused_ + ")") +
+                  ", and no prompt could be shown: " + askpass.why_not + " (docs/configuration.md)");
         throw Pkcs11Error(CKR_FUNCTION_REJECTED);
     }
     const std::string comment = pub_comment(t.path());
+    // The reason goes into the prompt when it is not the user's own line:
+    // a question nobody asked for needs one.
     if (!askpass_confirm(askpass, "Allow use of key '" + t.label() + "' (" + printable(t.path().string()) +
-                                      (comment.empty() ? "" : ", " + comment) + ")?")) {
+                                      (comment.empty() ? "" : ", " + comment) + ")?" +
+                                      (config_refused_.empty()
+                                           ? ""
+                                           : " (asked for every key: tpmkey's config file is not used, as others "
+                                             "could have written it or it cannot be read; see tpmkey doctor)"))) {
         log_error(t.label() + ": signature refused at the confirmation prompt");
         throw Pkcs11Error(CKR_FUNCTION_REJECTED);
     }

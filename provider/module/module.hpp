@@ -60,7 +60,7 @@ public:
     // most, and a PIN another token took only while a wrong one would leave
     // 3; for keys the configuration says share a PIN (same-pin) the PIN one
     // of them took is known to be right.
-    void login(Token& token, Secret pin);
+    void login(Token& token, const Secret& pin);
 
     TpmConnection& tpm() noexcept { return tpm_; }
     // The hash algorithms the TPM implements; asked once, when first needed.
@@ -115,7 +115,7 @@ private:
     // PIN, which the TPM refused and counted, comes back as that refusal,
     // for the caller to record before it throws it; nullopt when the TPM
     // took the PIN. Any other failure throws.
-    std::optional<TpmError> send_pin(Token& token, Secret pin);
+    std::optional<TpmError> send_pin(Token& token, const Secret& pin);
     // A key the PIN passed on is not for: its own PIN through the askpass
     // program (core/base/askpass.hpp), once per key per burst; throws
     // Pkcs11Error(otherwise) when no prompt is shown or nothing is typed.
@@ -129,12 +129,19 @@ private:
     PinBurst pin_burst_;
     std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
     std::vector<std::string> confirm_;                // Config::confirm
+    // Config::file_problem: the config file exists but is not used, so its
+    // confirm lines are unknown; every key is confirmed at each use rather
+    // than none (a refused file must make the module more careful).
+    std::string config_refused_;
     // A key whose PIN comes from a source (Config::pin_from): read it now,
     // and log in with it unless logged in with that very PIN. Fails closed,
     // logged: no source, or a PIN the TPM refused before and still the
     // same, sends nothing; a PIN not yet proven goes to the TPM only under
     // the same lockout margin as a typed one (require_room_for_a_wrong_pin).
     void login_from_source(Token& token);
+    // Whether each use of the key needs a yes: a confirm line names it, or
+    // the config file is refused (config_refused_).
+    bool needs_confirmation(const Token& token) const;
     // Throws Pkcs11Error(CKR_FUNCTION_REJECTED), logged, unless the user says
     // yes at an askpass confirmation (core/base/askpass.hpp).
     void confirm_use(Token& token);

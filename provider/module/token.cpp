@@ -115,7 +115,7 @@ CK_FLAGS Token::flags(TpmConnection& tpm) const {
     return flags;
 }
 
-void Token::login(TpmConnection& tpm, Secret pin) {
+void Token::login(TpmConnection& tpm, const Secret& pin) {
     if (!has_pin()) {
         // The key file promises an empty auth value: there is nothing to
         // prove, and a PIN sent to the TPM anyway would only count as a
@@ -150,7 +150,7 @@ void Token::login(TpmConnection& tpm, Secret pin) {
         loaded_.reset();
         throw;
     }
-    pin_ = std::move(pin);
+    pin_ = pin.clone();
     logged_in_ = true;
     wrong_pin_since_login_ = false;
 }

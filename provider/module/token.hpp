@@ -69,8 +69,10 @@ public:
     CK_FLAGS flags(TpmConnection& tpm) const;
     // Checks the PIN with the TPM (prove_pin(): TPM2_ObjectChangeAuth to the
     // same value, the cheapest command that proves it without signing
-    // anything).
-    void login(TpmConnection& tpm, Secret pin);
+    // anything). The PIN is only read: a caller that retries (the module,
+    // after making room in the TPM) still holds it; a copy is kept on
+    // success.
+    void login(TpmConnection& tpm, const Secret& pin);
     // Forgets the PIN and flushes what this token loaded.
     void logout() noexcept;
     // The key may be used now: it has no PIN, or the user logged in.

@@ -8,7 +8,7 @@
 # tpmkey-keygen refuses before any PIN and writes nothing, C_Login answers
 # CKR_DEVICE_ERROR without starting a session (pcap), doctor names the file.
 # A config file writable by others is not used (its tcti line is not
-# followed) and doctor names it. A TCTI with blanks or control characters
+# followed; every key is confirmed at each use) and doctor names it. A TCTI with blanks or control characters
 # is refused.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
@@ -102,9 +102,27 @@ expect_rc 1 "doctor with a config file writable by others"
 expect_out "[problem] configuration: $config: the config file is writable by others; refusing it (chmod go-w $config); ignored" \
     "doctor names the config file"
 if grep -qF "$(closed_tcti)" "$OUT"; then show "$OUT"; fail "doctor followed the tcti line of a config file others may write"; fi
-run env TPMKEY_KEYS="$keys/k.tpm" TPMKEY_LOG_FILE="$TEST_DIR/module-config.log" pkcs11-tool \
-    --module "$TPMKEY_MODULE" --login --pin 1234 --sign -m ECDSA-SHA256 -i "$TEST_DIR/pin" -o "$TEST_DIR/sig"
-expect_rc 0 "the module ignores the config file (TPMKEY_TCTI reaches the TPM)"
+# Its confirm lines are unknown then: every key signs only after a yes.
+printf '#!/bin/sh\nprintf "%%s\\n" "$SSH_ASKPASS_PROMPT: $1" >>"%s"\n' "$TEST_DIR/askpass.prompts" >"$TEST_DIR/askpass-yes"
+chmod 700 "$TEST_DIR/askpass-yes"
+for require in never force; do
+    : >"$TEST_DIR/askpass.prompts"
+    run env TPMKEY_KEYS="$keys/k.tpm" TPMKEY_LOG_FILE="$TEST_DIR/module-config.log" SSH_ASKPASS="$TEST_DIR/askpass-yes" \
+        SSH_ASKPASS_REQUIRE=$require pkcs11-tool --module "$TPMKEY_MODULE" --login --pin 1234 --sign -m ECDSA-SHA256 \
+        -i "$TEST_DIR/pin" -o "$TEST_DIR/sig"
+    if [ $require = never ]; then
+        expect_rc 1 "no confirmation can be shown: not signed"
+        grep -qF "tpmkey: k: signature refused: each use of every key is confirmed while the config file is not used ($config: the config file is writable by others" "$TEST_DIR/module-config.log" ||
+            { show "$TEST_DIR/module-config.log"; fail "the module does not say why k did not sign"; }
+        # pkcs11-tool runs the module itself: its environment counts, no agent's.
+        grep -qF "and no prompt could be shown: SSH_ASKPASS_REQUIRE=never in the environment of pkcs11-tool (docs/configuration.md)" "$TEST_DIR/module-config.log" ||
+            { show "$TEST_DIR/module-config.log"; fail "the module does not say whose environment has no prompt"; }
+    else
+        expect_rc 0 "the module ignores the config file (TPMKEY_TCTI reaches the TPM), signs after a yes"
+        grep -qF "confirm: Allow use of key 'k' ($keys/k.tpm, k)? (asked for every key" "$TEST_DIR/askpass.prompts" ||
+            { show "$TEST_DIR/askpass.prompts"; fail "no confirmation was asked"; }
+    fi
+done
 grep -qF "$config: the config file is writable by others" "$TEST_DIR/module-config.log" ||
     { show "$TEST_DIR/module-config.log"; fail "the module does not say it ignored the config file"; }
-ok "a config file writable by others is not used, the module logs it, doctor names it"
+ok "a config file writable by others is not used (nor its tcti line), every key is confirmed, the module logs it, doctor names it"

@@ -222,3 +222,19 @@ TEST_CASE("askpass: a confirmation is yes only for exit 0 with no answer or \"ye
     CHECK_FALSE(askpass_confirm(script(dir.path, "echo no\n"), "Allow?"));
     CHECK_FALSE(askpass_confirm(script(dir.path, "echo yes; exit 1\n"), "Allow?"));
 }
+
+TEST_CASE("askpass: the answer ends at its first CR or LF, as OpenSSH's ssh_askpass() takes it") {
+    test::TempDir dir;
+    // A second line (a PIN, then something else) once went to the TPM with
+    // the PIN as one wrong PIN.
+    for (const char* printed : {"2222\\nxx\\n", "2222\\rxx", "2222\\r\\n", "2222"}) {
+        const auto pin = askpass_secret(script(dir.path, std::string("printf '") + printed + "'\n"), "PIN?");
+        REQUIRE(pin.has_value());
+        CHECK(*pin == Secret(std::string_view("2222")));
+    }
+    const auto empty = askpass_secret(script(dir.path, "printf '\\nsecond line\\n'\n"), "PIN?");
+    REQUIRE(empty.has_value());
+    CHECK(empty->empty());
+    CHECK(askpass_confirm(script(dir.path, "printf 'yes\\nno\\n'\n"), "Allow?"));
+    CHECK_FALSE(askpass_confirm(script(dir.path, "printf 'no\\nyes\\n'\n"), "Allow?"));
+}

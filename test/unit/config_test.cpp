@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -238,7 +239,18 @@ TEST_CASE("askpass: found as OpenSSH finds it, run without a shell, its answer a
     ::setenv("WAYLAND_DISPLAY", "wayland-0", 1);
     CHECK(find_askpass().program == script.string());
     ::setenv("SSH_ASKPASS_REQUIRE", "never", 1);
-    CHECK(find_askpass().why_not == "SSH_ASKPASS_REQUIRE=never in the agent's environment");
+    // Not "the agent's environment": no agent runs this program (nor
+    // pkcs11-tool, a browser, ssh itself), and its own environment counts.
+    CHECK(find_askpass().why_not ==
+          "SSH_ASKPASS_REQUIRE=never in the environment of " + std::string(program_invocation_short_name));
+    CHECK_FALSE(running_in_ssh_agent());
+    ::unsetenv("SSH_ASKPASS_REQUIRE");
+    ::unsetenv("WAYLAND_DISPLAY");
+    CHECK(find_askpass().why_not == "no DISPLAY or WAYLAND_DISPLAY in the environment of " +
+                                        std::string(program_invocation_short_name) +
+                                        " (run it in your desktop session, or with SSH_ASKPASS_REQUIRE=force and "
+                                        "SSH_ASKPASS set)");
+    ::setenv("SSH_ASKPASS_REQUIRE", "never", 1);
     ::unsetenv("WAYLAND_DISPLAY");
     ::setenv("SSH_ASKPASS_REQUIRE", "force", 1);
     const Askpass askpass = find_askpass();
@@ -334,4 +346,30 @@ TEST_CASE("pin-from credential: read from $CREDENTIALS_DIRECTORY only when priva
     fs::permissions(creds, fs::perms::all);
     CHECK_THROWS_WITH(read_pin(source), Catch::Contains("is writable by others, who could replace the PIN"));
     ::unsetenv("CREDENTIALS_DIRECTORY");
+}
+
+TEST_CASE("config lines: confirm, same-pin and pin-from name a key as NAME, NAME.tpm or its path; others warn") {
+    TempHome home;
+    home.touch(home.dir / ".ssh" / "k0.tpm");
+    home.touch(home.dir / ".ssh" / "work.tpm");
+    home.write_config("confirm k0.tpm\nconfirm ~/.ssh/work.tpm\nconfirm " + (home.dir / ".ssh" / "k0.tpm").string() +
+                      "\nconfirm K0\nconfirm ~/keys/k0.tpm\nsame-pin work.tpm ~/.ssh/k0.tpm\n"
+                      "pin-from ~/.ssh/work.tpm keyring tpmkey:work\npin-from work credential work-pin\n");
+    fs::permissions(home.dir / ".config" / "tpmkey" / "config", fs::perms::owner_read | fs::perms::owner_write);
+    const Config c = load_config();
+    // Once a confirm k0.tpm, a confirm ~/.ssh/k0.tpm or a confirm K0 let k0
+    // sign with no question and no word.
+    CHECK(c.confirm == std::vector<std::string>{"k0", "work", "k0", "K0", "~/keys/k0.tpm"});
+    REQUIRE(c.same_pin.size() == 1);
+    CHECK(c.same_pin[0] == std::vector<std::string>{"work", "k0"});
+    REQUIRE(c.pin_from.size() == 1);
+    CHECK(c.pin_from[0].first == "work");
+    CHECK(c.pin_from[0].second.kind == PinSource::Kind::keyring);
+    REQUIRE(c.warnings.size() == 3);
+    CHECK_THAT(c.warnings[0], Catch::Contains("'confirm K0': 'K0' names none of the keys found in") &&
+                                  Catch::Contains("(k0, work)") && Catch::Contains("case-sensitive") &&
+                                  Catch::Contains("'k0'?"));
+    CHECK_THAT(c.warnings[1], Catch::Contains("'confirm ~/keys/k0.tpm': '~/keys/k0.tpm' names none of the keys") &&
+                                  !Catch::Contains("case-sensitive"));
+    CHECK_THAT(c.warnings[2], Catch::Contains("'pin-from work': ignored: a second source for that key"));
 }

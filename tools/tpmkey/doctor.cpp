@@ -453,7 +453,8 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
     if (!config.file_problem.empty())
         d.fail("configuration: " + config.file_problem + "; ignored",
                "tpmkey does not use a config file that someone else could have written (its tcti line could send "
-               "your PINs elsewhere), nor one it cannot read",
+               "your PINs elsewhere), nor one it cannot read; as its confirm lines are unknown, the module asks to "
+               "confirm every use of every key until it is fixed",
                "make it a regular file of yours that no one else may write to, in directories no one else may "
                "write to (chmod 600 " +
                    config_file_path().string() + ")");

@@ -1,6 +1,7 @@
 #include "core/base/askpass.hpp"
 
 #include "core/base/log.hpp"
+#include "core/base/printable.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,6 +15,8 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <span>
+#include <string_view>
 #include <vector>
 
 extern char** environ;
@@ -221,15 +224,34 @@ std::string find_in_path(const std::string& name) {
     return "";
 }
 
+// The answer up to its first CR or LF, as OpenSSH's ssh_askpass() takes it
+// (readpass.c: buf[strcspn(buf, "\r\n")] = '\0'): a program that prints
+// more lines (a PIN, then a warning of its own) gives its first line, not
+// all of them as one wrong PIN, which would cost a try at the TPM.
+Secret first_line(const Secret& answer) {
+    const std::span<const std::uint8_t> bytes = answer.bytes();
+    const auto end = std::find_if(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == '\r' || b == '\n'; });
+    return Secret(bytes.first(static_cast<std::size_t>(end - bytes.begin())));
+}
+
 }  // namespace
 
+bool running_in_ssh_agent() {
+    // ssh-agent loads a PKCS#11 module in its helper, started with the
+    // agent's environment; any other program loads it in its own process.
+    return std::string_view(program_invocation_short_name) == "ssh-pkcs11-helper";
+}
+
 Askpass find_askpass() {
+    const bool agent = running_in_ssh_agent();
+    const std::string environment =
+        agent ? "the agent's environment" : "the environment of " + printable(program_invocation_short_name);
     const char* require = std::getenv("SSH_ASKPASS_REQUIRE");
     if (equals_ignoring_case(require, "never"))
-        return {"", "SSH_ASKPASS_REQUIRE=never in the agent's environment"};
+        return {"", "SSH_ASKPASS_REQUIRE=never in " + environment};
     if (!equals_ignoring_case(require, "force") && !set("DISPLAY") && !set("WAYLAND_DISPLAY"))
-        return {"", "no DISPLAY or WAYLAND_DISPLAY in the agent's environment (start the agent in your desktop "
-                    "session, or with SSH_ASKPASS_REQUIRE=force and SSH_ASKPASS set)"};
+        return {"", "no DISPLAY or WAYLAND_DISPLAY in " + environment + " (" + (agent ? "start the agent" : "run it") +
+                        " in your desktop session, or with SSH_ASKPASS_REQUIRE=force and SSH_ASKPASS set)"};
     std::string program = set("SSH_ASKPASS") ? std::getenv("SSH_ASKPASS") : default_askpass;
     if (program.find('/') == std::string::npos) {
         const std::string found = find_in_path(program);
@@ -251,9 +273,7 @@ std::optional<Secret> askpass_secret(const Askpass& askpass, const std::string& 
     Secret answer;
     if (run(askpass.program, prompt, false, &answer, timeout) != 0)
         return std::nullopt;
-    while (!answer.empty() && (answer.data()[answer.size() - 1] == '\n' || answer.data()[answer.size() - 1] == '\r'))
-        answer.pop_back();
-    return answer;
+    return first_line(answer);
 }
 
 bool askpass_confirm(const Askpass& askpass, const std::string& prompt, std::chrono::milliseconds timeout) {
@@ -264,9 +284,8 @@ bool askpass_confirm(const Askpass& askpass, const std::string& prompt, std::chr
     Secret answer;
     if (run(askpass.program, prompt, true, &answer, timeout) != 0)
         return false;
-    std::string text(reinterpret_cast<const char*>(answer.data()), answer.size());
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
-        text.pop_back();
+    const Secret line = first_line(answer);
+    const std::string text(reinterpret_cast<const char*>(line.data()), line.size());
     return text.empty() || equals_ignoring_case(text.c_str(), "yes");
 }
 

@@ -17,6 +17,11 @@ struct Askpass {
     std::string why_not;  // then: why, and what to do
 };
 
+// The module runs inside ssh-agent (its PKCS#11 helper, which has the
+// agent's environment), rather than in a program that loaded it itself
+// (ssh, pkcs11-tool, a browser): messages say whose environment counts.
+bool running_in_ssh_agent();
+
 // From the environment, as OpenSSH decides: SSH_ASKPASS_REQUIRE=never: none;
 // =force: always; otherwise only with DISPLAY or WAYLAND_DISPLAY set. The
 // program is $SSH_ASKPASS, else /usr/bin/ssh-askpass, and must be an
@@ -28,8 +33,8 @@ Askpass find_askpass();
 constexpr std::chrono::milliseconds askpass_timeout{std::chrono::seconds(120)};
 
 // Runs the program with `prompt` as its one argument (no shell), stdin
-// /dev/null, stdout a pipe read into a Secret (at most 1 KiB; the trailing
-// newline dropped), stderr the host's, no other file descriptor of the host
+// /dev/null, stdout a pipe read into a Secret (at most 1 KiB; cut at its
+// first CR or LF, as OpenSSH does), stderr the host's, no other file descriptor of the host
 // (the TPM's, the agent's sockets), every signal at its default, in a
 // process group of its own. Nothing when it exits other than 0 (the user
 // cancelled) or cannot be run; nor when it has not exited `timeout` after

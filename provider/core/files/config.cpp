@@ -4,13 +4,16 @@
 
 #include "core/base/error.hpp"
 #include "core/base/home.hpp"
+#include "core/base/printable.hpp"
 #include "core/files/file_read.hpp"
 
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <set>
@@ -65,6 +68,150 @@ std::optional<std::chrono::seconds> parse_seconds(std::string_view text) {
     if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 86400)
         return std::nullopt;
     return std::chrono::seconds(value);
+}
+
+// The group `gid` is the user's own, as Debian's OpenSSH judges a
+// group-writable ~/.ssh/config or authorized_keys (its user-group-modes
+// patch, secure_permissions() in misc.c; upstream OpenSSH refuses any group
+// write): every account whose primary group it is is `owner`, there is at
+// least one, and its list of further members is empty or `owner` alone.
+// A group without members (as setgid programs' groups are) is not. This is
+// the per-user group that Debian, Fedora and RHEL give each account, where
+// the default umask 002 makes every file an editor writes group-writable.
+bool personal_group(gid_t gid, uid_t owner) {
+    std::vector<char> buf(16 * 1024);
+    group gr{};
+    group* found_gr = nullptr;
+    if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found_gr) != 0 || found_gr == nullptr)
+        return false;
+    std::vector<char> pw_buf(16 * 1024);
+    passwd pw{};
+    passwd* found_pw = nullptr;
+    if (::getpwuid_r(owner, &pw, pw_buf.data(), pw_buf.size(), &found_pw) != 0 || found_pw == nullptr)
+        return false;
+    const std::string owner_name = pw.pw_name;
+    int members = 0;
+    if (gr.gr_mem != nullptr && gr.gr_mem[0] != nullptr) {
+        if (owner_name != gr.gr_mem[0] || gr.gr_mem[1] != nullptr)
+            return false;
+        ++members;
+    }
+    // Every account (through NSS, as Debian's getpwent() loop): one with
+    // this primary group that is not the owner makes it shared.
+    bool shared = false;
+    std::vector<char> ent_buf(16 * 1024);
+    ::setpwent();
+    for (;;) {
+        passwd ent{};
+        passwd* next = nullptr;
+        if (::getpwent_r(&ent, ent_buf.data(), ent_buf.size(), &next) != 0 || next == nullptr)
+            break;
+        if (ent.pw_gid == gid) {
+            ++members;
+            if (ent.pw_uid != owner)
+                shared = true;
+        }
+    }
+    ::endpwent();
+    return !shared && members > 0;
+}
+
+// check_not_replaceable() for the config file, which may also be writable
+// by its owner's own group (personal_group()): an editor under umask 002
+// writes it 0664. The group is read with stat() after the read; the file
+// then must still be the one read (same owner and mode), and it cannot have
+// been swapped in between: its directories are checked to be writable by no
+// one else.
+void check_config_file(const std::filesystem::path& file, const FileRead& read) {
+    FileRead judged;
+    judged.owner = read.owner;
+    judged.mode = read.mode;
+    struct stat st {};
+    if ((read.mode & S_IWGRP) && !(read.mode & S_IWOTH) && ::stat(file.c_str(), &st) == 0 && st.st_uid == read.owner &&
+        st.st_mode == read.mode && personal_group(st.st_gid, read.owner))
+        judged.mode &= ~static_cast<mode_t>(S_IWGRP);
+    check_not_replaceable(file, judged, "config file", "the settings");
+}
+
+// The key a word of a confirm, same-pin or pin-from line names, by its
+// label (the file name without .tpm, module/token.hpp): the word as the
+// label ("k0"), the file name ("k0.tpm"), or a path to the file
+// ("~/.ssh/k0.tpm", "/home/me/.ssh/k0.tpm"). Case counts, as in file
+// names: "K0" is not "k0". Empty when no key found matches.
+std::string key_label(std::string_view word, const std::vector<std::filesystem::path>& key_files) {
+    const auto label = [](const std::filesystem::path& p) { return printable(p.stem().string()); };
+    if (word.find('/') != std::string_view::npos) {
+        std::error_code ec;
+        const std::filesystem::path named = std::filesystem::weakly_canonical(expand_home(word), ec);
+        if (ec)
+            return "";
+        for (const auto& p : key_files) {
+            const std::filesystem::path key = std::filesystem::weakly_canonical(p, ec);
+            if (!ec && key == named)
+                return label(p);
+        }
+        return "";
+    }
+    // The label as written first: a key file may be named k0.tpm.tpm.
+    for (const std::string_view name : {word, word.ends_with(".tpm") ? word.substr(0, word.size() - 4) : word})
+        for (const auto& p : key_files)
+            if (!name.empty() && label(p) == name)
+                return label(p);
+    return "";
+}
+
+// Rewrites each name of the confirm, same-pin and pin-from lines to the
+// label of the key it names (key_label()), so that the module compares
+// labels only; a name that matches no key found stays as written (it then
+// matches nothing) and is warned about: a confirm line that silently
+// confirmed nothing let the key sign without a question.
+void resolve_key_names(Config& config, const std::string& file) {
+    if (config.key_files.empty())
+        return;  // no key at all: said once, elsewhere
+    std::vector<std::string> labels;
+    for (const auto& p : config.key_files)
+        labels.push_back(printable(p.stem().string()));
+    const auto resolve = [&](std::string& name, std::string_view keyword) {
+        const std::string found = key_label(name, config.key_files);
+        if (!found.empty()) {
+            name = found;
+            return;
+        }
+        std::string known;
+        std::string same_but_case;
+        for (std::size_t i = 0; i < labels.size(); ++i) {
+            if (i < 8)
+                known += (i ? ", " : "") + labels[i];
+            if (labels[i].size() == name.size() &&
+                std::equal(labels[i].begin(), labels[i].end(), name.begin(), [](char a, char b) {
+                    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+                }))
+                same_but_case = labels[i];
+        }
+        if (labels.size() > 8)
+            known += ", ...";
+        config.warnings.push_back(
+            file + ": '" + std::string(keyword) + " " + printable(name) + "': '" + printable(name) +
+            "' names none of the keys found in " + config.searched.front() + " (" + known +
+            "): the line does nothing for any key; name a key by its file name, with or without .tpm, or its path" +
+            (same_but_case.empty() ? std::string()
+                                   : " (names are case-sensitive, as file names are: '" + same_but_case + "'?)"));
+    };
+    for (std::string& name : config.confirm)
+        resolve(name, "confirm");
+    for (std::vector<std::string>& group : config.same_pin)
+        for (std::string& name : group)
+            resolve(name, "same-pin");
+    std::vector<std::pair<std::string, PinSource>> pin_from;
+    for (auto& entry : config.pin_from) {
+        resolve(entry.first, "pin-from");
+        if (std::any_of(pin_from.begin(), pin_from.end(), [&](const auto& e) { return e.first == entry.first; }))
+            config.warnings.push_back(file + ": 'pin-from " + entry.first +
+                                      "': ignored: a second source for that key (named another way)");
+        else
+            pin_from.push_back(std::move(entry));
+    }
+    config.pin_from = std::move(pin_from);
 }
 
 }  // namespace
@@ -173,7 +320,7 @@ Config load_config() {
         const std::optional<FileRead> read =
             file.empty() ? std::nullopt : read_regular_file_if_present(file, max_config_file_size);
         if (read) {
-            check_not_replaceable(file, *read, "config file", "the settings");
+            check_config_file(file, *read);
             from_file = parse_config(
                 std::string_view(reinterpret_cast<const char*>(read->data.data()), read->data.size()), file.string());
         }
@@ -211,6 +358,7 @@ Config load_config() {
     config.confirm = from_file.confirm;
     config.pin_from = from_file.pin_from;
     config.ek_roots = from_file.ek_roots;
+    resolve_key_names(config, file.string());
     const std::string env_timeout = getenv_string("TPMKEY_TPM_TIMEOUT");
     std::optional<std::chrono::seconds> timeout = from_file.timeout;
     if (!env_timeout.empty()) {
@@ -238,7 +386,7 @@ std::filesystem::path record_same_pin(const std::string& a, const std::string& b
     std::string text;
     const std::optional<FileRead> read = read_regular_file_if_present(file, max_config_file_size);
     if (read) {
-        check_not_replaceable(file, *read, "config file", "the settings");
+        check_config_file(file, *read);
         text.assign(reinterpret_cast<const char*>(read->data.data()), read->data.size());
         if (!text.empty() && text.back() != '\n')
             text += '\n';

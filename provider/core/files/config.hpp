@@ -63,7 +63,9 @@ struct Config {
     // the defaults (default_ek_roots(), trust/endorsement.hpp).
     std::vector<std::filesystem::path> ek_roots;
     std::vector<std::string> warnings;
-    std::string file_problem;  // why the config file, which exists, is not used (also in warnings)
+    // Why the config file, which exists, is not used (also in warnings, as
+    // file_problem + "; ignored"); the module then confirms every key.
+    std::string file_problem;
 };
 
 // TPMKEY_KEYS (':'-separated paths or directories), else the config file's
@@ -73,9 +75,15 @@ struct Config {
 // TCTI that names no TPM exactly is kept refused, with a warning: no TPM
 // is opened, none other used in its place). Key files are listed, not
 // read. A config file
-// that others could have written (ssh's StrictModes, file_read.hpp), or
-// that cannot be read, is not used at all: its tcti line could send the
-// PINs elsewhere.
+// that others could have written (ssh's StrictModes, file_read.hpp; group
+// write is accepted only from the owner's own group, as Debian's OpenSSH
+// does), or that cannot be read, is not used at all: its tcti line could
+// send the PINs elsewhere. Its confirm lines are then unknown: file_problem
+// is set, and the module asks to confirm every use of every key
+// (Module::sign). The names of confirm, same-pin and pin-from lines are
+// the keys' labels (file names without .tpm) once loaded: a line may name
+// a key as "k0", "k0.tpm" or a path to the file; a name that matches no
+// key found is kept as written and warned about.
 Config load_config();
 
 // The config file's path ($XDG_CONFIG_HOME or ~/.config), empty if no home.
