@@ -384,6 +384,10 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
                          "recorded, so no login would use it\n";
             return;
         }
+        // Pinned under another name before: a key of this TPM that is gone
+        // (a clear evicts 0x81000001), or one check_owner_srk_pin refuses.
+        const std::optional<ParentPin> old_pin = known.pin(tpm.address().identity(), standard_srk);
+        const bool replaces_pin = old_pin && old_pin->name_hex != owner->name_hex;
         // No owner password: refuse_owner_password() saw to that, and
         // should one be set since, TPM2_CreatePrimary fails below.
         // Its handle is closed before it is read again: ESAPI keeps one
@@ -393,7 +397,7 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
             if (name != owner->name_hex)
                 throw ParentMismatch("the owner hierarchy's storage key now has the name " + name +
                                      ", not that of 0x40000001's pin (" + owner->name_hex + ")");
-            check_parent_name(tpm, standard_srk, name, known);
+            check_owner_srk_pin(tpm, name, known);
         });
         if (!pin_owner_srk_persisted(tpm, known)) {
             std::cerr << prefix
@@ -405,6 +409,9 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
             std::cout << "Parent: made the TCG standard storage key (SRK) and persisted it at 0x81000001, as "
                          "systemd-tpm2-setup does:\n        logins of keys under 0x40000001 read it instead of "
                          "re-creating it (--no-persist-srk leaves 0x81000001 empty)\n";
+        if (!quiet && replaces_pin)
+            std::cout << "        Its pin replaces that of the key 0x81000001 held before (gone with the TPM's clear, "
+                         "or evicted)\n";
     } catch (const UnverifiedParent& e) {
         std::cerr << prefix << "the standard SRK was not persisted there: " << e.what() << "\n";
     } catch (const Error& e) {
