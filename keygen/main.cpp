@@ -316,7 +316,8 @@ std::string default_comment() {
 
 // The parent of a new key: the TCG standard SRK at 0x81000001 when the TPM
 // has one (no TPM2_CreatePrimary on every later use: faster on real TPMs),
-// else the owner hierarchy's storage key, re-created on use. Anything else
+// else the owner hierarchy's storage key (persisted at 0x81000001 once the
+// key is made where nothing is there: persist_owner_srk). Anything else
 // at 0x81000001 is not used: another program's primary (tpm2-pkcs11's) may
 // be evicted by that program, and a key that is not bound to this TPM would
 // let its owner read the PIN.
@@ -328,6 +329,10 @@ std::uint32_t choose_parent(Tpm& tpm, bool quiet, bool persist_srk) {
     if (quiet) {
     } else if (srk.state == State::standard) {
         std::cout << "Parent: the TCG standard storage key (SRK) at 0x81000001\n";
+    } else if (srk.state == State::absent && persist_srk) {
+        // persist_owner_srk() keeps it at 0x81000001 once the key is made.
+        std::cout << "Parent: the owner hierarchy's storage key (0x40000001); as 0x81000001 is empty,\n"
+                     "        tpmkey-keygen persists it there once the key is made (not with --no-persist-srk)\n";
     } else {
         std::cout << "Parent: the owner hierarchy's storage key (0x40000001, re-created on use)";
         if (srk.state == State::other_storage_key)

@@ -33,6 +33,10 @@ clear_tpm() {
 }
 
 must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/old.tpm" -C old -N ''
+# Its first line says that it persists the SRK (not "re-created on use").
+expect_out "Parent: the owner hierarchy's storage key (0x40000001); as 0x81000001 is empty," "first keygen"
+expect_out "tpmkey-keygen persists it there once the key is made (not with --no-persist-srk)" "first keygen"
+expect_no_out "re-created on use" "first keygen"
 expect_out "is proven genuine by the TPM's endorsement key: EK trusted on first use (no EK certificate in the TPM)" \
     "first keygen"
 expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ ek:000b[0-9a-f]+ [0-9-]+T[0-9:]+Z$" \
