@@ -715,12 +715,15 @@ int run(int argc, char** argv, TpmAddress& address) {
     return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_reporting(int argc, char** argv) {
     TpmAddress address;
     try {
         return run(argc, argv, address);
+    } catch (const Interrupted& e) {
+        // At a prompt, before anything was made: unwound, the TPM's
+        // objects flushed; main() then dies of the signal.
+        std::cerr << "tpmkey-keygen: " << e.what() << "; nothing was written\n";
+        return 1;
     } catch (const TpmError& e) {
         std::cerr << "tpmkey-keygen: " << printable(diagnosis_line(diagnose(e, address))) << "\n";
         return 1;
@@ -736,3 +739,7 @@ int main(int argc, char** argv) {
         return 1;
     }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return exit_after_interruption(run_reporting(argc, argv)); }

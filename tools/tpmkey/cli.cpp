@@ -20,6 +20,8 @@ const std::optional<TpmAddress>& tpm_in_use() { return recorded_tpm(); }
 Secret pin_from_terminal(const std::string& prompt, const char* option) {
     try {
         return read_pin_from_terminal(prompt);
+    } catch (const Interrupted&) {
+        throw;
     } catch (const Error& e) {
         throw Error(std::string(e.what()) + " (no terminal? give the PIN with " + option + " FILE)");
     }
