@@ -70,8 +70,10 @@ constexpr const char* usage_text =
     "                     owner password persists the TCG standard SRK there (as\n"
     "                     systemd-tpm2-setup does; 'tpmkey setup' for a TPM with\n"
     "                     an owner password), so that logins need not re-create it\n"
-    "  --tcti TCTI        how to reach the TPM (default: $TPMKEY_TCTI, the config\n"
-    "                     file, then /dev/tpmrm0)\n"
+    "  --tcti TCTI        how to reach the TPM, as tpm2-tools writes it\n"
+    "                     (device:/dev/tpmrm0, tabrmd, swtpm:host=127.0.0.1,port=2321);\n"
+    "                     default: $TPMKEY_TCTI, else the config file's tcti line,\n"
+    "                     else tpm2-tss's default (tpm2-abrmd, /dev/tpmrm0, /dev/tpm0)\n"
     "  --pcr LIST         bind the key to the current values of these PCRs\n"
     "                     (e.g. 7, or 0,2,4,7): it signs only while they hold\n"
     "                     them, i.e. while the machine boots the same way\n"
@@ -316,7 +318,8 @@ std::string default_comment() {
 
 // The parent of a new key: the TCG standard SRK at 0x81000001 when the TPM
 // has one (no TPM2_CreatePrimary on every later use: faster on real TPMs),
-// else the owner hierarchy's storage key, re-created on use. Anything else
+// else the owner hierarchy's storage key (persisted at 0x81000001 once the
+// key is made where nothing is there: persist_owner_srk). Anything else
 // at 0x81000001 is not used: another program's primary (tpm2-pkcs11's) may
 // be evicted by that program, and a key that is not bound to this TPM would
 // let its owner read the PIN.
@@ -328,6 +331,10 @@ std::uint32_t choose_parent(Tpm& tpm, bool quiet, bool persist_srk) {
     if (quiet) {
     } else if (srk.state == State::standard) {
         std::cout << "Parent: the TCG standard storage key (SRK) at 0x81000001\n";
+    } else if (srk.state == State::absent && persist_srk) {
+        // persist_owner_srk() keeps it at 0x81000001 once the key is made.
+        std::cout << "Parent: the owner hierarchy's storage key (0x40000001); as 0x81000001 is empty,\n"
+                     "        tpmkey-keygen persists it there once the key is made (not with --no-persist-srk)\n";
     } else {
         std::cout << "Parent: the owner hierarchy's storage key (0x40000001, re-created on use)";
         if (srk.state == State::other_storage_key)
@@ -384,6 +391,10 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
                          "recorded, so no login would use it\n";
             return;
         }
+        // Pinned under another name before: a key of this TPM that is gone
+        // (a clear evicts 0x81000001), or one check_owner_srk_pin refuses.
+        const std::optional<ParentPin> old_pin = known.pin(tpm.address().identity(), standard_srk);
+        const bool replaces_pin = old_pin && old_pin->name_hex != owner->name_hex;
         // No owner password: refuse_owner_password() saw to that, and
         // should one be set since, TPM2_CreatePrimary fails below.
         // Its handle is closed before it is read again: ESAPI keeps one
@@ -393,7 +404,7 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
             if (name != owner->name_hex)
                 throw ParentMismatch("the owner hierarchy's storage key now has the name " + name +
                                      ", not that of 0x40000001's pin (" + owner->name_hex + ")");
-            check_parent_name(tpm, standard_srk, name, known);
+            check_owner_srk_pin(tpm, name, known);
         });
         if (!pin_owner_srk_persisted(tpm, known)) {
             std::cerr << prefix
@@ -405,6 +416,9 @@ void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
             std::cout << "Parent: made the TCG standard storage key (SRK) and persisted it at 0x81000001, as "
                          "systemd-tpm2-setup does:\n        logins of keys under 0x40000001 read it instead of "
                          "re-creating it (--no-persist-srk leaves 0x81000001 empty)\n";
+        if (!quiet && replaces_pin)
+            std::cout << "        Its pin replaces that of the key 0x81000001 held before (gone with the TPM's clear, "
+                         "or evicted)\n";
     } catch (const UnverifiedParent& e) {
         std::cerr << prefix << "the standard SRK was not persisted there: " << e.what() << "\n";
     } catch (const Error& e) {
@@ -703,12 +717,15 @@ int run(int argc, char** argv, TpmAddress& address) {
     return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_reporting(int argc, char** argv) {
     TpmAddress address;
     try {
         return run(argc, argv, address);
+    } catch (const Interrupted& e) {
+        // At a prompt, before anything was made: unwound, the TPM's
+        // objects flushed; main() then dies of the signal.
+        std::cerr << "tpmkey-keygen: " << e.what() << "; nothing was written\n";
+        return 1;
     } catch (const TpmError& e) {
         std::cerr << "tpmkey-keygen: " << printable(diagnosis_line(diagnose(e, address))) << "\n";
         return 1;
@@ -724,3 +741,7 @@ int main(int argc, char** argv) {
         return 1;
     }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return exit_after_interruption(run_reporting(argc, argv)); }

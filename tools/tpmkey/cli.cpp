@@ -2,6 +2,7 @@
 
 #include "core/base/prompt.hpp"
 #include "core/tpm/tpm_keys.hpp"
+#include "core/trust/owner_srk.hpp"
 
 namespace tpmkey::cli {
 
@@ -19,6 +20,8 @@ const std::optional<TpmAddress>& tpm_in_use() { return recorded_tpm(); }
 Secret pin_from_terminal(const std::string& prompt, const char* option) {
     try {
         return read_pin_from_terminal(prompt);
+    } catch (const Interrupted&) {
+        throw;
     } catch (const Error& e) {
         throw Error(std::string(e.what()) + " (no terminal? give the PIN with " + option + " FILE)");
     }
@@ -34,8 +37,18 @@ std::filesystem::path rewritten_key_file(const std::string& key) {
 TpmObject verified_parent_for_pin(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file) {
     KnownParents known = KnownParents::load();
     try {
-        return load_verified_parent(tpm, key.parent, known, nullptr,
-                                    ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+        // As the module: 0x40000001's key kept at 0x81000001 (pinned with
+        // its name) is read there, not re-created (design.md, "Parent").
+        if (key.parent == owner_hierarchy)
+            if (std::optional<TpmObject> persisted = open_owner_srk_persisted(tpm, known))
+                return std::move(*persisted);
+        ParentCheck check;
+        TpmObject parent = load_verified_parent(tpm, key.parent, known, &check,
+                                                ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+        // Proven just now: whether 0x81000001 holds the same key, for the next run.
+        if (key.parent == owner_hierarchy && check.proven_now)
+            (void)pin_owner_srk_persisted(tpm, known);
+        return parent;
     } catch (const TpmError& e) {
         throw Error(file.string() + ": " + diagnose(e, tpm.address()).problem);
     } catch (const UnverifiedParent& e) {

@@ -63,7 +63,9 @@ std::filesystem::path rewritten_key_file(const std::string& key);
 // The parent of `key` (from `file`), verified and proven as a login does
 // it: no clear accepted, for the key's PIN goes under it. For the commands
 // that load a key to certify or sign with it (attest, enroll, ssh-cert):
-// throws Error naming `file` with what to do.
+// throws Error naming `file` with what to do. A key under 0x40000001 gets
+// the same key persisted at 0x81000001 where it is pinned so
+// (open_owner_srk_persisted: a TPM2_ReadPublic, no TPM2_CreatePrimary).
 TpmObject verified_parent_for_pin(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file);
 
 // Loads `key` (from `file`; parent first, verified and proven where it was

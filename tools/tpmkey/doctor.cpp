@@ -2,6 +2,7 @@
 // check, and for each problem a "Likely problem" and a "Possible solution".
 
 #include "cli.hpp"
+#include "core/base/home.hpp"
 #include "core/base/log.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/config.hpp"
@@ -441,6 +442,32 @@ void check_endorsement(Doctor& d, Tpm& tpm) {
             lines);
 }
 
+// Which config file tpmkey reads, and whether the environment moved it
+// from ~/.config/tpmkey/config (XDG_CONFIG_HOME: tpmkey-swtpm start sets
+// it, for one): the lines of that file (pin-from, confirm, tcti...) are then
+// not used, and nothing else says so.
+void check_config_file(Doctor& d) {
+    const std::filesystem::path file = config_file_path();
+    const std::filesystem::path home = home_directory();
+    if (file.empty() || home.empty())
+        return;
+    std::error_code ec;
+    const std::filesystem::path usual = home / ".config" / "tpmkey" / "config";
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    const std::string moved =
+        file == usual ? std::string()
+                      : " (XDG_CONFIG_HOME=" + std::string(xdg ? xdg : "") + ", not " + usual.string() + ")";
+    d.ok("config file: " + file.string() + (std::filesystem::exists(file, ec) ? "" : ", none there: the defaults") +
+         moved);
+    if (!moved.empty() && std::filesystem::exists(usual, ec))
+        d.warn("config file: " + usual.string() + " is not read: XDG_CONFIG_HOME moves tpmkey's config file to " +
+                   file.string(),
+               "the lines of " + usual.string() +
+                   " (pin-from, confirm, tcti...) are not used where XDG_CONFIG_HOME is set so (as tpmkey-swtpm "
+                   "start sets it)",
+               "put the lines you need in " + file.string() + " too, or unset XDG_CONFIG_HOME");
+}
+
 void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
     KnownParents known = KnownParents::load();
     if (known.problem())
@@ -710,6 +737,7 @@ int cmd_doctor(const Parsed&) {
     const std::unique_ptr<Tpm> tpm = check_tpm(d, config);
     if (tpm)
         check_endorsement(d, *tpm);
+    check_config_file(d);
     check_keys(d, config, tpm.get());
     check_pin_sources(d, config);
     check_ssh(d);

@@ -6,6 +6,7 @@
 // attest_key.cpp, enroll.cpp and ssh_cert.cpp.
 
 #include "cli.hpp"
+#include "core/base/prompt.hpp"
 #include "core/files/config.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "tpmkey_version.hpp"
@@ -47,4 +48,8 @@ std::string explain_tpm_failure(const std::exception& e) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_program(tpmkey_program, argc, argv, explain_tpm_failure); }
+// After Ctrl-C at a PIN prompt, unwound (the TPM's objects flushed, the
+// echo back on) and then dead of the signal, as without the prompt.
+int main(int argc, char** argv) {
+    return exit_after_interruption(run_program(tpmkey_program, argc, argv, explain_tpm_failure));
+}

@@ -12,6 +12,7 @@
 #include "core/tpm/tpm_queries.hpp"
 #include "core/trust/endorsement.hpp"
 #include "core/trust/known_parents.hpp"
+#include "core/trust/owner_srk.hpp"
 
 #include <iostream>
 #include <string>
@@ -159,8 +160,9 @@ int cmd_setup(const Parsed& p) {
         // Its handle is closed before it is read again: ESAPI keeps one
         // object per persistent handle.
         (void)persist_standard_srk(tpm, password, [&](const TpmObject& made) {
-            // Before it is persisted: the key must not contradict a pin.
-            check_parent_name(tpm, standard_srk, loaded_name_hex(tpm, made), known);
+            // Before it is persisted: the key must not contradict a pin (but
+            // may replace one of a key the TPM's clear evicted: check_owner_srk_pin).
+            check_owner_srk_pin(tpm, loaded_name_hex(tpm, made), known);
         });
         std::cout << "Made the TCG standard storage key (SRK) and persisted it at 0x81000001: new keys use it, and "
                      "their logins read it instead of re-creating it.\n";

@@ -9,12 +9,51 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 namespace tpmkey {
 
 namespace {
+
+// The signal that ended a prompt (0: none), set by the handler the prompt
+// holds while it waits.
+volatile std::sig_atomic_t prompt_signal = 0;
+extern "C" void on_prompt_signal(int sig) { prompt_signal = sig; }
+
+constexpr std::array<int, 4> terminating_signals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// While it lives, the terminating signals only set prompt_signal (and
+// interrupt a blocked read: no SA_RESTART), so that the prompt returns and
+// the program unwinds instead of dying with the echo off and TPM objects
+// loaded. A signal the program ignores stays ignored; the old handlers
+// come back however the scope is left.
+class SignalsCaught {
+public:
+    SignalsCaught() {
+        struct sigaction sa {};
+        sa.sa_handler = on_prompt_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = 0;
+        for (std::size_t i = 0; i < terminating_signals.size(); ++i) {
+            installed_[i] = ::sigaction(terminating_signals[i], nullptr, &old_[i]) == 0 &&
+                            old_[i].sa_handler != SIG_IGN && ::sigaction(terminating_signals[i], &sa, nullptr) == 0;
+        }
+    }
+    ~SignalsCaught() {
+        for (std::size_t i = 0; i < terminating_signals.size(); ++i)
+            if (installed_[i])
+                (void)::sigaction(terminating_signals[i], &old_[i], nullptr);
+    }
+    SignalsCaught(const SignalsCaught&) = delete;
+    SignalsCaught& operator=(const SignalsCaught&) = delete;
+
+private:
+    std::array<struct sigaction, terminating_signals.size()> old_{};
+    std::array<bool, terminating_signals.size()> installed_{};
+};
 
 class Terminal {
 public:
@@ -38,9 +77,12 @@ public:
         quiet.c_lflag |= ICANON | ISIG;
         echo_off_ = ::tcsetattr(fd_, TCSAFLUSH, &quiet) == 0;
     }
-    // One line into a Secret; false on end of input or interruption.
+    // One line into a Secret; false on end of input or interruption
+    // (prompt_signal says which).
     bool read_line(Secret& out) const {
         while (true) {
+            if (prompt_signal != 0)
+                return false;
             char c = 0;
             const ssize_t n = ::read(fd_, &c, 1);
             if (n < 0 && errno == EINTR)
@@ -63,20 +105,48 @@ private:
 
 }  // namespace
 
+Interrupted::Interrupted(int signal)
+    : Error(signal == SIGINT ? "interrupted (Ctrl-C) at the prompt"
+                             : "interrupted (" + std::string(::strsignal(signal)) + ") at the prompt"),
+      signal_(signal) {}
+
 Secret read_pin_from_terminal(const std::string& prompt) {
+    // Declared first: the terminal's echo is back on before the handlers go.
+    const SignalsCaught signals;
     Terminal tty;
     tty.write_text(prompt);
     tty.echo_off();
     Secret pin;
     const bool ok = tty.read_line(pin);
     tty.write_text("\n");
+    if (prompt_signal != 0)
+        throw Interrupted(prompt_signal);
     if (!ok)
         throw Error("no PIN entered");
     return pin;
 }
 
+int exit_after_interruption(int status) {
+    const int sig = prompt_signal;
+    if (sig == 0)
+        return status;
+    // As if the default action had run at the prompt: the shell (and a
+    // script's `wait`) sees the signal.
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    (void)::sigaction(sig, &sa, nullptr);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, sig);
+    (void)::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+    (void)::raise(sig);
+    return 128 + sig;  // a signal whose default is not to end the process
+}
+
 bool confirm_on_terminal(const std::string& question) {
     try {
+        const SignalsCaught signals;
         Terminal tty;
         tty.write_text(question + " (y/n) ");
         Secret answer;

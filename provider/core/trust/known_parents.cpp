@@ -76,15 +76,6 @@ std::optional<std::time_t> parse_utc(const std::string& s) {
     return ::timegm(&tm);
 }
 
-std::string utc_now() {
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    ::gmtime_r(&now, &tm);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return text;
-}
-
 std::string pin_line(const ParentPin& pin) {
     std::string line = handle_text(pin.handle) + " " + pin.name_hex + " " + pin.tpm;
     if (!pin.ek.empty())
@@ -161,6 +152,15 @@ void check_pin_directories(const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+std::string utc_now() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&now, &tm);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return text;
+}
 
 std::string name_hex_of(const TPM2B_PUBLIC& pub) {
     // The standard storage keys (and systemd's SRK) are named with SHA-256.

@@ -71,6 +71,9 @@ struct ParentPin {
     bool certified() const { return ek.starts_with("cert:"); }
 };
 
+// Now, as the file writes a time (UTC, 2026-11-25T19:40:00Z).
+std::string utc_now();
+
 // The TPM name of a public area (TPM 2.0 Part 1, 16: nameAlg || H(TPMT_PUBLIC)), in hex.
 std::string name_hex_of(const TPM2B_PUBLIC& pub);
 

@@ -32,7 +32,26 @@ std::optional<ParentPin> proven_owner_pin(const std::string& id, const KnownPare
     return owner;
 }
 
+// A pin of 0x81000001 that names another key than `owner` (0x40000001's
+// proven pin) under the EK that proved `owner`: a key of this TPM that is
+// gone (TPM2_Clear evicts 0x81000001, and so does tpm2_evictcontrol), as
+// load_verified_parent judges a persistent parent whose new name the pinned
+// EK proves (tpm_cleared_text). Any other pin of another name (another EK,
+// none, systemd's) is left for load_verified_parent to judge.
+bool replaced_by_same_tpm(const ParentPin& srk_pin, const ParentPin& owner) {
+    return srk_pin.name_hex != owner.name_hex && !srk_pin.ek.empty() && srk_pin.ek == owner.ek;
+}
+
 }  // namespace
+
+void check_owner_srk_pin(Tpm& tpm, const std::string& name, const KnownParents& known) {
+    const std::string& id = tpm.address().identity();
+    const std::optional<ParentPin> owner = proven_owner_pin(id, known);
+    const std::optional<ParentPin> srk_pin = known.pin(id, standard_srk);
+    if (srk_pin && owner && owner->name_hex == name && replaced_by_same_tpm(*srk_pin, *owner))
+        return;
+    check_parent_name(tpm, standard_srk, name, known);
+}
 
 std::optional<TpmObject> open_owner_srk_persisted(Tpm& tpm, const KnownParents& known) {
     if (known.problem())
@@ -66,10 +85,15 @@ bool pin_owner_srk_persisted(Tpm& tpm, KnownParents& known) {
     const std::optional<ParentPin> srk_pin = known.pin(id, standard_srk);
     if (srk_pin && srk_pin->name_hex == owner->name_hex)
         return true;
-    if (srk_pin)
+    if (srk_pin && !replaced_by_same_tpm(*srk_pin, *owner))
         return false;  // pinned to another key: load_verified_parent decides about that one
     ParentPin pin = *owner;
     pin.handle = standard_srk;
+    if (srk_pin) {
+        // Keys made under the old one are gone: made_before_clear() says so from this time.
+        pin.cleared = utc_now();
+        log_info(tpm_cleared_text(standard_srk) + ": 0x81000001 holds 0x40000001's proven key now, pinned");
+    }
     try {
         known.record(pin);
     } catch (const Error& e) {

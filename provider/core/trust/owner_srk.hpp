@@ -29,7 +29,21 @@ std::optional<TpmObject> open_owner_srk_persisted(Tpm& tpm, const KnownParents& 
 // (open_owner_srk_persisted). One TPM2_ReadPublic; returns whether
 // 0x81000001 holds that key (pinned now or before). A pin file that cannot
 // be written leaves it unpinned (the next caller tries again).
+//
+// A pin of 0x81000001 under another name, made with the EK that proved
+// 0x40000001's pin, is of a key of this TPM that is gone (the TPM was
+// cleared, which evicts 0x81000001, or the key was evicted): it is replaced,
+// its clear recorded (made_before_clear), as load_verified_parent replaces
+// the pin of a new key that the pinned EK proves. Any other pin of another
+// name is left as it is (false).
 bool pin_owner_srk_persisted(Tpm& tpm, KnownParents& known);
+
+// For tpmkey-keygen, before it persists the standard SRK (`name`, the key
+// 0x40000001 re-creates, just proven) at 0x81000001: throws ParentMismatch
+// (check_parent_name) when 0x81000001 is pinned for this TPM under another
+// name, unless that pin is of a key of this TPM that is gone, as
+// pin_owner_srk_persisted judges (then it replaces the pin).
+void check_owner_srk_pin(Tpm& tpm, const std::string& name, const KnownParents& known);
 
 // Which storage key a login of a key under 0x40000001 uses on this TPM,
 // for tpmkey doctor and tpmkey bench: the persistent one at 0x81000001

@@ -77,6 +77,11 @@ for lib in libc6 libssl3 libtss2-esys libtss2-tctildr0; do
 done
 [[ $suggests == *"swtpm,"* && $suggests == *"swtpm-tools"* ]] || fail "Suggests lacks swtpm, swtpm-tools: $suggests"
 expect_eq "$(dpkg-deb -f "$DEB" Version)" "$TPMKEY_VERSION" "the package's version"
+# The description names each program the package installs.
+description=$(dpkg-deb -f "$DEB" Description)
+for program in tpmkey-keygen tpmkey-pkcs11.so "The tpmkey command" tpmkey-ca tpmkey-swtpm; do
+    [[ $description == *"$program"* ]] || fail "the package's description does not name $program: $description"
+done
 ok "built $(basename "$DEB"): $(wc -l <"$TEST_DIR/contents") paths; Depends: $depends"
 
 # 2. lintian: no error (what it says is shown).

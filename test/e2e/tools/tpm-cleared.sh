@@ -33,6 +33,10 @@ clear_tpm() {
 }
 
 must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/old.tpm" -C old -N ''
+# Its first line says that it persists the SRK (not "re-created on use").
+expect_out "Parent: the owner hierarchy's storage key (0x40000001); as 0x81000001 is empty," "first keygen"
+expect_out "tpmkey-keygen persists it there once the key is made (not with --no-persist-srk)" "first keygen"
+expect_no_out "re-created on use" "first keygen"
 expect_out "is proven genuine by the TPM's endorsement key: EK trusted on first use (no EK certificate in the TPM)" \
     "first keygen"
 expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ ek:000b[0-9a-f]+ [0-9-]+T[0-9:]+Z$" \
@@ -66,7 +70,17 @@ expect_out "is new, and proven by the same endorsement key as before" "keygen af
 expect_in "$(cat "$pins")" "^0x40000001 000b[0-9a-f]+ swtpm:[^ ]+ ek:000b[0-9a-f]+ [0-9:TZ-]+ [0-9:TZ-]+$" \
     "the pin records the clear"
 [ "$(grep -c '^0x40000001 ' "$pins")" = 1 ] || { show "$pins"; fail "the old pin is still there"; }
-ok "keygen after tpm2_clear works, says the TPM was cleared, re-pins"
+# The clear evicted the standard SRK that the first keygen persisted at
+# 0x81000001: keygen persists the new one and replaces its stale pin, with
+# no "interposer" (the pinned EK proved the new key, as for 0x40000001).
+expect_not_in "$(cat "$ERR")" "interposer|not persisted|could not be persisted" "keygen after a clear, 0x81000001"
+expect_out "persisted it at 0x81000001" "keygen after a clear, 0x81000001"
+expect_out "Its pin replaces that of the key 0x81000001 held before" "keygen after a clear, 0x81000001"
+owner_name=$(awk '/^0x40000001 /{print $2}' "$pins")
+expect_in "$(cat "$pins")" "^0x81000001 $owner_name swtpm:[^ ]+ $ek [0-9:TZ-]+ [0-9:TZ-]+$" \
+    "0x81000001 pinned anew with 0x40000001's name and EK, its clear recorded"
+[ "$(grep -c '^0x81000001 ' "$pins")" = 1 ] || { show "$pins"; fail "the old 0x81000001 pin is still there"; }
+ok "keygen after tpm2_clear works, says the TPM was cleared, re-pins 0x40000001 and the new SRK at 0x81000001"
 
 sign "$keys/new.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the new key does not sign"; }
 : >"$TPMKEY_LOG_FILE"
@@ -112,6 +126,7 @@ grep -A1 "^\[problem\] $keys/new.tpm: .*does not load" "$OUT" | grep -q "made be
 ! cmp -s "$pins" "$TEST_DIR/pins.before" || fail "doctor did not pin the cleared TPM's storage key"
 must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/third.tpm" -C third -N ''
 expect_out "matches its pin" "keygen after doctor re-pinned"
+expect_not_in "$(cat "$ERR")" "interposer|not persisted|could not be persisted" "keygen after doctor re-pinned, 0x81000001"
 sign "$keys/third.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the third key does not sign"; }
 ok "the module recognises a cleared TPM but does not accept it on its own; doctor does, and keys made afterwards work"
 

@@ -44,6 +44,28 @@ done
 in_tpm a "$TPMKEY_TOOL" info "$TEST_DIR/b.tpm" >/dev/null 2>&1 && fail "b's key loads in a"
 ok "two at once: $tcti_a and $tcti_b, each with its own pins and keys"
 
+# 1b. start moves XDG_CONFIG_HOME: it says so when the user has a config
+#     file there, which tpmkey then does not read; doctor names the file it reads.
+mkdir -p -m 0700 "$XDG_CONFIG_HOME/tpmkey"
+printf 'pin-from a file %s\n' "$TEST_DIR/no-such-pin" >"$XDG_CONFIG_HOME/tpmkey/config"
+chmod 600 "$XDG_CONFIG_HOME/tpmkey/config"
+start_in c
+dir_c=$(in_tpm c sh -c 'echo "$TPMKEY_SWTPM_DIR"')
+grep -qF "with these exports tpmkey reads $dir_c/config/tpmkey/config, not $XDG_CONFIG_HOME/tpmkey/config" \
+    "$TEST_DIR/c.err" || { show "$TEST_DIR/c.err"; fail "start does not say the user's config is not read"; }
+in_tpm c "$TPMKEY_TOOL" doctor >"$TEST_DIR/c.doctor" 2>&1 || true
+grep -qF "[ok]      config file: $dir_c/config/tpmkey/config, none there: the defaults (XDG_CONFIG_HOME=$dir_c/config, not $XDG_CONFIG_HOME/tpmkey/config)" \
+    "$TEST_DIR/c.doctor" || { show "$TEST_DIR/c.doctor"; fail "doctor does not name the config file it reads"; }
+grep -qF "[warning] config file: $XDG_CONFIG_HOME/tpmkey/config is not read: XDG_CONFIG_HOME moves tpmkey's config file to $dir_c/config/tpmkey/config" \
+    "$TEST_DIR/c.doctor" || { show "$TEST_DIR/c.doctor"; fail "doctor does not warn that the user's config is not read"; }
+"$TPMKEY_TOOL" doctor >"$TEST_DIR/home.doctor" 2>&1 || true
+grep -qxF "[ok]      config file: $XDG_CONFIG_HOME/tpmkey/config" "$TEST_DIR/home.doctor" ||
+    { show "$TEST_DIR/home.doctor"; fail "doctor does not name the config file it reads"; }
+grep -qF "is not read" "$TEST_DIR/home.doctor" && fail "doctor warns about the config file it reads"
+in_tpm c "$helper" stop >/dev/null 2>&1
+rm "$XDG_CONFIG_HOME/tpmkey/config"
+ok "start says the user's config file is not read under its exports; doctor names the file it reads, and warns"
+
 # 2. stop: the swtpm is gone, the temp state removed.
 dir_a=$(in_tpm a sh -c 'echo "$TPMKEY_SWTPM_DIR"')
 in_tpm a "$helper" stop || fail "stop failed"

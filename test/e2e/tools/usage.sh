@@ -85,3 +85,26 @@ run "$TPMKEY_TOOL" passwd --old-pin-file "$TEST_DIR/missing" --new-pin-file "$TE
 expect_rc 1 "missing PIN file"
 expect_err "cannot read the PIN file" "missing PIN file"
 ok "other failures exit 1"
+
+# tools/install-deps says so when there is nothing to install (run as
+# nobody where we are root: then it only names what is missing, never
+# installs).
+deps=$FIXTURES/../tools/install-deps
+if [ "$(id -u)" = 0 ]; then
+    # A copy nobody can reach (the tree may be under root's home).
+    deps_dir=$(mktemp -d "${TMPDIR:-/tmp}/install-deps.XXXXXX")
+    on_exit "rm -rf '$deps_dir'"
+    chmod 755 "$deps_dir"
+    cp "$deps" "$deps_dir/install-deps"
+    run setpriv --reuid=65534 --regid=65534 --clear-groups "$deps_dir/install-deps"
+else
+    run "$deps"
+fi
+if [ "$rc" = 0 ]; then
+    expect_out "install-deps: all " "install-deps with nothing missing"
+    expect_out "Debian packages are installed already; nothing to do" "install-deps with nothing missing"
+else
+    expect_rc 1 "install-deps with packages missing"
+    expect_err "install-deps: missing Debian packages: " "install-deps with packages missing"
+fi
+ok "install-deps says what it found (exit $rc)"
