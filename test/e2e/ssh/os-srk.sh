@@ -7,7 +7,7 @@
 # TPM2_CreatePrimary, within the persistent SRK's budgets
 # (docs/performance.md):
 #                                        resource manager   none
-#   one direct ssh login, key with PIN          7            11
+#   one direct ssh login, key with PIN          8            12
 #     the same, key without PIN                 4             5
 # 0x81000001 is known as 0x40000001's key from its pin: keygen
 # --parent 0x40000001 makes it (and says so); so does the module's first
