@@ -14,9 +14,11 @@
 #include "core/keys/public_key.hpp"
 #include "revocation.hpp"
 #include "temp_dir.hpp"
+#include "webhook.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <catch2/catch.hpp>
 
@@ -480,4 +482,41 @@ TEST_CASE("tpmkey-ca: records: names, the record of a certificate, and records o
     REQUIRE(chmod(records_dir(ca).c_str(), 0770) == 0);
     CHECK_THROWS_WITH(record_of_certificate(ca, ak.get()),
                       Contains("could change the machine a key's SSH certificate is issued for; chmod 700"));
+}
+
+TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or not, as openssl rand -base64 makes it",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const std::filesystem::path file = tmp.path / "secret";
+    const auto write_secret = [&](const std::string& text) {
+        std::filesystem::remove(file);
+        write_file_atomically(file, text, 0600, Replace::yes);
+    };
+    // Each length modulo 3: no padding (48 bytes: 64 characters), "==" and "=".
+    for (std::size_t size = 16; size <= 66; ++size) {
+        Bytes bytes(size);
+        REQUIRE(RAND_bytes(bytes.data(), static_cast<int>(size)) == 1);
+        write_secret(base64(bytes) + "\n");
+        INFO(size << " bytes: " << base64(bytes));
+        CHECK(cli::read_webhook_secret(file.string()) == Secret(std::span<const std::uint8_t>(bytes)));
+    }
+    // The command step-ca's docs and the issue give, as written.
+    std::filesystem::remove(file);
+    REQUIRE(std::system(("umask 077 && openssl rand -base64 48 >'" + file.string() + "'").c_str()) == 0);
+    CHECK(cli::read_webhook_secret(file.string()).size() == 48);
+
+    // Not base64 as step-ca writes it, or too short: refused.
+    for (const char* bad : {"", "QUJDRA", "QUJD=EFG", "QUJDREVGR0hJSktMTU5PUA=A",
+                            "QUJDREVGR0hJSktMTU5PUA===", "QUJDREVG R0hJSktMTU5PUA==", "QUJDREVGR0hJSktMTU5P\nUA==",
+                            "QUJDREVGR0hJSktMTU8=", "QUJDREVGR0hJSktMTU5PUA-_"}) {
+        write_secret(bad);
+        INFO("'" << bad << "'");
+        CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()),
+                          Contains("not a webhook secret as step-ca gives it"));
+    }
+    // 16 bytes, padded: the shortest taken.
+    write_secret("QUJDREVGR0hJSktMTU5PUA==");
+    CHECK(cli::read_webhook_secret(file.string()) == Secret(std::string_view("ABCDEFGHIJKLMNOP")));
+    REQUIRE(chmod(file.c_str(), 0640) == 0);
+    CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()), Contains("others may read it"));
 }
