@@ -24,6 +24,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -331,6 +332,63 @@ TEST_CASE("tpmkey-ca: a proof uses up only the challenge its secret names, chall
     CHECK(std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
     (void)take_pending(ca, ak_name, first, "proof", now);
     CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
+}
+
+TEST_CASE("tpmkey-ca: a new challenge removes expired ones and keeps its AK's newest, leaving what it cannot judge",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const std::vector<std::uint8_t> ak(34, 0xab), other_ak(34, 0xcd);
+    const std::time_t now = std::time(nullptr);
+    const auto id = [](std::uint8_t n) { return std::vector<std::uint8_t>(challenge_id_size, n); };
+    const auto count = [&] {
+        return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(ca.pending_dir()),
+                                                      std::filesystem::directory_iterator()));
+    };
+    // Ten of this AK's, made a minute apart (id 1 the oldest), one that
+    // expired and one that is outstanding of another AK, one of this AK's
+    // whose created time does not parse (issue-ak would refuse it), and
+    // what prune_pending cannot judge: a planted file (0644, expired), a
+    // link, a temporary file of write_file_atomically().
+    for (std::uint8_t n = 1; n <= 10; ++n)
+        write_pending(ca, ak, id(n), utc_text(now - (11 - n) * 60));
+    write_pending(ca, other_ak, id(20), utc_text(now - (7 * 24 * 3600 + 1)));
+    write_pending(ca, other_ak, id(21), utc_text(now - (7 * 24 * 3600 - 60)));
+    write_pending(ca, ak, id(22), "soon");
+    write_pending(ca, other_ak, id(23), utc_text(now - 30 * 24 * 3600), 0644);
+    std::filesystem::create_symlink(ca.pending_file(ak, id(10)), ca.pending_file(ak, id(24)));
+    const std::filesystem::path temporary = ca.pending_file(ak, id(25)).string() + ".tmp-12345";
+    std::filesystem::copy_file(ca.pending_file(ak, id(1)), temporary);
+    REQUIRE(count() == 16);
+
+    // Room for a new one among the newest 8: the expired and unparsable
+    // ones, and this AK's 3 oldest, go.
+    CHECK(prune_pending(ca, ak, max_pending_per_ak - 1, now) == 5);
+    for (std::uint8_t n = 1; n <= 10; ++n)
+        CHECK(std::filesystem::exists(ca.pending_file(ak, id(n))) == (n > 3));
+    CHECK(!std::filesystem::exists(ca.pending_file(other_ak, id(20))));
+    CHECK(std::filesystem::exists(ca.pending_file(other_ak, id(21))));
+    CHECK(!std::filesystem::exists(ca.pending_file(ak, id(22))));
+    CHECK(std::filesystem::exists(ca.pending_file(other_ak, id(23))));
+    CHECK(std::filesystem::is_symlink(ca.pending_file(ak, id(24))));
+    CHECK(std::filesystem::exists(temporary));
+    CHECK(count() == 11);
+    // Nothing more to remove: a second run changes nothing.
+    CHECK(prune_pending(ca, ak, max_pending_per_ak - 1, now) == 0);
+
+    // Created in the same second (challenge in a loop): the file's time
+    // tells the newest, here the first written.
+    TempDir tmp2;
+    const CaDirectory ca2{tmp2.path / "ca"};
+    init_ca(ca2, "unit CA", 30);
+    const std::filesystem::file_time_type written = std::filesystem::file_time_type::clock::now();
+    for (std::uint8_t n = 1; n <= 3; ++n) {
+        write_pending(ca2, ak, id(n), utc_text(now));
+        std::filesystem::last_write_time(ca2.pending_file(ak, id(n)), written - std::chrono::seconds(n));
+    }
+    CHECK(prune_pending(ca2, ak, 1, now) == 2);
+    CHECK(std::filesystem::exists(ca2.pending_file(ak, id(1))));
 }
 
 namespace {
