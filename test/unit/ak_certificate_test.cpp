@@ -5,6 +5,8 @@
 // openssl command, is test/e2e/tools/attest-enroll.sh.
 #include "ak_certificate.hpp"
 #include "ak_records.hpp"
+#include "audit_log.hpp"
+#include "ca.hpp"
 #include "ca_directory.hpp"
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
@@ -28,6 +30,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -577,4 +582,95 @@ TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or no
     CHECK(cli::read_webhook_secret(file.string()) == Secret(std::string_view("ABCDEFGHIJKLMNOP")));
     REQUIRE(chmod(file.c_str(), 0640) == 0);
     CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()), Contains("others may read it"));
+}
+
+namespace {
+
+// Runs a tpmkey-ca command as main() would, its standard output in `out`.
+int run_ca_command(const cli::Command& command, const cli::Parsed& p, std::string& out) {
+    std::ostringstream captured;
+    std::streambuf* const old = std::cout.rdbuf(captured.rdbuf());
+    try {
+        const int rc = command.run(p);
+        std::cout.rdbuf(old);
+        out = captured.str();
+        return rc;
+    } catch (...) {
+        std::cout.rdbuf(old);
+        out = captured.str();
+        throw;
+    }
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+        lines.push_back(line);
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and printed as one, the record kept revoked",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const CaKeys keys = load_ca(ca);
+    make_private_directory(records_dir(ca));
+    const X509Cert ek = ek_certificate();
+    AkRecord record;
+    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    const std::time_t now = std::time(nullptr);
+    (void)publish_crl(ca, keys, now, 30);
+
+    // A crl.pem past the 4 MiB publish_crl reads (to number the next
+    // CRL): the new CRL is never written, whoever runs revoke, root too.
+    std::filesystem::remove(crl_file(ca));
+    write_file_atomically(crl_file(ca), std::string(4 * 1024 * 1024 + 1, 'x'), 0644, Replace::no);
+    cli::Parsed p;
+    p.values = {{"--ca", ca.dir.string()}, {"--serial", record.serial}, {"--reason", "key-compromise"}};
+    std::string out;
+    CHECK_THROWS_WITH(run_ca_command(cli::revoke_command, p, out),
+                      Contains("the revocation has not taken effect: the CRL could not be signed and written (" +
+                               crl_file(ca).string() + ": too large") &&
+                          Contains("The records of AK certificate(s) " + record.serial + " say revoked now") &&
+                          Contains("then run 'tpmkey-ca crl --ca " + ca.dir.string() + "'"));
+    // Nothing claims it was done (was: "Revoked AK certificate ..." and
+    // an accepted line, then exit 1).
+    CHECK(out.find("Revoked") == std::string::npos);
+    CHECK(out.find("Signed a new CRL") == std::string::npos);
+    std::vector<std::string> log = lines_of(audit_log_file(ca));
+    REQUIRE(log.size() == 1);
+    CHECK_THAT(log[0], Contains("\"command\": \"revoke\"") && Contains("\"decision\": \"refused\"") &&
+                           Contains("the revocation has not taken effect") &&
+                           Contains("\"ak_serial\": \"" + record.serial + "\""));
+    // The record says revoked (verify --ca and the webhook refuse it): the safe side.
+    REQUIRE(read_record(ca, record.serial));
+    CHECK(read_record(ca, record.serial)->revoked != "");
+
+    // Fixed as the message says: crl publishes it.
+    std::filesystem::remove(crl_file(ca));
+    cli::Parsed crl;
+    crl.values = {{"--ca", ca.dir.string()}};
+    CHECK(run_ca_command(cli::crl_command, crl, out) == 0);
+    CHECK_THAT(out, Contains("Signed a new CRL listing 1 revoked AK certificate(s)"));
+    CHECK_THAT(ak_revocation_problem(ak.get(), keys.certificate.get(), read_crl(crl_file(ca)).get(), now + 1),
+               Contains("the CA revoked the AK certificate (serial " + record.serial + ")"));
+    // revoke again: revoked already, and now accepted, as the CRL lists it.
+    CHECK(run_ca_command(cli::revoke_command, p, out) == 0);
+    CHECK_THAT(out, Contains("was revoked already") && Contains("Signed a new CRL listing 1"));
+    log = lines_of(audit_log_file(ca));
+    REQUIRE(log.size() == 2);
+    CHECK_THAT(log[1], Contains("\"decision\": \"accepted\"") && Contains("revoked already"));
+
+    // A plain revoke: accepted once the CRL lists it.
+    AkRecord second;
+    const X509Cert ak2 = recorded_ak(ca, keys, ek.get(), second);
+    p.values["--serial"] = second.serial;
+    CHECK(run_ca_command(cli::revoke_command, p, out) == 0);
+    CHECK_THAT(out, Contains("Revoked AK certificate " + second.serial) && Contains("Signed a new CRL listing 2"));
+    CHECK_THAT(lines_of(audit_log_file(ca)).back(),
+               Contains("\"decision\": \"accepted\"") && Contains("revoked, reason key-compromise; the CRL lists it"));
 }
