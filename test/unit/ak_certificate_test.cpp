@@ -674,3 +674,113 @@ TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and prin
     CHECK_THAT(lines_of(audit_log_file(ca)).back(),
                Contains("\"decision\": \"accepted\"") && Contains("revoked, reason key-compromise; the CRL lists it"));
 }
+
+TEST_CASE("tpmkey-ca verify's CRL check with --ca: an older CRL, an AK its record says is revoked, no CRL at all",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const CaKeys keys = load_ca(ca);
+    make_private_directory(records_dir(ca));
+    const X509Cert ek = ek_certificate();
+    AkRecord record;
+    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    const std::string roots = ca.certificate_file().string();
+    const std::time_t now = std::time(nullptr);
+    const auto number_of = [](const std::filesystem::path& path) {
+        const X509Crl crl = read_crl(path);
+        const Owned<ASN1_INTEGER, ASN1_INTEGER_free> number(
+            static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(crl.get(), NID_crl_number, nullptr, nullptr)));
+        REQUIRE(number);
+        return ASN1_INTEGER_get(number.get());
+    };
+
+    CHECK(publish_crl(ca, keys, now, 30) == 0);
+    const std::filesystem::path first = tmp.path / "first.pem";
+    std::filesystem::copy_file(crl_file(ca), first);
+    CHECK(number_of(first) == 1);
+    CHECK(publish_crl(ca, keys, now, 30) == 0);  // tpmkey-ca crl: number 2
+    CHECK(number_of(crl_file(ca)) == 2);
+    CHECK(lines_of(crl_number_file(ca)) == std::vector<std::string>{"2"});
+    CHECK_THAT(check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now), Contains("not revoked: CRL"));
+
+    // The first CRL is still current, but older than the CA's newest: with
+    // --ca it is refused (was: taken, though it may lack a revocation made
+    // since); without, nothing tells verify of a newer one.
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, first.string(), ca, now),
+                      Contains("REFUSED: the CRL " + first.string() + " is number 1, older than the newest the CA in " +
+                               ca.dir.string() + " signed, number 2: it may lack a revocation made since"));
+    CHECK_THAT(check_ak_not_revoked(ak.get(), roots, first.string(), std::nullopt, now),
+               Contains("not revoked: CRL " + first.string() + ", number 1"));
+    // The older copy in crl.pem's place (a backup restored, a sync):
+    // crl-number still knows the newest, and the next CRL is number 3,
+    // never a second number 2.
+    std::filesystem::copy_file(first, crl_file(ca), std::filesystem::copy_options::overwrite_existing);
+    CHECK_THROWS_WITH(
+        check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now),
+        Contains("is number 1, older than the newest the CA in " + ca.dir.string() + " signed, number 2"));
+    CHECK(publish_crl(ca, keys, now, 30) == 0);
+    CHECK(number_of(crl_file(ca)) == 3);
+    // Another CA's AK and CRL, with this CA as --ca: its numbers and
+    // records say nothing of them (verify refuses the AK as not in its
+    // records, ca-record).
+    const CaDirectory other{tmp.path / "other"};
+    init_ca(other, "other CA", 30);
+    const CaKeys other_keys = load_ca(other);
+    AkRecord other_record;
+    const X509Cert other_ak = recorded_ak(other, other_keys, ek.get(), other_record);
+    CHECK(publish_crl(other, other_keys, now, 30) == 0);
+    CHECK_THAT(
+        check_ak_not_revoked(other_ak.get(), other.certificate_file().string(), crl_file(other).string(), ca, now),
+        Contains("not revoked: CRL " + crl_file(other).string() + ", number 1"));
+    // A crl-number others may write could lower the bar: refused.
+    REQUIRE(chmod(crl_number_file(ca).c_str(), 0666) == 0);
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now),
+                      Contains("crl-number: refused: not the CRL number tpmkey-ca writes"));
+    REQUIRE(chmod(crl_number_file(ca).c_str(), 0644) == 0);
+
+    // Revoked in the records, but not (yet) in the CRL (a revoke that
+    // could not publish its CRL, or an older CRL given): with --ca the
+    // record decides (was: not revoked).
+    record.revoked = utc_text(now);
+    record.revocation_reason = "superseded";
+    write_record(ca, record, true);
+    for (const std::optional<std::string>& crl : {std::optional<std::string>(), std::optional(first.string())})
+        CHECK_THROWS_WITH(
+            check_ak_not_revoked(ak.get(), roots, crl, ca, now),
+            Contains("REFUSED: the CA revoked the AK certificate (serial " + record.serial + ") on " + utc_text(now) +
+                     ", reason superseded (its record in " + records_dir(ca).string() + "; the CRL "));
+
+    // No CRL: a refusal like the others (was: without REFUSED:).
+    std::filesystem::remove(crl_file(ca));
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now),
+                      Catch::Matchers::StartsWith("REFUSED: " + crl_file(ca).string() + ": cannot open") &&
+                          Contains("the CA signs one with 'tpmkey-ca crl --ca " + ca.dir.string() + "'"));
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, (tmp.path / "none.pem").string(), std::nullopt, now),
+                      Catch::Matchers::StartsWith("REFUSED: " + (tmp.path / "none.pem").string() + ": cannot open"));
+}
+
+TEST_CASE("tpmkey-ca: the audit log's directory is checked as the log is, before anything is made", "[tpmkey-ca]") {
+    TempDir tmp;
+    const std::filesystem::path dir = tmp.path / "logs", log = dir / "audit.log";
+    REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+    // Others may write the directory: they could rename the log away and
+    // put their own in its place (was: only the file was checked).
+    for (const mode_t mode : {mode_t{0777}, mode_t{0770}, mode_t{01777}}) {
+        REQUIRE(chmod(dir.c_str(), mode) == 0);
+        CHECK_THROWS_WITH(AuditLog(log), Contains(log.string() +
+                                                  ": refused as the audit log: others may write to "
+                                                  "its directory " +
+                                                  dir.string() + " (mode " + octal_mode(mode) + ")") &&
+                                             Contains("chmod go-w " + dir.string()));
+        CHECK(!std::filesystem::exists(log));
+    }
+    REQUIRE(chmod(dir.c_str(), 0755) == 0);
+    { const AuditLog ok(log); }
+    CHECK(mode_of(log) == 0600);
+    // Another user's directory (a test run as root can make one).
+    if (::geteuid() == 0) {
+        REQUIRE(chown(dir.c_str(), 4242, 4242) == 0);
+        CHECK_THROWS_WITH(AuditLog(log), Contains("its directory " + dir.string() + " belongs to user 4242"));
+    }
+}
