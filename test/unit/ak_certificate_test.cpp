@@ -5,6 +5,8 @@
 // openssl command, is test/e2e/tools/attest-enroll.sh.
 #include "ak_certificate.hpp"
 #include "ak_records.hpp"
+#include "audit_log.hpp"
+#include "ca.hpp"
 #include "ca_directory.hpp"
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
@@ -14,17 +16,23 @@
 #include "core/keys/public_key.hpp"
 #include "revocation.hpp"
 #include "temp_dir.hpp"
+#include "webhook.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -331,6 +339,63 @@ TEST_CASE("tpmkey-ca: a proof uses up only the challenge its secret names, chall
     CHECK(!std::filesystem::exists(ca.pending_file(ak_name, id_of(first))));
 }
 
+TEST_CASE("tpmkey-ca: a new challenge removes expired ones and keeps its AK's newest, leaving what it cannot judge",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const std::vector<std::uint8_t> ak(34, 0xab), other_ak(34, 0xcd);
+    const std::time_t now = std::time(nullptr);
+    const auto id = [](std::uint8_t n) { return std::vector<std::uint8_t>(challenge_id_size, n); };
+    const auto count = [&] {
+        return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(ca.pending_dir()),
+                                                      std::filesystem::directory_iterator()));
+    };
+    // Ten of this AK's, made a minute apart (id 1 the oldest), one that
+    // expired and one that is outstanding of another AK, one of this AK's
+    // whose created time does not parse (issue-ak would refuse it), and
+    // what prune_pending cannot judge: a planted file (0644, expired), a
+    // link, a temporary file of write_file_atomically().
+    for (std::uint8_t n = 1; n <= 10; ++n)
+        write_pending(ca, ak, id(n), utc_text(now - (11 - n) * 60));
+    write_pending(ca, other_ak, id(20), utc_text(now - (7 * 24 * 3600 + 1)));
+    write_pending(ca, other_ak, id(21), utc_text(now - (7 * 24 * 3600 - 60)));
+    write_pending(ca, ak, id(22), "soon");
+    write_pending(ca, other_ak, id(23), utc_text(now - 30 * 24 * 3600), 0644);
+    std::filesystem::create_symlink(ca.pending_file(ak, id(10)), ca.pending_file(ak, id(24)));
+    const std::filesystem::path temporary = ca.pending_file(ak, id(25)).string() + ".tmp-12345";
+    std::filesystem::copy_file(ca.pending_file(ak, id(1)), temporary);
+    REQUIRE(count() == 16);
+
+    // Room for a new one among the newest 8: the expired and unparsable
+    // ones, and this AK's 3 oldest, go.
+    CHECK(prune_pending(ca, ak, max_pending_per_ak - 1, now) == 5);
+    for (std::uint8_t n = 1; n <= 10; ++n)
+        CHECK(std::filesystem::exists(ca.pending_file(ak, id(n))) == (n > 3));
+    CHECK(!std::filesystem::exists(ca.pending_file(other_ak, id(20))));
+    CHECK(std::filesystem::exists(ca.pending_file(other_ak, id(21))));
+    CHECK(!std::filesystem::exists(ca.pending_file(ak, id(22))));
+    CHECK(std::filesystem::exists(ca.pending_file(other_ak, id(23))));
+    CHECK(std::filesystem::is_symlink(ca.pending_file(ak, id(24))));
+    CHECK(std::filesystem::exists(temporary));
+    CHECK(count() == 11);
+    // Nothing more to remove: a second run changes nothing.
+    CHECK(prune_pending(ca, ak, max_pending_per_ak - 1, now) == 0);
+
+    // Created in the same second (challenge in a loop): the file's time
+    // tells the newest, here the first written.
+    TempDir tmp2;
+    const CaDirectory ca2{tmp2.path / "ca"};
+    init_ca(ca2, "unit CA", 30);
+    const std::filesystem::file_time_type written = std::filesystem::file_time_type::clock::now();
+    for (std::uint8_t n = 1; n <= 3; ++n) {
+        write_pending(ca2, ak, id(n), utc_text(now));
+        std::filesystem::last_write_time(ca2.pending_file(ak, id(n)), written - std::chrono::seconds(n));
+    }
+    CHECK(prune_pending(ca2, ak, 1, now) == 2);
+    CHECK(std::filesystem::exists(ca2.pending_file(ak, id(1))));
+}
+
 namespace {
 
 X509Crl read_crl(const std::filesystem::path& path) {
@@ -480,4 +545,242 @@ TEST_CASE("tpmkey-ca: records: names, the record of a certificate, and records o
     REQUIRE(chmod(records_dir(ca).c_str(), 0770) == 0);
     CHECK_THROWS_WITH(record_of_certificate(ca, ak.get()),
                       Contains("could change the machine a key's SSH certificate is issued for; chmod 700"));
+}
+
+TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or not, as openssl rand -base64 makes it",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const std::filesystem::path file = tmp.path / "secret";
+    const auto write_secret = [&](const std::string& text) {
+        std::filesystem::remove(file);
+        write_file_atomically(file, text, 0600, Replace::yes);
+    };
+    // Each length modulo 3: no padding (48 bytes: 64 characters), "==" and "=".
+    for (std::size_t size = 16; size <= 66; ++size) {
+        Bytes bytes(size);
+        REQUIRE(RAND_bytes(bytes.data(), static_cast<int>(size)) == 1);
+        write_secret(base64(bytes) + "\n");
+        INFO(size << " bytes: " << base64(bytes));
+        CHECK(cli::read_webhook_secret(file.string()) == Secret(std::span<const std::uint8_t>(bytes)));
+    }
+    // The command step-ca's docs and the issue give, as written.
+    std::filesystem::remove(file);
+    REQUIRE(std::system(("umask 077 && openssl rand -base64 48 >'" + file.string() + "'").c_str()) == 0);
+    CHECK(cli::read_webhook_secret(file.string()).size() == 48);
+
+    // Not base64 as step-ca writes it, or too short: refused.
+    for (const char* bad : {"", "QUJDRA", "QUJD=EFG", "QUJDREVGR0hJSktMTU5PUA=A",
+                            "QUJDREVGR0hJSktMTU5PUA===", "QUJDREVG R0hJSktMTU5PUA==", "QUJDREVGR0hJSktMTU5P\nUA==",
+                            "QUJDREVGR0hJSktMTU8=", "QUJDREVGR0hJSktMTU5PUA-_"}) {
+        write_secret(bad);
+        INFO("'" << bad << "'");
+        CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()),
+                          Contains("not a webhook secret as step-ca gives it"));
+    }
+    // 16 bytes, padded: the shortest taken.
+    write_secret("QUJDREVGR0hJSktMTU5PUA==");
+    CHECK(cli::read_webhook_secret(file.string()) == Secret(std::string_view("ABCDEFGHIJKLMNOP")));
+    REQUIRE(chmod(file.c_str(), 0640) == 0);
+    CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()), Contains("others may read it"));
+}
+
+namespace {
+
+// Runs a tpmkey-ca command as main() would, its standard output in `out`.
+int run_ca_command(const cli::Command& command, const cli::Parsed& p, std::string& out) {
+    std::ostringstream captured;
+    std::streambuf* const old = std::cout.rdbuf(captured.rdbuf());
+    try {
+        const int rc = command.run(p);
+        std::cout.rdbuf(old);
+        out = captured.str();
+        return rc;
+    } catch (...) {
+        std::cout.rdbuf(old);
+        out = captured.str();
+        throw;
+    }
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+        lines.push_back(line);
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and printed as one, the record kept revoked",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const CaKeys keys = load_ca(ca);
+    make_private_directory(records_dir(ca));
+    const X509Cert ek = ek_certificate();
+    AkRecord record;
+    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    const std::time_t now = std::time(nullptr);
+    (void)publish_crl(ca, keys, now, 30);
+
+    // A crl.pem past the 4 MiB publish_crl reads (to number the next
+    // CRL): the new CRL is never written, whoever runs revoke, root too.
+    std::filesystem::remove(crl_file(ca));
+    write_file_atomically(crl_file(ca), std::string(4 * 1024 * 1024 + 1, 'x'), 0644, Replace::no);
+    cli::Parsed p;
+    p.values = {{"--ca", ca.dir.string()}, {"--serial", record.serial}, {"--reason", "key-compromise"}};
+    std::string out;
+    CHECK_THROWS_WITH(run_ca_command(cli::revoke_command, p, out),
+                      Contains("the revocation has not taken effect: the CRL could not be signed and written (" +
+                               crl_file(ca).string() + ": too large") &&
+                          Contains("The records of AK certificate(s) " + record.serial + " say revoked now") &&
+                          Contains("then run 'tpmkey-ca crl --ca " + ca.dir.string() + "'"));
+    // Nothing claims it was done (was: "Revoked AK certificate ..." and
+    // an accepted line, then exit 1).
+    CHECK(out.find("Revoked") == std::string::npos);
+    CHECK(out.find("Signed a new CRL") == std::string::npos);
+    std::vector<std::string> log = lines_of(audit_log_file(ca));
+    REQUIRE(log.size() == 1);
+    CHECK_THAT(log[0], Contains("\"command\": \"revoke\"") && Contains("\"decision\": \"refused\"") &&
+                           Contains("the revocation has not taken effect") &&
+                           Contains("\"ak_serial\": \"" + record.serial + "\""));
+    // The record says revoked (verify --ca and the webhook refuse it): the safe side.
+    REQUIRE(read_record(ca, record.serial));
+    CHECK(read_record(ca, record.serial)->revoked != "");
+
+    // Fixed as the message says: crl publishes it.
+    std::filesystem::remove(crl_file(ca));
+    cli::Parsed crl;
+    crl.values = {{"--ca", ca.dir.string()}};
+    CHECK(run_ca_command(cli::crl_command, crl, out) == 0);
+    CHECK_THAT(out, Contains("Signed a new CRL listing 1 revoked AK certificate(s)"));
+    CHECK_THAT(ak_revocation_problem(ak.get(), keys.certificate.get(), read_crl(crl_file(ca)).get(), now + 1),
+               Contains("the CA revoked the AK certificate (serial " + record.serial + ")"));
+    // revoke again: revoked already, and now accepted, as the CRL lists it.
+    CHECK(run_ca_command(cli::revoke_command, p, out) == 0);
+    CHECK_THAT(out, Contains("was revoked already") && Contains("Signed a new CRL listing 1"));
+    log = lines_of(audit_log_file(ca));
+    REQUIRE(log.size() == 2);
+    CHECK_THAT(log[1], Contains("\"decision\": \"accepted\"") && Contains("revoked already"));
+
+    // A plain revoke: accepted once the CRL lists it.
+    AkRecord second;
+    const X509Cert ak2 = recorded_ak(ca, keys, ek.get(), second);
+    p.values["--serial"] = second.serial;
+    CHECK(run_ca_command(cli::revoke_command, p, out) == 0);
+    CHECK_THAT(out, Contains("Revoked AK certificate " + second.serial) && Contains("Signed a new CRL listing 2"));
+    CHECK_THAT(lines_of(audit_log_file(ca)).back(),
+               Contains("\"decision\": \"accepted\"") && Contains("revoked, reason key-compromise; the CRL lists it"));
+}
+
+TEST_CASE("tpmkey-ca verify's CRL check with --ca: an older CRL, an AK its record says is revoked, no CRL at all",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    init_ca(ca, "unit CA", 30);
+    const CaKeys keys = load_ca(ca);
+    make_private_directory(records_dir(ca));
+    const X509Cert ek = ek_certificate();
+    AkRecord record;
+    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    const std::string roots = ca.certificate_file().string();
+    const std::time_t now = std::time(nullptr);
+    const auto number_of = [](const std::filesystem::path& path) {
+        const X509Crl crl = read_crl(path);
+        const Owned<ASN1_INTEGER, ASN1_INTEGER_free> number(
+            static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(crl.get(), NID_crl_number, nullptr, nullptr)));
+        REQUIRE(number);
+        return ASN1_INTEGER_get(number.get());
+    };
+
+    CHECK(publish_crl(ca, keys, now, 30) == 0);
+    const std::filesystem::path first = tmp.path / "first.pem";
+    std::filesystem::copy_file(crl_file(ca), first);
+    CHECK(number_of(first) == 1);
+    CHECK(publish_crl(ca, keys, now, 30) == 0);  // tpmkey-ca crl: number 2
+    CHECK(number_of(crl_file(ca)) == 2);
+    CHECK(lines_of(crl_number_file(ca)) == std::vector<std::string>{"2"});
+    CHECK_THAT(check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now), Contains("not revoked: CRL"));
+
+    // The first CRL is still current, but older than the CA's newest: with
+    // --ca it is refused (was: taken, though it may lack a revocation made
+    // since); without, nothing tells verify of a newer one.
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, first.string(), ca, now),
+                      Contains("REFUSED: the CRL " + first.string() + " is number 1, older than the newest the CA in " +
+                               ca.dir.string() + " signed, number 2: it may lack a revocation made since"));
+    CHECK_THAT(check_ak_not_revoked(ak.get(), roots, first.string(), std::nullopt, now),
+               Contains("not revoked: CRL " + first.string() + ", number 1"));
+    // The older copy in crl.pem's place (a backup restored, a sync):
+    // crl-number still knows the newest, and the next CRL is number 3,
+    // never a second number 2.
+    std::filesystem::copy_file(first, crl_file(ca), std::filesystem::copy_options::overwrite_existing);
+    CHECK_THROWS_WITH(
+        check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now),
+        Contains("is number 1, older than the newest the CA in " + ca.dir.string() + " signed, number 2"));
+    CHECK(publish_crl(ca, keys, now, 30) == 0);
+    CHECK(number_of(crl_file(ca)) == 3);
+    // Another CA's AK and CRL, with this CA as --ca: its numbers and
+    // records say nothing of them (verify refuses the AK as not in its
+    // records, ca-record).
+    const CaDirectory other{tmp.path / "other"};
+    init_ca(other, "other CA", 30);
+    const CaKeys other_keys = load_ca(other);
+    AkRecord other_record;
+    const X509Cert other_ak = recorded_ak(other, other_keys, ek.get(), other_record);
+    CHECK(publish_crl(other, other_keys, now, 30) == 0);
+    CHECK_THAT(
+        check_ak_not_revoked(other_ak.get(), other.certificate_file().string(), crl_file(other).string(), ca, now),
+        Contains("not revoked: CRL " + crl_file(other).string() + ", number 1"));
+    // A crl-number others may write could lower the bar: refused.
+    REQUIRE(chmod(crl_number_file(ca).c_str(), 0666) == 0);
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now),
+                      Contains("crl-number: refused: not the CRL number tpmkey-ca writes"));
+    REQUIRE(chmod(crl_number_file(ca).c_str(), 0644) == 0);
+
+    // Revoked in the records, but not (yet) in the CRL (a revoke that
+    // could not publish its CRL, or an older CRL given): with --ca the
+    // record decides (was: not revoked).
+    record.revoked = utc_text(now);
+    record.revocation_reason = "superseded";
+    write_record(ca, record, true);
+    for (const std::optional<std::string>& crl : {std::optional<std::string>(), std::optional(first.string())})
+        CHECK_THROWS_WITH(
+            check_ak_not_revoked(ak.get(), roots, crl, ca, now),
+            Contains("REFUSED: the CA revoked the AK certificate (serial " + record.serial + ") on " + utc_text(now) +
+                     ", reason superseded (its record in " + records_dir(ca).string() + "; the CRL "));
+
+    // No CRL: a refusal like the others (was: without REFUSED:).
+    std::filesystem::remove(crl_file(ca));
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, std::nullopt, ca, now),
+                      Catch::Matchers::StartsWith("REFUSED: " + crl_file(ca).string() + ": cannot open") &&
+                          Contains("the CA signs one with 'tpmkey-ca crl --ca " + ca.dir.string() + "'"));
+    CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, (tmp.path / "none.pem").string(), std::nullopt, now),
+                      Catch::Matchers::StartsWith("REFUSED: " + (tmp.path / "none.pem").string() + ": cannot open"));
+}
+
+TEST_CASE("tpmkey-ca: the audit log's directory is checked as the log is, before anything is made", "[tpmkey-ca]") {
+    TempDir tmp;
+    const std::filesystem::path dir = tmp.path / "logs", log = dir / "audit.log";
+    REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+    // Others may write the directory: they could rename the log away and
+    // put their own in its place (was: only the file was checked).
+    for (const mode_t mode : {mode_t{0777}, mode_t{0770}, mode_t{01777}}) {
+        REQUIRE(chmod(dir.c_str(), mode) == 0);
+        CHECK_THROWS_WITH(AuditLog(log), Contains(log.string() +
+                                                  ": refused as the audit log: others may write to "
+                                                  "its directory " +
+                                                  dir.string() + " (mode " + octal_mode(mode) + ")") &&
+                                             Contains("chmod go-w " + dir.string()));
+        CHECK(!std::filesystem::exists(log));
+    }
+    REQUIRE(chmod(dir.c_str(), 0755) == 0);
+    { const AuditLog ok(log); }
+    CHECK(mode_of(log) == 0600);
+    // Another user's directory (a test run as root can make one).
+    if (::geteuid() == 0) {
+        REQUIRE(chown(dir.c_str(), 4242, 4242) == 0);
+        CHECK_THROWS_WITH(AuditLog(log), Contains("its directory " + dir.string() + " belongs to user 4242"));
+    }
 }

@@ -42,11 +42,34 @@ std::string audit_line(const AuditEntry& entry, bool accepted, std::time_t now) 
            ", \"principals\": " + value(entry.principals) + "}";
 }
 
+// The log's directory, checked as the log is, before anything is made in
+// it: whoever may write there can rename the log away and put another in
+// its place, or remove it, and so hide a decision. It must be ours (or
+// root's, who can do that anyway) and no one else may write to it.
+void check_log_directory(const std::filesystem::path& path) {
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0)
+        throw Error(path.string() + ": cannot check the audit log's directory " + dir.string() + " (" +
+                    std::strerror(errno) + "): nothing was done");
+    if (st.st_uid != ::geteuid() && st.st_uid != 0)
+        throw Error(path.string() + ": refused as the audit log: its directory " + dir.string() + " belongs to user " +
+                    std::to_string(st.st_uid) +
+                    ", who could replace the log and hide the CA's decisions; keep it in a directory of yours "
+                    "that only you may write to; nothing was done");
+    if (st.st_mode & 022)
+        throw Error(path.string() + ": refused as the audit log: others may write to its directory " + dir.string() +
+                    " (mode " + octal_mode(st.st_mode) +
+                    "), so they could replace the log and hide the CA's decisions; chmod go-w " + dir.string() +
+                    ", or keep the log elsewhere; nothing was done");
+}
+
 }  // namespace
 
 std::filesystem::path audit_log_file(const CaDirectory& ca) { return ca.dir / "audit.log"; }
 
 AuditLog::AuditLog(const std::filesystem::path& path) : path_(path) {
+    check_log_directory(path);
     fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd_ < 0) {
         const int e = errno;

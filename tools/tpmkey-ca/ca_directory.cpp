@@ -16,11 +16,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 namespace tpmkey {
 
@@ -73,6 +76,22 @@ X509Cert self_signed(EVP_PKEY* key, const std::string& name, int days) {
         check(0, "X509_sign");
     return cert;
 }
+
+// A pending file's name: the AK's name and the challenge's id, in hex
+// (CaDirectory::pending_file()). Not a temporary file of
+// write_file_atomically() ("NAME.tmp-N"), which another challenge may be
+// writing now.
+bool is_pending_name(const std::string& name) {
+    const std::size_t dot = name.find('.');
+    const auto is_hex = [](std::string_view text) {
+        return !text.empty() && text.size() % 2 == 0 &&
+               text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+    };
+    return dot != std::string::npos && is_hex(std::string_view(name).substr(0, dot)) &&
+           name.size() - dot - 1 == 2 * challenge_id_size && is_hex(std::string_view(name).substr(dot + 1));
+}
+
+std::time_t expiry_of(std::time_t created) { return created + std::time_t{pending_days} * 24 * 60 * 60; }
 
 }  // namespace
 
@@ -213,6 +232,59 @@ std::string utc_text(std::time_t time) {
     return text;
 }
 
+std::size_t prune_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, std::size_t keep,
+                          std::time_t now) {
+    struct Outstanding {
+        std::time_t created;
+        std::filesystem::file_time_type written;
+        std::filesystem::path path;
+    };
+    std::vector<Outstanding> of_this_ak;
+    std::size_t removed = 0;
+    const auto remove = [&removed](const std::filesystem::path& path) {
+        std::error_code ec;
+        // Gone already is fine: an issue-ak took it meanwhile.
+        if (std::filesystem::remove(path, ec))
+            ++removed;
+        else if (ec)
+            throw Error(path.string() + ": cannot remove this challenge (" + ec.message() + ")");
+    };
+    const std::string prefix = hex(ak_name) + ".";
+    for (const std::filesystem::directory_entry& entry : std::filesystem::directory_iterator(ca.pending_dir())) {
+        const std::string name = entry.path().filename().string();
+        if (!is_pending_name(name))
+            continue;
+        std::optional<ExchangeFile> pending;
+        try {
+            const FileRead file = read_regular_file(entry.path(), max_pending_size, /*follow_links=*/false);
+            if (file.owner != ::geteuid() || (file.mode & 0077))
+                continue;
+            pending =
+                ExchangeFile::parse(std::string_view(reinterpret_cast<const char*>(file.data.data()), file.data.size()),
+                                    ak_pending_file::kind, ak_pending_file::fields, entry.path().string());
+        } catch (const Error&) {
+            continue;  // a link, not a regular file, too large, not a pending file: take_pending() says so
+        }
+        const std::optional<std::time_t> created = parse_utc_text(pending->text(ak_pending_file::created));
+        if (!created || now > expiry_of(*created)) {
+            remove(entry.path());
+            continue;
+        }
+        std::error_code ec;
+        const std::filesystem::file_time_type written = std::filesystem::last_write_time(entry.path(), ec);
+        if (name.starts_with(prefix) && !ec)
+            of_this_ak.push_back({*created, written, entry.path()});
+    }
+    if (of_this_ak.size() > keep) {
+        std::sort(of_this_ak.begin(), of_this_ak.end(), [](const Outstanding& a, const Outstanding& b) {
+            return a.created != b.created ? a.created < b.created : a.written < b.written;
+        });
+        for (std::size_t i = 0; i < of_this_ak.size() - keep; ++i)
+            remove(of_this_ak[i].path);
+    }
+    return removed;
+}
+
 ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name,
                           std::span<const std::uint8_t> secret, const std::string& what, std::time_t now) {
     if (secret.size() != challenge_secret_size)
@@ -245,7 +317,7 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
         throw Error(path.string() + ": refused: its created time '" +
                     printable(pending.text(ak_pending_file::created)) +
                     "' is not YYYY-MM-DDTHH:MM:SSZ; it is removed now: make a new challenge");
-    const std::time_t expiry = *created + std::time_t{pending_days} * 24 * 60 * 60;
+    const std::time_t expiry = expiry_of(*created);
     if (now > expiry)
         throw Error(what + ": refused: its challenge for attestation key " + hex(ak_name) + " expired on " +
                     utc_text(expiry) + " (a challenge is good for " + std::to_string(pending_days) +

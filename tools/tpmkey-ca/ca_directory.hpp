@@ -92,6 +92,26 @@ constexpr std::size_t challenge_secret_size = challenge_id_size + challenge_key_
 // secret with forever to leak.
 constexpr int pending_days = 7;
 
+// How many outstanding challenges one AK keeps: making another removes
+// the oldest beyond these. A machine answers the challenge it was just
+// given; an older one is still wanted only while its proof is on the way
+// (a retry, a second operator, a request someone else handed in for the
+// same AK, which anyone may: it takes that many newer ones to push the
+// machine's out). Eight covers those, and bounds what `challenge` run in a
+// loop leaves in pending/ for one AK to eight files of about 4 KiB.
+constexpr std::size_t max_pending_per_ak = 8;
+
+// Tidies pending/ before a new challenge for the AK named `ak_name` is
+// written: removes every challenge (of any AK) whose created time is more
+// than pending_days before `now` or does not parse (take_pending() would
+// refuse it), then of this AK's the oldest beyond `keep` (by created time,
+// then the file's mtime). Judges only what take_pending() would read: a
+// regular file of ours with mode 0600 whose name is a pending file's and
+// which parses; anything else is left for take_pending()'s refusal to
+// name. Returns how many it removed.
+std::size_t prune_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, std::size_t keep,
+                          std::time_t now);
+
 // `time` as "YYYY-MM-DDTHH:MM:SSZ" (UTC).
 std::string utc_text(std::time_t time);
 // The inverse of utc_text(); nullopt for anything utc_text() would not

@@ -116,8 +116,9 @@ constexpr CommandSpec challenge_spec{"challenge",
                                      "that AK can activate (TPM2_MakeCredential), keeps the secret in\n"
                                      "DIR/pending/ and writes the challenge to FILE (default: standard output)\n"
                                      "for tpmkey attest activate. Each challenge is a file of its own: a new\n"
-                                     "challenge for the same AK leaves the others as they are. The decision,\n"
-                                     "made or refused, goes to DIR/audit.log (never the secret).\n"
+                                     "challenge for the same AK leaves the others as they are, but it removes\n"
+                                     "expired challenges (7 days) and keeps only the AK's newest 8. The\n"
+                                     "decision, made or refused, goes to DIR/audit.log (never the secret).\n"
                                      "\n"
                                      "  --ek-roots DIR    the trusted EK root certificates\n"
                                      "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
@@ -182,6 +183,10 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
         ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
     entry.hidden = hex(std::span(secret).first(challenge_id_size));
     OPENSSL_cleanse(secret.data(), secret.size());
+    // Expired challenges go, and this AK's oldest beyond the newest
+    // max_pending_per_ak (this one among them): challenge run in a loop
+    // does not fill pending/.
+    const std::size_t removed = prune_pending(ca, request.ak_name, max_pending_per_ak - 1, std::time(nullptr));
     // A file of its own, never another's: challenges for the same AK
     // coexist, each answered by its own proof.
     write_file_atomically(pending_path, pending.to_string(), 0600, Replace::no);
@@ -196,6 +201,9 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
     entry.reason = "made a challenge: the EK certificate chains to " + p.value("--ek-roots") + ", TPM " +
                    printable(certified.manufacturer) + " '" + printable(certified.model) + "' " +
                    printable(certified.version);
+    if (removed > 0)
+        entry.reason += "; removed " + std::to_string(removed) + " expired challenge(s), or this AK's beyond the " +
+                        std::to_string(max_pending_per_ak) + " newest, from " + ca.pending_dir().string();
     log.accepted(entry);
     write_output(p, challenge.to_string(), 0644);
     if (p.has_value("-o"))

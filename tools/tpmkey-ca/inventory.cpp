@@ -56,7 +56,9 @@ constexpr CommandSpec revoke_spec{
     "(every AK enrolled with that EK: a bad EK). 'tpmkey-ca list' shows them.\n"
     "Refuses, changing nothing, a choice that matches no record. A revoked\n"
     "certificate stays revoked; the machine enrols again for a new one.\n"
-    "Each certificate revoked, or the refusal, goes to DIR/audit.log.\n"
+    "Each certificate revoked, or the refusal, goes to DIR/audit.log. When\n"
+    "the CRL cannot be written it says so and exits 1: the records keep the\n"
+    "revocation, and tpmkey-ca crl publishes it once the cause is fixed.\n"
     "\n"
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  --reason REASON   unspecified (default), key-compromise, superseded,\n"
@@ -69,7 +71,9 @@ constexpr CommandSpec revoke_spec{
     0};
 
 // revoke's decisions, one line in the audit log per AK certificate;
-// cmd_revoke logs a refusal.
+// cmd_revoke logs a refusal. A revocation has taken effect once its record
+// says so and the CRL lists it: only then is it logged as accepted and
+// printed.
 void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, const std::string& value,
             const std::string& reason_name, AuditLog& log, AuditEntry& entry) {
     const CaLock lock(ca);
@@ -82,28 +86,63 @@ void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, 
         throw Error("no AK certificate with " + what + " " + value + " in the records of " + ca.dir.string() +
                     " (tpmkey-ca list --ca " + ca.dir.string() + " shows them); nothing was revoked");
     const std::time_t now = std::time(nullptr);
-    for (AkRecord& record : matches) {
+    const auto describe = [&entry](const AkRecord& record) {
         entry.ak_serial = record.serial;
         entry.ak_name = record.ak_name;
         entry.ek_certificate_sha256 = record.ek_certificate_sha256;
         entry.machine = record.machine;
         entry.principals = record.principals;
-        if (!record.revoked.empty()) {
+    };
+    std::vector<bool> already(matches.size());
+    std::string written;  // the serials whose records now say revoked
+    int listed = 0;
+    try {
+        for (std::size_t i = 0; i < matches.size(); ++i) {
+            AkRecord& record = matches[i];
+            already[i] = !record.revoked.empty();
+            if (already[i])
+                continue;
+            record.revoked = utc_text(now);
+            record.revocation_reason = reason_name;
+            write_record(ca, record, /*replace=*/true);
+            written += (written.empty() ? "" : ", ") + record.serial;
+        }
+        listed = publish_crl(ca, keys, now, default_crl_days);
+    } catch (const std::exception& e) {
+        // The records stay revoked: verify --ca and the webhook, which read
+        // them, refuse those AKs from now on (the safe side); but the CRL,
+        // which every other verifier reads, does not list them, so the
+        // revocation has not taken effect, and nothing says it has.
+        const std::string message =
+            written.empty()
+                ? std::string("nothing was revoked: ") + e.what()
+                : "the revocation has not taken effect: the CRL could not be signed and written (" +
+                      std::string(e.what()) + "). The records of AK certificate(s) " + written +
+                      " say revoked now (tpmkey-ca verify --ca and webhook refuse them), but verifiers that read the "
+                      "CRL still accept them: fix that, then run 'tpmkey-ca crl --ca " +
+                      ca.dir.string() + "'";
+        for (const AkRecord& record : matches) {
+            describe(record);
+            entry.reason = message;
+            log.refused(entry);
+        }
+        throw Error(message);
+    }
+    for (std::size_t i = 0; i < matches.size(); ++i) {
+        const AkRecord& record = matches[i];
+        describe(record);
+        if (already[i]) {
             entry.reason = "revoked already, on " + record.revoked + " (" + record.revocation_reason + ")";
             log.accepted(entry);
             std::cout << "AK certificate " << record.serial << " (machine " << record.machine
                       << ") was revoked already, on " << record.revoked << " (" << record.revocation_reason << ").\n";
             continue;
         }
-        record.revoked = utc_text(now);
-        record.revocation_reason = reason_name;
-        write_record(ca, record, /*replace=*/true);
-        entry.reason = "revoked, reason " + reason_name;
+        entry.reason = "revoked, reason " + reason_name + "; the CRL lists it";
         log.accepted(entry);
         std::cout << "Revoked AK certificate " << record.serial << " (machine " << record.machine << ", AK name "
                   << record.ak_name << "), reason " << reason_name << ".\n";
     }
-    const int listed = publish_crl(ca, keys, now, default_crl_days);
     std::cout << "Signed a new CRL listing " << listed << " revoked AK certificate(s), next update "
               << utc_text(now + std::time_t{default_crl_days} * 24 * 60 * 60) << ": " << published_text(ca) << ".\n";
 }

@@ -134,6 +134,60 @@ std::vector<std::string> distribution_points(X509* cert) {
     return out;
 }
 
+// The number in DIR/crl-number (what publish_crl() last signed); null
+// when there is no such file. Throws Error for one that is not a number
+// publish_crl() wrote, in a file of ours no one else may write: whoever
+// could lower it could have an older CRL taken for the newest.
+BigNum recorded_crl_number(const CaDirectory& ca) {
+    const std::optional<FileRead> file = read_regular_file_if_present(crl_number_file(ca), 64);
+    if (!file)
+        return nullptr;
+    std::string text(file->data.begin(), file->data.end());
+    if (!text.empty() && text.back() == '\n')
+        text.pop_back();
+    BIGNUM* number = nullptr;
+    if (file->owner != ::geteuid() || (file->mode & 022) || text.empty() || text.size() > 40 ||
+        text.find_first_not_of("0123456789") != std::string::npos || text[0] == '0' ||
+        BN_dec2bn(&number, text.c_str()) != static_cast<int>(text.size())) {
+        BN_free(number);
+        throw Error(crl_number_file(ca).string() + ": refused: not the CRL number tpmkey-ca writes (a decimal "
+                                                   "number, in a file of ours no one else may write)");
+    }
+    return BigNum(number);
+}
+
+// The number of the newest CRL the CA signed: the larger of DIR/crl-number
+// and the number of DIR/crl.pem, if it is signed by `ca_certificate`'s key
+// (a CA made before crl-number was kept has only the latter). Null for
+// neither.
+BigNum newest_crl_number(const CaDirectory& ca, X509* ca_certificate) {
+    BigNum newest = recorded_crl_number(ca);
+    if (const std::optional<FileRead> current = read_regular_file_if_present(crl_file(ca), max_crl_size)) {
+        const Crl crl = parse_crl(current->data);
+        EVP_PKEY* key = X509_get0_pubkey(ca_certificate);
+        if (crl && key && X509_CRL_verify(crl.get(), key) == 1) {
+            BigNum number = crl_number(crl.get());
+            if (number && (!newest || BN_cmp(number.get(), newest.get()) > 0))
+                newest = std::move(number);
+        }
+        ERR_clear_error();
+    }
+    return newest;
+}
+
+// Whether `certificate` is the CA directory's own (DIR/ca.crt): its
+// records and CRL numbers say nothing of another CA's AKs (verify --ca
+// then refuses the AK as not in the records).
+bool is_certificate_of(const CaDirectory& ca, X509* certificate) {
+    const std::vector<X509Cert> own = certificates_in(read_regular_file(ca.certificate_file(), 64 * 1024).data);
+    return own.size() == 1 && X509_cmp(own.front().get(), certificate) == 0;
+}
+
+std::string decimal(const BIGNUM* number) {
+    const Owned<char, openssl_free> text(BN_bn2dec(number));
+    return text ? text.get() : "?";
+}
+
 }  // namespace
 
 const RevocationReason* revocation_reason(const std::string& name) {
@@ -145,6 +199,7 @@ const RevocationReason* revocation_reason(const std::string& name) {
 
 std::filesystem::path crl_file(const CaDirectory& ca) { return ca.dir / "crl.pem"; }
 std::filesystem::path crl_url_file(const CaDirectory& ca) { return ca.dir / "crl-url"; }
+std::filesystem::path crl_number_file(const CaDirectory& ca) { return ca.dir / "crl-number"; }
 
 bool is_crl_url(const std::string& url) {
     if (url.size() > 512 || !(url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0 ||
@@ -200,19 +255,13 @@ CaLock::~CaLock() {
 }
 
 int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int days) {
-    // The next CRL number: one more than the published CRL's, if it is ours.
+    // The next CRL number: one more than the newest the CA signed, even
+    // when crl.pem was since replaced by an older copy (RFC 5280, 5.2.3:
+    // CRL numbers only grow).
     BigNum number(BN_new());
     check(number && BN_set_word(number.get(), 1) ? 1 : 0, "BN_set_word");
-    if (const std::optional<FileRead> current = read_regular_file_if_present(crl_file(ca), max_crl_size)) {
-        const Crl old = parse_crl(current->data);
-        EVP_PKEY* ca_key = X509_get0_pubkey(keys.certificate.get());
-        if (old && X509_CRL_verify(old.get(), ca_key) == 1) {
-            const BigNum old_number = crl_number(old.get());
-            if (old_number)
-                check(BN_add(number.get(), old_number.get(), BN_value_one()), "BN_add");
-        }
-        ERR_clear_error();
-    }
+    if (const BigNum newest = newest_crl_number(ca, keys.certificate.get()))
+        check(BN_add(number.get(), newest.get(), BN_value_one()), "BN_add");
 
     const Crl crl(X509_CRL_new());
     check(crl ? 1 : 0, "X509_CRL_new");
@@ -279,6 +328,9 @@ int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int 
     check(bio && PEM_write_bio_X509_CRL(bio.get(), crl.get()) ? 1 : 0, "PEM_write_bio_X509_CRL");
     char* data = nullptr;
     const long size = BIO_get_mem_data(bio.get(), &data);
+    // The number first: a CRL on disk is never newer than the number
+    // verify --ca holds older ones against.
+    write_file_atomically(crl_number_file(ca), decimal(number.get()) + "\n", 0644, Replace::yes);
     write_file_atomically(crl_file(ca), std::string_view(data, static_cast<std::size_t>(size)), 0644, Replace::yes);
     return listed;
 }
@@ -343,7 +395,15 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
             throw Error("REFUSED: the AK certificate's CRL is " + printable(path) +
                         " on the CA's host, which is not here: copy the CA's crl.pem and give it with --crl FILE");
     }
-    const FileRead file = read_regular_file(path, max_crl_size);
+    // No CRL is no proof that the AK was not revoked: a refusal like any other.
+    FileRead file;
+    try {
+        file = read_regular_file(path, max_crl_size);
+    } catch (const Error& e) {
+        throw Error(std::string("REFUSED: ") + e.what() + " (the CRL; without it nothing shows the AK is not revoked" +
+                    (ca && !crl_path ? ": the CA signs one with 'tpmkey-ca crl --ca " + ca->dir.string() + "'" : "") +
+                    ")");
+    }
     const Crl crl = parse_crl(file.data);
     if (!crl)
         throw Error("REFUSED: " + path + " is not a CRL (PEM or DER)");
@@ -357,6 +417,26 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
     const std::string problem = ak_revocation_problem(ak, issuer, crl.get(), now);
     if (!problem.empty())
         throw Error("REFUSED: " + problem + " (CRL " + path + ")");
+    if (ca && is_certificate_of(*ca, issuer)) {
+        // The CA's own word, which no CRL can be older than: its record
+        // says revoked even where the CRL given does not list it yet (an
+        // older one, or one revoke could not publish).
+        const std::optional<AkRecord> record = read_record(*ca, serial_hex(ak));
+        if (record && record->ak_certificate_sha256 == certificate_sha256(ak) && !record->revoked.empty())
+            throw Error("REFUSED: the CA revoked the AK certificate (serial " + record->serial + ") on " +
+                        record->revoked + ", reason " + record->revocation_reason + " (its record in " +
+                        records_dir(*ca).string() + "; the CRL " + path + " does not list it yet)");
+        // A CRL that is still current but older than the CA's newest may
+        // lack a revocation made since (RFC 5280, 5.2.3: a CRL number
+        // only grows).
+        const BigNum newest = newest_crl_number(*ca, issuer);
+        const BigNum number = crl_number(crl.get());
+        if (newest && (!number || BN_cmp(number.get(), newest.get()) < 0))
+            throw Error("REFUSED: the CRL " + path + " is number " + number_text(crl.get()) +
+                        ", older than the newest the CA in " + ca->dir.string() + " signed, number " +
+                        decimal(newest.get()) + ": it may lack a revocation made since; give the CA's newest CRL " +
+                        "(tpmkey-ca crl --ca " + ca->dir.string() + " signs one, to " + crl_file(*ca).string() + ")");
+    }
     return "not revoked: CRL " + path + ", number " + number_text(crl.get()) + " of " +
            time_text(X509_CRL_get0_lastUpdate(crl.get())) + ", next update " +
            time_text(X509_CRL_get0_nextUpdate(crl.get()));

@@ -33,6 +33,9 @@ inline constexpr int default_crl_days = 30;
 
 std::filesystem::path crl_file(const CaDirectory& ca);      // DIR/crl.pem
 std::filesystem::path crl_url_file(const CaDirectory& ca);  // DIR/crl-url: init --crl-url
+// DIR/crl-number: the number of the newest CRL signed (decimal), kept
+// apart from crl.pem, which an older copy could replace.
+std::filesystem::path crl_number_file(const CaDirectory& ca);
 
 // An http://, https:// or file:/// URL of at most 512 printable ASCII
 // characters without spaces, quotes or commas.
@@ -60,8 +63,10 @@ private:
 // Signs a new CRL with every revoked record of `ca` (all_records()) whose
 // certificate has not expired at `now`:
 // thisUpdate `now`, nextUpdate `days` later, its CRL number one more than
-// the current crl.pem's, the CA's key identifier; writes it to DIR/crl.pem
-// atomically (0644). Returns how many AKs it lists. Hold a CaLock.
+// the newest the CA signed (DIR/crl-number, or the current crl.pem's if
+// larger), the CA's key identifier; writes that number to DIR/crl-number,
+// then the CRL to DIR/crl.pem, each atomically (0644). Returns how many AKs
+// it lists. Hold a CaLock.
 int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int days);
 
 // Why `ak` may not be used by `crl`'s account, or empty when it may:
@@ -77,6 +82,9 @@ std::string ak_revocation_problem(X509* ak, X509* issuer, X509_CRL* crl, std::ti
 // network): the message says to fetch it and give it with --crl. Returns
 // the line verify prints; throws Error "REFUSED: ..." for a revoked AK,
 // a CRL that is not current or not the CA's, or one that cannot be read.
+// With `ca` also for an AK its record says is revoked (whatever the CRL
+// lists), and for a CRL older than the newest `ca` signed (a lower CRL
+// number, or none).
 // An AK certificate that names no CRL (not tpmkey-ca's) is "not checked"
 // unless a CRL is given.
 std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const std::optional<std::string>& crl_path,

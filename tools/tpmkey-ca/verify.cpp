@@ -8,6 +8,7 @@
 #include "core/attestation/exchange_file.hpp"
 #include "core/attestation/key_verification.hpp"
 #include "core/attestation/webauthn.hpp"
+#include "core/base/printable.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/key_file.hpp"
 
@@ -58,10 +59,13 @@ constexpr CommandSpec verify_spec{"verify",
                                   "                     the file:// CRL the AK certificate names. Refused:\n"
                                   "                     a revoked AK, a CRL out of date or not the CA's\n"
                                   "  --ca DIR           the CA directory: its record of the AK certificate\n"
-                                  "                     names the machine and principals (printed), and\n"
-                                  "                     the decision goes to its audit log, DIR/audit.log\n"
+                                  "                     names the machine and principals (printed), a\n"
+                                  "                     revoked record or a CRL older than the CA's newest\n"
+                                  "                     is refused, and the decision goes to its audit\n"
+                                  "                     log, DIR/audit.log\n"
                                   "  --audit-log FILE   append the decision to FILE instead (one JSON\n"
-                                  "                     object per line; made 0600)\n"
+                                  "                     object per line; made 0600, in a directory no one\n"
+                                  "                     else may write)\n"
                                   "  --json             print the result as one JSON object on standard\n"
                                   "                     output, a refusal too (with the check's name)\n"
                                   "\n"
@@ -88,7 +92,9 @@ std::string json_of(const std::string& path, const VerifiedKey& key, const std::
     std::vector<std::string> checks;
     for (const VerifyCheck check : verify_checks())
         checks.emplace_back(check_name(check));
-    checks.emplace_back("not-revoked");  // the CLI's, after the core's (cmd_verify)
+    checks.emplace_back("not-revoked");  // the CLI's, after the core's (ca_facts)
+    if (record)
+        checks.emplace_back("ca-record");
     std::string pcrs = "[";
     for (std::size_t i = 0; i < key.pcrs.size(); ++i) {
         const HashAlgorithm* bank = find_hash(key.pcrs[i].bank);
@@ -110,7 +116,7 @@ std::string json_of(const std::string& path, const VerifiedKey& key, const std::
            ", \"tpm\": {\"manufacturer\": " + json_string(key.tpm_manufacturer) +
            ", \"manufacturer_letters\": " + json_string(manufacturer_letters(key.tpm_manufacturer)) +
            ", \"model\": " + json_string(key.tpm_model) + ", \"version\": " + json_string(key.tpm_version) +
-           ", \"proven\": false}" + ", \"policy\": {\"auth_policy\": " + json_string(key.auth_policy) +
+           ", \"proven\": true}" + ", \"policy\": {\"auth_policy\": " + json_string(key.auth_policy) +
            ", \"explained\": " + (key.policy_explained ? "true" : "false") + ", \"pcrs\": " + pcrs +
            ", \"lines\": " + json_list(key.policy) + "}" + ", \"pin_proven\": false" +
            ", \"revocation\": " + json_string(revocation) +
@@ -152,39 +158,38 @@ VerifyPolicy policy_of(const Parsed& p) {
     return policy;
 }
 
-// verify --json's refusal: the check that failed and why, on standard
-// output before main() prints "REFUSED: ..." on standard error.
-void print_json_refusal(const std::string& path, std::string_view check, std::string_view reason) {
-    std::cout << "{\"verified\": false, \"attestation\": " << json_string(path) << ", \"check\": " << json_string(check)
-              << ", \"reason\": " << json_string(reason) << "}\n"
+// verify --json's refusal: the check that failed (null for a failure that
+// is no check's: a file of the CA's that cannot be read, the audit log) and
+// why, on standard output before main() prints "REFUSED: ..." on standard
+// error. Made once, in cmd_verify, for every way verify fails.
+void print_json_refusal(const std::string& path, const std::string& check, std::string_view message) {
+    constexpr std::string_view prefix = "REFUSED: ";
+    const std::string_view reason = message.starts_with(prefix) ? message.substr(prefix.size()) : message;
+    std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
+              << ", \"check\": " << (check.empty() ? std::string("null") : json_string(check))
+              << ", \"reason\": " << json_string(printable(reason)) << "}\n"
               << std::flush;
 }
 
 // What the CA directory adds to a verified key: not revoked (the CA's CRL,
 // revocation.hpp) and its record of the AK certificate (ak_records.hpp).
 // Here, not among the core's checks, because finding the CRL and the
-// records is the CA directory's matter. Refused: "REFUSED: ..." (with
-// --json, also the refusal as JSON, check "not-revoked").
+// records is the CA directory's matter. Refused: "REFUSED: ...", check
+// "not-revoked" or "ca-record".
 struct CaFacts {
     std::string revocation;  // the line verify prints
     std::optional<AkRecord> record;
 };
-CaFacts ca_facts(const Parsed& p, const std::string& path, const VerifiedKey& key, AuditEntry& entry) {
+CaFacts ca_facts(const Parsed& p, const VerifiedKey& key, AuditEntry& entry) {
     const unsigned char* der = key.ak_certificate.data();
     const X509Cert ak(d2i_X509(nullptr, &der, static_cast<long>(key.ak_certificate.size())));
     const std::optional<CaDirectory> ca_dir =
         p.has_value("--ca") ? std::optional<CaDirectory>(ca_directory_of(p)) : std::nullopt;
     CaFacts facts;
     entry.check = "not-revoked";
-    try {
-        facts.revocation = check_ak_not_revoked(ak.get(), p.value("--roots"),
-                                                p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt,
-                                                ca_dir, std::time(nullptr));
-    } catch (const Error& e) {
-        if (p.has_flag("--json"))
-            print_json_refusal(path, "not-revoked", e.what());
-        throw;
-    }
+    facts.revocation = check_ak_not_revoked(ak.get(), p.value("--roots"),
+                                            p.has_value("--crl") ? std::optional(p.value("--crl")) : std::nullopt,
+                                            ca_dir, std::time(nullptr));
     entry.check = "ca-record";
     if (ca_dir)
         facts.record = record_of_certificate(*ca_dir, ak.get());
@@ -257,15 +262,13 @@ void verify(const Parsed& p, const VerifyPolicy& policy, AuditLog* log, AuditEnt
     // main() prints "tpmkey-ca: REFUSED: REASON" and exits 1.
     if (const Refusal* refusal = std::get_if<Refusal>(&outcome)) {
         entry.check = check_name(refusal->check);
-        if (p.has_flag("--json"))
-            print_json_refusal(path, check_name(refusal->check), refusal->reason);
         throw Error("REFUSED: " + refusal->reason);
     }
     const VerifiedKey& key = std::get<VerifiedKey>(outcome);
     entry.ak_serial = key.ak_serial;
     entry.key_fingerprint = key.fingerprint;
     entry.ek_certificate_sha256 = key.ek_certificate_sha256.value_or("");
-    const CaFacts facts = ca_facts(p, path, key, entry);
+    const CaFacts facts = ca_facts(p, key, entry);
     if (facts.record) {
         entry.ak_name = facts.record->ak_name;
         entry.machine = facts.record->machine;
@@ -288,20 +291,28 @@ int cmd_verify(const Parsed& p) {
     if (!p.has_value("--roots") || !p.has_value("--challenge"))
         throw UsageError("tpmkey-ca verify: --roots and --challenge are needed", verify_spec.usage);
     const VerifyPolicy policy = policy_of(p);
-    // verify needs no CA directory; it logs where it is told to.
-    std::optional<AuditLog> log;
-    if (p.has_value("--audit-log")) {
-        log.emplace(p.value("--audit-log"));
-    } else if (p.has_value("--ca")) {
-        const CaDirectory ca = ca_directory_of(p);
-        check_ca_directory(ca);  // before making audit.log in it
-        log.emplace(audit_log_file(ca));
-    }
     AuditEntry entry{.command = "verify", .input = p.positional[0]};
-    if (log)
-        run_audited(*log, entry, [&] { verify(p, policy, &*log, entry); });
-    else
-        verify(p, policy, nullptr, entry);
+    try {
+        // verify needs no CA directory; it logs where it is told to.
+        std::optional<AuditLog> log;
+        if (p.has_value("--audit-log")) {
+            log.emplace(p.value("--audit-log"));
+        } else if (p.has_value("--ca")) {
+            const CaDirectory ca = ca_directory_of(p);
+            check_ca_directory(ca);  // before making audit.log in it
+            log.emplace(audit_log_file(ca));
+        }
+        if (log)
+            run_audited(*log, entry, [&] { verify(p, policy, &*log, entry); });
+        else
+            verify(p, policy, nullptr, entry);
+    } catch (const std::exception& e) {
+        // A script reads one JSON object whatever went wrong: nothing was
+        // printed before (verify prints only once all held).
+        if (p.has_flag("--json"))
+            print_json_refusal(p.positional[0], entry.check, e.what());
+        throw;
+    }
     return 0;
 }
 

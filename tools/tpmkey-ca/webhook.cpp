@@ -11,6 +11,8 @@
 // the answer {"allow": bool} and, when refused, an "error" {code, message}
 // that step-ca passes to the ACME client.
 
+#include "webhook.hpp"
+
 #include "ak_records.hpp"
 #include "audit_log.hpp"
 #include "ca.hpp"
@@ -28,6 +30,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 #include <string>
@@ -67,13 +70,18 @@ constexpr CommandSpec webhook_spec{
 constexpr std::size_t max_secret_file = 4096;
 
 // A strict standard base64 (padded, no white space) decoded; nullopt else.
+// EVP_DecodeBlock decodes; the checks before it are what it would let
+// through (white space, '=' inside the text), and the padding it counts as
+// zero bytes, taken off after it.
 std::optional<Secret> base64_decode(const std::string& text) {
     if (text.empty() || text.size() % 4 != 0 ||
         text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
             std::string::npos)
         return std::nullopt;
-    const std::size_t padding = text.size() - text.find_last_not_of('=') - 1;
-    if (padding > 2 || text.find('=') != text.size() - padding)
+    // Everything from the first '=' on, and only '=': none at all for a
+    // secret whose length is a multiple of 3 bytes (openssl rand -base64 48).
+    const std::size_t padding = text.size() - std::min(text.size(), text.find('='));
+    if (padding > 2 || text.find_first_not_of('=', text.size() - padding) != std::string::npos)
         return std::nullopt;
     std::vector<std::uint8_t> out(text.size() / 4 * 3);
     const int size =
@@ -87,7 +95,9 @@ std::optional<Secret> base64_decode(const std::string& text) {
     return secret;
 }
 
-Secret read_secret(const std::string& path) {
+}  // namespace
+
+Secret read_webhook_secret(const std::string& path) {
     FileRead file = read_regular_file(path, max_secret_file);
     std::string text(file.data.begin(), file.data.end());
     OPENSSL_cleanse(file.data.data(), file.data.size());
@@ -105,6 +115,8 @@ Secret read_secret(const std::string& path) {
                     ": not a webhook secret as step-ca gives it (base64 of at least 16 bytes, on one line)");
     return std::move(*secret);
 }
+
+namespace {
 
 bool signature_matches(const Secret& secret, const HttpRequest& request) {
     const auto header = request.headers.find("x-smallstep-signature");
@@ -218,7 +230,7 @@ int cmd_webhook(const Parsed& p) {
     const CaDirectory ca = ca_directory_of(p);
     (void)load_ca(ca);
     (void)all_records(ca);  // a records/ that fails its checks stops it now, not at the first request
-    const Secret secret = read_secret(p.value("--secret-file"));
+    const Secret secret = read_webhook_secret(p.value("--secret-file"));
     AuditLog log(audit_log_file(ca));
     // A client that goes away mid-answer must not end the server.
     ::signal(SIGPIPE, SIG_IGN);

@@ -72,8 +72,10 @@ void check_not_replaceable(const std::filesystem::path& path, const FileRead& fi
             name, "the " + std::string(kind) + " is writable by others; refusing it (chmod go-w " + name + ")");
     std::error_code ec;
     std::filesystem::path dir = std::filesystem::canonical(path, ec).parent_path();
+    // Directories that cannot be checked are not known to be safe: gone
+    // since it was read (replaced, perhaps), or a path we cannot resolve.
     if (ec)
-        return;  // read a moment ago; gone now: the caller's problem, not a replaced file
+        throw FileError(name, "cannot check the directories it is in (" + ec.message() + "); refusing it");
     const std::filesystem::path home = std::filesystem::weakly_canonical(home_directory(), ec);
     const bool under_home = !ec && !home.empty() && dir.string().starts_with(home.string());
     for (;;) {

@@ -35,8 +35,9 @@ FileRead read_regular_file(const std::filesystem::path& path, std::size_t max_si
 // from its own up to $HOME (or to / for a file outside $HOME) belong to
 // the user or root, and no one else may write to them (a directory
 // writable by all is fine with the sticky bit, as /tmp). Throws Error
-// naming what is wrong and the chmod that fixes it; `kind` and `contents`
-// name the file in it ("pin file", "the pins").
+// naming what is wrong and the chmod that fixes it, also when the
+// directories cannot be checked (the path no longer resolves); `kind` and
+// `contents` name the file in it ("pin file", "the pins").
 class ReplaceableFile : public FileError {
 public:
     using FileError::FileError;

@@ -7,8 +7,8 @@
 # fingerprint and the machine, read back line by line by Python's json
 # module; never the challenge's secret or id; verify logs only with --ca
 # or --audit-log; lines of verify runs at once do not mix; a log of mode
-# 0644 or a symbolic link in its place is refused and nothing else
-# changes.
+# 0644, a symbolic link in its place, or a log in a directory others may
+# write is refused and nothing else changes.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -161,6 +161,23 @@ for pid in "${pids[@]}"; do wait "$pid" || fail "a verify run at once with other
 expect_eq "$(lines "$w/verify.log")" 9 "lines after 8 verify runs at once"
 line 9 "$w/verify.log" >/dev/null || fail "the lines of verify runs at once do not each parse as JSON"
 ok "verify: accepted (fingerprint, serial, EK hash, machine) and refused (check challenge, reason) logged with --ca; --audit-log FILE; nothing without; 8 at once make 8 whole lines"
+# --audit-log in a directory others may write (they could rename the log
+# away and put another in its place): refused, nothing made (was: the
+# file was checked, its directory not).
+mkdir -m 0777 "$w/shared"
+run tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce" --audit-log "$w/shared/verify.log" --json
+expect_rc 1 "verify --audit-log in a directory of mode 777"
+expect_err "tpmkey-ca: $w/shared/verify.log: refused as the audit log: others may write to its directory $w/shared (mode 777), so they could replace the log and hide the CA's decisions; chmod go-w $w/shared, or keep the log elsewhere; nothing was done" \
+    "verify --audit-log in a directory of mode 777"
+[ ! -e "$w/shared/verify.log" ] || fail "a refused --audit-log was made"
+python3 -c 'import json, sys; d = json.loads(sys.argv[1]); assert d["verified"] is False and d["check"] is None and "refused as the audit log" in d["reason"], d' "$out" ||
+    fail "verify --json refused for its log printed no refusal: $out"
+chmod 1777 "$w/shared"
+run tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce" --audit-log "$w/shared/verify.log"
+expect_rc 1 "verify --audit-log in a sticky directory of mode 1777"
+chmod 755 "$w/shared"
+must tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce" --audit-log "$w/shared/verify.log"
+ok "verify --audit-log in a directory others may write (777, 1777) is refused, nothing made (a JSON refusal with --json); in one of mode 755 it logs"
 
 # 4. revoke: refused (no such AK), then accepted.
 run tpmkey_ca revoke --ca "$ca" --ak-name "000b$(printf '%064d' 0)"

@@ -14,7 +14,8 @@
 # voids that challenge only), a challenge for another TPM's EK or AK (a
 # second swtpm). A second challenge for the same AK, or a proof by someone
 # who does not know the challenge, leaves the machine's challenge as it
-# is. Go's crypto/x509 parses the AK certificate and the CA root (attest-go,
+# is; a new challenge removes expired ones and keeps its AK's newest 8.
+# Go's crypto/x509 parses the AK certificate and the CA root (attest-go,
 # built under TPMKEY_TEST_GO). tpmkey-ca links no ESAPI or TCTI and needs no
 # TPM.
 # init --ca with a name relative to the current directory (ca, ./ca, ca/,
@@ -469,6 +470,33 @@ expect_err "$w/laptop3.proof: refused: its challenge for attestation key $ak_nam
 [ ! -e "$pending" ] || fail "an expired challenge was left in pending/"
 [ ! -e "$w/planted.crt" ] && [ ! -e "$w/old.crt" ] || fail "a refused pending file gave a certificate"
 ok "issue-ak: a pending file of mode 644 is refused and left; a challenge made 8 days ago is refused and removed"
+
+# 7c. pending/ does not grow without end (was: 200 challenges for one
+# request left 200 files): a new challenge removes expired ones, of any
+# AK, and keeps the newest 8 of its own AK. An expired challenge of
+# another AK is made from a real pending file, its created time 8 days ago
+# (expiry is judged by that field, not by the file's time).
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/first.chal" "$w/laptop.req"
+expired=$ca/pending/000b$(printf 'e%.0s' $(seq 64)).$(printf '0%.0s' $(seq 32))
+cp "$(find "$ca/pending" -name "$ak_name.*")" "$expired"
+chmod 600 "$expired"
+sed -i "s/^created .*/created $(date -u -d '8 days ago' +%Y-%m-%dT%H:%M:%SZ)/" "$expired"
+for i in $(seq 20); do
+    must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/many.chal" "$w/laptop.req"
+done
+expect_eq "$(find "$ca/pending" -name "$ak_name.*" | wc -l)" 8 "pending files of the AK after 21 challenges"
+[ ! -e "$expired" ] || fail "an expired challenge of another AK was left in pending/"
+grep '"command": "challenge"' "$ca/audit.log" | grep -q 'removed 1 expired challenge(s), or this AK' ||
+    { show "$ca/audit.log"; fail "the audit log does not say a challenge was removed"; }
+must "$TPMKEY_TOOL" attest activate -o "$w/first.proof" "$w/first.chal"
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/first.crt" "$w/first.proof"
+expect_rc 1 "the proof of a challenge 20 newer ones pushed out"
+expect_err "refused: no outstanding challenge for attestation key $ak_name has this proof's id" \
+    "the proof of a challenge 20 newer ones pushed out"
+must "$TPMKEY_TOOL" attest activate -o "$w/many.proof" "$w/many.chal"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/many.crt" "$w/many.proof"
+find "$ca/pending" -name "$ak_name.*" -delete
+ok "21 challenges for one AK leave its newest 8 in pending/ (the newest answered, the oldest gone); an expired one of another AK is removed"
 
 # 8. Another TPM: its AK cannot answer this TPM's challenge, and this TPM's
 # certified EK cannot vouch for another TPM's AK.

@@ -133,6 +133,14 @@ for att in one two; do
     expect_err ", reason key-compromise (CRL $ca/crl.pem)" "verify of a revoked AK's key"
     [ ! -s "$OUT" ] && [ ! -e "$w/$att.pub" ] || fail "a refused verify printed or wrote something"
 done
+# With --ca the CA's record counts: a CRL from before the revocation,
+# still current, does not hide it (was: verify --ca --crl OLD accepted it).
+run tpmkey_ca verify "$w/one.att" --roots "$ca/ca.crt" --challenge "$w/one.nonce" --ca "$ca" --crl "$w/crl.before"
+expect_rc 1 "verify --ca of a revoked AK's key with the CRL from before"
+expect_err "tpmkey-ca: REFUSED: the CA revoked the AK certificate (serial $serial1) on " \
+    "verify --ca of a revoked AK's key with the CRL from before"
+expect_err "(its record in $ca/records; the CRL $w/crl.before does not list it yet)" \
+    "verify --ca of a revoked AK's key with the CRL from before"
 must tpmkey_ca list --ca "$ca"
 expect_out "  status       REVOKED on " "list after revoke"
 expect_out "(key-compromise)" "list after revoke"
@@ -184,9 +192,20 @@ expect_rc 1 "verify with the CA's crl.pem out of date"
 expect_err "REFUSED: the CRL is out of date since " "verify with the CA's crl.pem out of date"
 must tpmkey_ca crl --ca "$ca" --days 7
 expect_out "Signed a new CRL listing 2 revoked AK certificate(s), next update $(date -u -d '7 days' +%Y-%m-%d)" "crl --days 7"
+# The stale CRL in crl.pem's place had no number: the new one still
+# follows the newest the CA signed (init 1, two revokes 2 and 3), kept in
+# DIR/crl-number (was: 1 again).
+expect_eq "$(openssl crl -in "$ca/crl.pem" -noout -crlnumber) $(cat "$ca/crl-number")" "crlNumber=0x04 4" \
+    "the CRL number after a stale CRL was put in crl.pem's place"
 verify4
 expect_rc 0 "verify after tpmkey-ca crl"
-expect_out "Revocation:    not revoked: CRL $ca/crl.pem, number " "verify after tpmkey-ca crl"
+expect_out "Revocation:    not revoked: CRL $ca/crl.pem, number 4 of " "verify after tpmkey-ca crl"
+# A CRL older than the CA's newest, still current: with --ca refused, as
+# it may lack a later revocation (was: accepted).
+verify4 --ca "$ca" --crl "$w/crl.before"
+expect_rc 1 "verify --ca with an older CRL"
+expect_err "tpmkey-ca: REFUSED: the CRL $w/crl.before is number 1, older than the newest the CA in $ca signed, number 4: it may lack a revocation made since" \
+    "verify --ca with an older CRL"
 # Another CA's CRL (of the same name), and the CA's CRL with a byte of its signature changed.
 must tpmkey_ca init --ca "$w/other-ca" --name "revoking CA"
 verify4 --crl "$w/other-ca/crl.pem"
@@ -205,7 +224,17 @@ echo "not a CRL" >"$w/junk.pem"
 verify4 --crl "$w/junk.pem"
 expect_rc 1 "verify with a file that is no CRL"
 expect_err "REFUSED: $w/junk.pem is not a CRL (PEM or DER)" "verify with a file that is no CRL"
-ok "verify refuses a CRL out of date (tpmkey-ca crl fixes it), another CA's, one with a changed signature, and no CRL; takes PEM and DER"
+# No crl.pem: a refusal as any other, REFUSED: and, with --json, one
+# object naming the check (was: no REFUSED: prefix).
+mv "$ca/crl.pem" "$w/crl.moved"
+verify4 --ca "$ca" --json
+expect_rc 1 "verify --ca without crl.pem"
+expect_err "tpmkey-ca: REFUSED: $ca/crl.pem: cannot open: No such file or directory (the CRL; without it nothing shows the AK is not revoked: the CA signs one with 'tpmkey-ca crl --ca $ca')" \
+    "verify --ca without crl.pem"
+python3 -c 'import json, sys; d = json.loads(sys.argv[1]); assert d["verified"] is False and d["check"] == "not-revoked" and d["reason"].startswith(sys.argv[2] + ": cannot open"), d' \
+    "$out" "$ca/crl.pem" || fail "verify --json without crl.pem: $out"
+mv "$w/crl.moved" "$ca/crl.pem"
+ok "verify refuses a CRL out of date (tpmkey-ca crl fixes it), another CA's, one with a changed signature, no CRL, and with --ca one older than the CA's newest; takes PEM and DER"
 
 # 6. An http CRL URL (init --crl-url): verify does not fetch it; its
 # advice, followed as written, works (the CRL served on loopback).
@@ -260,4 +289,10 @@ run tpmkey_ca verify "$w/five.att" --roots "$w/web-ca/ca.crt" --challenge "$w/fi
 expect_rc 1 "verify --ca of another CA's AK certificate"
 expect_err "REFUSED: the AK certificate (serial $serial) is not in the CA's records in $ca/records" \
     "verify --ca of another CA's AK certificate"
+# The same with --json: one JSON object naming the check (was: nothing on
+# standard output).
+run tpmkey_ca verify "$w/five.att" --roots "$w/web-ca/ca.crt" --challenge "$w/five.nonce" --crl "$w/crl.pem" --ca "$ca" --json
+expect_rc 1 "verify --ca --json of another CA's AK certificate"
+python3 -c 'import json, sys; d = json.loads(sys.argv[1]); assert d["verified"] is False and d["check"] == "ca-record" and d["reason"].startswith("the AK certificate (serial "), d' \
+    "$out" || fail "verify --json, refused for the CA's record: $out"
 ok "records/ others may write, or a record not 0600, is refused; verify --ca refuses an AK certificate not in the records"

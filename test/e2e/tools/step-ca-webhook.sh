@@ -273,13 +273,16 @@ wait "$webhook_pid" 2>/dev/null || true
 
 # 8. The webhook with another secret than step-ca's: step-ca's request is
 # refused (401), so is the certificate; step-ca's log names the status.
-python3 -c 'import base64, os; print(base64.b64encode(os.urandom(64)).decode())' >"$wh/other-secret"
-chmod 600 "$wh/other-secret"
+# The secret as an operator makes one: 48 bytes, base64 with no padding
+# (the webhook refused it and did not start, issue 39).
+(umask 077 && openssl rand -base64 48 >"$wh/other-secret")
 "$TPMKEY_CA" webhook --ca "$ca" --listen "127.0.0.1:$wport" --tls-cert "$wh/server.crt" --tls-key "$wh/server.key" \
     --secret-file "$wh/other-secret" >"$wh/server.out" 2>"$wh/server.err" &
 webhook_pid=$!
 on_exit "kill $webhook_pid 2>/dev/null || true"
 for _ in $(seq 50); do grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" && break; sleep 0.1; done
+grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" ||
+    { show "$wh/server.out" "$wh/server.err"; fail "tpmkey-ca webhook did not start with the secret of openssl rand -base64 48"; }
 rm -f "$w/id_ecdsa.crt"
 enroll
 expect_rc 1 "the webhook with another secret"
