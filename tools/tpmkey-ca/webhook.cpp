@@ -1,15 +1,20 @@
-// tpmkey-ca webhook: step-ca's authorizing webhook (docs/attestation.md,
-// "step-ca"). step-ca does not check whether an AK was revoked; for each
-// certificate of a device-attest-01 order, it asks this server, which
-// answers from DIR/records/: allow only while the EK that the order names
-// has an AK certificate that is neither revoked nor expired.
+// tpmkey-ca webhook: step-ca's authorizing webhooks (docs/step-ca.md, "The
+// webhooks"). step-ca does not check whether an AK was revoked, and its
+// X5C provisioner signs whatever key, principals and key ID a token's
+// holder asks for. On the ACME provisioner, for each certificate of a
+// device-attest-01 order, this server allows only while the TPM the order
+// names is trusted by DIR/records/: a valid AK certificate, and none
+// revoked since the TPM was last reinstated. On the X5C provisioner, it
+// allows only an SSH user certificate for the very key of a certificate
+// the ACME provisioner issued for such a TPM, with the TPM's identifier as
+// key ID and the principals recorded for it.
 //
 // The protocol is step-ca's (certificates, authority/provisioner/
-// webhook.go): a POST of a JSON body with attestationData.
-// permanentIdentifier, signed by X-Smallstep-Signature, the hex of
-// HMAC-SHA256 of the body keyed with the base64-decoded webhook secret;
-// the answer {"allow": bool} and, when refused, an "error" {code, message}
-// that step-ca passes to the ACME client.
+// webhook.go): a POST of a JSON body, signed by X-Smallstep-Signature, the
+// hex of HMAC-SHA256 of the body keyed with the base64-decoded webhook
+// secret (each webhook its own: that tells the provisioners apart); the
+// answer {"allow": bool} and, when refused, an "error" {code, message}
+// that step-ca passes to the ACME client (for SSH only to its log).
 
 #include "ak_records.hpp"
 #include "audit_log.hpp"
@@ -154,7 +159,9 @@ struct Decision {
     std::string machine, principals;  // allowed: the record's
 };
 
-// The decision for the TPM named `identifier`, from the records.
+// The decision for the TPM named `identifier`, from the records: one
+// revoked AK certificate of the TPM (not reinstated since) refuses it,
+// whatever other AK certificates it has; else its newest valid one allows.
 Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry& entry) {
     std::vector<AkRecord> records;
     for (AkRecord& record : all_records(ca))
@@ -175,10 +182,22 @@ Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry
         entry.machine = record.machine;
         entry.principals = record.principals;
     };
-    const AkRecord* revoked = nullptr;
+    for (auto record = records.rbegin(); record != records.rend(); ++record)
+        if (bars_tpm(*record)) {
+            log_record(*record);
+            return {false,
+                    "tpmkey-ca-ak-revoked",
+                    "tpmkey-ca revoked the AK of this TPM (" + identifier + ": AK certificate " + record->serial +
+                        ", machine " + record->machine + ", " + record->revoked + ", " + record->revocation_reason +
+                        "): no certificate for this TPM until the operator reinstates it ('tpmkey-ca reinstate "
+                        "--ek-identifier " +
+                        identifier + "') and it enrols again",
+                    {},
+                    {}};
+        }
     // The newest valid record (all_records() sorts by issue time) names the
     // machine and its principals.
-    for (auto record = records.rbegin(); record != records.rend(); ++record) {
+    for (auto record = records.rbegin(); record != records.rend(); ++record)
         if (record->revoked.empty() && record->not_after > now) {
             log_record(*record);
             return {true,
@@ -187,22 +206,12 @@ Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry
                     record->machine,
                     record->principals};
         }
-        if (!record->revoked.empty() && !revoked)
-            revoked = &*record;
-    }
-    log_record(revoked ? *revoked : records.back());
-    if (revoked)
-        return {false,
-                "tpmkey-ca-ak-revoked",
-                "tpmkey-ca revoked the AK of this TPM (" + identifier + ": AK certificate " + revoked->serial +
-                    ", machine " + revoked->machine + ", " + revoked->revoked + ", " + revoked->revocation_reason +
-                    "): enrol the TPM again ('tpmkey attest enroll') if it is to be trusted again",
-                {},
-                {}};
+    log_record(records.back());
     return {false,
             "tpmkey-ca-ak-expired",
-            "every AK certificate tpmkey-ca issued for this TPM (" + identifier +
-                ") has expired: enrol the TPM again ('tpmkey attest enroll')",
+            "no AK certificate tpmkey-ca issued for this TPM (" + identifier +
+                ") is valid (each expired, or revoked before the TPM was reinstated): enrol the TPM again "
+                "('tpmkey attest enroll')",
             {},
             {}};
 }

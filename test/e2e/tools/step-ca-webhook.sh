@@ -21,8 +21,12 @@
 # step-ca's) a certificate for a file key, principal root, another key ID,
 # a host certificate, a leaf without the ACME provisioner's extension or
 # without the permanent identifier, and an X.509 certificate; rekey with
-# the leaf is refused by step-ca (disableRenewal); after the revocation,
-# tpmkey ssh-cert gets nothing.
+# the leaf is refused by step-ca (disableRenewal). Revocation is by TPM:
+# after the RSA AK is revoked, though the TPM's ECC AK is valid, tpmkey
+# enroll and tpmkey ssh-cert get nothing, a KRL line of the key ID revokes
+# the SSH certificate issued before, and challenge and issue-ak refuse the
+# TPM until tpmkey-ca reinstate (audited); reinstated and enrolled again it
+# gets both certificates; revoke --ek-identifier bars it again.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -371,18 +375,32 @@ why=$(grep -o 'renew is disabled[^"]*' "$STEPCA_LOG" | tail -1 || true)
 [ "$status" = 401 ] && [ -n "$why" ] || { show "$STEPCA_LOG"; fail "rekey with the leaf: HTTP $status, expected 401 and 'renew is disabled' in step-ca's log"; }
 ok "rekey with the leaf certificate (mTLS): refused by step-ca (HTTP 401; its log: $why)"
 
-# 6. tpmkey-ca revokes the AK: step-ca issues no certificate.
+# 6. Revocation is by TPM. Before it: the same TPM's ECC AK enrolled too
+# (valid), and an RSA AK's challenge answered but not yet issued.
+must "$TPMKEY_TOOL" attest enroll --ak ecc -o "$w/ecc.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/ecc.chal" "$w/ecc.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/ecc.proof" "$w/ecc.chal"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop-ecc.ak.crt" "$w/ecc.proof"
+must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/pending.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/pending.chal" "$w/pending.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/pending.proof" "$w/pending.chal"
+cp "$w/id_rsa-cert.pub" "$w/issued-before-cert.pub"
+# tpmkey-ca revokes the RSA AK: step-ca issues no certificate, though the
+# TPM's ECC AK is valid.
 must tpmkey_ca revoke --ca "$ca" --serial "$serial" --reason key-compromise
 rm "$w/id_ecdsa.crt"
 enroll
 expect_rc 1 "a TPM whose AK tpmkey-ca revoked"
-expect_err "tpmkey-ca revoked the AK of this TPM" "a TPM whose AK tpmkey-ca revoked"
+expect_err "tpmkey-ca revoked the AK of this TPM ($cert_identifier: AK certificate $serial, machine laptop" \
+    "a TPM whose AK tpmkey-ca revoked"
+grep -qF "no certificate for this TPM until the operator reinstates it ('tpmkey-ca reinstate --ek-identifier $cert_identifier') and it enrols again" \
+    "$wh/server.err" || { show "$wh/server.err"; fail "the webhook does not say how the TPM is reinstated"; }
 [ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for a TPM whose AK was revoked"
 grep -q "tpmkey-ca revoked the AK of this TPM" "$STEPCA_LOG" ||
     { show "$STEPCA_LOG"; fail "step-ca's log does not say the webhook refused"; }
 grep '"command": "webhook"' "$ca/audit.log" | tail -1 | grep -q '"decision": "refused"' ||
     { show "$ca/audit.log"; fail "the webhook's refusal is not in the audit log"; }
-ok "after tpmkey-ca revoke: no certificate; tpmkey says: $err"
+ok "after tpmkey-ca revoke of the RSA AK (the ECC AK valid): no certificate; tpmkey says: $err"
 # ... and no SSH certificate either, for the key whose X.509 certificate
 # step-ca issued before (id_rsa.crt, still valid for hours).
 ssh_cert id_rsa alice
@@ -391,10 +409,41 @@ expect_rc 1 "ssh-cert for a TPM whose AK tpmkey-ca revoked"
 grep -q "tpmkey-ca webhook: x5c: refused: tpmkey-ca revoked the AK of this TPM" "$wh/server.err" ||
     { show "$wh/server.err"; fail "the X5C webhook did not refuse the revoked TPM's SSH certificate"; }
 ok "after tpmkey-ca revoke: no SSH certificate for the TPM's key that still has its X.509 certificate"
+# The SSH certificate issued before: one KRL line, its key ID (the TPM's
+# permanent identifier, as the webhook requires), revokes it
+# (docs/step-ca.md, "A lost laptop").
+echo "id: $cert_identifier" >"$w/lost.krl.txt"
+ssh-keygen -q -k -f "$w/revoked.krl" -s "$STEPCA_SSH_USER_CA" "$w/lost.krl.txt" || fail "ssh-keygen -k: cannot make the KRL"
+krl=$(ssh-keygen -Q -f "$w/revoked.krl" "$w/issued-before-cert.pub" 2>&1 || true)
+expect_in "$krl" "REVOKED" "ssh-keygen -Q of the certificate issued before the revocation"
+ok "the KRL line 'id: $cert_identifier' revokes the SSH certificate issued before: $krl"
 
-# 6b. Its advice, followed: the TPM enrolled again (a new AK certificate)
-# gets its certificate.
+# 6b. Re-enrolment is refused until the operator reinstates the TPM: the
+# answered challenge (issue-ak) and a new one (challenge).
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/pending.ak.crt" "$w/pending.proof"
+expect_rc 1 "issue-ak for a TPM whose AK was revoked"
+expect_err "$w/pending.proof: refused: tpmkey-ca revoked this TPM's AK certificate $serial (machine laptop" \
+    "issue-ak for a TPM whose AK was revoked"
+expect_err "enrols again only after 'tpmkey-ca reinstate --ek-identifier $cert_identifier'" "issue-ak for a revoked TPM"
+[ ! -e "$w/pending.ak.crt" ] || fail "issue-ak wrote a certificate for a TPM whose AK was revoked"
 must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/again.req"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/again.chal" "$w/again.req"
+expect_rc 1 "challenge for a TPM whose AK was revoked"
+expect_err "$w/again.req: refused: tpmkey-ca revoked this TPM's AK certificate $serial" "challenge for a revoked TPM"
+[ ! -e "$w/again.chal" ] || fail "challenge wrote a challenge for a TPM whose AK was revoked"
+grep '"command": "challenge"' "$ca/audit.log" | tail -1 | grep -q '"decision": "refused"' ||
+    { show "$ca/audit.log"; fail "challenge's refusal is not in the audit log"; }
+ok "a revoked TPM does not enrol again: issue-ak and challenge refuse it ($(tail -1 "$ERR" | cut -c1-120)...)"
+# The operator reinstates it (audited); it enrols again, gets its
+# certificate from step-ca and an SSH certificate.
+must tpmkey_ca reinstate --ca "$ca" --ek-identifier "$cert_identifier"
+expect_out "AK certificate $serial (machine laptop, revoked on" "tpmkey-ca reinstate"
+expect_out "Reinstated the TPM $cert_identifier" "tpmkey-ca reinstate"
+grep '"command": "reinstate"' "$ca/audit.log" | tail -1 | grep -q '"decision": "accepted"' ||
+    { show "$ca/audit.log"; fail "the reinstatement is not in the audit log"; }
+run tpmkey_ca list --ca "$ca"
+expect_out "REVOKED on" "tpmkey-ca list after reinstate"
+expect_out "(key-compromise), TPM reinstated on" "tpmkey-ca list after reinstate"
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/again.chal" "$w/again.req"
 must "$TPMKEY_TOOL" attest activate -o "$w/again.proof" "$w/again.chal"
 must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/again.proof"
@@ -402,7 +451,16 @@ enroll
 [ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll after enrolling again: $out $err"; }
 openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/id_ecdsa.crt" "$w/id_ecdsa.crt" >/dev/null ||
     fail "openssl: the certificate after enrolling again does not chain to step-ca's root"
-ok "the advice followed: enrolled again at tpmkey-ca, the TPM gets its certificate from step-ca"
+ssh_cert_ok id_ecdsa
+ok "reinstated (tpmkey-ca reinstate, audited) and enrolled again: the TPM gets its X.509 and SSH certificates"
+# A later revocation, of the machine by its EK identifier, bars it again.
+must tpmkey_ca revoke --ca "$ca" --ek-identifier "$cert_identifier" --reason key-compromise
+expect_out "Revoked AK certificate" "tpmkey-ca revoke --ek-identifier"
+ssh_cert id_ecdsa alice
+expect_rc 1 "ssh-cert after revoke --ek-identifier"
+tail -1 "$wh/server.err" | grep -q "tpmkey-ca webhook: x5c: refused: tpmkey-ca revoked the AK of this TPM" ||
+    { show "$wh/server.err"; fail "the X5C webhook did not refuse after revoke --ek-identifier"; }
+ok "revoke --ek-identifier after the reinstatement: no SSH certificate again"
 
 # 7. Requests not from step-ca: a wrong HMAC (401), and with the right one
 # a TPM tpmkey-ca never certified (allow false), and no attestation.
