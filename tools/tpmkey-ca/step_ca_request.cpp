@@ -61,7 +61,8 @@ std::optional<Bytes> decode_base64(const std::string& text) {
     const std::size_t last = text.find_last_not_of('=');
     const std::size_t padding = last == std::string::npos ? text.size() : text.size() - last - 1;
     // '=' only at the end, at most two.
-    if (padding > 2 || (padding > 0 && text.find('=') != text.size() - padding))
+    const std::size_t first_pad = text.find('=');
+    if (padding > 2 || (first_pad != std::string::npos && first_pad != text.size() - padding))
         return std::nullopt;
     Bytes out(text.size() / 4 * 3);
     const int size =
