@@ -1,5 +1,6 @@
 #include "ak_records.hpp"
 
+#include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/base/error.hpp"
 #include "core/base/printable.hpp"
@@ -44,6 +45,8 @@ ExchangeFile to_file(const AkRecord& r) {
     if (!r.revoked.empty()) {
         f.set_text(ak_record_file::revoked, r.revoked);
         f.set_text(ak_record_file::revocation_reason, r.revocation_reason);
+        if (!r.reinstated.empty())
+            f.set_text(ak_record_file::reinstated, r.reinstated);
     }
     return f;
 }
@@ -78,10 +81,12 @@ AkRecord read_record_file(const std::filesystem::path& path) {
     if (f.has(ak_record_file::revoked)) {
         r.revoked = f.text(ak_record_file::revoked);
         r.revocation_reason = f.text(ak_record_file::revocation_reason);
+        if (f.has(ak_record_file::reinstated))
+            r.reinstated = f.text(ak_record_file::reinstated);
     }
     if (r.serial != path.filename().string() || !is_serial_hex(r.serial) || !is_record_name(r.machine) ||
         !is_principal_list(r.principals) || !parse_utc_text(r.issued) || !parse_utc_text(r.not_after) ||
-        (!r.revoked.empty() && !parse_utc_text(r.revoked)))
+        (!r.revoked.empty() && !parse_utc_text(r.revoked)) || (!r.reinstated.empty() && !parse_utc_text(r.reinstated)))
         throw Error(path.string() + ": refused: not a record as tpmkey-ca writes them (its serial, machine, "
                                     "principals or times)");
     return r;
@@ -146,6 +151,33 @@ std::vector<AkRecord> all_records(const CaDirectory& ca) {
         return a.issued != b.issued ? a.issued < b.issued : a.serial < b.serial;
     });
     return out;
+}
+
+bool is_of_tpm(const AkRecord& record, const std::string& ek_identifier, const std::string& ek_certificate_sha256) {
+    if (!record.ek_identifier.empty())
+        return record.ek_identifier == ek_identifier;
+    return !ek_certificate_sha256.empty() && record.ek_certificate_sha256 == ek_certificate_sha256;
+}
+
+std::vector<AkRecord> barring_records(const CaDirectory& ca, const std::string& ek_identifier,
+                                      const std::string& ek_certificate_sha256) {
+    std::vector<AkRecord> out;
+    for (AkRecord& record : all_records(ca))
+        if (bars_tpm(record) && is_of_tpm(record, ek_identifier, ek_certificate_sha256))
+            out.push_back(std::move(record));
+    return out;
+}
+
+void refuse_barred_tpm(const CaDirectory& ca, X509* ek_certificate, const std::string& what) {
+    const std::string identifier = ek_permanent_identifier(X509_get0_pubkey(ek_certificate));
+    const std::vector<AkRecord> barring = barring_records(ca, identifier, certificate_sha256(ek_certificate));
+    if (barring.empty())
+        return;
+    const AkRecord& r = barring.back();
+    throw Error(what + ": refused: tpmkey-ca revoked this TPM's AK certificate " + r.serial + " (machine " + r.machine +
+                ", " + r.revoked + ", " + r.revocation_reason + "): the TPM " + identifier +
+                " enrols again only after 'tpmkey-ca reinstate --ek-identifier " + identifier +
+                "' (once the machine is known to be in the right hands)");
 }
 
 std::string serial_hex(X509* certificate) {

@@ -38,7 +38,27 @@ struct AkRecord {
     std::string issued, not_after;                         // utc_text()
     std::string revoked;                                   // utc_text(), empty while not revoked
     std::string revocation_reason;                         // one of revocation_reasons, with revoked
+    // utc_text() of 'tpmkey-ca reinstate': the operator trusts the TPM
+    // again; the certificate stays revoked. Only with revoked.
+    std::string reinstated;
 };
+
+// A revoked AK certificate bars its TPM (every certificate for it through
+// the webhook, and its enrolment) until the operator reinstates the TPM.
+inline bool bars_tpm(const AkRecord& record) { return !record.revoked.empty() && record.reinstated.empty(); }
+
+// Whether `record` is of the TPM named by `ek_identifier` or, for a record
+// written before the identifier was kept, enrolled with the EK certificate
+// of SHA-256 `ek_certificate_sha256` (may be empty: then not).
+bool is_of_tpm(const AkRecord& record, const std::string& ek_identifier, const std::string& ek_certificate_sha256);
+
+// The records that bar that TPM (as is_of_tpm()), oldest first.
+std::vector<AkRecord> barring_records(const CaDirectory& ca, const std::string& ek_identifier,
+                                      const std::string& ek_certificate_sha256);
+
+// Throws Error "WHAT: refused: ..." when a record bars the TPM of
+// `ek_certificate` (challenge and issue-ak: no new AK certificate for it).
+void refuse_barred_tpm(const CaDirectory& ca, X509* ek_certificate, const std::string& what);
 
 // DIR/records
 std::filesystem::path records_dir(const CaDirectory& ca);

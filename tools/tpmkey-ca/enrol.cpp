@@ -134,6 +134,7 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
     const AkRequest request = checked_request(file, what);
     entry.ak_name = hex(request.ak_name);
     entry.ek_certificate_sha256 = certificate_sha256(request.ek_certificate.get());
+    refuse_barred_tpm(ca, request.ek_certificate.get(), what);
 
     const EkRoots roots{{p.value("--ek-roots")}};
     if (!has_trusted_ek_root(roots))
@@ -295,6 +296,7 @@ void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int da
 
     const EvpPkey ak = PublicKey(request.ak).to_evp();
     const CaLock lock(ca);
+    refuse_barred_tpm(ca, request.ek_certificate.get(), what);
     // A CRL for the certificate to point to (a CA made before there were CRLs has none yet).
     if (!std::filesystem::exists(std::filesystem::symlink_status(crl_file(ca))))
         (void)publish_crl(ca, keys, std::time(nullptr), default_crl_days);

@@ -46,16 +46,20 @@ std::string published_text(const CaDirectory& ca) {
 constexpr CommandSpec revoke_spec{
     "revoke",
     "withdraw attestation keys (by serial, AK name or EK) and sign a new CRL",
-    "tpmkey-ca revoke [--ca DIR] [--reason REASON] (--serial HEX | --ak-name HEX | --ek SHA256)",
+    "tpmkey-ca revoke [--ca DIR] [--reason REASON] (--serial HEX | --ak-name HEX | --ek SHA256 | --ek-identifier ID)",
     "Marks the AK certificates chosen in DIR/records/ as revoked (now, for\n"
     "REASON) and signs a new CRL, DIR/crl.pem, that lists every revoked one:\n"
     "tpmkey-ca verify refuses their attestations from then on, as does any\n"
     "verifier that checks the CRL. Choose by the certificate's serial (what\n"
     "issue-ak and verify print), by the AK's name (every certificate of that\n"
     "AK: a stolen or retired machine), or by the SHA-256 of the EK certificate\n"
-    "(every AK enrolled with that EK: a bad EK). 'tpmkey-ca list' shows them.\n"
+    "(every AK enrolled with that EK: a bad EK), or by the EK's permanent\n"
+    "identifier (every AK of that TPM: a lost machine). 'tpmkey-ca list'\n"
+    "shows them. A revoked certificate bars its TPM: tpmkey-ca webhook allows\n"
+    "no certificate for it and challenge and issue-ak refuse it, until\n"
+    "'tpmkey-ca reinstate'.\n"
     "Refuses, changing nothing, a choice that matches no record. A revoked\n"
-    "certificate stays revoked; the machine enrols again for a new one.\n"
+    "certificate stays revoked; a reinstated machine enrols again.\n"
     "Each certificate revoked, or the refusal, goes to DIR/audit.log. When\n"
     "the CRL cannot be written it says so and exits 1: the records keep the\n"
     "revocation, and tpmkey-ca crl publishes it once the cause is fixed.\n"
@@ -65,8 +69,9 @@ constexpr CommandSpec revoke_spec{
     "                    cessation-of-operation (RFC 5280 CRLReason)\n"
     "  --serial HEX      the AK certificate's serial\n"
     "  --ak-name HEX     the AK's name (68 hex digits)\n"
-    "  --ek SHA256       the SHA-256 of the EK certificate (DER), 64 hex digits\n",
-    {"--ca", "--reason", "--serial", "--ak-name", "--ek", nullptr},
+    "  --ek SHA256       the SHA-256 of the EK certificate (DER), 64 hex digits\n"
+    "  --ek-identifier ID the EK's permanent identifier, urn:ek:sha256:BASE64\n",
+    {"--ca", "--reason", "--serial", "--ak-name", "--ek", "--ek-identifier", nullptr},
     {nullptr},
     0};
 
@@ -80,7 +85,8 @@ void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, 
     std::vector<AkRecord> matches;
     for (const AkRecord& record : all_records(ca))
         if ((what == "serial" && record.serial == value) || (what == "AK name" && record.ak_name == value) ||
-            (what == "EK certificate SHA-256" && record.ek_certificate_sha256 == value))
+            (what == "EK certificate SHA-256" && record.ek_certificate_sha256 == value) ||
+            (what == "EK identifier" && record.ek_identifier == value))
             matches.push_back(record);
     if (matches.empty())
         throw Error("no AK certificate with " + what + " " + value + " in the records of " + ca.dir.string() +
@@ -148,10 +154,11 @@ void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, 
 }
 
 int cmd_revoke(const Parsed& p) {
-    const int chosen =
-        (p.has_value("--serial") ? 1 : 0) + (p.has_value("--ak-name") ? 1 : 0) + (p.has_value("--ek") ? 1 : 0);
+    const int chosen = (p.has_value("--serial") ? 1 : 0) + (p.has_value("--ak-name") ? 1 : 0) +
+                       (p.has_value("--ek") ? 1 : 0) + (p.has_value("--ek-identifier") ? 1 : 0);
     if (chosen != 1)
-        throw UsageError("tpmkey-ca revoke: give one of --serial, --ak-name and --ek", revoke_spec.usage);
+        throw UsageError("tpmkey-ca revoke: give one of --serial, --ak-name, --ek and --ek-identifier",
+                         revoke_spec.usage);
     const std::string reason_name = p.has_value("--reason") ? p.value("--reason") : "unspecified";
     if (!revocation_reason(reason_name))
         throw UsageError("tpmkey-ca revoke: --reason is one of unspecified, key-compromise, superseded, "
@@ -168,6 +175,13 @@ int cmd_revoke(const Parsed& p) {
         value = lower(p.value("--ak-name"));
         if (!is_hex(value, 68, 68))
             throw UsageError("tpmkey-ca revoke: --ak-name needs the AK's name, 68 hex digits", revoke_spec.usage);
+    } else if (p.has_value("--ek-identifier")) {
+        what = "EK identifier";
+        value = p.value("--ek-identifier");
+        if (value.rfind("urn:ek:sha256:", 0) != 0 || value.size() > 100)
+            throw UsageError("tpmkey-ca revoke: --ek-identifier needs the EK's permanent identifier, "
+                             "urn:ek:sha256:BASE64 (tpmkey-ca list: EK id)",
+                             revoke_spec.usage);
     } else {
         what = "EK certificate SHA-256";
         value = lower(p.value("--ek"));
@@ -207,7 +221,8 @@ int cmd_list(const Parsed& p) {
     for (const AkRecord& r : records) {
         std::string status = r.not_after < now ? "expired on " + r.not_after : "valid until " + r.not_after;
         if (!r.revoked.empty())
-            status = "REVOKED on " + r.revoked + " (" + r.revocation_reason + ")";
+            status = "REVOKED on " + r.revoked + " (" + r.revocation_reason + ")" +
+                     (r.reinstated.empty() ? ", bars its TPM" : ", TPM reinstated on " + r.reinstated);
         std::cout << "AK certificate " << r.serial << "\n"
                   << "  machine      " << r.machine << "\n"
                   << "  principals   " << r.principals << "\n"

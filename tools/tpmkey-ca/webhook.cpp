@@ -1,15 +1,20 @@
-// tpmkey-ca webhook: step-ca's authorizing webhook (docs/attestation.md,
-// "step-ca"). step-ca does not check whether an AK was revoked; for each
-// certificate of a device-attest-01 order, it asks this server, which
-// answers from DIR/records/: allow only while the EK that the order names
-// has an AK certificate that is neither revoked nor expired.
+// tpmkey-ca webhook: step-ca's authorizing webhooks (docs/step-ca.md, "The
+// webhooks"). step-ca does not check whether an AK was revoked, and its
+// X5C provisioner signs whatever key, principals and key ID a token's
+// holder asks for. On the ACME provisioner, for each certificate of a
+// device-attest-01 order, this server allows only while the TPM the order
+// names is trusted by DIR/records/: a valid AK certificate, and none
+// revoked since the TPM was last reinstated. On the X5C provisioner, it
+// allows only an SSH user certificate for the very key of a certificate
+// the ACME provisioner issued for such a TPM, with the TPM's identifier as
+// key ID and the principals recorded for it.
 //
 // The protocol is step-ca's (certificates, authority/provisioner/
-// webhook.go): a POST of a JSON body with attestationData.
-// permanentIdentifier, signed by X-Smallstep-Signature, the hex of
-// HMAC-SHA256 of the body keyed with the base64-decoded webhook secret;
-// the answer {"allow": bool} and, when refused, an "error" {code, message}
-// that step-ca passes to the ACME client.
+// webhook.go): a POST of a JSON body, signed by X-Smallstep-Signature, the
+// hex of HMAC-SHA256 of the body keyed with the base64-decoded webhook
+// secret (each webhook its own: that tells the provisioners apart); the
+// answer {"allow": bool} and, when refused, an "error" {code, message}
+// that step-ca passes to the ACME client (for SSH only to its log).
 
 #include "webhook.hpp"
 
@@ -17,6 +22,9 @@
 #include "audit_log.hpp"
 #include "ca.hpp"
 #include "https_server.hpp"
+#include "step_ca_request.hpp"
+
+#include "core/attestation/acme_attestation.hpp"
 
 #include "core/base/error.hpp"
 #include "core/base/secret.hpp"
@@ -25,6 +33,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
@@ -33,6 +42,7 @@
 #include <algorithm>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,17 +52,28 @@ namespace {
 
 constexpr CommandSpec webhook_spec{
     "webhook",
-    "answer step-ca's authorizing webhook: no certificate for a TPM whose AKs were revoked",
-    "tpmkey-ca webhook [--ca DIR] --listen ADDRESS:PORT --tls-cert FILE --tls-key FILE --secret-file FILE",
-    "Serves step-ca's authorizing webhook over HTTPS on ADDRESS:PORT, one\n"
-    "request at a time, until it is stopped. For each certificate that\n"
-    "step-ca's ACME provisioner would issue for a device-attest-01 order, it\n"
-    "answers allow when the TPM the order names (its EK's permanent\n"
-    "identifier) has an AK certificate in DIR/records/ that is neither\n"
-    "revoked nor expired, and refuses otherwise: a TPM the CA never\n"
+    "answer step-ca's authorizing webhooks: certificates only for attested, trusted TPM keys",
+    "tpmkey-ca webhook [--ca DIR] --listen ADDRESS:PORT --tls-cert FILE --tls-key FILE --secret-file FILE\n"
+    "                  [--x5c-secret-file FILE] [--acme-provisioner NAME]",
+    "Serves step-ca's authorizing webhooks over HTTPS on ADDRESS:PORT, one\n"
+    "request at a time, until it is stopped. Each request is told by the\n"
+    "secret that signed it (X-Smallstep-Signature, the HMAC of its body):\n"
+    "\n"
+    "The ACME provisioner's webhook (--secret-file): for each certificate of\n"
+    "a device-attest-01 order, it allows when the TPM the order names (its\n"
+    "EK's permanent identifier) has an AK certificate in DIR/records/ that is\n"
+    "neither revoked nor expired, and refuses otherwise: a TPM the CA never\n"
     "certified, every AK revoked (tpmkey-ca revoke), or a request without\n"
-    "attestation. It refuses a request whose X-Smallstep-Signature is not the\n"
-    "HMAC of its body with the webhook's secret. Each decision goes to\n"
+    "attestation.\n"
+    "\n"
+    "The X5C provisioner's webhook (--x5c-secret-file): it allows an SSH user\n"
+    "certificate only for the key of the token's certificate, one that the\n"
+    "ACME provisioner NAME issued for a TPM (its permanent identifier), with\n"
+    "that identifier as key ID and principals among those issue-ak recorded\n"
+    "for the TPM, while the TPM's AK is valid as above. It refuses every\n"
+    "X.509 certificate through the X5C provisioner.\n"
+    "\n"
+    "It refuses a request signed by neither secret. Each decision goes to\n"
     "DIR/audit.log. It prints 'listening on ADDRESS:PORT' when it is ready.\n"
     "\n"
     "  --ca DIR           the CA directory (default ~/.local/share/tpmkey-ca)\n"
@@ -61,39 +82,19 @@ constexpr CommandSpec webhook_spec{
     "  --tls-cert FILE    the server's certificate chain (PEM), one that step-ca\n"
     "                     trusts (its system roots: SSL_CERT_FILE, SSL_CERT_DIR)\n"
     "  --tls-key FILE     its private key (PEM)\n"
-    "  --secret-file FILE the webhook's secret as step-ca gives it (base64), in a\n"
-    "                     file of yours that others may not read\n",
-    {"--ca", "--listen", "--tls-cert", "--tls-key", "--secret-file", nullptr},
+    "  --secret-file FILE the ACME provisioner's webhook secret as step-ca gives\n"
+    "                     it (base64), in a file of yours that others may not read\n"
+    "  --x5c-secret-file FILE\n"
+    "                     the X5C provisioner's webhook secret, likewise\n"
+    "  --acme-provisioner NAME\n"
+    "                     the ACME provisioner whose certificates the X5C\n"
+    "                     provisioner takes (default tpm)\n",
+    {"--ca", "--listen", "--tls-cert", "--tls-key", "--secret-file", "--x5c-secret-file", "--acme-provisioner",
+     nullptr},
     {nullptr},
     0};
 
 constexpr std::size_t max_secret_file = 4096;
-
-// A strict standard base64 (padded, no white space) decoded; nullopt else.
-// EVP_DecodeBlock decodes; the checks before it are what it would let
-// through (white space, '=' inside the text), and the padding it counts as
-// zero bytes, taken off after it.
-std::optional<Secret> base64_decode(const std::string& text) {
-    if (text.empty() || text.size() % 4 != 0 ||
-        text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
-            std::string::npos)
-        return std::nullopt;
-    // Everything from the first '=' on, and only '=': none at all for a
-    // secret whose length is a multiple of 3 bytes (openssl rand -base64 48).
-    const std::size_t padding = text.size() - std::min(text.size(), text.find('='));
-    if (padding > 2 || text.find_first_not_of('=', text.size() - padding) != std::string::npos)
-        return std::nullopt;
-    std::vector<std::uint8_t> out(text.size() / 4 * 3);
-    const int size =
-        EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-    if (size < 0) {
-        OPENSSL_cleanse(out.data(), out.size());
-        return std::nullopt;
-    }
-    Secret secret(std::span<const std::uint8_t>(out.data(), static_cast<std::size_t>(size) - padding));
-    OPENSSL_cleanse(out.data(), out.size());
-    return secret;
-}
 
 }  // namespace
 
@@ -108,12 +109,19 @@ Secret read_webhook_secret(const std::string& path) {
     }
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
         text.pop_back();
-    std::optional<Secret> secret = base64_decode(text);
+    // Padded or not: a secret whose length is a multiple of 3 bytes (openssl
+    // rand -base64 48) has no '='.
+    std::optional<Bytes> decoded = decode_base64(text);
     OPENSSL_cleanse(text.data(), text.size());
-    if (!secret || secret->size() < 16)
+    if (!decoded || decoded->size() < 16) {
+        if (decoded)
+            OPENSSL_cleanse(decoded->data(), decoded->size());
         throw Error("--secret-file " + path +
                     ": not a webhook secret as step-ca gives it (base64 of at least 16 bytes, on one line)");
-    return std::move(*secret);
+    }
+    Secret secret(std::span<const std::uint8_t>(decoded->data(), decoded->size()));
+    OPENSSL_cleanse(decoded->data(), decoded->size());
+    return secret;
 }
 
 namespace {
@@ -141,18 +149,24 @@ bool signature_matches(const Secret& secret, const HttpRequest& request) {
 struct Decision {
     bool allow = false;
     std::string code, message;
+    std::string machine, principals;  // allowed: the record's
 };
 
-// The decision for the TPM named `identifier`, from the records.
+// The decision for the TPM named `identifier`, from the records: one
+// revoked AK certificate of the TPM (not reinstated since) refuses it,
+// whatever other AK certificates it has; else its newest valid one allows.
 Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry& entry) {
     std::vector<AkRecord> records;
     for (AkRecord& record : all_records(ca))
         if (record.ek_identifier == identifier)
             records.push_back(std::move(record));
     if (records.empty())
-        return {false, "tpmkey-ca-unknown-tpm",
+        return {false,
+                "tpmkey-ca-unknown-tpm",
                 "tpmkey-ca certified no AK of this TPM (" + identifier +
-                    "): enrol it with tpmkey-ca first ('tpmkey attest enroll')"};
+                    "): enrol it with tpmkey-ca first ('tpmkey attest enroll')",
+                {},
+                {}};
     const std::string now = utc_text(std::time(nullptr));
     const auto log_record = [&entry](const AkRecord& record) {
         entry.ak_serial = record.serial;
@@ -161,33 +175,187 @@ Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry
         entry.machine = record.machine;
         entry.principals = record.principals;
     };
-    const AkRecord* revoked = nullptr;
-    for (const AkRecord& record : records) {
-        if (record.revoked.empty() && record.not_after > now) {
-            log_record(record);
-            return {true, {}, "AK certificate " + record.serial + " of this TPM is valid until " + record.not_after};
+    for (auto record = records.rbegin(); record != records.rend(); ++record)
+        if (bars_tpm(*record)) {
+            log_record(*record);
+            return {false,
+                    "tpmkey-ca-ak-revoked",
+                    "tpmkey-ca revoked the AK of this TPM (" + identifier + ": AK certificate " + record->serial +
+                        ", machine " + record->machine + ", " + record->revoked + ", " + record->revocation_reason +
+                        "): no certificate for this TPM until the operator reinstates it ('tpmkey-ca reinstate "
+                        "--ek-identifier " +
+                        identifier + "') and it enrols again",
+                    {},
+                    {}};
         }
-        if (!record.revoked.empty())
-            revoked = &record;
-    }
-    log_record(revoked ? *revoked : records.back());
-    if (revoked)
-        return {false, "tpmkey-ca-ak-revoked",
-                "tpmkey-ca revoked the AK of this TPM (" + identifier + ": AK certificate " + revoked->serial +
-                    ", machine " + revoked->machine + ", " + revoked->revoked + ", " + revoked->revocation_reason +
-                    "): enrol the TPM again ('tpmkey attest enroll') if it is to be trusted again"};
-    return {false, "tpmkey-ca-ak-expired",
-            "every AK certificate tpmkey-ca issued for this TPM (" + identifier +
-                ") has expired: enrol the TPM again ('tpmkey attest enroll')"};
+    // The newest valid record (all_records() sorts by issue time) names the
+    // machine and its principals.
+    for (auto record = records.rbegin(); record != records.rend(); ++record)
+        if (record->revoked.empty() && record->not_after > now) {
+            log_record(*record);
+            return {true,
+                    {},
+                    "AK certificate " + record->serial + " of this TPM is valid until " + record->not_after,
+                    record->machine,
+                    record->principals};
+        }
+    log_record(records.back());
+    return {false,
+            "tpmkey-ca-ak-expired",
+            "no AK certificate tpmkey-ca issued for this TPM (" + identifier +
+                ") is valid (each expired, or revoked before the TPM was reinstated): enrol the TPM again "
+                "('tpmkey attest enroll')",
+            {},
+            {}};
 }
 
-HttpResponse answer(const CaDirectory& ca, const Secret& secret, AuditLog& log, const HttpRequest& request) {
+// "SHA256:..." of an SSH key blob, as ssh-keygen -l prints it.
+std::string ssh_fingerprint_of(const Bytes& blob) {
+    unsigned char digest[32];
+    SHA256(blob.data(), blob.size(), digest);
+    char text[45] = {};
+    EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text), digest, sizeof digest);
+    std::string out = text;
+    while (!out.empty() && out.back() == '=')
+        out.pop_back();
+    return "SHA256:" + out;
+}
+
+const nlohmann::json* object_member(const nlohmann::json& body, const char* name) {
+    const auto it = body.find(name);
+    return it != body.end() && it->is_object() ? &*it : nullptr;
+}
+
+std::string string_member(const nlohmann::json* object, const char* name) {
+    if (!object)
+        return {};
+    const auto it = object->find(name);
+    return it != object->end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+// The X5C provisioner's request for an SSH certificate: allowed only for a
+// user certificate of the very key of a certificate that step-ca's ACME
+// provisioner `acme_provisioner` issued for a TPM (device-attest-01), with
+// that TPM's permanent identifier as key ID and principals among those
+// tpmkey-ca recorded for it, while tpmkey-ca trusts the TPM. step-ca has
+// checked that this certificate's key signed the token (docs/step-ca.md,
+// "What the webhook checks").
+Decision decide_x5c(const CaDirectory& ca, const std::string& acme_provisioner, const nlohmann::json& body,
+                    AuditEntry& entry) {
+    if (body.contains("x509Certificate") || body.contains("x509CertificateRequest"))
+        return {false,
+                "tpmkey-ca-x509-via-x5c",
+                "step-ca's X5C provisioner was asked for an X.509 certificate (POST /1.0/sign, or an identityCSR "
+                "with an SSH certificate): refused, it would certify a key no TPM attested; X.509 certificates "
+                "come from the ACME provisioner '" +
+                    acme_provisioner + "' ('tpmkey enroll')",
+                {},
+                {}};
+    const nlohmann::json* ssh = object_member(body, "sshCertificate");
+    const nlohmann::json* x5c = object_member(body, "x5cCertificate");
+    if (!ssh || !x5c)
+        return {false,
+                "tpmkey-ca-not-x5c-ssh",
+                "not step-ca's authorizing request for an SSH certificate from the X5C provisioner (no "
+                "sshCertificate and x5cCertificate): give the webhook on the X5C provisioner kind AUTHORIZING",
+                {},
+                {}};
+    const std::optional<Bytes> der = decode_base64(string_member(x5c, "raw"));
+    const unsigned char* p = der ? der->data() : nullptr;
+    const X509Cert leaf(der ? d2i_X509(nullptr, &p, static_cast<long>(der->size())) : nullptr);
+    if (!leaf || p != der->data() + der->size())
+        return {false, "tpmkey-ca-not-x5c-ssh", "x5cCertificate.raw is not a certificate (DER, base64)", {}, {}};
+    const std::optional<StepProvisioner> provisioner = step_provisioner_of(leaf.get());
+    if (!provisioner || provisioner->type != step_provisioner_acme || provisioner->name != acme_provisioner)
+        return {false,
+                "tpmkey-ca-not-attested",
+                "the token's certificate was not issued by step-ca's ACME provisioner '" + acme_provisioner +
+                    "' (device attestation; " +
+                    (provisioner ? "its provisioner: type " + std::to_string(provisioner->type) + ", '" +
+                                       provisioner->name + "'"
+                                 : std::string("no step provisioner extension")) +
+                    "): only a key whose TPM step-ca attested gets an SSH certificate ('tpmkey enroll' first)",
+                {},
+                {}};
+    std::optional<std::string> identifier;
+    try {
+        identifier = permanent_identifier_of(*der);
+    } catch (const Error&) {
+        identifier.reset();
+    }
+    if (!identifier || identifier->empty())
+        return {false,
+                "tpmkey-ca-no-permanent-identifier",
+                "the token's certificate names no TPM (no permanentIdentifier in its subjectAltName): "
+                "run 'tpmkey enroll' for the key again",
+                {},
+                {}};
+    entry.input = *identifier;
+    Decision decision = decide(ca, *identifier, entry);
+    if (!decision.allow)
+        return decision;
+    const auto refuse = [&](const char* code, const std::string& message) {
+        return Decision{false, code, message, {}, {}};
+    };
+    const std::string type = string_member(ssh, "type");
+    if (type != "user")
+        return refuse("tpmkey-ca-ssh-not-user", "an SSH certificate of type '" + type +
+                                                    "' was asked for: tpmkey-ca allows only user certificates");
+    const std::optional<Bytes> asked = decode_base64(string_member(ssh, "publicKey"));
+    const std::optional<Bytes> attested = ssh_blob_of(X509_get0_pubkey(leaf.get()));
+    if (!attested)
+        return refuse("tpmkey-ca-ssh-other-key", "the token's certificate holds a key SSH has no form for");
+    entry.key_fingerprint = asked ? ssh_fingerprint_of(*asked) : std::string("(none)");
+    if (!asked || *asked != *attested)
+        return refuse("tpmkey-ca-ssh-other-key",
+                      "the SSH certificate would be for the key " + entry.key_fingerprint +
+                          ", not for the TPM key that step-ca's certificate names (" + ssh_fingerprint_of(*attested) +
+                          "): tpmkey-ca allows SSH certificates only for the attested key ('tpmkey ssh-cert KEY')");
+    const std::string key_id = string_member(ssh, "keyId");
+    if (key_id != *identifier)
+        return refuse("tpmkey-ca-ssh-key-id", "the SSH certificate's key ID would be '" + key_id +
+                                                  "', not the TPM's permanent identifier " + *identifier +
+                                                  " (what 'tpmkey ssh-cert' asks for)");
+    const auto principals = ssh->find("principals");
+    if (principals == ssh->end() || !principals->is_array() || principals->empty())
+        return refuse("tpmkey-ca-ssh-principal", "the SSH certificate would have no principals (valid for every "
+                                                 "user): ask for the machine's (" +
+                                                     decision.principals + ")");
+    const std::string allowed = "," + decision.principals + ",";
+    std::string asked_principals;
+    for (const nlohmann::json& principal : *principals) {
+        const std::string name = principal.is_string() ? principal.get<std::string>() : principal.dump();
+        if (!principal.is_string() || !is_record_name(name) || allowed.find("," + name + ",") == std::string::npos)
+            return refuse("tpmkey-ca-ssh-principal",
+                          "principal '" + name + "' is not one tpmkey-ca recorded for machine " + decision.machine +
+                              " (" + decision.principals +
+                              "): ask for those ('tpmkey ssh-cert --principal'), or have the operator enrol the "
+                              "machine again with other 'issue-ak --principals'");
+        asked_principals += (asked_principals.empty() ? "" : ",") + name;
+    }
+    decision.message = "SSH user certificate for the attested key " + entry.key_fingerprint + " of TPM " + *identifier +
+                       " (machine " + decision.machine + ", principals " + asked_principals + "); " + decision.message;
+    return decision;
+}
+
+// The secrets of step-ca's two webhooks: each webhook has its own, so the
+// one that signed a request says which provisioner sent it.
+struct Secrets {
+    Secret acme;
+    std::optional<Secret> x5c;
+};
+
+HttpResponse answer(const CaDirectory& ca, const Secrets& secrets, const std::string& acme_provisioner, AuditLog& log,
+                    const HttpRequest& request) {
     if (request.method != "POST")
         return {405, R"({"allow":false})"};
     AuditEntry entry{.command = "webhook", .input = "request from " + request.peer};
-    if (!signature_matches(secret, request)) {
+    const bool from_acme = signature_matches(secrets.acme, request);
+    const bool from_x5c = !from_acme && secrets.x5c && signature_matches(*secrets.x5c, request);
+    if (!from_acme && !from_x5c) {
         entry.reason = "refused a request: its X-Smallstep-Signature is missing or is not the HMAC-SHA256 of its "
-                       "body with the secret of --secret-file (not from step-ca, or step-ca has another secret)";
+                       "body with the secret of --secret-file or --x5c-secret-file (not from step-ca, or step-ca "
+                       "has another secret)";
         log.refused(entry);
         std::cerr << "tpmkey-ca webhook: " << request.peer << ": " << entry.reason << "\n";
         return {401, R"({"allow":false})"};
@@ -201,11 +369,24 @@ HttpResponse answer(const CaDirectory& ca, const Secret& secret, AuditLog& log, 
     }
     Decision decision;
     const auto attestation = body.find("attestationData");
-    if (attestation == body.end() || !attestation->is_object() || !attestation->contains("permanentIdentifier") ||
-        !(*attestation)["permanentIdentifier"].is_string()) {
-        decision = {false, "tpmkey-ca-no-attestation",
+    if (from_x5c) {
+        decision = decide_x5c(ca, acme_provisioner, body, entry);
+    } else if (body.contains("x5cCertificate") || body.contains("sshCertificate") ||
+               body.contains("sshCertificateRequest")) {
+        decision = {false,
+                    "tpmkey-ca-x5c-with-acme-secret",
+                    "a request from step-ca's X5C provisioner signed with the ACME webhook's secret (--secret-file): "
+                    "give the X5C provisioner's webhook secret with --x5c-secret-file",
+                    {},
+                    {}};
+    } else if (attestation == body.end() || !attestation->is_object() ||
+               !attestation->contains("permanentIdentifier") || !(*attestation)["permanentIdentifier"].is_string()) {
+        decision = {false,
+                    "tpmkey-ca-no-attestation",
                     "this certificate is not for an attested TPM (no attestationData.permanentIdentifier: not a "
-                    "device-attest-01 order); tpmkey-ca allows only those"};
+                    "device-attest-01 order); tpmkey-ca allows only those",
+                    {},
+                    {}};
     } else {
         const std::string identifier = (*attestation)["permanentIdentifier"].get<std::string>();
         entry.input = identifier;
@@ -219,7 +400,8 @@ HttpResponse answer(const CaDirectory& ca, const Secret& secret, AuditLog& log, 
         log.refused(entry);
         out["error"] = {{"code", decision.code}, {"message", decision.message}};
     }
-    std::cerr << "tpmkey-ca webhook: " << (decision.allow ? "allowed" : "refused") << ": " << decision.message << "\n";
+    std::cerr << "tpmkey-ca webhook: " << (from_x5c ? "x5c: " : "acme: ") << (decision.allow ? "allowed" : "refused")
+              << ": " << decision.message << "\n";
     return {200, out.dump()};
 }
 
@@ -227,16 +409,26 @@ int cmd_webhook(const Parsed& p) {
     for (const char* option : {"--listen", "--tls-cert", "--tls-key", "--secret-file"})
         if (!p.has_value(option))
             throw UsageError(std::string("tpmkey-ca webhook: ") + option + " is needed", webhook_spec.usage);
+    const std::string acme_provisioner = p.has_value("--acme-provisioner") ? p.value("--acme-provisioner") : "tpm";
+    if (acme_provisioner.empty())
+        throw UsageError("tpmkey-ca webhook: --acme-provisioner needs the ACME provisioner's name", webhook_spec.usage);
     const CaDirectory ca = ca_directory_of(p);
     (void)load_ca(ca);
     (void)all_records(ca);  // a records/ that fails its checks stops it now, not at the first request
-    const Secret secret = read_webhook_secret(p.value("--secret-file"));
+    Secrets secrets{read_webhook_secret(p.value("--secret-file")), std::nullopt};
+    if (p.has_value("--x5c-secret-file")) {
+        secrets.x5c = read_webhook_secret(p.value("--x5c-secret-file"));
+        if (secrets.x5c->size() == secrets.acme.size() &&
+            CRYPTO_memcmp(secrets.x5c->data(), secrets.acme.data(), secrets.acme.size()) == 0)
+            throw Error("--x5c-secret-file holds the same secret as --secret-file: give each the secret step-ca "
+                        "gave that provisioner's webhook (they tell the two provisioners' requests apart)");
+    }
     AuditLog log(audit_log_file(ca));
     // A client that goes away mid-answer must not end the server.
     ::signal(SIGPIPE, SIG_IGN);
     HttpsServer server(p.value("--listen"), p.value("--tls-cert"), p.value("--tls-key"));
     std::cout << "listening on " << server.address() << std::endl;
-    server.serve([&](const HttpRequest& request) { return answer(ca, secret, log, request); });
+    server.serve([&](const HttpRequest& request) { return answer(ca, secrets, acme_provisioner, log, request); });
 }
 
 }  // namespace

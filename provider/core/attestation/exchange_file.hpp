@@ -155,6 +155,8 @@ inline constexpr const char* issued = "issued";
 inline constexpr const char* not_after = "not-after";
 inline constexpr const char* revoked = "revoked";
 inline constexpr const char* revocation_reason = "revocation-reason";
+// When the operator reinstated the TPM (tpmkey-ca reinstate); only with revoked.
+inline constexpr const char* reinstated = "reinstated";
 inline constexpr std::initializer_list<const char*> fields = {serial,
                                                               ak_certificate_sha256,
                                                               ak_name,
@@ -170,7 +172,8 @@ inline constexpr std::initializer_list<const char*> fields = {serial,
                                                               issued,
                                                               not_after,
                                                               revoked,
-                                                              revocation_reason};
+                                                              revocation_reason,
+                                                              reinstated};
 }  // namespace ak_record_file
 
 }  // namespace tpmkey

@@ -204,6 +204,14 @@ kinds = {(o["command"], o["decision"]) for o in map(json.loads, open(sys.argv[1]
 want = {(c, d) for c in ("challenge", "issue-ak", "verify", "revoke") for d in ("accepted", "refused")}
 assert kinds == want, kinds ^ want' "$log" || fail "the audit log lacks a decision kind"
 ok "revoke: refused (its reason) and accepted (serial, AK name, EK hash, machine) logged; a revoked AK's verify logged as not-revoked"
+# The revoked AK bars its TPM until the operator reinstates it (audited).
+must tpmkey_ca reinstate --ca "$ca" --ek-identifier "$(sed -n 's/^ek-identifier //p' "$ca/records/$serial")"
+l=$(line 11)
+has "$l" "command=reinstate" "reinstate"
+has "$l" "decision=accepted" "reinstate"
+has "$l" "ak_serial=$serial" "reinstate"
+has "$l" "machine=laptop-17" "reinstate"
+ok "reinstate: accepted (serial, machine) logged"
 
 # 5. A log others may read, or a symbolic link in its place: refused, nothing else changes.
 cp "$log" "$w/log.before"
@@ -221,7 +229,7 @@ expect_err "$log: refused as the audit log" "verify --audit-log with a log of mo
 # Following the advice as written.
 chown "$(id -u)" "$log" && chmod 600 "$log"
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/y.chal" "$w/laptop.req"
-expect_eq "$(lines)" 11 "the log after chmod 600"
+expect_eq "$(lines)" 12 "the log after chmod 600"
 mv "$log" "$w/real.log"
 ln -s "$w/real.log" "$log"
 cp "$ca/crl.pem" "$w/crl.before"
@@ -232,7 +240,7 @@ expect_err "tpmkey-ca: $log: a symbolic link, not the audit log: refused, nothin
     "revoke with a symbolic link as the audit log"
 cmp -s "$ca/crl.pem" "$w/crl.before" && cmp -s "$ca/records/$serial" "$w/record.before" ||
     fail "a revoke refused for its log changed the CRL or a record"
-expect_eq "$(lines "$w/real.log")" 11 "the link's target after a refused revoke"
+expect_eq "$(lines "$w/real.log")" 12 "the link's target after a refused revoke"
 must "$TPMKEY_TOOL" attest activate -o "$w/y.proof" "$w/y.chal"
 pending_before=$(ls "$ca/pending")
 run tpmkey_ca issue-ak --ca "$ca" --machine laptop-17 --principals alice -o "$w/y.crt" "$w/y.proof"
@@ -243,5 +251,5 @@ expect_err "a symbolic link, not the audit log: refused" "issue-ak with a symbol
 # Replacing the link with the file, as the message says: the challenge is still there to be answered.
 rm "$log" && mv "$w/real.log" "$log"
 must tpmkey_ca issue-ak --ca "$ca" --machine laptop-17 --principals alice -o "$w/y.crt" "$w/y.proof"
-has "$(line 12)" "command=issue-ak" "issue-ak after the link was replaced"
+has "$(line 13)" "command=issue-ak" "issue-ak after the link was replaced"
 ok "an audit log of mode 644 or a symbolic link is refused with its fix (followed: chmod 600 works); nothing else changes"

@@ -147,7 +147,14 @@ expect_out "(key-compromise)" "list after revoke"
 ok "revoke --serial: the CRL (number 2, openssl crl -verify OK) lists it with its reason; openssl verify -crl_check and tpmkey-ca verify refuse it; list shows it"
 
 # 4. Renewal is enrolling again: a new certificate, a new serial, not
-# revoked; revoke --ek withdraws every AK certificate of that EK.
+# revoked; revoke --ek withdraws every AK certificate of that EK. The
+# revoked AK bars its TPM from enrolling until the operator reinstates it.
+identifier=$(sed -n 's/^ek-identifier //p' "$ca/records/$serial1")
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/barred.chal" "$w/laptop.req"
+expect_rc 1 "challenge for a TPM whose AK was revoked"
+expect_err "refused: tpmkey-ca revoked this TPM's AK certificate $serial1 (machine laptop-17, " "challenge for a revoked TPM"
+must tpmkey_ca reinstate --ca "$ca" --ek-identifier "$identifier"
+expect_out "Reinstated the TPM $identifier" "reinstate"
 enrol "$ca" laptop2 laptop-17 alice
 serial2=$serial
 [ "$serial2" != "$serial1" ] || fail "the new AK certificate has the revoked one's serial"
@@ -165,6 +172,7 @@ expect_err "REFUSED: the CA revoked the AK certificate (serial $serial2) on " "v
 ok "enrolling again renews (new serial, verifies); revoke --ek withdraws every AK certificate of that EK"
 
 # 5. The CRL itself: out of date, another CA's, a bad signature, none.
+must tpmkey_ca reinstate --ca "$ca" --ek-identifier "$identifier"
 enrol "$ca" laptop3 laptop-18 carol
 attest "$w/id.tpm" "$w/laptop3.ak.crt" four
 verify4() { run tpmkey_ca verify "$w/four.att" --roots "$ca/ca.crt" --challenge "$w/four.nonce" "$@"; }

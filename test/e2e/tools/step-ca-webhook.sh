@@ -13,6 +13,20 @@
 # request with a wrong HMAC, and a TPM tpmkey-ca never certified, are
 # refused by the server (Python's ssl and http.client as the client). Each
 # decision is in the CA's audit log.
+# The second webhook, on the X5C provisioner (cert type ALL, its own
+# secret): tpmkey ssh-cert gets user certificates for an ECDSA and an RSA
+# key; a token signed by the key of a leaf made as step-ca's ACME
+# provisioner makes it (a software key standing for the TPM key) gets one
+# for that key, and is refused (403, the webhook's reason in its log and in
+# step-ca's) a certificate for a file key, principal root, another key ID,
+# a host certificate, a leaf without the ACME provisioner's extension or
+# without the permanent identifier, and an X.509 certificate; rekey with
+# the leaf is refused by step-ca (disableRenewal). Revocation is by TPM:
+# after the RSA AK is revoked, though the TPM's ECC AK is valid, tpmkey
+# enroll and tpmkey ssh-cert get nothing, a KRL line of the key ID revokes
+# the SSH certificate issued before, and challenge and issue-ak refuse the
+# TPM until tpmkey-ca reinstate (audited); reinstated and enrolled again it
+# gets both certificates; revoke --ek-identifier bars it again.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -54,7 +68,9 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyou
     openssl x509 -req -in "$wh/server.csr" -CA "$wh/root.crt" -CAkey "$wh/root.key" -CAcreateserial -days 2 \
         -extfile "$wh/server.ext" -out "$wh/server.crt" 2>/dev/null || fail "openssl: cannot make the webhook's certificates"
 wport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-webhook_url=https://127.0.0.1:$wport/step-ca
+# One URL per provisioner (the secret step-ca signs with tells them apart).
+webhook_url=https://127.0.0.1:$wport/acme
+x5c_webhook_url=https://127.0.0.1:$wport/x5c
 
 # 2. step-ca with its admin API: stepca_start's ca.json plus enableAdmin
 # and a JWK provisioner "admin" (its key made here), started again with
@@ -76,6 +92,9 @@ jwk = {"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])}
 kid = b64(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())  # RFC 7638
 config = json.load(open(sys.argv[1]))
 config["authority"]["enableAdmin"] = True
+# As docs/step-ca.md gives them: renew and rekey, which ask no webhook, closed.
+for p in config["authority"]["provisioners"]:
+    p.setdefault("claims", {})["disableRenewal"] = True
 config["authority"]["provisioners"].append(
     {"type": "JWK", "name": "admin", "key": dict(jwk, use="sig", alg="ES256", kid=kid)})
 json.dump(config, open(sys.argv[1], "w"), indent=2)
@@ -99,10 +118,10 @@ grep -q 'Migrated JWK provisioner "admin" with admin permissions' "$STEPCA_LOG" 
 # the super admin step-ca made) from the JWK provisioner's one-time token,
 # then an x5c token for the admin API. The answer's secret goes to the
 # secret file (0600) as step-ca gives it.
-python3 - "https://$address" "$STEPCA_ROOT" "$wh" "$webhook_url" >"$wh/added.json" \
+python3 - "https://$address" "$STEPCA_ROOT" "$wh" "$webhook_url" "$x5c_webhook_url" >"$wh/added.json" \
     2>"$wh/added.err" <<'PY' || { show "$wh/added.err" "$STEPCA_LOG"; fail "step-ca's admin API did not add the webhook"; }
 import base64, json, os, ssl, subprocess, sys, time, urllib.request
-base, root, d, url = sys.argv[1:]
+base, root, d, url, x5c_url = sys.argv[1:]
 b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 def es256(key_file, data):
     der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key_file], input=data, capture_output=True,
@@ -130,18 +149,22 @@ ott = jws(d + "/admin-jwk.pem", {"alg": "ES256", "typ": "JWT", "kid": open(d + "
           dict(claims("step-certificate-authority"), iss="admin", sans=["step"]))
 signed = post("/1.0/sign", {"csr": open(d + "/admin.csr").read(), "ott": ott})
 x5c = [base64.b64encode(ssl.PEM_cert_to_DER_cert(c)).decode() for c in signed["certChain"]]
-path = "/admin/provisioners/tpm/webhooks"
-token = jws(d + "/admin.key", {"alg": "ES256", "typ": "JWT", "x5c": x5c}, dict(claims(path), iss="step-admin-client/1.0"))
-print(json.dumps(post(path, {"name": "tpmkey-ca", "url": url, "kind": "AUTHORIZING", "certType": "X509"},
-                      {"Authorization": token})))
+def add(provisioner, url, cert_type):
+    path = "/admin/provisioners/" + provisioner + "/webhooks"
+    token = jws(d + "/admin.key", {"alg": "ES256", "typ": "JWT", "x5c": x5c}, dict(claims(path), iss="step-admin-client/1.0"))
+    return post(path, {"name": "tpmkey-ca", "url": url, "kind": "AUTHORIZING", "certType": cert_type},
+                {"Authorization": token})
+# The X5C provisioner's for ALL: its X.509 certificates are asked too (and refused).
+print(json.dumps({"acme": add("tpm", url, "X509"), "x5c": add("x5c", x5c_url, "ALL")}))
 PY
-(umask 077 && python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["secret"])' "$wh/added.json" >"$wh/secret") ||
-    fail "no secret in step-ca's answer: $(cat "$wh/added.json")"
-ok "step-ca's admin API added the authorizing webhook $webhook_url to the ACME provisioner (its secret in $wh/secret)"
+(umask 077 && python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["acme"]["secret"])' "$wh/added.json" >"$wh/secret" &&
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["x5c"]["secret"])' "$wh/added.json" >"$wh/x5c-secret") ||
+    fail "no secrets in step-ca's answer: $(cat "$wh/added.json")"
+ok "step-ca's admin API added the authorizing webhooks $webhook_url (ACME provisioner, X509) and $x5c_webhook_url (X5C provisioner, ALL)"
 
 # 4. tpmkey-ca webhook, in the background until the test ends.
 "$TPMKEY_CA" webhook --ca "$ca" --listen "127.0.0.1:$wport" --tls-cert "$wh/server.crt" --tls-key "$wh/server.key" \
-    --secret-file "$wh/secret" >"$wh/server.out" 2>"$wh/server.err" &
+    --secret-file "$wh/secret" --x5c-secret-file "$wh/x5c-secret" >"$wh/server.out" 2>"$wh/server.err" &
 webhook_pid=$!
 on_exit "kill $webhook_pid 2>/dev/null || true"
 for _ in $(seq 50); do grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" && break; sleep 0.1; done
@@ -151,9 +174,9 @@ ok "tpmkey-ca webhook listens on 127.0.0.1:$wport"
 
 pin=$(pin_file 1234)
 keygen "$w/id_ecdsa.tpm" ecdsa 256 1234
-enroll() {
+enroll() { # [NAME]: tpmkey enroll of $w/NAME.tpm (default id_ecdsa)
     run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" \
-        --pin-file "$pin" "$w/id_ecdsa.tpm"
+        --pin-file "$pin" "$w/${1:-id_ecdsa}.tpm"
 }
 
 # 5. The enrolled TPM: the webhook allows, step-ca issues.
@@ -163,7 +186,7 @@ echo "figures: tpmkey enroll with the webhook asked: $((($(date +%s%N) - start) 
 [ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll with the webhook: $out $err"; }
 openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/id_ecdsa.crt" "$w/id_ecdsa.crt" >/dev/null ||
     fail "openssl: the certificate does not chain to step-ca's root"
-grep -q "tpmkey-ca webhook: allowed: AK certificate $serial of this TPM is valid until" "$wh/server.err" ||
+grep -q "tpmkey-ca webhook: acme: allowed: AK certificate $serial of this TPM is valid until" "$wh/server.err" ||
     { show "$wh/server.err"; fail "the webhook was not asked, or did not allow"; }
 grep '"command": "webhook"' "$ca/audit.log" | tail -1 | grep -q '"decision": "accepted"' ||
     { show "$ca/audit.log"; fail "the webhook's decision is not in the audit log"; }
@@ -180,22 +203,247 @@ expect_rc 0 "tpmkey-ca list"
 expect_out "  EK id        $cert_identifier" "tpmkey-ca list: the record's EK identifier"
 ok "tpmkey-ca list names the EK identifier of step-ca's certificate (openssl asn1parse): $cert_identifier"
 
-# 6. tpmkey-ca revokes the AK: step-ca issues no certificate.
+# 5b. SSH certificates from the X5C provisioner, its webhook asked. The
+# honest path: tpmkey ssh-cert for the ECDSA key and for an RSA key, each
+# enrolled, gets a user certificate for that key, key ID the TPM's
+# permanent identifier, principal alice (issue-ak --principals).
+ssh_cert() { # NAME [PRINCIPAL...]: tpmkey ssh-cert for $w/NAME.tpm
+    local name=$1 args=() p
+    shift
+    for p in "$@"; do args+=(--principal "$p"); done
+    rm -f "$w/$name-cert.pub"
+    run "$TPMKEY_TOOL" ssh-cert --step-ca "$STEPCA_URL" --ca-root "$STEPCA_ROOT" --provisioner "$STEPCA_X5C" \
+        "${args[@]}" --pin-file "$pin" "$w/$name.tpm"
+}
+ssh_cert_ok() { # NAME: a certificate for NAME's key, key ID the TPM's, principals alice
+    ssh_cert "$1" alice
+    [ "$rc" = 0 ] || { show "$OUT" "$ERR" "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey ssh-cert $1: exit $rc"; }
+    ssh-keygen -L -f "$w/$1-cert.pub" >"$w/cert.txt" || fail "ssh-keygen -L cannot read $1-cert.pub"
+    expect_eq "$(sed -n 's/^ *Public key: *//p' "$w/cert.txt" | awk '{print $2}')" "$(fingerprint "$w/$1.pub")" \
+        "$1's certificate: the certified key"
+    expect_eq "$(sed -n 's/^ *Key ID: *//p' "$w/cert.txt")" "\"$cert_identifier\"" "$1's certificate: the key ID"
+    expect_eq "$(sed -n '/^ *Principals:/,/^ *Critical Options:/p' "$w/cert.txt" | sed '1d;$d' | xargs)" alice \
+        "$1's certificate: the principals"
+    grep -q "tpmkey-ca webhook: x5c: allowed: SSH user certificate for the attested key $(fingerprint "$w/$1.pub") of TPM $cert_identifier (machine laptop, principals alice)" \
+        "$wh/server.err" || { show "$wh/server.err"; fail "the X5C webhook did not allow $1's certificate"; }
+}
+ssh_cert_ok id_ecdsa
+keygen "$w/id_rsa.tpm" rsa 2048 1234
+enroll id_rsa
+[ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll of the RSA key: $out $err"; }
+ssh_cert_ok id_rsa
+ok "tpmkey ssh-cert, the X5C webhook asked: user certificates for the ECDSA and the RSA key, key ID $cert_identifier, principal alice"
+
+# 5c. What one signature by the TPM key could ask for otherwise. The TPM
+# key cannot sign a token in Python: a software key stands for it, with a
+# leaf certificate made as step-ca's ACME provisioner makes it for this TPM
+# (id_ecdsa.crt's subject and extensions: the permanent identifier, step-ca's
+# provisioner extension) by step-ca's intermediate. Each request is a token
+# signed by that key (POST /1.0/ssh/sign, or /1.0/sign): the control, the
+# key's own certificate as tpmkey ssh-cert asks for it, is signed (201);
+# each attack is refused (403) with the webhook's reason in its log and in
+# step-ca's.
+openssl ecparam -name prime256v1 -genkey -noout -out "$w/soft.key" 2>/dev/null &&
+    ssh-keygen -q -t ed25519 -N '' -f "$w/file_ed25519" &&
+    openssl req -new -key "$w/soft.key" -subj "/CN=python" -out "$w/soft.csr" 2>/dev/null &&
+    openssl ecparam -name prime256v1 -genkey -noout -out "$w/file.key" 2>/dev/null &&
+    openssl req -new -key "$w/file.key" -subj "/CN=python" -out "$w/file.csr" 2>/dev/null ||
+    fail "openssl, ssh-keygen: cannot make the software keys"
+python3 - "$w/id_ecdsa.crt" "$w/soft.key" "$STEPCA_DIR/pki/int.crt" "$STEPCA_DIR/pki/int.key" "$w" <<'PY' ||
+import datetime, sys
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+real_file, key_file, int_crt, int_key, d = sys.argv[1:]
+real = x509.load_pem_x509_certificate(open(real_file, "rb").read())
+key = serialization.load_pem_private_key(open(key_file, "rb").read(), None)
+issuer = x509.load_pem_x509_certificate(open(int_crt, "rb").read())
+signer = serialization.load_pem_private_key(open(int_key, "rb").read(), None)
+now = datetime.datetime.now(datetime.timezone.utc)
+def leaf(name, subject, keep):
+    b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer.subject).public_key(key.public_key())
+         .serial_number(x509.random_serial_number())
+         .not_valid_before(now - datetime.timedelta(minutes=1)).not_valid_after(now + datetime.timedelta(hours=1)))
+    for e in real.extensions:
+        if keep(e):
+            b = b.add_extension(e.value, e.critical)
+    cert = b.sign(signer, hashes.SHA256())
+    open(d + "/" + name, "wb").write(cert.public_bytes(serialization.Encoding.PEM) +
+                                     issuer.public_bytes(serialization.Encoding.PEM))
+skip = (x509.SubjectKeyIdentifier, x509.AuthorityKeyIdentifier)
+# As step-ca's ACME provisioner issues it for this TPM.
+leaf("acme-like.crt", real.subject, lambda e: not isinstance(e.value, skip))
+provisioner = x509.ObjectIdentifier("1.3.6.1.4.1.37476.9000.64.1")
+assert any(e.oid == provisioner for e in real.extensions), "no step provisioner extension in step-ca's certificate"
+# Without step-ca's provisioner extension (not the ACME provisioner's).
+leaf("no-provisioner.crt", real.subject, lambda e: not isinstance(e.value, skip) and e.oid != provisioner)
+# Without the permanent identifier (no subjectAltName).
+leaf("no-identifier.crt", real.subject,
+     lambda e: not isinstance(e.value, skip + (x509.SubjectAlternativeName,)))
+PY
+    fail "python: cannot make the software key's certificates"
+# x5c_request CHAIN SSH-PUB KEY-ID CERT-TYPE PRINCIPALS|x509: the HTTP
+# status of POST /1.0/ssh/sign (or, for x509, /1.0/sign with soft.csr) with
+# a token soft.key signs, CHAIN in its x5c header.
+x5c_request() {
+    python3 - "$STEPCA_URL" "$STEPCA_ROOT" "$STEPCA_X5C" "$w/$1" "$w/soft.key" "$w/$2" "$3" "$4" "$5" "$w/soft.csr" <<'PY'
+import base64, json, os, re, ssl, subprocess, sys, time, urllib.error, urllib.request
+url, root, prov, chain_file, key_file, ssh_pub, key_id, cert_type, principals, csr = sys.argv[1:]
+b64u = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+pems = re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", open(chain_file).read(), re.S)
+now = int(time.time())
+x509_mode = principals == "x509"
+path = "/1.0/sign" if x509_mode else "/1.0/ssh/sign"
+header = {"alg": "ES256", "typ": "JWT", "x5c": [base64.b64encode(ssl.PEM_cert_to_DER_cert(p)).decode() for p in pems]}
+claims = {"aud": url + path + "#x5c/" + prov, "iss": prov, "sub": key_id, "iat": now, "nbf": now,
+          "exp": now + 300, "jti": os.urandom(16).hex()}
+if x509_mode:
+    claims["sans"] = ["python"]
+else:
+    claims["step"] = {"ssh": {"certType": cert_type, "keyID": key_id, "principals": principals.split(",")}}
+signing_input = b64u(json.dumps(header).encode()) + "." + b64u(json.dumps(claims).encode())
+der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key_file], input=signing_input.encode(),
+                     capture_output=True, check=True).stdout
+out, i = b"", 2  # ECDSA-Sig-Value (short form for P-256) -> r || s
+for _ in range(2):
+    n = der[i + 1]
+    out += der[i + 2:i + 2 + n].lstrip(b"\0").rjust(32, b"\0")
+    i += 2 + n
+token = signing_input + "." + b64u(out)
+if x509_mode:
+    body = {"csr": open(csr).read(), "ott": token}
+else:
+    body = {"publicKey": open(ssh_pub).read().split()[1], "ott": token, "certType": cert_type, "keyID": key_id,
+            "principals": principals.split(",")}
+req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=root), timeout=30) as a:
+        print(a.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+PY
+}
+ssh-keygen -y -f "$w/soft.key" >"$w/soft.pub" || fail "ssh-keygen cannot read the software key"
+status=$(x5c_request acme-like.crt soft.pub "$cert_identifier" user alice) || fail "python: the control request"
+[ "$status" = 201 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "the control request (the leaf's own key, as tpmkey ssh-cert asks): HTTP $status"; }
+ok "the control: a token signed by the key of a leaf made as step-ca's ACME provisioner makes it, for that key: HTTP 201"
+# attack NAME WHY CHAIN SSH-PUB KEY-ID CERT-TYPE PRINCIPALS: refused, 403,
+# WHY in the webhook's log and in step-ca's.
+attack() {
+    local name=$1 why=$2 status
+    shift 2
+    status=$(x5c_request "$@") || fail "python: the request of $name"
+    [ "$status" = 403 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "$name: HTTP $status, expected 403"; }
+    grep -qF "tpmkey-ca webhook: x5c: refused: $why" "$wh/server.err" ||
+        { show "$wh/server.err"; fail "$name: the webhook's log does not say: $why"; }
+    grep -qF "$why" "$STEPCA_LOG" || { show "$STEPCA_LOG"; fail "$name: step-ca's log does not say: $why"; }
+    ok "$name: refused (HTTP 403): $why"
+}
+attack "an SSH certificate for a file key (Ed25519)" \
+    "the SSH certificate would be for the key $(fingerprint "$w/file_ed25519.pub"), not for the TPM key" \
+    acme-like.crt file_ed25519.pub "$cert_identifier" user alice
+attack "principal root" "principal 'root' is not one tpmkey-ca recorded for machine laptop (alice)" \
+    acme-like.crt soft.pub "$cert_identifier" user alice,root
+attack "another key ID" "the SSH certificate's key ID would be 'urn:ek:sha256:someone-else'" \
+    acme-like.crt soft.pub urn:ek:sha256:someone-else user alice
+attack "a host certificate" "an SSH certificate of type 'host' was asked for" \
+    acme-like.crt soft.pub "$cert_identifier" host alice
+attack "a certificate not from the ACME provisioner" \
+    "the token's certificate was not issued by step-ca's ACME provisioner 'tpm' (device attestation; no step provisioner extension)" \
+    no-provisioner.crt soft.pub "$cert_identifier" user alice
+attack "a certificate naming no TPM" "the token's certificate names no TPM (no permanentIdentifier" \
+    no-identifier.crt soft.pub "$cert_identifier" user alice
+attack "an X.509 certificate through the X5C provisioner (/1.0/sign)" \
+    "step-ca's X5C provisioner was asked for an X.509 certificate" acme-like.crt soft.pub python user x509
+# Rekey (POST /1.0/rekey, mTLS with the leaf) would give an X.509
+# certificate for another key (file.key) with the leaf's extensions, no webhook asked:
+# "disableRenewal" (docs/step-ca.md) makes step-ca refuse it.
+status=$(python3 - "$STEPCA_URL" "$STEPCA_ROOT" "$w/acme-like.crt" "$w/soft.key" "$w/file.csr" <<'PY'
+import json, ssl, sys, urllib.error, urllib.request
+url, root, chain, key, csr = sys.argv[1:]
+ctx = ssl.create_default_context(cafile=root)
+ctx.load_cert_chain(chain, key)
+req = urllib.request.Request(url + "/1.0/rekey", json.dumps({"csr": open(csr).read()}).encode(),
+                             {"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as a:
+        print(a.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+PY
+) || fail "python: the rekey request"
+why=$(grep -o 'renew is disabled[^"]*' "$STEPCA_LOG" | tail -1 || true)
+[ "$status" = 401 ] && [ -n "$why" ] || { show "$STEPCA_LOG"; fail "rekey with the leaf: HTTP $status, expected 401 and 'renew is disabled' in step-ca's log"; }
+ok "rekey with the leaf certificate (mTLS): refused by step-ca (HTTP 401; its log: $why)"
+
+# 6. Revocation is by TPM. Before it: the same TPM's ECC AK enrolled too
+# (valid), and an RSA AK's challenge answered but not yet issued.
+must "$TPMKEY_TOOL" attest enroll --ak ecc -o "$w/ecc.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/ecc.chal" "$w/ecc.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/ecc.proof" "$w/ecc.chal"
+must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop-ecc.ak.crt" "$w/ecc.proof"
+must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/pending.req"
+must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/pending.chal" "$w/pending.req"
+must "$TPMKEY_TOOL" attest activate -o "$w/pending.proof" "$w/pending.chal"
+cp "$w/id_rsa-cert.pub" "$w/issued-before-cert.pub"
+# tpmkey-ca revokes the RSA AK: step-ca issues no certificate, though the
+# TPM's ECC AK is valid.
 must tpmkey_ca revoke --ca "$ca" --serial "$serial" --reason key-compromise
 rm "$w/id_ecdsa.crt"
 enroll
 expect_rc 1 "a TPM whose AK tpmkey-ca revoked"
-expect_err "tpmkey-ca revoked the AK of this TPM" "a TPM whose AK tpmkey-ca revoked"
+expect_err "tpmkey-ca revoked the AK of this TPM ($cert_identifier: AK certificate $serial, machine laptop" \
+    "a TPM whose AK tpmkey-ca revoked"
+grep -qF "no certificate for this TPM until the operator reinstates it ('tpmkey-ca reinstate --ek-identifier $cert_identifier') and it enrols again" \
+    "$wh/server.err" || { show "$wh/server.err"; fail "the webhook does not say how the TPM is reinstated"; }
 [ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for a TPM whose AK was revoked"
 grep -q "tpmkey-ca revoked the AK of this TPM" "$STEPCA_LOG" ||
     { show "$STEPCA_LOG"; fail "step-ca's log does not say the webhook refused"; }
 grep '"command": "webhook"' "$ca/audit.log" | tail -1 | grep -q '"decision": "refused"' ||
     { show "$ca/audit.log"; fail "the webhook's refusal is not in the audit log"; }
-ok "after tpmkey-ca revoke: no certificate; tpmkey says: $err"
+ok "after tpmkey-ca revoke of the RSA AK (the ECC AK valid): no certificate; tpmkey says: $err"
+# ... and no SSH certificate either, for the key whose X.509 certificate
+# step-ca issued before (id_rsa.crt, still valid for hours).
+ssh_cert id_rsa alice
+expect_rc 1 "ssh-cert for a TPM whose AK tpmkey-ca revoked"
+[ ! -e "$w/id_rsa-cert.pub" ] || fail "an SSH certificate was written for a TPM whose AK was revoked"
+grep -q "tpmkey-ca webhook: x5c: refused: tpmkey-ca revoked the AK of this TPM" "$wh/server.err" ||
+    { show "$wh/server.err"; fail "the X5C webhook did not refuse the revoked TPM's SSH certificate"; }
+ok "after tpmkey-ca revoke: no SSH certificate for the TPM's key that still has its X.509 certificate"
+# The SSH certificate issued before: one KRL line, its key ID (the TPM's
+# permanent identifier, as the webhook requires), revokes it
+# (docs/step-ca.md, "A lost laptop").
+echo "id: $cert_identifier" >"$w/lost.krl.txt"
+ssh-keygen -q -k -f "$w/revoked.krl" -s "$STEPCA_SSH_USER_CA" "$w/lost.krl.txt" || fail "ssh-keygen -k: cannot make the KRL"
+krl=$(ssh-keygen -Q -f "$w/revoked.krl" "$w/issued-before-cert.pub" 2>&1 || true)
+expect_in "$krl" "REVOKED" "ssh-keygen -Q of the certificate issued before the revocation"
+ok "the KRL line 'id: $cert_identifier' revokes the SSH certificate issued before: $krl"
 
-# 6b. Its advice, followed: the TPM enrolled again (a new AK certificate)
-# gets its certificate.
+# 6b. Re-enrolment is refused until the operator reinstates the TPM: the
+# answered challenge (issue-ak) and a new one (challenge).
+run tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/pending.ak.crt" "$w/pending.proof"
+expect_rc 1 "issue-ak for a TPM whose AK was revoked"
+expect_err "$w/pending.proof: refused: tpmkey-ca revoked this TPM's AK certificate $serial (machine laptop" \
+    "issue-ak for a TPM whose AK was revoked"
+expect_err "enrols again only after 'tpmkey-ca reinstate --ek-identifier $cert_identifier'" "issue-ak for a revoked TPM"
+[ ! -e "$w/pending.ak.crt" ] || fail "issue-ak wrote a certificate for a TPM whose AK was revoked"
 must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/again.req"
+run tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/again.chal" "$w/again.req"
+expect_rc 1 "challenge for a TPM whose AK was revoked"
+expect_err "$w/again.req: refused: tpmkey-ca revoked this TPM's AK certificate $serial" "challenge for a revoked TPM"
+[ ! -e "$w/again.chal" ] || fail "challenge wrote a challenge for a TPM whose AK was revoked"
+grep '"command": "challenge"' "$ca/audit.log" | tail -1 | grep -q '"decision": "refused"' ||
+    { show "$ca/audit.log"; fail "challenge's refusal is not in the audit log"; }
+ok "a revoked TPM does not enrol again: issue-ak and challenge refuse it ($(tail -1 "$ERR" | cut -c1-120)...)"
+# The operator reinstates it (audited); it enrols again, gets its
+# certificate from step-ca and an SSH certificate.
+must tpmkey_ca reinstate --ca "$ca" --ek-identifier "$cert_identifier"
+expect_out "AK certificate $serial (machine laptop, revoked on" "tpmkey-ca reinstate"
+expect_out "Reinstated the TPM $cert_identifier" "tpmkey-ca reinstate"
+grep '"command": "reinstate"' "$ca/audit.log" | tail -1 | grep -q '"decision": "accepted"' ||
+    { show "$ca/audit.log"; fail "the reinstatement is not in the audit log"; }
+run tpmkey_ca list --ca "$ca"
+expect_out "REVOKED on" "tpmkey-ca list after reinstate"
+expect_out "(key-compromise), TPM reinstated on" "tpmkey-ca list after reinstate"
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/again.chal" "$w/again.req"
 must "$TPMKEY_TOOL" attest activate -o "$w/again.proof" "$w/again.chal"
 must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/again.proof"
@@ -203,7 +451,16 @@ enroll
 [ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll after enrolling again: $out $err"; }
 openssl verify -CAfile "$STEPCA_ROOT" -untrusted "$w/id_ecdsa.crt" "$w/id_ecdsa.crt" >/dev/null ||
     fail "openssl: the certificate after enrolling again does not chain to step-ca's root"
-ok "the advice followed: enrolled again at tpmkey-ca, the TPM gets its certificate from step-ca"
+ssh_cert_ok id_ecdsa
+ok "reinstated (tpmkey-ca reinstate, audited) and enrolled again: the TPM gets its X.509 and SSH certificates"
+# A later revocation, of the machine by its EK identifier, bars it again.
+must tpmkey_ca revoke --ca "$ca" --ek-identifier "$cert_identifier" --reason key-compromise
+expect_out "Revoked AK certificate" "tpmkey-ca revoke --ek-identifier"
+ssh_cert id_ecdsa alice
+expect_rc 1 "ssh-cert after revoke --ek-identifier"
+tail -1 "$wh/server.err" | grep -q "tpmkey-ca webhook: x5c: refused: tpmkey-ca revoked the AK of this TPM" ||
+    { show "$wh/server.err"; fail "the X5C webhook did not refuse after revoke --ek-identifier"; }
+ok "revoke --ek-identifier after the reinstatement: no SSH certificate again"
 
 # 7. Requests not from step-ca: a wrong HMAC (401), and with the right one
 # a TPM tpmkey-ca never certified (allow false), and no attestation.
