@@ -44,6 +44,14 @@ bool is_nonce(std::string_view text);
 // 200 printable characters.
 std::string problem_text(const std::string& body);
 
+// What to do about a refusal whose usual cause is known (step-ca's), as
+// " (...)" to append to its message, else "". `what` is what was refused
+// ("the certificate request (finalize)", ...), `text` problem_text's.
+std::string refusal_advice(const std::string& what, const std::string& problem_type, const std::string& text);
+
+// How step-ca names an ACME provisioner's directory, for messages.
+inline constexpr const char* step_ca_directory_form = "https://HOST[:PORT]/acme/PROVISIONER/directory";
+
 // A PKCS#10 request (DER) for `key`, signed with `signer` (the key itself,
 // inside the TPM: ES256/384/512 or RS256), checked with OpenSSL before it
 // is returned. Its subject is CN=`common_name` (UTF8String, at most 64
