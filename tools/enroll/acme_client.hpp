@@ -39,9 +39,11 @@ private:
 // characters. Any other Replay-Nonce is treated as absent.
 bool is_nonce(std::string_view text);
 
-// "TYPE: DETAIL" of a problem document, then "; TYPE: DETAIL (identifier)"
-// for each subproblem; for a body that is no problem document, its first
-// 200 printable characters.
+// "TYPE: DETAIL" of a problem document (DETAIL at most 1000 characters),
+// then "; TYPE: DETAIL (identifier)" for each subproblem but one without
+// identifier that only repeats DETAIL's words (step-ca's webhook refusal);
+// for a body that is no problem document, its first 200 printable
+// characters, without a final newline.
 std::string problem_text(const std::string& body);
 
 // What to do about a refusal whose usual cause is known (step-ca's), as
