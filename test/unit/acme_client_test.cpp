@@ -79,10 +79,50 @@ TEST_CASE("acme: a problem document in words: type, detail, subproblems, and any
                        R"("identifier":{"type":"permanent-identifier","value":"urn:ek:x"}}]})") ==
           "urn:ietf:params:acme:error:malformed: two; urn:ietf:params:acme:error:rejectedIdentifier: no (urn:ek:x)");
     CHECK(problem_text("") == "no explanation given");
+    CHECK(problem_text(" \r\n") == "no explanation given");
+    CHECK(problem_text("404 page not found\n") == "404 page not found");
     CHECK(problem_text("<html>\x1b[31mred\n</html>") == "<html>?[31mred?</html>");
     const std::string long_text = problem_text(std::string(5000, 'a'));
     CHECK(long_text.size() == 203);
     CHECK(problem_text(R"({"type":"t\u001b","detail":"d"})") == "t?: d");
+}
+
+TEST_CASE("acme: step-ca's refusal by its webhook is said once, not again as its subproblem", "[acme]") {
+    // step-ca's acme/order.go: the webhook's message in the detail as
+    // "MESSAGE (CODE)", and again as the subproblem's detail.
+    CHECK(problem_text(
+              R"({"type":"urn:ietf:params:acme:error:unauthorized",)"
+              R"j("detail":"The client lacks sufficient authorization: tpmkey-ca revoked it (tpmkey-ca-revoked)",)j"
+              R"("subproblems":[{"type":"urn:smallstep:acme:error:tpmkey-ca-revoked",)"
+              R"("detail":"tpmkey-ca revoked it"}]})") ==
+          "urn:ietf:params:acme:error:unauthorized: The client lacks sufficient authorization: tpmkey-ca revoked it "
+          "(tpmkey-ca-revoked)");
+    // The webhook's message whole, though longer than 300 characters.
+    const std::string long_message(400, 'm');
+    CHECK(problem_text(R"({"type":"t","detail":"refused: )" + long_message + R"j( (c)","subproblems":[{"type":"s",)j" +
+                       R"("detail":")" + long_message + R"("}]})") == "t: refused: " + long_message + " (c)");
+    // A subproblem that says something else stays.
+    CHECK(problem_text(R"({"type":"t","detail":"d","subproblems":[{"type":"s","detail":"other"}]})") ==
+          "t: d; s: other");
+}
+
+TEST_CASE("acme: refusals whose cause is known say what to do", "[acme]") {
+    const std::string rsa = " (step-ca verifies only an RSA AK: enrol the TPM's RSA AK with 'tpmkey attest enroll --ak "
+                            "rsa', then the CA's steps, and give its certificate as --ak-cert)";
+    CHECK(refusal_advice("the challenge", "urn:ietf:params:acme:error:badAttestationStatement",
+                         "urn:ietf:params:acme:error:badAttestationStatement: The request message was malformed: "
+                         "only RSA verification keys are supported") == rsa);
+    CHECK(refusal_advice("the challenge", "urn:ietf:params:acme:error:badAttestationStatement",
+                         "urn:ietf:params:acme:error:badAttestationStatement: invalid alg -7 in attestation "
+                         "statement") == rsa);
+    CHECK(refusal_advice("the certificate request (finalize)", "urn:ietf:params:acme:error:serverInternal",
+                         "urn:ietf:params:acme:error:serverInternal: The server experienced an internal error") ==
+          " (step-ca's log says why; most likely step-ca could not ask its ACME provisioner's authorizing webhook: "
+          "check that tpmkey-ca webhook runs at the URL step-ca has for it, with step-ca's secret, and read its "
+          "standard error)");
+    CHECK(refusal_advice("the account", "urn:ietf:params:acme:error:serverInternal", "x").empty());
+    CHECK(refusal_advice("the challenge", "urn:ietf:params:acme:error:badAttestationStatement", "x5c is not valid")
+              .empty());
 }
 
 namespace {

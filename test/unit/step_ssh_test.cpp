@@ -137,6 +137,15 @@ TEST_CASE("step-ca ssh: step-ca's answer is read as the ACME client reads its se
                       url + ": the answer is JSON nested deeper than 32 levels; refused");
     CHECK_THROWS_WITH(ssh_certificate_from_answer({401, {}, R"({"message":"not allowed"})"}, url),
                       "step-ca refused the SSH certificate (HTTP 401): not allowed (step-ca's log says why)");
+    // 403: step-ca's words when its X5C webhook refused and when it could
+    // not be asked; the message names the webhook.
+    CHECK_THROWS_WITH(
+        ssh_certificate_from_answer(
+            {403, {}, R"({"message":"The request was forbidden by the certificate authority."})"}, url),
+        "step-ca refused the SSH certificate (HTTP 403): The request was forbidden by the certificate authority. "
+        "(step-ca's log says why; most likely its X5C provisioner's authorizing webhook, tpmkey-ca webhook, refused "
+        "(its standard error says why) or could not be asked: check that it runs at the URL step-ca has for it, with "
+        "step-ca's secret)");
     CHECK_THROWS_WITH(ssh_certificate_from_answer({201, {}, "not json"}, url),
                       url + ": the answer has no certificate (\"crt\")");
 }

@@ -57,19 +57,26 @@ std::string problem_text(const std::string& body) {
     if (too_deep)
         return "an answer of JSON nested deeper than " + std::to_string(max_json_depth) + " levels";
     const std::string type = string_member(problem, "type");
-    if (type.empty())
-        return body.empty() ? "no explanation given" : server_text(body, 200);
+    if (type.empty()) {
+        // A plain text answer's final newline is no part of its words.
+        const std::size_t end = body.find_last_not_of(" \t\r\n");
+        return end == std::string::npos ? "no explanation given" : server_text(body.substr(0, end + 1), 200);
+    }
     std::string out = server_text(type);
     const std::string detail = string_member(problem, "detail");
     if (!detail.empty())
-        out += ": " + server_text(detail);
+        out += ": " + server_text(detail, 1000);  // step-ca's holds its webhook's whole message
     if (problem.contains("subproblems") && problem["subproblems"].is_array()) {
         int n = 0;
         for (const auto& sub : problem["subproblems"]) {
             if (++n > 10)
                 break;
-            out += "; " + server_text(string_member(sub, "type"));
             const std::string sub_detail = string_member(sub, "detail");
+            // step-ca puts a webhook's refusal into the detail, "MESSAGE
+            // (CODE)", and again as a subproblem: say it once.
+            if (!sub_detail.empty() && !sub.contains("identifier") && detail.find(sub_detail) != std::string::npos)
+                continue;
+            out += "; " + server_text(string_member(sub, "type"));
             if (!sub_detail.empty())
                 out += ": " + server_text(sub_detail);
             if (sub.contains("identifier"))
@@ -77,6 +84,23 @@ std::string problem_text(const std::string& body) {
         }
     }
     return out;
+}
+
+std::string refusal_advice(const std::string& what, const std::string& problem_type, const std::string& text) {
+    // step-ca's go-attestation verifies an RSA AK only; an ECC AK's
+    // attestation gets one of these.
+    if (text.find("only RSA verification keys are supported") != std::string::npos ||
+        (text.find("invalid alg") != std::string::npos && text.find("attestation statement") != std::string::npos))
+        return " (step-ca verifies only an RSA AK: enrol the TPM's RSA AK with 'tpmkey attest enroll --ak rsa', then "
+               "the CA's steps, and give its certificate as --ak-cert)";
+    // step-ca answers serverInternal when its authorizing webhook could not
+    // be asked (down, unreachable, a TLS failure, another secret): the
+    // reason is only in its log.
+    if (problem_type == "urn:ietf:params:acme:error:serverInternal" && what.find("finalize") != std::string::npos)
+        return " (step-ca's log says why; most likely step-ca could not ask its ACME provisioner's authorizing "
+               "webhook: check that tpmkey-ca webhook runs at the URL step-ca has for it, with step-ca's secret, and "
+               "read its standard error)";
+    return "";
 }
 
 Bytes certificate_request(const PublicKey& key, const JwsSigner& signer, const std::string& common_name) {
@@ -198,18 +222,33 @@ HttpResponse AcmeClient::send(const std::string& url, const std::string* jws) {
 
 void AcmeClient::refused(const std::string& what, const HttpResponse& response) const {
     const nlohmann::json problem = parse_json(response.body);
-    throw AcmeError(server_ + " refused " + what + " (HTTP " + std::to_string(response.status) +
-                        "): " + problem_text(response.body),
-                    string_member(problem, "type"));
+    const std::string type = string_member(problem, "type");
+    const std::string text = problem_text(response.body);
+    throw AcmeError(server_ + " refused " + what + " (HTTP " + std::to_string(response.status) + "): " + text +
+                        refusal_advice(what, type, text),
+                    type);
 }
 
 void AcmeClient::read_directory() {
     const HttpResponse r = send(directory_url_, nullptr);
+    // A URL without the directory's path (the CA's address, or the
+    // provisioner's path alone) gets a 404 or some other answer: say which
+    // URL is meant.
+    const std::string expected =
+        "; give the ACME provisioner's directory URL, for step-ca " + std::string(step_ca_directory_form);
+    if (r.status == 404)
+        throw AcmeError(server_ + " has no ACME directory at " + directory_url_ +
+                            " (HTTP 404: " + problem_text(r.body) + ")" + expected,
+                        string_member(parse_json(r.body), "type"));
     if (r.status != 200)
         refused("the directory " + directory_url_, r);
     directory_ = parse_answer(r.body, directory_url_);
     if (!directory_.is_object())
-        throw Error(directory_url_ + ": not an ACME directory (no JSON object)");
+        throw Error(directory_url_ + ": not an ACME directory (no JSON object)" + expected);
+    for (const char* member : {"newNonce", "newAccount", "newOrder"})
+        if (string_member(directory_, member).empty())
+            throw Error(directory_url_ + ": not an ACME directory (no URL \"" + std::string(member) + "\" in it)" +
+                        expected);
     for (const char* member : {"newNonce", "newAccount", "newOrder"})
         url_in(directory_, member, directory_url_ + " (the ACME directory)");
 }
@@ -333,8 +372,10 @@ std::string AcmeClient::device_attest(const DeviceAttestOrder& order) {
         if (status != "valid") {
             const std::string problem =
                 decided.contains("error") ? problem_text(decided["error"].dump()) : "no reason given";
-            throw AcmeError(server_ + " refused the attestation (challenge " + server_text(status) + "): " + problem,
-                            decided.contains("error") ? string_member(decided["error"], "type") : "");
+            const std::string type = decided.contains("error") ? string_member(decided["error"], "type") : "";
+            throw AcmeError(server_ + " refused the attestation (challenge " + server_text(status) + "): " + problem +
+                                refusal_advice("the challenge", type, problem),
+                            type);
         }
     }
 

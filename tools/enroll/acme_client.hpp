@@ -39,10 +39,20 @@ private:
 // characters. Any other Replay-Nonce is treated as absent.
 bool is_nonce(std::string_view text);
 
-// "TYPE: DETAIL" of a problem document, then "; TYPE: DETAIL (identifier)"
-// for each subproblem; for a body that is no problem document, its first
-// 200 printable characters.
+// "TYPE: DETAIL" of a problem document (DETAIL at most 1000 characters),
+// then "; TYPE: DETAIL (identifier)" for each subproblem but one without
+// identifier that only repeats DETAIL's words (step-ca's webhook refusal);
+// for a body that is no problem document, its first 200 printable
+// characters, without a final newline.
 std::string problem_text(const std::string& body);
+
+// What to do about a refusal whose usual cause is known (step-ca's), as
+// " (...)" to append to its message, else "". `what` is what was refused
+// ("the certificate request (finalize)", ...), `text` problem_text's.
+std::string refusal_advice(const std::string& what, const std::string& problem_type, const std::string& text);
+
+// How step-ca names an ACME provisioner's directory, for messages.
+inline constexpr const char* step_ca_directory_form = "https://HOST[:PORT]/acme/PROVISIONER/directory";
 
 // A PKCS#10 request (DER) for `key`, signed with `signer` (the key itself,
 // inside the TPM: ES256/384/512 or RS256), checked with OpenSSL before it

@@ -216,8 +216,17 @@ SshCertificate ssh_certificate_from_answer(const HttpResponse& response, const s
         const std::string message = answer.is_object() && answer.contains("message") && answer["message"].is_string()
                                         ? server_text(answer["message"].get<std::string>())
                                         : std::string("no reason given");
+        // step-ca answers 403 with the same words when the X5C provisioner's
+        // authorizing webhook refused and when it could not be asked (down,
+        // unreachable, another secret); its reason is only in the logs.
+        const std::string advice =
+            response.status == 403 || response.status == 500
+                ? " (step-ca's log says why; most likely its X5C provisioner's authorizing webhook, tpmkey-ca webhook, "
+                  "refused (its standard error says why) or could not be asked: check that it runs at the URL "
+                  "step-ca has for it, with step-ca's secret)"
+                : " (step-ca's log says why)";
         throw Error("step-ca refused the SSH certificate (HTTP " + std::to_string(response.status) + "): " + message +
-                    " (step-ca's log says why)");
+                    advice);
     }
     if (!answer.is_object() || !answer.contains("crt") || !answer["crt"].is_string())
         throw Error(url + ": the answer has no certificate (\"crt\")");

@@ -39,7 +39,8 @@ constexpr CommandSpec enroll_spec{"enroll",
                                   "signs the certificate request inside the TPM, and the certificate chain\n"
                                   "(PEM) is written beside the key: KEY without .tpm, plus .crt.\n"
                                   "\n"
-                                  "  --acme URL           the ACME provisioner's directory URL (https only)\n"
+                                  "  --acme URL           the ACME provisioner's directory URL (https only;\n"
+                                  "                        step-ca: https://HOST[:PORT]/acme/PROVISIONER/directory)\n"
                                   "  --ca-root ROOT.crt    the CA's root certificate: the only one trusted\n"
                                   "                        for the connection\n"
                                   "  --ak-cert AK.crt      this TPM's AK certificate from tpmkey-ca (RSA AK:\n"
@@ -109,6 +110,34 @@ std::string order_identifier(const Bytes& ak_certificate, const std::string& fil
     return *id;
 }
 
+// The CA's address alone, or step-ca's provisioner path without
+// /directory, is no directory: say so before anything is sent (the
+// server's 404 would say less). Other paths are the server's to judge.
+void check_directory_url(const std::string& url) {
+    const std::size_t host = std::string_view("https://").size();
+    const std::size_t slash = url.find('/', host);
+    std::string path = slash == std::string::npos ? "" : url.substr(slash);
+    while (path.ends_with('/'))
+        path.pop_back();
+    const bool provisioner_only =
+        path.starts_with("/acme/") && path.size() > 6 && path.find('/', 6) == std::string::npos;
+    if (path.empty() || provisioner_only)
+        throw UsageError("tpmkey enroll: --acme " + printable(url) + " is not an ACME directory URL; step-ca's is " +
+                             enroll::step_ca_directory_form + (provisioner_only ? " (add /directory)" : ""),
+                         enroll_spec.usage);
+}
+
+// step-ca verifies the attestation of an RSA AK only (go-attestation):
+// an ECC AK's certificate is refused here, before the TPM and the CA.
+void check_rsa_ak(const Bytes& ak_certificate, const std::string& file) {
+    const std::vector<X509Cert> certs = certificates_in(ak_certificate);
+    const EVP_PKEY* key = certs.empty() ? nullptr : X509_get0_pubkey(certs.front().get());
+    if (key && EVP_PKEY_get_base_id(key) != EVP_PKEY_RSA)
+        throw Error(file +
+                    ": the certificate of an ECC AK; step-ca verifies the attestation of an RSA AK only: enrol the "
+                    "TPM's RSA AK ('tpmkey attest enroll --ak rsa', then the CA's steps) and give its certificate");
+}
+
 int cmd_enroll(const Parsed& p) {
     const std::filesystem::path path = p.positional[0];
     if (!p.has_value("--acme") || !p.has_value("--ca-root") || !p.has_value("--ak-cert"))
@@ -117,6 +146,7 @@ int cmd_enroll(const Parsed& p) {
     const std::string directory = p.value("--acme");
     if (directory.rfind("https://", 0) != 0)
         throw UsageError("tpmkey enroll: --acme must be an https URL", enroll_spec.usage);
+    check_directory_url(directory);
     const std::filesystem::path output = certificate_file(path);
     // Checked again when written: here so that a place the chain cannot go
     // fails before the PIN, the TPM and the CA.
@@ -142,6 +172,7 @@ int cmd_enroll(const Parsed& p) {
     const std::string ak_file = p.value("--ak-cert");
     const std::vector<Bytes> x5c = read_ak_certificates(ak_file);
     const std::string identifier = order_identifier(x5c.front(), ak_file);
+    check_rsa_ak(x5c.front(), ak_file);
     enroll::HttpClient http(p.value("--ca-root"));
     Secret pin;
     if (p.has_value("--pin-file"))

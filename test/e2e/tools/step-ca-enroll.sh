@@ -174,18 +174,47 @@ expect_eq "$(lockout_counter)" "$((before + 1))" "the TPM's lockout counter afte
 expect_clean_tpm "after a wrong PIN"
 ok "a wrong PIN: refused by the TPM (counted once), nothing written"
 
-# 2c. The ECC AK's certificate: step-ca refuses it (its go-attestation
-# verifies RSA AKs only), as troubleshooting.md says; its advice (the RSA
-# AK) is what step 1 did.
+# 2c. The ECC AK's certificate: step-ca would refuse its attestation (its
+# go-attestation verifies RSA AKs only: "only RSA verification keys are
+# supported"), so tpmkey enroll refuses it first, naming the RSA AK, with
+# nothing sent.
 enrol_ak "$ca" laptop-ecc "$TPMKEY_TCTI" "$TPMKEY_SWTPM_DIR/ek-ca"
+lines=$(wc -l <"$STEPCA_LOG")
 AK_CERT=$w/laptop-ecc.ak.crt enroll id_ecdsa
 expect_rc 1 "the ECC AK"
-expect_err "tpmkey: the CA refused the attestation (challenge invalid): urn:ietf:params:acme:error:badAttestationStatement: " "the ECC AK"
-expect_err "only RSA verification keys are supported" "the ECC AK"
-grep -q "only RSA verification keys are supported" "$STEPCA_LOG" ||
-    { show "$STEPCA_LOG"; fail "step-ca's log does not say why it refused the ECC AK"; }
-[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for the ECC AK's attestation"
-ok "the ECC AK's attestation: step-ca refuses it (only RSA verification keys are supported)"
+expect_err "tpmkey: $w/laptop-ecc.ak.crt: the certificate of an ECC AK; step-ca verifies the attestation of an RSA AK only: enrol the TPM's RSA AK ('tpmkey attest enroll --ak rsa', then the CA's steps) and give its certificate" \
+    "the ECC AK"
+expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log lines after the ECC AK (nothing sent)"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for the ECC AK"
+ok "the ECC AK's certificate: refused before the CA, naming 'tpmkey attest enroll --ak rsa'"
+
+# 2d. A base URL without step-ca's /acme/PROVISIONER/directory: the CA's
+# address, the provisioner's path alone (exit 2, nothing sent), and a path
+# step-ca has no directory at (its 404, said with the form expected).
+form="https://HOST[:PORT]/acme/PROVISIONER/directory"
+enroll_at() { # URL: tpmkey enroll of id_ecdsa with --acme URL
+    run "$TPMKEY_TOOL" enroll --acme "$1" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.ak.crt" --pin-file "$pin" \
+        "$w/id_ecdsa.tpm"
+}
+lines=$(wc -l <"$STEPCA_LOG")
+enroll_at "$STEPCA_URL"
+expect_rc 2 "the CA's address as --acme"
+expect_err "tpmkey enroll: --acme $STEPCA_URL is not an ACME directory URL; step-ca's is $form" "the CA's address as --acme"
+enroll_at "$STEPCA_URL/acme/tpm/"
+expect_rc 2 "the provisioner's path as --acme"
+expect_err "tpmkey enroll: --acme $STEPCA_URL/acme/tpm/ is not an ACME directory URL; step-ca's is $form (add /directory)" \
+    "the provisioner's path as --acme"
+expect_eq "$(wc -l <"$STEPCA_LOG")" "$lines" "step-ca's log lines after --acme without a directory (nothing sent)"
+enroll_at "$STEPCA_URL/acme/tpm/dir"
+expect_rc 1 "a URL with no directory"
+expect_err "tpmkey: the CA has no ACME directory at $STEPCA_URL/acme/tpm/dir (HTTP 404: 404 page not found); give the ACME provisioner's directory URL, for step-ca $form" \
+    "a URL with no directory"
+enroll_at "$STEPCA_URL/health"
+expect_rc 1 "a URL that is not a directory"
+expect_err "tpmkey: $STEPCA_URL/health: not an ACME directory (no URL \"newNonce\" in it); give the ACME provisioner's directory URL, for step-ca $form" \
+    "a URL that is not a directory"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for a wrong --acme"
+ok "--acme without /acme/PROVISIONER/directory: each says so, with the form expected"
 
 # 3. A key in a file: refused by tpmkey, nothing sent.
 ssh-keygen -q -t ecdsa -N '' -f "$w/id_file" -C file

@@ -550,3 +550,30 @@ grep -q "Webhook server responded with 401" "$STEPCA_LOG" ||
     { show "$STEPCA_LOG"; fail "step-ca's log does not say the webhook answered 401"; }
 ok "step-ca's request signed with another secret: refused (401), no certificate; step-ca's log: Webhook server responded with 401"
 kill "$webhook_pid"
+wait "$webhook_pid" 2>/dev/null || true
+
+# 9. Messages that say what to do (issue 36). The webhook down: step-ca
+# cannot ask it and answers the client with no reason (ACME: serverInternal;
+# SSH: 403); tpmkey points to step-ca's log and to tpmkey-ca webhook.
+enroll
+expect_rc 1 "the webhook down"
+expect_err "tpmkey: the CA refused the certificate request (finalize) (HTTP 500): urn:ietf:params:acme:error:serverInternal: The server experienced an internal error (step-ca's log says why; most likely step-ca could not ask its ACME provisioner's authorizing webhook: check that tpmkey-ca webhook runs at the URL step-ca has for it, with step-ca's secret, and read its standard error)" \
+    "the webhook down"
+ssh_cert id_rsa alice
+expect_rc 1 "ssh-cert, the webhook down"
+expect_err "(step-ca's log says why; most likely its X5C provisioner's authorizing webhook, tpmkey-ca webhook, refused (its standard error says why) or could not be asked: check that it runs at the URL step-ca has for it, with step-ca's secret)" \
+    "ssh-cert, the webhook down"
+[ ! -e "$w/id_ecdsa.crt" ] && [ ! -e "$w/id_rsa-cert.pub" ] || fail "a certificate was written with the webhook down"
+ok "the webhook down: tpmkey enroll and ssh-cert point to step-ca's log and tpmkey-ca webhook"
+# The webhook up again: its refusal of the revoked TPM is printed once,
+# not again as step-ca's subproblem.
+"$TPMKEY_CA" webhook --ca "$ca" --listen "127.0.0.1:$wport" --tls-cert "$wh/server.crt" --tls-key "$wh/server.key" \
+    --secret-file "$wh/secret" --x5c-secret-file "$wh/x5c-secret" >"$wh/server.out" 2>"$wh/server.err" &
+webhook_pid=$!
+on_exit "kill $webhook_pid 2>/dev/null || true"
+for _ in $(seq 50); do grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" && break; sleep 0.1; done
+enroll
+expect_rc 1 "a revoked TPM, the webhook up"
+expect_eq "$(grep -o "tpmkey-ca revoked the AK of this TPM" "$ERR" | wc -l)" 1 "the webhook's refusal in tpmkey's message"
+ok "the webhook's refusal said once: $(cut -c1-160 "$ERR")..."
+kill "$webhook_pid"
