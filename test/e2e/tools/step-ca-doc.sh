@@ -13,7 +13,8 @@
 # the server's trust and KRL, a login. Then the lost laptop: revoked on the
 # CA, its SSH certificate in the KRL: the login, tpmkey ssh-cert and
 # tpmkey enroll are refused (the webhook's and sshd's logs say why); the
-# TPM reinstated.
+# TPM reinstated. STEPCA_DOC=FILE runs another copy of the page (to show the
+# test fails on a page that does not work).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
