@@ -166,8 +166,10 @@ next step-ca-keys && must_block step-ca-keys
 next ca-json && must_block ca-json
 python3 -m json.tool "$T/srv/step-ca/ca.json" >/dev/null || { show "$T/srv/step-ca/ca.json"; fail "ca.json is not JSON"; }
 next step-ca-start && background step-ca-start "Serving HTTPS on 127.0.0.1:$cport"
-grep -q 'Migrated JWK provisioner "admin" with admin permissions' "$T/step-ca-start.log" ||
-    { show "$T/step-ca-start.log"; fail "step-ca did not migrate the admin provisioner"; }
+for migrated in 'Migrated ACME provisioner "tpm"' 'Migrated X5C provisioner "x5c"' \
+    'Migrated JWK provisioner "admin" with admin permissions'; do   # as the page says
+    grep -qF "$migrated" "$T/step-ca-start.log" || { show "$T/step-ca-start.log"; fail "step-ca's log has no '$migrated'"; }
+done
 ok "step-ca started with --password-file on 127.0.0.1:$cport, its provisioners migrated"
 next webhook-tls && must_block webhook-tls
 next add-webhooks && must_block add-webhooks
