@@ -13,7 +13,8 @@
 # the server's trust and KRL, a login. Then the lost laptop: revoked on the
 # CA, its SSH certificate in the KRL: the login, tpmkey ssh-cert and
 # tpmkey enroll are refused (the webhook's and sshd's logs say why); the
-# TPM reinstated. STEPCA_DOC=FILE runs another copy of the page (to show the
+# TPM reinstated and enrolled again (section 1's blocks): certificates
+# again. STEPCA_DOC=FILE runs another copy of the page (to show that the
 # test fails on a page that does not work).
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
@@ -240,5 +241,11 @@ grep -q "tpmkey-ca webhook: acme: refused" "$T/webhook-start.log" ||
 ok "section 5: after the revocation and the KRL: login refused (sshd: revoked), ssh-cert refused ($(grep -m1 'tpmkey:' "$T/laptop-ssh-cert.out" | tr -d '\r' | head -c 150)), enroll refused ($(grep -m1 'tpmkey:' "$T/laptop-enroll.out" | tr -d '\r' | head -c 150))"
 next reinstate && must_block reinstate
 grep '"command": "reinstate"' "$T/srv/tpmkey-ca/audit.log" >/dev/null || fail "reinstate is not in the audit log"
+# "then enrol it as in section 1": its blocks again, and the laptop's.
+must_block enrol-ak
+must_block laptop-enroll
+must_block laptop-ssh-cert
+[ "$(grep -c "tpmkey-ca webhook: x5c: allowed" "$T/webhook-start.log")" = 2 ] ||
+    { show "$T/webhook-start.log"; fail "the reinstated laptop's SSH certificate was not allowed"; }
 [ -z "$order" ] || fail "docs/step-ca.md has blocks the test did not run: $order"
-ok "the TPM reinstated (audit log); every block of docs/step-ca.md ran"
+ok "the TPM reinstated (audit log), enrolled again as section 1 says: KEY.crt and an SSH certificate; every block of docs/step-ca.md ran"
