@@ -28,10 +28,11 @@
 #                           STEPCA_PID; stopped at exit. Its files are in
 #                           $TEST_DIR/NAME (default step-ca); a second
 #                           stepca_start stops the first.
-#                           With STEPCA_RECIPE=1 the two provisioners are
-#                           those docs/step-ca.md gives, as written (its
-#                           blocks marked "<!-- step-ca.md: NAME -->"; the
-#                           roots filled in).
+#                           With STEPCA_RECIPE=1 the ACME and X5C
+#                           provisioners are those of the ca.json that
+#                           docs/step-ca.md writes, as written (its block
+#                           marked "<!-- step-ca.md: ca-json -->"; the roots
+#                           filled in).
 #   stepca_stop
 #   stepca_sshd [LINE...]   (needs test/lib/sshd.sh sourced) a stock sshd
 #                           (sshd_start, LINEs added to its sshd_config)
@@ -97,14 +98,17 @@ acme = {
 x5c = {"type": "X5C", "name": x5c_name, "roots": b64(d + "/pki/root.crt"), "claims": {"enableSSHCA": True}}
 if recipe:
     doc = open(recipe).read()
-    def block(name):
-        m = re.search(r"<!-- step-ca\.md: " + name + r" -->\n```[a-z]*\n(.*?)```\n", doc, re.S)
-        if not m:
-            sys.exit(recipe + ": no block " + name)
-        return m.group(1)
-    acme = json.loads(block("acme-provisioner"))
+    # The page writes ca.json with a shell heredoc (block "ca-json"): its
+    # provisioners, the shell's $(...) and $kid, ${jwk:1} (the admin JWK)
+    # blanked.
+    m = re.search(r"<!-- step-ca\.md: ca-json -->\n```[a-z]*\n.*?<<EOF\n(.*?)\nEOF\n```\n", doc, re.S)
+    if not m:
+        sys.exit(recipe + ": no block ca-json with a heredoc")
+    text = re.sub(r'"\$\([^)]*\)"', '""', m.group(1)).replace('"$kid"', '""').replace("${jwk:1}", '"x": ""}')
+    provs = json.loads(text)["authority"]["provisioners"]
+    acme = next(p for p in provs if p["type"] == "ACME")
     acme["attestationRoots"] = b64(roots)
-    x5c = json.loads(block("x5c-provisioner"))
+    x5c = next(p for p in provs if p["type"] == "X5C")
     x5c["roots"] = b64(d + "/pki/root.crt")
     if acme["name"] != "tpm" or x5c["name"] != x5c_name:
         sys.exit(recipe + ": the provisioners are not named tpm and " + x5c_name)
