@@ -374,7 +374,7 @@ public:
     RefusalLog(const RefusalLog&) = delete;
     RefusalLog& operator=(const RefusalLog&) = delete;
 
-    void refused(const std::string& kind, AuditEntry entry) {
+    void refused(const std::string& kind, const std::string& peer, const AuditEntry& entry) {
         const std::time_t now = std::time(nullptr);
         Window& window = windows_[kind];
         if (now - window.start >= 60) {
@@ -384,7 +384,7 @@ public:
         if (window.lines < lines_per_minute) {
             ++window.lines;
             log_.refused(entry);
-            std::cerr << "tpmkey-ca webhook: " << entry.input << ": " << entry.reason << "\n";
+            std::cerr << "tpmkey-ca webhook: " << peer << ": " << entry.reason << "\n";
         } else {
             ++window.more;
         }
@@ -418,7 +418,7 @@ HttpResponse answer(const CaDirectory& ca, const Secrets& secrets, const std::st
     AuditEntry entry{.command = "webhook", .input = "request from " + request.peer};
     const auto refuse = [&](int status, const std::string& kind, const std::string& why) {
         entry.reason = "refused a request: " + why;
-        refusals.refused(kind, entry);
+        refusals.refused(kind, request.peer, entry);
         return HttpResponse{status, R"({"allow":false})"};
     };
     if (request.refusal_status != 0)
