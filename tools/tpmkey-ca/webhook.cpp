@@ -21,8 +21,8 @@
 #include "ak_records.hpp"
 #include "audit_log.hpp"
 #include "ca.hpp"
-#include "https_server.hpp"
 #include "step_ca_request.hpp"
+#include "webhook_server.hpp"
 
 #include "core/attestation/acme_attestation.hpp"
 
@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,9 +56,12 @@ constexpr CommandSpec webhook_spec{
     "answer step-ca's authorizing webhooks: certificates only for attested, trusted TPM keys",
     "tpmkey-ca webhook [--ca DIR] --listen ADDRESS:PORT --tls-cert FILE --tls-key FILE --secret-file FILE\n"
     "                  [--x5c-secret-file FILE] [--acme-provisioner NAME]",
-    "Serves step-ca's authorizing webhooks over HTTPS on ADDRESS:PORT, one\n"
-    "request at a time, until it is stopped. Each request is told by the\n"
-    "secret that signed it (X-Smallstep-Signature, the HMAC of its body):\n"
+    "Serves step-ca's authorizing webhooks over HTTPS on ADDRESS:PORT until\n"
+    "SIGTERM or SIGINT (it answers the requests in flight, then exits 0).\n"
+    "Idle or slow clients do not hold up others: at most 512 connections,\n"
+    "each dropped when its request is not whole within 10 s. Each request\n"
+    "is told by the secret that signed it (X-Smallstep-Signature, the HMAC\n"
+    "of its body):\n"
     "\n"
     "The ACME provisioner's webhook (--secret-file): for each certificate of\n"
     "a device-attest-01 order, it allows when the TPM the order names (its\n"
@@ -73,14 +77,18 @@ constexpr CommandSpec webhook_spec{
     "for the TPM, while the TPM's AK is valid as above. It refuses every\n"
     "X.509 certificate through the X5C provisioner.\n"
     "\n"
-    "It refuses a request signed by neither secret. Each decision goes to\n"
-    "DIR/audit.log. It prints 'listening on ADDRESS:PORT' when it is ready.\n"
+    "It refuses a request signed by neither secret. Each decision on a signed\n"
+    "request goes to DIR/audit.log; so do requests refused before a decision\n"
+    "(no valid signature, not a POST, a body over 64 KiB or not JSON), at\n"
+    "most 10 lines a minute for each of these reasons, then one line with how\n"
+    "many more. It prints 'listening on ADDRESS:PORT' when it is ready.\n"
     "\n"
     "  --ca DIR           the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  --listen ADDR:PORT where to listen: 127.0.0.1:8443, [::1]:8443 (port 0:\n"
     "                     any free one)\n"
     "  --tls-cert FILE    the server's certificate chain (PEM), one that step-ca\n"
-    "                     trusts (its system roots: SSL_CERT_FILE, SSL_CERT_DIR)\n"
+    "                     trusts: issued under step-ca's own root (it trusts its\n"
+    "                     roots and intermediates), or under its system roots\n"
     "  --tls-key FILE     its private key (PEM)\n"
     "  --secret-file FILE the ACME provisioner's webhook secret as step-ca gives\n"
     "                     it (base64), in a file of yours that others may not read\n"
@@ -345,28 +353,88 @@ struct Secrets {
     std::optional<Secret> x5c;
 };
 
+// Requests refused before any decision (not signed by step-ca, not a POST,
+// too large, not JSON) are audited, but at most `lines_per_minute` lines a
+// minute for each kind: then one line says how many more there were, so
+// that anyone who can reach the port cannot grow audit.log without bound.
+// Decisions on signed requests are always logged. Used from the server's
+// one thread only.
+class RefusalLog {
+public:
+    static constexpr unsigned lines_per_minute = 10;
+
+    explicit RefusalLog(AuditLog& log) : log_(log) {}
+    ~RefusalLog() {
+        try {
+            for (auto& [kind, window] : windows_)
+                summarize(window);
+        } catch (const std::exception& e) {
+            std::cerr << "tpmkey-ca webhook: " << e.what() << "\n";
+        }
+    }
+    RefusalLog(const RefusalLog&) = delete;
+    RefusalLog& operator=(const RefusalLog&) = delete;
+
+    void refused(const std::string& kind, const std::string& peer, const AuditEntry& entry) {
+        const std::time_t now = std::time(nullptr);
+        Window& window = windows_[kind];
+        if (now - window.start >= 60) {
+            summarize(window);
+            window = {now, 0, 0, entry.reason};
+        }
+        if (window.lines < lines_per_minute) {
+            ++window.lines;
+            log_.refused(entry);
+            std::cerr << "tpmkey-ca webhook: " << peer << ": " << entry.reason << "\n";
+        } else {
+            ++window.more;
+        }
+    }
+
+private:
+    struct Window {
+        std::time_t start = 0;
+        unsigned lines = 0, more = 0;
+        std::string reason;
+    };
+    void summarize(Window& window) {
+        if (window.more == 0)
+            return;
+        AuditEntry summary{.command = "webhook",
+                           .input = "requests since " + utc_text(window.start),
+                           .reason = std::to_string(window.more) +
+                                     " more refused requests like this (not logged "
+                                     "one by one: at most " +
+                                     std::to_string(lines_per_minute) + " a minute): " + window.reason};
+        window.more = 0;
+        log_.refused(summary);
+        std::cerr << "tpmkey-ca webhook: " << summary.reason << "\n";
+    }
+    AuditLog& log_;
+    std::map<std::string, Window> windows_;
+};
+
 HttpResponse answer(const CaDirectory& ca, const Secrets& secrets, const std::string& acme_provisioner, AuditLog& log,
-                    const HttpRequest& request) {
-    if (request.method != "POST")
-        return {405, R"({"allow":false})"};
+                    RefusalLog& refusals, const HttpRequest& request) {
     AuditEntry entry{.command = "webhook", .input = "request from " + request.peer};
+    const auto refuse = [&](int status, const std::string& kind, const std::string& why) {
+        entry.reason = "refused a request: " + why;
+        refusals.refused(kind, request.peer, entry);
+        return HttpResponse{status, R"({"allow":false})"};
+    };
+    if (request.refusal_status != 0)
+        return refuse(request.refusal_status, "status " + std::to_string(request.refusal_status), request.refusal);
+    if (request.method != "POST")
+        return refuse(405, "method", "its method is " + request.method + ", not POST (not a step-ca webhook request)");
     const bool from_acme = signature_matches(secrets.acme, request);
     const bool from_x5c = !from_acme && secrets.x5c && signature_matches(*secrets.x5c, request);
-    if (!from_acme && !from_x5c) {
-        entry.reason = "refused a request: its X-Smallstep-Signature is missing or is not the HMAC-SHA256 of its "
-                       "body with the secret of --secret-file or --x5c-secret-file (not from step-ca, or step-ca "
-                       "has another secret)";
-        log.refused(entry);
-        std::cerr << "tpmkey-ca webhook: " << request.peer << ": " << entry.reason << "\n";
-        return {401, R"({"allow":false})"};
-    }
+    if (!from_acme && !from_x5c)
+        return refuse(401, "signature",
+                      "its X-Smallstep-Signature is missing or is not the HMAC-SHA256 of its body with the secret "
+                      "of --secret-file or --x5c-secret-file (not from step-ca, or step-ca has another secret)");
     const nlohmann::json body = nlohmann::json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-    if (!body.is_object()) {
-        entry.reason = "refused a request: its body is not a JSON object (not a step-ca webhook request)";
-        log.refused(entry);
-        std::cerr << "tpmkey-ca webhook: " << request.peer << ": " << entry.reason << "\n";
-        return {400, R"({"allow":false})"};
-    }
+    if (!body.is_object())
+        return refuse(400, "json", "its body is not a JSON object (not a step-ca webhook request)");
     Decision decision;
     const auto attestation = body.find("attestationData");
     if (from_x5c) {
@@ -424,11 +492,15 @@ int cmd_webhook(const Parsed& p) {
                         "gave that provisioner's webhook (they tell the two provisioners' requests apart)");
     }
     AuditLog log(audit_log_file(ca));
+    RefusalLog refusals(log);
     // A client that goes away mid-answer must not end the server.
     ::signal(SIGPIPE, SIG_IGN);
-    HttpsServer server(p.value("--listen"), p.value("--tls-cert"), p.value("--tls-key"));
-    std::cout << "listening on " << server.address() << std::endl;
-    server.serve([&](const HttpRequest& request) { return answer(ca, secrets, acme_provisioner, log, request); });
+    serve_https(
+        p.value("--listen"), p.value("--tls-cert"), p.value("--tls-key"), HttpsLimits{},
+        [](const std::string& address) { std::cout << "listening on " << address << std::endl; },
+        [&](const HttpRequest& request) { return answer(ca, secrets, acme_provisioner, log, refusals, request); });
+    std::cerr << "tpmkey-ca webhook: stopped\n";
+    return 0;
 }
 
 }  // namespace

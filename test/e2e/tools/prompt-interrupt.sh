@@ -17,10 +17,11 @@ at_prompt=$(dirname "$(readlink -f "$0")")/at-prompt.py
 W=$TEST_DIR/work
 mkdir -m 0700 "$W"
 
-# An AK certificate of this TPM's AK (tpmkey's AK template), with a
+# An AK certificate of this TPM's RSA AK (tpmkey's AK template; step-ca
+# verifies only RSA AKs, and enroll refuses an ECC one up front), with a
 # permanent identifier as tpmkey-ca writes it, under a throwaway CA: what
 # enroll and attest read before the PIN (their first TPM object).
-tpm2_createprimary -Q -C e -g sha256 -G ecc256:ecdsa-sha256:null \
+tpm2_createprimary -Q -C e -g sha256 -G rsa2048:rsassa-sha256:null \
     -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|restricted|sign' -c "$W/ak.ctx" &&
     tpm2_readpublic -Q -c "$W/ak.ctx" -f pem -o "$W/ak.pem" || fail "tpm2_createprimary of the AK"
 tpm2_flushcontext -t
@@ -54,7 +55,7 @@ pcap_stop
 commands=$(pcap_commands attest)
 expect_eq "$(grep -o CreatePrimary <<<"$commands" | wc -l)" 1 "TPM2_CreatePrimary in tpmkey attest ($commands)"
 pcap_start enroll
-run "$TPMKEY_TOOL" enroll "$W/k.tpm" --acme https://127.0.0.1:1/acme/directory --ca-root "$W/ca.crt" \
+run "$TPMKEY_TOOL" enroll "$W/k.tpm" --acme https://127.0.0.1:1/acme/tpm/directory --ca-root "$W/ca.crt" \
     --ak-cert "$W/ak.crt" --pin-file "$(pin_file 1234)"
 pcap_stop
 expect_rc 1 "enroll with no CA listening"
@@ -83,7 +84,7 @@ at_prompt() {
 }
 
 at_prompt "tpmkey enroll" "Enter the PIN of k:" ctrl-c \
-    "$TPMKEY_TOOL" enroll "$W/k.tpm" --acme https://127.0.0.1:1/acme/directory --ca-root "$W/ca.crt" \
+    "$TPMKEY_TOOL" enroll "$W/k.tpm" --acme https://127.0.0.1:1/acme/tpm/directory --ca-root "$W/ca.crt" \
     --ak-cert "$W/ak.crt"
 at_prompt "tpmkey attest" "Enter the PIN of k:" ctrl-c \
     "$TPMKEY_TOOL" attest "$W/k.tpm" --ak-cert "$W/ak.crt" --challenge "$W/nonce" -o "$W/k2.att"
@@ -98,7 +99,7 @@ cp "$W/r.tpm" "$W/r.before"
 at_prompt "tpmkey passwd" "Enter the current PIN of r:" ctrl-c "$TPMKEY_TOOL" passwd "$W/r.tpm"
 cmp -s "$W/r.tpm" "$W/r.before" || fail "passwd changed the key file after Ctrl-C"
 at_prompt "tpmkey enroll, parent re-created" "Enter the PIN of r:" ctrl-c \
-    "$TPMKEY_TOOL" enroll "$W/r.tpm" --acme https://127.0.0.1:1/acme/directory --ca-root "$W/ca.crt" \
+    "$TPMKEY_TOOL" enroll "$W/r.tpm" --acme https://127.0.0.1:1/acme/tpm/directory --ca-root "$W/ca.crt" \
     --ak-cert "$W/ak.crt"
 at_prompt "tpmkey-keygen" "Enter PIN for the new key" ctrl-c "$TPMKEY_KEYGEN" -f "$W/new.tpm" --no-persist-srk
 [ ! -e "$W/new.tpm" ] && [ ! -e "$W/new.pub" ] || fail "keygen wrote files after Ctrl-C"
