@@ -43,7 +43,7 @@ openssl rand 32 >"$W/nonce"
 
 # A PIN key under 0x40000001; keygen persists the standard SRK at 0x81000001.
 keygen "$W/k.tpm" ecdsa 256 1234
-tpm2_getcap handles-persistent | grep -q 0x81000001 || fail "keygen did not persist the SRK"
+expect_in "$(tpm2_getcap handles-persistent)" 0x81000001 "keygen persisted the SRK"
 expect_in "$(cat "$XDG_CONFIG_HOME/tpmkey/known_parents")" "^0x81000001 " "0x81000001 pinned"
 expect_clean_tpm "after keygen"
 

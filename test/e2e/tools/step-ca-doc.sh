@@ -195,7 +195,7 @@ grep -q "tpmkey-ca webhook: acme: allowed" "$T/webhook-start.log" ||
 next laptop-ssh-cert && must_block laptop-ssh-cert
 grep -q "tpmkey-ca webhook: x5c: allowed" "$T/webhook-start.log" ||
     { show "$T/webhook-start.log"; fail "the X5C webhook was not asked"; }
-ssh-keygen -L -f "$T/home/.ssh/id_tpm-cert.pub" | grep -qF "Key ID: \"$ek\"" ||
+grep -qF "Key ID: \"$ek\"" <<<"$(ssh-keygen -L -f "$T/home/.ssh/id_tpm-cert.pub")" ||
     fail "the SSH certificate's key ID is not $ek: $(ssh-keygen -L -f "$T/home/.ssh/id_tpm-cert.pub")"
 ok "the laptop: KEY.crt for $ek, an SSH certificate with that key ID (both webhooks allowed)"
 
