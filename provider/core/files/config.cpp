@@ -133,30 +133,34 @@ void check_config_file(const std::filesystem::path& file, const FileRead& read) 
     check_not_replaceable(file, judged, "config file", "the settings");
 }
 
+// The label of a key file, as the module names its token (module/token.hpp):
+// the file name without .tpm.
+std::string key_label_of(const std::filesystem::path& key_file) { return printable(key_file.stem().string()); }
+
 // The key a word of a confirm, same-pin or pin-from line names, by its
-// label (the file name without .tpm, module/token.hpp): the word as the
-// label ("k0"), the file name ("k0.tpm"), or a path to the file
-// ("~/.ssh/k0.tpm", "/home/me/.ssh/k0.tpm"). Case counts, as in file
-// names: "K0" is not "k0". Empty when no key found matches.
-std::string key_label(std::string_view word, const std::vector<std::filesystem::path>& key_files) {
-    const auto label = [](const std::filesystem::path& p) { return printable(p.stem().string()); };
+// label (`labels[i]` is key_label_of(key_files[i])): the word as the label
+// ("k0"), the file name ("k0.tpm"), or a path to the file ("~/.ssh/k0.tpm",
+// "/home/me/.ssh/k0.tpm"). Case counts, as in file names: "K0" is not "k0".
+// Empty when no key found matches.
+std::string key_label(std::string_view word, const std::vector<std::filesystem::path>& key_files,
+                      const std::vector<std::string>& labels) {
     if (word.find('/') != std::string_view::npos) {
         std::error_code ec;
         const std::filesystem::path named = std::filesystem::weakly_canonical(expand_home(word), ec);
         if (ec)
             return "";
-        for (const auto& p : key_files) {
-            const std::filesystem::path key = std::filesystem::weakly_canonical(p, ec);
+        for (std::size_t i = 0; i < key_files.size(); ++i) {
+            const std::filesystem::path key = std::filesystem::weakly_canonical(key_files[i], ec);
             if (!ec && key == named)
-                return label(p);
+                return labels[i];
         }
         return "";
     }
     // The label as written first: a key file may be named k0.tpm.tpm.
     for (const std::string_view name : {word, word.ends_with(".tpm") ? word.substr(0, word.size() - 4) : word})
-        for (const auto& p : key_files)
-            if (!name.empty() && label(p) == name)
-                return label(p);
+        for (const std::string& label : labels)
+            if (!name.empty() && label == name)
+                return label;
     return "";
 }
 
@@ -170,9 +174,9 @@ void resolve_key_names(Config& config, const std::string& file) {
         return;  // no key at all: said once, elsewhere
     std::vector<std::string> labels;
     for (const auto& p : config.key_files)
-        labels.push_back(printable(p.stem().string()));
+        labels.push_back(key_label_of(p));
     const auto resolve = [&](std::string& name, std::string_view keyword) {
-        const std::string found = key_label(name, config.key_files);
+        const std::string found = key_label(name, config.key_files, labels);
         if (!found.empty()) {
             name = found;
             return;
