@@ -610,18 +610,29 @@ std::vector<std::string> lines_of(const std::filesystem::path& path) {
     return lines;
 }
 
+// A CA directory with its records/ and one recorded AK certificate, as the
+// revoke and verify --ca cases below start from.
+struct CaWithRecordedAk {
+    TempDir tmp;
+    const CaDirectory ca{tmp.path / "ca"};
+    CaKeys keys;
+    X509Cert ek = ek_certificate();
+    AkRecord record;
+    X509Cert ak;
+    CaWithRecordedAk() {
+        init_ca(ca, "unit CA", 30);
+        keys = load_ca(ca);
+        make_private_directory(records_dir(ca));
+        ak = recorded_ak(ca, keys, ek.get(), record);
+    }
+};
+
 }  // namespace
 
 TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and printed as one, the record kept revoked",
           "[tpmkey-ca]") {
-    TempDir tmp;
-    const CaDirectory ca{tmp.path / "ca"};
-    init_ca(ca, "unit CA", 30);
-    const CaKeys keys = load_ca(ca);
-    make_private_directory(records_dir(ca));
-    const X509Cert ek = ek_certificate();
-    AkRecord record;
-    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    CaWithRecordedAk fixture;
+    auto& [tmp, ca, keys, ek, record, ak] = fixture;
     const std::time_t now = std::time(nullptr);
     (void)publish_crl(ca, keys, now, 30);
 
@@ -677,14 +688,8 @@ TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and prin
 
 TEST_CASE("tpmkey-ca verify's CRL check with --ca: an older CRL, an AK its record says is revoked, no CRL at all",
           "[tpmkey-ca]") {
-    TempDir tmp;
-    const CaDirectory ca{tmp.path / "ca"};
-    init_ca(ca, "unit CA", 30);
-    const CaKeys keys = load_ca(ca);
-    make_private_directory(records_dir(ca));
-    const X509Cert ek = ek_certificate();
-    AkRecord record;
-    const X509Cert ak = recorded_ak(ca, keys, ek.get(), record);
+    CaWithRecordedAk fixture;
+    auto& [tmp, ca, keys, ek, record, ak] = fixture;
     const std::string roots = ca.certificate_file().string();
     const std::time_t now = std::time(nullptr);
     const auto number_of = [](const std::filesystem::path& path) {
