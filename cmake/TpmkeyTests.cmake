@@ -109,7 +109,7 @@ function(tpmkey_module_test_program target command_var)
     ${PROJECT_SOURCE_DIR}/test/module/harness.cpp
     ${ARGN})
   # tpmkey-version: only the header with the version the module must report.
-  target_link_libraries(${target} PRIVATE tpmkey-version Catch2::Catch2 OpenSSL::Crypto ${CMAKE_DL_LIBS} Threads::Threads)
+  target_link_libraries(${target} PRIVATE tpmkey-version tpmkey-catch2 OpenSSL::Crypto ${CMAKE_DL_LIBS} Threads::Threads)
   target_include_directories(${target} SYSTEM PRIVATE ${P11KIT_INCLUDE_DIRS})
   target_compile_definitions(${target} PRIVATE TPMKEY_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/swtpm-fixtures")
   tpmkey_harden(${target})
