@@ -43,6 +43,9 @@
 #                           e.g. --ek-cert), stopped at exit: ANOTHER_ENV (its
 #                           environment, a file to source), ANOTHER_DIR (its
 #                           TPMKEY_SWTPM_DIR), ANOTHER_TCTI
+#   pypi_verifiers          PYPI_PYTHON: the python of the venv (TPMKEY_TEST_VENV,
+#                           made by the first test that needs it) with PyPI
+#                           webauthn and fido2
 #   tls_server NAME CERT KEY [ARG...] <<'PY'
 #                           a hostile HTTPS server (the test's Python program on
 #                           stdin: its request handler class H, which reads
@@ -415,4 +418,17 @@ another_swtpm() {
     on_exit "(. '$ANOTHER_ENV' && '$helper' stop) >/dev/null 2>&1 || true"
     ANOTHER_DIR=$(. "$ANOTHER_ENV" && echo "$TPMKEY_SWTPM_DIR")
     ANOTHER_TCTI=$(. "$ANOTHER_ENV" && echo "$TPMKEY_TCTI")
+}
+
+pypi_verifiers() {
+    local venv=${TPMKEY_TEST_VENV:?TPMKEY_TEST_VENV: where the PyPI verifiers go}
+    mkdir -p "$(dirname "$venv")"
+    (
+        flock 9
+        if ! "$venv/bin/python" -c 'import webauthn, fido2' 2>/dev/null; then
+            rm -rf "$venv"
+            python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check webauthn fido2
+        fi
+    ) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn and fido2 (python3-venv, and PyPI reachable?)"
+    PYPI_PYTHON=$venv/bin/python
 }
