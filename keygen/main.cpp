@@ -18,11 +18,11 @@
 #include "core/tpm/tpm_queries.hpp"
 #include "core/trust/known_parents.hpp"
 #include "core/trust/owner_srk.hpp"
-#include "tpmkey_version.hpp"
+#include "options.hpp"
+#include "parent.hpp"
 
 #include <tss2/tss2_tpm2_types.h>
 
-#include <getopt.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -40,52 +40,7 @@
 namespace {
 
 using namespace tpmkey;
-
-constexpr const char* usage_text =
-    "usage: tpmkey-keygen [-q] [-t ecdsa|rsa] [-b bits] [-f keyfile] [-C comment]\n"
-    "                     [-N ''] [--pin-file FILE] [--parent HANDLE] [--no-persist-srk]\n"
-    "                     [--tcti TCTI]\n"
-    "                     [--pcr LIST [--pcr-bank BANK] [--policy-signer FILE]]\n"
-    "\n"
-    "Creates a key inside the TPM. Writes KEYFILE (default ~/.ssh/id_tpm.tpm), which\n"
-    "only this TPM can use, and its public key next to it (id_tpm.pub).\n"
-    "\n"
-    "  -t ecdsa|rsa       key type (default ecdsa)\n"
-    "  -b bits            ecdsa: 256 (default), 384 or 521; rsa: 2048 (default) or 3072\n"
-    "  -f keyfile         where to write the key (.tpm is added unless it is there);\n"
-    "                     the .pub goes next to it\n"
-    "  -C comment         comment of the .pub line (default user@host); the key file\n"
-    "                     keeps no comment, so that every reader of the format\n"
-    "                     (tpm2-openssl, tpm2_print) takes it\n"
-    "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"
-    "  --pin-file FILE    read the PIN from the first line of FILE\n"
-    "  --same-pin-as KEY  the new key gets the PIN of the key file KEY: checked\n"
-    "                     once with the TPM, then recorded in the config file,\n"
-    "                     so that ssh-add -s adds both with one PIN\n"
-    "  --parent HANDLE    0x40000001 (re-created storage key) or a persistent\n"
-    "                     handle such as 0x81000001 (default: 0x81000001 if the TPM\n"
-    "                     has a storage key there, else 0x40000001)\n"
-    "  --no-persist-srk   leave 0x81000001 empty. Without it, a key made under\n"
-    "                     0x40000001 on a TPM with nothing at 0x81000001 and no\n"
-    "                     owner password persists the TCG standard SRK there (as\n"
-    "                     systemd-tpm2-setup does; 'tpmkey setup' for a TPM with\n"
-    "                     an owner password), so that logins need not re-create it\n"
-    "  --tcti TCTI        how to reach the TPM, as tpm2-tools writes it\n"
-    "                     (device:/dev/tpmrm0, tabrmd, swtpm:host=127.0.0.1,port=2321);\n"
-    "                     default: $TPMKEY_TCTI, else the config file's tcti line,\n"
-    "                     else tpm2-tss's default (tpm2-abrmd, /dev/tpmrm0, /dev/tpm0)\n"
-    "  --pcr LIST         bind the key to the current values of these PCRs\n"
-    "                     (e.g. 7, or 0,2,4,7): it signs only while they hold\n"
-    "                     them, i.e. while the machine boots the same way\n"
-    "  --pcr-bank BANK    sha256 (default), sha1, sha384 or sha512\n"
-    "  --policy-signer FILE  bind through a policy signed by the key in FILE\n"
-    "                     (made if missing; default path: ~/.config/tpmkey/\n"
-    "                     policy-signer.pem): after a firmware update,\n"
-    "                     'tpmkey policy sign KEY' re-signs it for the new values\n"
-    "  -q                 quiet\n"
-    "  --version          print the version and exit\n"
-    "\n"
-    "See docs/pcr-bound-keys.md before binding keys to PCRs.\n";
+using namespace tpmkey::keygen;
 
 volatile std::sig_atomic_t interrupted = 0;
 extern "C" void on_signal(int) { interrupted = 1; }
@@ -127,143 +82,6 @@ private:
 void check_interrupted() {
     if (interrupted)
         throw Error("interrupted; nothing was written");
-}
-
-struct Options {
-    KeySpec spec;
-    bool bits_given = false;
-    std::string file;
-    std::optional<std::string> comment;
-    bool no_pin = false;
-    std::string pin_file;
-    std::optional<std::uint32_t> parent;
-    bool persist_srk = true;  // --no-persist-srk: false
-    std::optional<std::string> tcti;
-    bool quiet = false;
-    std::optional<PcrSelection> pcrs;
-    std::optional<std::filesystem::path> policy_signer;
-    std::optional<std::filesystem::path> same_pin_as;
-};
-
-class UsageError : public Error {
-public:
-    using Error::Error;
-};
-
-std::uint32_t parse_handle(const std::string& text) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long value = std::strtoul(text.c_str(), &end, 0);
-    if (text.empty() || *end != '\0' || errno != 0 || value > 0xffffffffUL)
-        throw UsageError("--parent: '" + text + "' is not a handle (e.g. 0x81000001)");
-    const auto handle = static_cast<std::uint32_t>(value);
-    if (handle != owner_hierarchy && (handle >> 24) != TPM2_HT_PERSISTENT)
-        throw UsageError("--parent: use 0x40000001 or a persistent handle (0x81xxxxxx)");
-    return handle;
-}
-
-Options parse_options(int argc, char** argv) {
-    enum {
-        opt_pin_file = 256,
-        opt_parent,
-        opt_tcti,
-        opt_pcr,
-        opt_pcr_bank,
-        opt_policy_signer,
-        opt_help,
-        opt_version,
-        opt_same_pin_as,
-        opt_no_persist_srk
-    };
-    const option long_options[] = {
-        {"pcr", required_argument, nullptr, opt_pcr},
-        {"pcr-bank", required_argument, nullptr, opt_pcr_bank},
-        {"policy-signer", required_argument, nullptr, opt_policy_signer},
-        {"pin-file", required_argument, nullptr, opt_pin_file},
-        {"same-pin-as", required_argument, nullptr, opt_same_pin_as},
-        {"parent", required_argument, nullptr, opt_parent},
-        {"no-persist-srk", no_argument, nullptr, opt_no_persist_srk},
-        {"tcti", required_argument, nullptr, opt_tcti},
-        {"help", no_argument, nullptr, opt_help},
-        {"version", no_argument, nullptr, opt_version},
-        {nullptr, 0, nullptr, 0},
-    };
-    Options o;
-    std::string pcr_list, pcr_bank = "sha256";
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":t:b:f:C:N:qh", long_options, nullptr)) != -1) {
-        const std::string arg = optarg ? optarg : "";
-        switch (c) {
-        case 't':
-            if (arg == "ecdsa")
-                o.spec.algorithm = KeyAlgorithm::ecdsa;
-            else if (arg == "rsa")
-                o.spec.algorithm = KeyAlgorithm::rsa;
-            else
-                throw UsageError("-t: unknown key type '" + arg + "' (ecdsa or rsa; the TPM has no ed25519)");
-            break;
-        case 'b': {
-            char* end = nullptr;
-            const unsigned long bits = std::strtoul(arg.c_str(), &end, 10);
-            if (arg.empty() || *end != '\0' || bits > 65536)
-                throw UsageError("-b: '" + arg + "' is not a number of bits");
-            o.spec.bits = static_cast<unsigned>(bits);
-            o.bits_given = true;
-            break;
-        }
-        case 'f': o.file = arg; break;
-        case 'C':
-            // It goes into the .pub line (the key file keeps no comment).
-            if (!is_printable_utf8(arg))
-                throw UsageError("-C: the comment must be printable UTF-8 text (no control characters)");
-            o.comment = arg;
-            break;
-        case 'N':
-            if (!arg.empty())
-                throw UsageError("-N: a PIN on the command line is visible to every user (ps); "
-                                 "use -N '' for no PIN, --pin-file FILE, or answer the prompt");
-            o.no_pin = true;
-            break;
-        case 'q': o.quiet = true; break;
-        case opt_pin_file: o.pin_file = arg; break;
-        case opt_same_pin_as: o.same_pin_as = arg; break;
-        case opt_parent: o.parent = parse_handle(arg); break;
-        case opt_no_persist_srk: o.persist_srk = false; break;
-        case opt_tcti: o.tcti = arg; break;
-        case opt_pcr: pcr_list = arg; break;
-        case opt_pcr_bank: pcr_bank = arg; break;
-        case opt_policy_signer: o.policy_signer = arg; break;
-        case 'h':
-        case opt_help: std::cout << usage_text; std::exit(0);
-        case opt_version: std::cout << "tpmkey-keygen " << version << "\n"; std::exit(0);
-        case ':': throw UsageError(std::string("option needs a value: ") + argv[optind - 1]);
-        default: throw UsageError(std::string("unknown option: ") + argv[optind - 1]);
-        }
-    }
-    if (optind != argc)
-        throw UsageError(std::string("unexpected argument: ") + argv[optind]);
-    if (!pcr_list.empty()) {
-        try {
-            o.pcrs = parse_pcr_selection(pcr_list, pcr_bank);
-        } catch (const Error& e) {
-            throw UsageError(std::string("--pcr: ") + e.what());
-        }
-    }
-    if (!o.pcrs && o.policy_signer)
-        throw UsageError("--policy-signer signs a PCR policy: give the PCRs with --pcr");
-    if (o.no_pin && !o.pin_file.empty())
-        throw UsageError("-N '' and --pin-file contradict each other");
-    if (o.no_pin && o.same_pin_as)
-        throw UsageError("-N '' and --same-pin-as contradict each other");
-    if (!o.bits_given)
-        o.spec.bits = o.spec.algorithm == KeyAlgorithm::ecdsa ? 256 : 2048;
-    try {
-        check_key_spec(o.spec);
-    } catch (const Error& e) {
-        throw UsageError(std::string("-b: ") + e.what());
-    }
-    return o;
 }
 
 // Throws unless `file` can be made in its directory (which need not exist
@@ -314,119 +132,6 @@ std::string default_comment() {
     const passwd* pw = ::getpwuid(::getuid());
     const std::string user = pw && pw->pw_name ? pw->pw_name : std::to_string(::getuid());
     return user + "@" + host;
-}
-
-// The parent of a new key: the TCG standard SRK at 0x81000001 when the TPM
-// has one (no TPM2_CreatePrimary on every later use: faster on real TPMs),
-// else the owner hierarchy's storage key (persisted at 0x81000001 once the
-// key is made where nothing is there: persist_owner_srk). Anything else
-// at 0x81000001 is not used: another program's primary (tpm2-pkcs11's) may
-// be evicted by that program, and a key that is not bound to this TPM would
-// let its owner read the PIN.
-std::uint32_t choose_parent(Tpm& tpm, bool quiet, bool persist_srk) {
-    const PersistentSrk srk = inspect_persistent_srk(tpm);
-    using State = PersistentSrk::State;
-    if (srk.state == State::unfit)
-        std::cerr << "tpmkey-keygen: warning: 0x81000001 is not used: " << srk.detail << "\n";
-    if (quiet) {
-    } else if (srk.state == State::standard) {
-        std::cout << "Parent: the TCG standard storage key (SRK) at 0x81000001\n";
-    } else if (srk.state == State::absent && persist_srk) {
-        // persist_owner_srk() keeps it at 0x81000001 once the key is made.
-        std::cout << "Parent: the owner hierarchy's storage key (0x40000001); as 0x81000001 is empty,\n"
-                     "        tpmkey-keygen persists it there once the key is made (not with --no-persist-srk)\n";
-    } else {
-        std::cout << "Parent: the owner hierarchy's storage key (0x40000001, re-created on use)";
-        if (srk.state == State::other_storage_key)
-            std::cout << ";\n        0x81000001 holds " << srk.detail
-                      << ", which is used only when chosen on purpose (--parent 0x81000001)";
-        else if (srk.state == State::absent && !persist_srk)
-            std::cout << ";\n        'tpmkey setup' persists it at 0x81000001, so that logins need not re-create it";
-        std::cout << "\n";
-    }
-    return srk.state == State::standard ? standard_srk : owner_hierarchy;
-}
-
-// A TPM whose owner hierarchy has a password and nothing at 0x81000001:
-// 0x40000001 cannot be re-created without the password, which keygen does
-// not take, so neither a key under it nor the standard SRK at 0x81000001
-// is made here; tpmkey setup takes the password (in a salted session) and
-// persists the SRK, under which keygen then makes keys. Said before the
-// parent's TPM2_CreatePrimary fails with a less helpful error.
-void refuse_owner_password(Tpm& tpm) {
-    if (!owner_auth_set(tpm) || inspect_persistent_srk(tpm).state != PersistentSrk::State::absent)
-        return;
-    throw Error("the TPM's owner hierarchy has a password, which tpmkey-keygen does not take: the storage key "
-                "0x40000001 cannot be re-created without it, and the standard SRK was not persisted at "
-                "0x81000001; run 'tpmkey setup' (it asks for the password and persists the SRK there), then "
-                "tpmkey-keygen again: new keys then go under 0x81000001; nothing was changed");
-}
-
-// A key under 0x40000001 on a TPM with nothing at 0x81000001: the TCG
-// standard SRK persisted there, as systemd-tpm2-setup does at boot, with
-// the mechanism of tpmkey setup (persist_standard_srk), so that logins
-// read it instead of re-creating it (docs/design.md, "Parent"). Only with
-// an empty owner password (none is asked for here: tpmkey setup asks),
-// never over anything (TPM2_EvictControl cannot replace a persistent
-// object either), and pinned with 0x40000001's proof, which it shares:
-// it is made only where 0x40000001 was just proven and pinned, and
-// persisted only with that pin's name. After the key files are written: a
-// failure here costs the speed-up, never the key.
-void persist_owner_srk(Tpm& tpm, KnownParents& known, bool quiet) {
-    constexpr const char* prefix = "tpmkey-keygen: 0x81000001: ";
-    try {
-        const PersistentSrk present = inspect_persistent_srk(tpm);
-        if (present.state == PersistentSrk::State::standard)
-            return;  // the same key: pinned already (pin_owner_srk_persisted in run)
-        if (present.state != PersistentSrk::State::absent) {
-            if (!quiet)
-                std::cout << "Parent: 0x81000001 holds another key, so the standard SRK was not persisted there "
-                             "(it is left as it is): logins of this key re-create it\n";
-            return;
-        }
-        const std::optional<ParentPin> owner = known.pin(tpm.address().identity(), owner_hierarchy);
-        if (known.problem() || !owner || owner->ek.empty()) {
-            std::cerr << prefix
-                      << "the standard SRK was not persisted there: 0x40000001's pin could not be "
-                         "recorded, so no login would use it\n";
-            return;
-        }
-        // Pinned under another name before: a key of this TPM that is gone
-        // (a clear evicts 0x81000001), or one check_owner_srk_pin refuses.
-        const std::optional<ParentPin> old_pin = known.pin(tpm.address().identity(), standard_srk);
-        const bool replaces_pin = old_pin && old_pin->name_hex != owner->name_hex;
-        // No owner password: refuse_owner_password() saw to that, and
-        // should one be set since, TPM2_CreatePrimary fails below.
-        // Its handle is closed before it is read again: ESAPI keeps one
-        // object per persistent handle.
-        (void)persist_standard_srk(tpm, Secret(), [&](const TpmObject& made) {
-            const std::string name = loaded_name_hex(tpm, made);
-            if (name != owner->name_hex)
-                throw ParentMismatch("the owner hierarchy's storage key now has the name " + name +
-                                     ", not that of 0x40000001's pin (" + owner->name_hex + ")");
-            check_owner_srk_pin(tpm, name, known);
-        });
-        if (!pin_owner_srk_persisted(tpm, known)) {
-            std::cerr << prefix
-                      << "persisted the standard SRK there, but could not pin it: logins re-create "
-                         "it until a tool pins it ('tpmkey setup')\n";
-            return;
-        }
-        if (!quiet)
-            std::cout << "Parent: made the TCG standard storage key (SRK) and persisted it at 0x81000001, as "
-                         "systemd-tpm2-setup does:\n        logins of keys under 0x40000001 read it instead of "
-                         "re-creating it (--no-persist-srk leaves 0x81000001 empty)\n";
-        if (!quiet && replaces_pin)
-            std::cout << "        Its pin replaces that of the key 0x81000001 held before (gone with the TPM's clear, "
-                         "or evicted)\n";
-    } catch (const UnverifiedParent& e) {
-        std::cerr << prefix << "the standard SRK was not persisted there: " << e.what() << "\n";
-    } catch (const Error& e) {
-        // A TPM error, mostly (a full NV, an owner password set meanwhile,
-        // 0x81000001 taken meanwhile): the key is made all the same.
-        std::cerr << prefix << "the standard SRK could not be persisted there (" << e.what()
-                  << "); the key is made and works, logins re-create its parent ('tpmkey setup' tries again)\n";
-    }
 }
 
 Secret ask_pin() {
@@ -491,13 +196,6 @@ Secret pin_from_file(const Options& o) {
     if (pin.empty())
         throw Error(o.pin_file + ": the PIN file is empty; use -N '' for a key without a PIN");
     return pin;
-}
-
-KnownParents load_known_parents() {
-    KnownParents known = KnownParents::load();
-    for (const std::string& w : known.warnings())
-        std::cerr << "tpmkey-keygen: " << w << "\n";
-    return known;
 }
 
 void warn_if_no_sha512(Tpm& tpm, const KeySpec& spec) {

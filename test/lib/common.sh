@@ -38,6 +38,21 @@
 #                           itself, past a resource manager)
 #   pcap_start NAME, pcap_stop, pcap_count NAME, pcap_commands NAME
 #                           the TPM commands sent, through tpm2-tss's pcap TCTI
+#   another_swtpm NAME [OPTION...]
+#                           a second swtpm (tools/tpmkey-swtpm start OPTION...,
+#                           e.g. --ek-cert), stopped at exit: ANOTHER_ENV (its
+#                           environment, a file to source), ANOTHER_DIR (its
+#                           TPMKEY_SWTPM_DIR), ANOTHER_TCTI
+#   pypi_verifiers          PYPI_PYTHON: the python of the venv (TPMKEY_TEST_VENV,
+#                           made by the first test that needs it) with PyPI
+#                           webauthn and fido2
+#   tls_server NAME CERT KEY [ARG...] <<'PY'
+#                           a hostile HTTPS server (the test's Python program on
+#                           stdin: its request handler class H, which reads
+#                           ARGs as sys.argv[3:]) on a free port of 127.0.0.1,
+#                           its TLS certificate CERT (key KEY); sets SERVER_URL
+#                           (https://127.0.0.1:PORT), SERVER_PID and SERVER_LOG
+#                           (its stderr); stopped at exit
 #   FIXTURES, COUNT_TPM_COMMANDS
 #                           swtpm-fixtures/ and its TPM command counter
 
@@ -367,4 +382,53 @@ pcap_count() {
 pcap_commands() {
     [ -e "$TEST_DIR/$1.pcap" ] || return 0
     "$COUNT_TPM_COMMANDS" -v "$TEST_DIR/$1.pcap" | awk 'NF == 3 { printf "%s%s", sep, $3; sep = " " }'
+}
+
+tls_server() {
+    local name=$1 dir=$TEST_DIR/servers
+    shift
+    mkdir -p "$dir"
+    # The program, then what every such server does with its H.
+    { cat && cat <<'PY'; } >"$dir/$name.py"
+
+import http.server as _http_server, ssl as _ssl, sys as _sys
+_server = _http_server.HTTPServer(("127.0.0.1", 0), H)
+_tls = _ssl.SSLContext(_ssl.PROTOCOL_TLS_SERVER)
+_tls.load_cert_chain(_sys.argv[1], _sys.argv[2])
+_server.socket = _tls.wrap_socket(_server.socket, server_side=True)
+print(_server.server_address[1], flush=True)
+_server.serve_forever()
+PY
+    SERVER_LOG=$dir/$name.log
+    python3 "$dir/$name.py" "$@" >"$dir/$name.port" 2>"$SERVER_LOG" &
+    SERVER_PID=$!
+    on_exit "kill $SERVER_PID 2>/dev/null || true"
+    for _ in $(seq 100); do [ -s "$dir/$name.port" ] && break; sleep 0.1; done
+    [ -s "$dir/$name.port" ] || { show "$SERVER_LOG"; fail "the $name server did not start"; }
+    SERVER_URL=https://127.0.0.1:$(cat "$dir/$name.port")
+}
+
+another_swtpm() {
+    local name=$1 helper
+    shift
+    helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
+    ANOTHER_ENV=$TEST_DIR/$name.env
+    (unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start "$@") >"$ANOTHER_ENV" ||
+        fail "tpmkey-swtpm start $* (a second TPM) failed"
+    on_exit "(. '$ANOTHER_ENV' && '$helper' stop) >/dev/null 2>&1 || true"
+    ANOTHER_DIR=$(. "$ANOTHER_ENV" && echo "$TPMKEY_SWTPM_DIR")
+    ANOTHER_TCTI=$(. "$ANOTHER_ENV" && echo "$TPMKEY_TCTI")
+}
+
+pypi_verifiers() {
+    local venv=${TPMKEY_TEST_VENV:?TPMKEY_TEST_VENV: where the PyPI verifiers go}
+    mkdir -p "$(dirname "$venv")"
+    (
+        flock 9
+        if ! "$venv/bin/python" -c 'import webauthn, fido2' 2>/dev/null; then
+            rm -rf "$venv"
+            python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check webauthn fido2
+        fi
+    ) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn and fido2 (python3-venv, and PyPI reachable?)"
+    PYPI_PYTHON=$venv/bin/python
 }

@@ -34,6 +34,21 @@
 #                           marked "<!-- step-ca.md: ca-json -->"; the roots
 #                           filled in).
 #   stepca_stop
+#   stepca_test_init        the start of a step-ca test script
+#                           (test/e2e/tools/step-ca-*.sh): TPMKEY_TOOL,
+#                           TPMKEY_CA and TPMKEY_TEST_GO set, a swtpm with an
+#                           EK CA (--ek-cert); sets w (a private work
+#                           directory, made), ca ($TEST_DIR/ca, for
+#                           tpmkey-ca init) and step_ca (step-ca built by
+#                           step-ca/build.sh, its version that of
+#                           step-ca/version)
+#   tpmkey_ca ARG...        tpmkey-ca with no TPM reachable (as the CA runs)
+#   stepca_enrol AK CA EK-ROOTS NAME [TCTI]
+#                           the TPM's AK (rsa or ecc) enrolled at tpmkey-ca
+#                           CA (tpmkey attest enroll, tpmkey-ca challenge,
+#                           tpmkey attest activate, tpmkey-ca issue-ak for
+#                           machine NAME, principal alice), on the TPM at
+#                           TCTI (default: the test's): $w/NAME.ak.crt
 #   stepca_sshd [LINE...]   (needs test/lib/sshd.sh sourced) a stock sshd
 #                           (sshd_start, LINEs added to its sshd_config)
 #                           whose TrustedUserCAKeys ($USER_CAS) holds only
@@ -47,6 +62,35 @@ STEPCA_PID=
 STEPCA_X5C=x5c
 STEPCA_RECIPE=${STEPCA_RECIPE:-}
 STEPCA_RECIPE_DOC=$(dirname "${BASH_SOURCE[0]}")/../../docs/step-ca.md
+STEPCA_BUILD=$(dirname "${BASH_SOURCE[0]}")/../e2e/tools/step-ca
+
+stepca_test_init() {
+    : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
+    : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
+    : "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca is built}"
+    [ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
+    w=$TEST_DIR/work
+    ca=$TEST_DIR/ca
+    mkdir -m 0700 "$w"
+    step_ca=$(bash "$STEPCA_BUILD/build.sh" "$TPMKEY_TEST_GO") ||
+        fail "cannot build step-ca $(cat "$STEPCA_BUILD/version"): it needs Go and the Go module proxy"
+    local version
+    version=$("$step_ca" version 2>&1)
+    version=${version%%$'\n'*}
+    expect_in "$version" "^Smallstep CA/$(sed 's/^v//' "$STEPCA_BUILD/version") " "step-ca version"
+    ok "step-ca built unmodified from the Go module proxy: $version"
+}
+
+tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
+
+stepca_enrol() {
+    local tool=("$TPMKEY_TOOL")
+    [ -z "${5:-}" ] || tool=(env TPMKEY_TCTI="$5" "$TPMKEY_TOOL")
+    must "${tool[@]}" attest enroll --ak "$1" -o "$w/$4.req"
+    must tpmkey_ca challenge --ca "$2" --ek-roots "$3" -o "$w/$4.chal" "$w/$4.req"
+    must "${tool[@]}" attest activate -o "$w/$4.proof" "$w/$4.chal"
+    must tpmkey_ca issue-ak --ca "$2" --machine "$4" --principals alice -o "$w/$4.ak.crt" "$w/$4.proof"
+}
 
 stepca_pki() {
     local d=$STEPCA_DIR/pki

@@ -97,46 +97,20 @@ int cmd_attest_key(const Parsed& p) {
             throw Error(challenge_file + ": not a challenge (" + std::to_string(min_challenge_size) + " to " +
                         std::to_string(max_challenge_size) + " bytes)");
     }
-    Secret pin;
-    if (p.has_value("--pin-file"))
-        pin = read_pin_file(p.value("--pin-file"));
-
-    // The AK and the parent before the PIN is asked for: no PIN is typed
-    // for a run that was going to fail, and none is sent under a storage
-    // key that fails its checks.
-    const Config config = load_config();
-    Tpm tpm(config.tpm);
-    TPMT_PUBLIC ak_area{};
-    TpmObject ak;
-    try {
-        ak = create_ak_of_certificate(tpm, x5c.front(), ak_area);
-    } catch (const TpmError&) {
-        throw;  // main() says what the TPM's code means
-    } catch (const Error& e) {
-        throw Error(p.value("--ak-cert") + ": " + e.what());
-    }
-    // (a key made before a clear cannot load anyway)
-    const TpmObject parent = verified_parent_for_pin(tpm, key, path);
-    if (!p.has_value("--pin-file") && key.needs_pin())
-        pin = pin_from_terminal("Enter the PIN of " + path.stem().string() + ": ", "--pin-file");
-
+    // The AK and the parent before the PIN is asked for.
+    OpenedKey opened(key, path, p, &x5c.front(), p.value("--ak-cert"));
     // TPM2_Certify needs the key's ADMIN role: its auth value (our keys
     // have no adminWithPolicy, PCR-bound ones neither), so a PIN crosses
     // the bus only in the salted, encrypted session.
-    const Authorization auth = Authorization::for_secret(tpm, parent, !pin.empty());
     KeyAttestation attestation;
     Bytes acme_object;
-    try {
-        const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
-        const AuthValue pin_set(tpm, loaded, pin);
+    opened.use([&](const TpmObject& loaded, const Authorization& auth) {
         if (acme)
-            acme_object = attest_key_for_acme(tpm, loaded, key.blobs.pub.publicArea, auth, ak, x5c, key_authorization);
+            acme_object = attest_key_for_acme(opened.tpm(), loaded, key.blobs.pub.publicArea, auth, opened.ak(), x5c,
+                                              key_authorization);
         else
-            attestation = attest_key(tpm, loaded, key.blobs.pub.publicArea, auth, ak, x5c, challenge);
-    } catch (const TpmError& e) {
-        const Diagnosis d = diagnose(e, tpm.address());
-        throw Error(path.string() + ": " + d.problem + " (" + d.solution + ")");
-    }
+            attestation = attest_key(opened.tpm(), loaded, key.blobs.pub.publicArea, auth, opened.ak(), x5c, challenge);
+    });
     if (acme) {
         write_file_atomically(output,
                               std::string_view(reinterpret_cast<const char*>(acme_object.data()), acme_object.size()),

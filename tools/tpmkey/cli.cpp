@@ -1,7 +1,9 @@
 #include "cli.hpp"
 
 #include "core/base/prompt.hpp"
+#include "core/files/config.hpp"
 #include "core/tpm/tpm_keys.hpp"
+#include "core/trust/attestation_key.hpp"
 #include "core/trust/owner_srk.hpp"
 
 namespace tpmkey::cli {
@@ -53,6 +55,40 @@ TpmObject verified_parent_for_pin(Tpm& tpm, const KeyFile& key, const std::files
         throw Error(file.string() + ": " + diagnose(e, tpm.address()).problem);
     } catch (const UnverifiedParent& e) {
         throw Error(file.string() + ": " + diagnosis_line(diagnose_untrusted_parent(e)));
+    }
+}
+
+OpenedKey::OpenedKey(const KeyFile& key, const std::filesystem::path& file, const Parsed& args,
+                     const Bytes* ak_certificate, const std::string& ak_file)
+    : key_(key),
+      file_(file),
+      pin_(args.has_value("--pin-file") ? read_pin_file(args.value("--pin-file")) : Secret()),
+      tpm_(load_config().tpm) {
+    if (ak_certificate) {
+        TPMT_PUBLIC ak_area{};
+        try {
+            ak_ = create_ak_of_certificate(tpm_, *ak_certificate, ak_area);
+        } catch (const TpmError&) {
+            throw;  // main() says what the TPM's code means
+        } catch (const Error& e) {
+            throw Error(ak_file + ": " + e.what());
+        }
+    }
+    // (a key made before a clear cannot load anyway)
+    parent_ = verified_parent_for_pin(tpm_, key_, file_);
+    if (!args.has_value("--pin-file") && key_.needs_pin())
+        pin_ = pin_from_terminal("Enter the PIN of " + file_.stem().string() + ": ", "--pin-file");
+}
+
+void OpenedKey::use(const std::function<void(const TpmObject& loaded, const Authorization& auth)>& use) {
+    const Authorization auth = Authorization::for_secret(tpm_, parent_, !pin_.empty());
+    try {
+        const TpmObject loaded = load_key(tpm_, parent_, auth, key_.blobs);
+        const AuthValue pin_set(tpm_, loaded, pin_);
+        use(loaded, auth);
+    } catch (const TpmError& e) {
+        const Diagnosis d = diagnose(e, tpm_.address());
+        throw Error(file_.string() + ": " + d.problem + " (" + d.solution + ")");
     }
 }
 

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -72,6 +73,37 @@ TpmObject verified_parent_for_pin(Tpm& tpm, const KeyFile& key, const std::files
 // not: load_verified_parent): nothing when it loads, else why not (a key
 // made before the TPM was cleared says so). `check` gets what the parent's
 // check found.
+// A TPM key opened to certify or sign with (tpmkey attest, enroll,
+// ssh-cert), in the order that types no PIN for a run that was going to
+// fail and sends none under a storage key that fails its checks: the PIN
+// file read (`args`' --pin-file), the configured TPM opened, the AK its certificate
+// names re-created (with `ak_certificate`, DER; an error names `ak_file`),
+// the key's parent verified (verified_parent_for_pin), and only then the
+// PIN typed, when no file gave it and the key needs one.
+class OpenedKey {
+public:
+    OpenedKey(const KeyFile& key, const std::filesystem::path& file, const Parsed& args,
+              const Bytes* ak_certificate = nullptr, const std::string& ak_file = {});
+
+    Tpm& tpm() noexcept { return tpm_; }
+    // The AK (empty without an AK certificate).
+    const TpmObject& ak() const noexcept { return ak_; }
+
+    // Runs `use` with the key loaded under its parent, its PIN set, and
+    // `auth` a session salted with the parent (encrypted when there is a
+    // PIN); a TPM error is thrown as an Error "FILE: problem (solution)".
+    // The key and the session are flushed when it returns.
+    void use(const std::function<void(const TpmObject& loaded, const Authorization& auth)>& use);
+
+private:
+    const KeyFile& key_;
+    std::filesystem::path file_;
+    Secret pin_;
+    Tpm tpm_;
+    TpmObject ak_;
+    TpmObject parent_;  // after ak_ and tpm_: flushed first
+};
+
 std::optional<Diagnosis> why_key_does_not_load(Tpm& tpm, const KeyFile& key, const std::filesystem::path& file,
                                                KnownParents& known, ParentCheck* check = nullptr);
 

@@ -174,44 +174,21 @@ int cmd_enroll(const Parsed& p) {
     const std::string identifier = order_identifier(x5c.front(), ak_file);
     check_rsa_ak(x5c.front(), ak_file);
     enroll::HttpClient http(p.value("--ca-root"));
-    Secret pin;
-    if (p.has_value("--pin-file"))
-        pin = read_pin_file(p.value("--pin-file"));
 
     // The AK and the parent before the PIN is asked for (as tpmkey attest).
-    const Config config = load_config();
-    Tpm tpm(config.tpm);
-    TPMT_PUBLIC ak_area{};
-    TpmObject ak;
-    try {
-        ak = create_ak_of_certificate(tpm, x5c.front(), ak_area);
-    } catch (const TpmError&) {
-        throw;
-    } catch (const Error& e) {
-        throw Error(ak_file + ": " + e.what());
-    }
-    const TpmObject parent = verified_parent_for_pin(tpm, key, path);
-    if (!p.has_value("--pin-file") && key.needs_pin())
-        pin = pin_from_terminal("Enter the PIN of " + path.stem().string() + ": ", "--pin-file");
-
-    const Authorization auth = Authorization::for_secret(tpm, parent, !pin.empty());
+    OpenedKey opened(key, path, p, &x5c.front(), ak_file);
     enroll::AcmeClient acme(http, directory, "the CA");
     std::string chain_pem;
-    try {
-        const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
-        const AuthValue pin_set(tpm, loaded, pin);
-        const enroll::JwsSigner key_signer = enroll::tpm_signer(tpm, loaded, auth, key_area);
+    opened.use([&](const TpmObject& loaded, const Authorization& auth) {
+        const enroll::JwsSigner key_signer = enroll::tpm_signer(opened.tpm(), loaded, auth, key_area);
         enroll::DeviceAttestOrder order;
         order.identifier = identifier;
         order.attest = [&](const std::string& key_authorization) {
-            return attest_key_for_acme(tpm, loaded, key_area, auth, ak, x5c, key_authorization);
+            return attest_key_for_acme(opened.tpm(), loaded, key_area, auth, opened.ak(), x5c, key_authorization);
         };
         order.csr = [&] { return enroll::certificate_request(key_public, key_signer, identifier); };
         chain_pem = acme.device_attest(order);
-    } catch (const TpmError& e) {
-        const Diagnosis d = diagnose(e, tpm.address());
-        throw Error(path.string() + ": " + d.problem + " (" + d.solution + ")");
-    }
+    });
     int count = 0;
     std::string subject, not_after;
     const std::string checked = checked_chain(chain_pem, key_public, "the CA", count, subject, not_after);

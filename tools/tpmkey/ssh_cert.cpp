@@ -218,34 +218,16 @@ int cmd_ssh_cert(const Parsed& p) {
     if (request.key_id.empty())
         request.key_id = pub.ssh_fingerprint();
 
-    Secret pin;
-    if (p.has_value("--pin-file"))
-        pin = read_pin_file(p.value("--pin-file"));
     enroll::HttpClient http(p.value("--ca-root"));
 
-    // The parent before the PIN is asked for (as in tpmkey attest): no PIN
-    // is typed for a run that was going to fail, none is sent under a
-    // storage key that fails its checks.
-    const Config config = load_config();
-    Tpm tpm(config.tpm);
-    const TpmObject parent = verified_parent_for_pin(tpm, key, path);
-    if (!p.has_value("--pin-file") && key.needs_pin())
-        pin = pin_from_terminal("Enter the PIN of " + path.stem().string() + ": ", "--pin-file");
-
+    // The parent before the PIN is asked for (as in tpmkey attest).
+    OpenedKey opened(key, path, p);
     std::string token;
-    {
-        const Authorization auth = Authorization::for_secret(tpm, parent, !pin.empty());
-        try {
-            const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
-            const AuthValue pin_set(tpm, loaded, pin);
-            const enroll::JwsSigner signer = enroll::tpm_signer(tpm, loaded, auth, key.blobs.pub.publicArea);
-            token = enroll::x5c_token(signer, request.x5c,
-                                      enroll::x5c_ssh_claims(request, std::time(nullptr), enroll::new_token_id()));
-        } catch (const TpmError& e) {
-            const Diagnosis d = diagnose(e, tpm.address());
-            throw Error(path.string() + ": " + d.problem + " (" + d.solution + ")");
-        }
-    }
+    opened.use([&](const TpmObject& loaded, const Authorization& auth) {
+        const enroll::JwsSigner signer = enroll::tpm_signer(opened.tpm(), loaded, auth, key.blobs.pub.publicArea);
+        token = enroll::x5c_token(signer, request.x5c,
+                                  enroll::x5c_ssh_claims(request, std::time(nullptr), enroll::new_token_id()));
+    });
 
     // One request, bounded as each of tpmkey enroll's (HttpClient's 10 s
     // to connect, 60 s in all); the token is valid 5 minutes.

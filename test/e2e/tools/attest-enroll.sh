@@ -102,12 +102,10 @@ run tpmkey_ca challenge --ca "$ca" --ek-roots "$w/no-roots" -o "$w/x.chal" "$w/l
 expect_rc 1 "--ek-roots of an empty directory"
 expect_err "refused: no trusted EK root certificate (self-signed) in $w/no-roots" "--ek-roots of an empty directory"
 # Another CA: the EK CA of a second swtpm (used again below).
-helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
-(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start --ek-cert) >"$w/other.env" ||
-    fail "tpmkey-swtpm start --ek-cert (a second TPM) failed"
-on_exit "(. '$w/other.env' && '$helper' stop) >/dev/null 2>&1 || true"
-other_dir=$(. "$w/other.env" && echo "$TPMKEY_SWTPM_DIR")
-other_tcti=$(. "$w/other.env" && echo "$TPMKEY_TCTI")
+another_swtpm other --ek-cert
+other_env=$ANOTHER_ENV
+other_dir=$ANOTHER_DIR
+other_tcti=$ANOTHER_TCTI
 run tpmkey_ca challenge --ca "$ca" --ek-roots "$other_dir/ek-ca" -o "$w/x.chal" "$w/laptop.req"
 expect_rc 1 "--ek-roots of another CA"
 expect_err "$w/laptop.req: refused: its EK certificate (issued by CN = swtpm-localca) does not chain to a root in $other_dir/ek-ca: " \
@@ -518,12 +516,12 @@ expect_rc 1 "a challenge for another TPM's EK"
 expect_err "$w/forged.chal: this TPM could not activate the challenge: it was made for another TPM's EK or another AK" \
     "a challenge for another TPM's EK"
 [ ! -e "$w/other.proof" ] && [ ! -e "$w/forged.proof" ] || fail "a refused activation wrote a proof"
-(. "$w/other.env" && expect_clean_tpm "the other TPM, after the refused activations")
+(. "$other_env" && expect_clean_tpm "the other TPM, after the refused activations")
 ok "activate on another TPM: a challenge for another AK, or made for another TPM's EK, is refused; nothing written"
 
 # 9. A TPM whose endorsement hierarchy has a password, and one without an
 # EK certificate, cannot enrol; --days is checked.
-(. "$w/other.env" && tpm2_changeauth -c e endorsement-password)
+(. "$other_env" && tpm2_changeauth -c e endorsement-password)
 run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest enroll -o "$w/x.req"
 expect_rc 1 "enroll with an endorsement password"
 expect_err "tpmkey: the TPM's endorsement hierarchy has a password (endorsementAuth); tpmkey makes the attestation key there and supports only an empty one" \
@@ -531,10 +529,8 @@ expect_err "tpmkey: the TPM's endorsement hierarchy has a password (endorsementA
 run env TPMKEY_TCTI="$other_tcti" "$TPMKEY_TOOL" attest activate -o "$w/x.proof" "$w/forged.chal"
 expect_rc 1 "activate with an endorsement password"
 expect_err "the TPM's endorsement hierarchy has a password" "activate with an endorsement password"
-(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start) >"$w/plain.env" ||
-    fail "tpmkey-swtpm start (a TPM without EK certificate) failed"
-on_exit "(. '$w/plain.env' && '$helper' stop) >/dev/null 2>&1 || true"
-run env TPMKEY_TCTI="$(. "$w/plain.env" && echo "$TPMKEY_TCTI")" "$TPMKEY_TOOL" attest enroll -o "$w/x.req"
+another_swtpm plain  # a TPM without EK certificate
+run env TPMKEY_TCTI="$ANOTHER_TCTI" "$TPMKEY_TOOL" attest enroll -o "$w/x.req"
 expect_rc 1 "enroll without an EK certificate"
 expect_err "tpmkey: this TPM has no EK certificate in its NV: an attestation CA checks the attestation key against the TPM's certified endorsement key, so this TPM cannot be enrolled" \
     "enroll without an EK certificate"

@@ -77,19 +77,11 @@ ok "the AK certificate names file://$ca/crl.pem; openssl verify -crl_check takes
 
 # The CA's own AK certificate (CRL distribution point, the EK
 # certificate's TPM attributes) is judged by verifiers we did not write.
-venv=${TPMKEY_TEST_VENV:?TPMKEY_TEST_VENV: where the PyPI verifiers go}
-mkdir -p "$(dirname "$venv")"
-(
-    flock 9
-    if ! "$venv/bin/python" -c 'import webauthn, fido2' 2>/dev/null; then
-        rm -rf "$venv"
-        python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check webauthn fido2
-    fi
-) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn and fido2 (python3-venv, and PyPI reachable?)"
+pypi_verifiers
 : "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where attest-go is built}"
 go_judge=$(bash "$(dirname "$(readlink -f "$0")")/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
     fail "cannot build attest-go: it needs Go and the Go module proxy"
-run "$venv/bin/python" "$(dirname "$(readlink -f "$0")")/attest-verifiers.py" "$w/one.att" "$ca/ca.crt" "$w/one.nonce"
+run "$PYPI_PYTHON" "$(dirname "$(readlink -f "$0")")/attest-verifiers.py" "$w/one.att" "$ca/ca.crt" "$w/one.nonce"
 expect_rc 0 "PyPI webauthn and fido2 on an attestation with tpmkey-ca's AK certificate"
 run "$go_judge" "$w/one.att" "$ca/ca.crt" "$w/one.nonce"
 expect_rc 0 "go-webauthn on an attestation with tpmkey-ca's AK certificate"

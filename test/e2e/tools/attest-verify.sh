@@ -34,16 +34,8 @@ W=$TEST_DIR/attest
 mkdir -p "$W"
 
 # ---- the PyPI verifiers, one venv for every test that needs them
-venv=${TPMKEY_TEST_VENV:?TPMKEY_TEST_VENV: where the PyPI verifiers go}
-mkdir -p "$(dirname "$venv")"
-(
-    flock 9
-    if ! "$venv/bin/python" -c 'import webauthn, fido2' 2>/dev/null; then
-        rm -rf "$venv"
-        python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check webauthn fido2
-    fi
-) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn and fido2 (python3-venv, and PyPI reachable?)"
-PY=$venv/bin/python
+pypi_verifiers
+PY=$PYPI_PYTHON
 : "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where attest-go is built}"
 GO_JUDGE=$(bash "$(dirname "$0")/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
     fail "cannot build attest-go: it needs Go and the Go module proxy"

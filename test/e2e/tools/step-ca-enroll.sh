@@ -17,24 +17,12 @@
 # a dead proxy in the environment and a DER --ca-root, enrolment works.
 # Prints the TPM commands and the time per enrolment.
 set -euo pipefail
-: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
-: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
-: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca is built}"
 tools=$(dirname "$(readlink -f "$0")")
 # shellcheck source=../../lib/common.sh
 . "$tools/../../lib/common.sh"
 # shellcheck source=../../lib/stepca.sh
 . "$tools/../../lib/stepca.sh"
-[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
-w=$TEST_DIR/work
-ca=$TEST_DIR/ca
-mkdir -m 0700 "$w"
-
-step_ca=$(bash "$tools/step-ca/build.sh" "$TPMKEY_TEST_GO") ||
-    fail "cannot build step-ca $(cat "$tools/step-ca/version"): it needs Go and the Go module proxy"
-version=$("$step_ca" version 2>&1)
-version=${version%%$'\n'*}
-ok "step-ca built unmodified from the Go module proxy: $version"
+stepca_test_init
 
 # The network code is the CLI's alone: the module (loaded by ssh for every
 # connection) and tpmkey-ca do not link libcurl.
@@ -44,22 +32,9 @@ done
 grep -q libcurl <<<"$(ldd "$TPMKEY_TOOL")" || fail "$TPMKEY_TOOL does not link libcurl (is tpmkey enroll built?)"
 ok "libcurl is linked into the tpmkey CLI only, not into the module or tpmkey-ca"
 
-tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
-# enrol_ak CA NAME TCTI EK-ROOTS: the TPM's RSA AK (ECC for a NAME ending
-# in -ecc) enrolled at tpmkey-ca CA; its certificate in $w/NAME.ak.crt.
-enrol_ak() {
-    local tcti=${3:-$TPMKEY_TCTI}
-    local ak=rsa
-    [ "${2%-ecc}" = "$2" ] || ak=ecc
-    must env TPMKEY_TCTI="$tcti" "$TPMKEY_TOOL" attest enroll --ak "$ak" -o "$w/$2.req"
-    must tpmkey_ca challenge --ca "$1" --ek-roots "$4" -o "$w/$2.chal" "$w/$2.req"
-    must env TPMKEY_TCTI="$tcti" "$TPMKEY_TOOL" attest activate -o "$w/$2.proof" "$w/$2.chal"
-    must tpmkey_ca issue-ak --ca "$1" --machine "$2" --principals alice -o "$w/$2.ak.crt" "$w/$2.proof"
-}
-
 # 1. tpmkey-ca enrols this TPM's RSA AK; step-ca trusts tpmkey-ca's root.
 must tpmkey_ca init --ca "$ca" --name "test attestation CA"
-enrol_ak "$ca" laptop "$TPMKEY_TCTI" "$TPMKEY_SWTPM_DIR/ek-ca"
+stepca_enrol rsa "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop
 stepca_start "$step_ca" "$ca/ca.crt"
 ok "tpmkey-ca enrolled the swtpm's RSA AK; step-ca listens at $STEPCA_ACME with tpmkey-ca's root as attestation root"
 
@@ -178,7 +153,7 @@ ok "a wrong PIN: refused by the TPM (counted once), nothing written"
 # go-attestation verifies RSA AKs only: "only RSA verification keys are
 # supported"), so tpmkey enroll refuses it first, naming the RSA AK, with
 # nothing sent.
-enrol_ak "$ca" laptop-ecc "$TPMKEY_TCTI" "$TPMKEY_SWTPM_DIR/ek-ca"
+stepca_enrol ecc "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop-ecc
 lines=$(wc -l <"$STEPCA_LOG")
 AK_CERT=$w/laptop-ecc.ak.crt enroll id_ecdsa
 expect_rc 1 "the ECC AK"
@@ -293,12 +268,9 @@ run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-ce
 ok "the same key in the directory made private (chmod 700): enrolled"
 
 # 4. A second TPM, never enrolled at step-ca's attestation CA.
-helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
-(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start --ek-cert) >"$w/other.env" ||
-    fail "tpmkey-swtpm start --ek-cert (a second TPM) failed"
-on_exit "(. '$w/other.env' && '$helper' stop) >/dev/null 2>&1 || true"
-other_dir=$(. "$w/other.env" && echo "$TPMKEY_SWTPM_DIR")
-other_tcti=$(. "$w/other.env" && echo "$TPMKEY_TCTI")
+another_swtpm other --ek-cert
+other_dir=$ANOTHER_DIR
+other_tcti=$ANOTHER_TCTI
 # A second TPM: accepted on purpose, as tpmkey-keygen's refusal says.
 must "$TPMKEY_TOOL" trust-tpm --yes --tcti "$other_tcti"
 TPMKEY_TCTI=$other_tcti keygen "$w/id_other.tpm" ecdsa 256 1234
@@ -313,7 +285,7 @@ ok "a second TPM's key with the first TPM's AK certificate: refused by tpmkey (n
 # 4b. Enrolled at another tpmkey-ca, whose root step-ca does not trust:
 # step-ca refuses the attestation, and its log says why.
 must tpmkey_ca init --ca "$TEST_DIR/ca2" --name "another attestation CA"
-enrol_ak "$TEST_DIR/ca2" other "$other_tcti" "$other_dir/ek-ca"
+stepca_enrol rsa "$TEST_DIR/ca2" "$other_dir/ek-ca" other "$other_tcti"
 TPMKEY_TCTI=$other_tcti AK_CERT=$w/other.ak.crt enroll id_other
 expect_rc 1 "a TPM enrolled at a CA step-ca does not trust"
 expect_err "the CA refused the attestation (challenge invalid): urn:ietf:params:acme:error:badAttestationStatement: " \
@@ -352,8 +324,8 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyou
     done || fail "openssl: cannot make the bad server's certificates"
 # bad_server CERT-NAME: serves /big (2 MiB) and /redirect (302 to step-ca).
 bad_server() {
-    python3 - "$d/$1.crt" "$d/$1.key" "$STEPCA_ACME" >"$d/port" 2>"$d/server.log" <<'PY' &
-import http.server, ssl, sys
+    tls_server "bad-$1" "$d/$1.crt" "$d/$1.key" "$STEPCA_ACME" <<'PY'
+import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/big":
@@ -364,17 +336,9 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_response(302); self.send_header("Location", sys.argv[3]); self.send_header("Content-Length", "0")
             self.end_headers()
     def log_message(self, *a): pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = c.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 PY
-    bad_pid=$!
-    on_exit "kill $bad_pid 2>/dev/null || true"
-    for _ in $(seq 50); do [ -s "$d/port" ] && break; sleep 0.1; done
-    bad_url=https://127.0.0.1:$(cat "$d/port")
-    [ -s "$d/port" ] || { show "$d/server.log"; fail "the bad server did not start"; }
+    bad_pid=$SERVER_PID
+    bad_url=$SERVER_URL
 }
 bad_enroll() {
     run "$TPMKEY_TOOL" enroll --acme "$1" --ca-root "$d/root.crt" --ak-cert "$w/laptop.ak.crt" --pin-file "$pin" \
@@ -404,8 +368,8 @@ kill "$bad_pid"
 # control character (U+009B, a terminal's CSI). Each path's first part
 # names what the server does wrong.
 fake_acme() {
-    python3 - "$d/127.0.0.1.crt" "$d/127.0.0.1.key" "$d/root.crt" "$d/root.key" >"$d/port" 2>"$d/acme.log" <<'PY' &
-import base64, datetime, http.server, json, ssl, sys
+    tls_server fake-acme "$d/127.0.0.1.crt" "$d/127.0.0.1.key" "$d/root.crt" "$d/root.key" <<'PY'
+import base64, datetime, http.server, json, sys
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import NameOID
@@ -452,19 +416,9 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self): self.do_GET()
     def do_POST(self): self.body = self.rfile.read(int(self.headers["Content-Length"])); self.handle_one()
     def log_message(self, fmt, *a): sys.stderr.write(fmt % a + "\n")
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = c.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 PY
-    acme_pid=$!
-    on_exit "kill $acme_pid 2>/dev/null || true"
-    for _ in $(seq 50); do [ -s "$d/port" ] && break; sleep 0.1; done
-    [ -s "$d/port" ] || { show "$d/acme.log"; fail "the fake ACME server did not start"; }
-    fake=https://127.0.0.1:$(cat "$d/port")
+    fake=$SERVER_URL
 }
-: >"$d/port"
 fake_acme
 bad_enroll "$fake/nested/dir" "JSON nested 100000 levels deep"
 expect_err "tpmkey: $fake/nested/authz/1: the answer is JSON nested deeper than 32 levels; refused" \
@@ -483,7 +437,7 @@ expect_err "tpmkey: the CA: $fake/otherhost/dir (the ACME directory)'s newAccoun
 ok "a URL at another server than the directory's: refused, naming it"
 run "$TPMKEY_TOOL" enroll --acme "$fake/ok/dir" --ca-root "$d/root.crt" --ak-cert "$w/laptop.ak.crt" --pin-file "$pin" \
     "$w/id_ecdsa.tpm"
-[ "$rc" = 0 ] || { show "$d/acme.log"; fail "tpmkey enroll at the fake ACME server: $err"; }
+[ "$rc" = 0 ] || { show "$SERVER_LOG"; fail "tpmkey enroll at the fake ACME server: $err"; }
 expect_out 'subject CN = evil\302\2332J;' "a subject with U+009B"
 ! grep -q $'\xc2\x9b' "$OUT" || fail "the subject's U+009B reached the terminal"
 rm "$w/id_ecdsa.crt"

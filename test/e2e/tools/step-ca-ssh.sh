@@ -14,33 +14,17 @@
 # (another client's; step-ca itself refuses it too), a KEY-cert.pub that
 # is a directory (before step-ca is asked).
 set -euo pipefail
-: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
-: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
-: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca is built}"
 tools=$(dirname "$(readlink -f "$0")")
 # shellcheck source=../../lib/sshd.sh
 . "$tools/../../lib/sshd.sh"
 # shellcheck source=../../lib/stepca.sh
 . "$tools/../../lib/stepca.sh"
-[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
-w=$TEST_DIR/work
-ca=$TEST_DIR/ca
-mkdir -m 0700 "$w"
-
-step_ca=$(bash "$tools/step-ca/build.sh" "$TPMKEY_TEST_GO") ||
-    fail "cannot build step-ca $(cat "$tools/step-ca/version"): it needs Go and the Go module proxy"
-ok "step-ca: $("$step_ca" version 2>&1 | head -1)"
-
-# tpmkey-ca with no TPM reachable.
-tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
+stepca_test_init
 
 # tpmkey-ca enrols this TPM's RSA AK; step-ca's ACME provisioner trusts
 # tpmkey-ca's root, its X5C provisioner step-ca's own root.
 must tpmkey_ca init --ca "$ca" --name "test attestation CA"
-must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/laptop.req"
-must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/laptop.chal" "$w/laptop.req"
-must "$TPMKEY_TOOL" attest activate -o "$w/laptop.proof" "$w/laptop.chal"
-must tpmkey_ca issue-ak --ca "$ca" --machine laptop --principals alice -o "$w/laptop.ak.crt" "$w/laptop.proof"
+stepca_enrol rsa "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop
 # The provisioners as docs/step-ca.md gives them (step-ca's defaults
 # otherwise: no template).
 STEPCA_RECIPE=1

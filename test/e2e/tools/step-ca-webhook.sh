@@ -29,30 +29,20 @@
 # TPM until tpmkey-ca reinstate (audited); reinstated and enrolled again it
 # gets both certificates; revoke --ek-identifier bars it again.
 set -euo pipefail
-: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
-: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
-: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca is built}"
 tools=$(dirname "$(readlink -f "$0")")
 # shellcheck source=../../lib/common.sh
 . "$tools/../../lib/common.sh"
 # shellcheck source=../../lib/stepca.sh
 . "$tools/../../lib/stepca.sh"
-[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
-w=$TEST_DIR/work
-ca=$TEST_DIR/ca
+stepca_test_init
 wh=$w/webhook
-mkdir -m 0700 "$w" "$wh"
-
-step_ca=$(bash "$tools/step-ca/build.sh" "$TPMKEY_TEST_GO") ||
-    fail "cannot build step-ca $(cat "$tools/step-ca/version"): it needs Go and the Go module proxy"
-ok "step-ca built unmodified from the Go module proxy: $("$step_ca" version 2>&1 | head -1)"
+mkdir -m 0700 "$wh"
 
 # ldd: tpmkey-ca's HTTPS server is libmicrohttpd's, and it needs no libcurl.
 libraries=$(ldd "$TPMKEY_CA")
 ! grep -q libcurl <<<"$libraries" || fail "$TPMKEY_CA links libcurl"
 grep -q libmicrohttpd <<<"$libraries" || fail "$TPMKEY_CA does not link libmicrohttpd"
 
-tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
 must tpmkey_ca init --ca "$ca" --name "test attestation CA"
 must "$TPMKEY_TOOL" attest enroll --ak rsa -o "$w/laptop.req"
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$TPMKEY_SWTPM_DIR/ek-ca" -o "$w/laptop.chal" "$w/laptop.req"

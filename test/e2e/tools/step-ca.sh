@@ -23,45 +23,19 @@
 # (x5c is not valid). A reference made in software in the form step-ca
 # accepts gets a certificate through the same harness, finalize included.
 set -euo pipefail
-: "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
-: "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
-: "${TPMKEY_TEST_GO:?set by CMakeLists.txt: where step-ca and attest-go are built}"
 tools=$(dirname "$(readlink -f "$0")")
 # shellcheck source=../../lib/common.sh
 . "$tools/../../lib/common.sh"
 # shellcheck source=../../lib/stepca.sh
 . "$tools/../../lib/stepca.sh"
-[ -s "$TPMKEY_SWTPM_DIR/ek-ca/issuercert.pem" ] || fail "the swtpm has no EK CA (--ek-cert)"
-w=$TEST_DIR/work
-ca=$TEST_DIR/ca
-mkdir -m 0700 "$w"
-
-step_ca=$(bash "$tools/step-ca/build.sh" "$TPMKEY_TEST_GO") ||
-    fail "cannot build step-ca $(cat "$tools/step-ca/version"): it needs Go and the Go module proxy"
+stepca_test_init
 attest_go=$(bash "$tools/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
     fail "cannot build attest-go: it needs Go and the Go module proxy"
-version=$("$step_ca" version 2>&1)
-version=${version%%$'\n'*}
-expect_in "$version" "^Smallstep CA/$(sed 's/^v//' "$tools/step-ca/version") " "step-ca version"
-ok "step-ca built unmodified from the Go module proxy: $version"
-
-# tpmkey-ca with no TPM reachable.
-tpmkey_ca() { TPMKEY_TCTI=swtpm:host=127.0.0.1,port=1 "$TPMKEY_CA" "$@"; }
 
 # 1. tpmkey-ca enrols this TPM's RSA AK and its ECC AK.
 must tpmkey_ca init --ca "$ca" --name "test attestation CA"
-# enrol AK CA-DIR EK-ROOTS NAME [TCTI]: tpmkey attest enroll --ak AK ...
-# tpmkey-ca issue-ak, on the TPM at TCTI (default: the test's): $w/NAME.ak.crt
-enrol() {
-    local tool=("$TPMKEY_TOOL")
-    [ -z "${5:-}" ] || tool=(env TPMKEY_TCTI="$5" "$TPMKEY_TOOL")
-    must "${tool[@]}" attest enroll --ak "$1" -o "$w/$4.req"
-    must tpmkey_ca challenge --ca "$2" --ek-roots "$3" -o "$w/$4.chal" "$w/$4.req"
-    must "${tool[@]}" attest activate -o "$w/$4.proof" "$w/$4.chal"
-    must tpmkey_ca issue-ak --ca "$2" --machine "$4" --principals alice -o "$w/$4.ak.crt" "$w/$4.proof"
-}
-enrol rsa "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop
-enrol ecc "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop-ecc
+stepca_enrol rsa "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop
+stepca_enrol ecc "$ca" "$TPMKEY_SWTPM_DIR/ek-ca" laptop-ecc
 expect_in "$(openssl x509 -in "$w/laptop.ak.crt" -noout -text)" "Public Key Algorithm: rsaEncryption" "the RSA AK"
 # The order's identifier: the EK's permanent identifier, as step's TPM flow
 # names a TPM (go.step.sm/crypto/tpm): openssl's SHA-256 of the EK
@@ -183,14 +157,11 @@ ok "the ECC AK's attestation is refused: step-ca's go-attestation verifies only 
 # TPM's own RSA AK (enrolled with a CA step-ca does not trust), sent with
 # the first TPM's AK certificate in x5c. The chain and the identifier are
 # the first TPM's; the signature is not its AK's.
-helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
-(unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR; TMPDIR=$TEST_DIR "$helper" start --ek-cert) >"$w/other.env" ||
-    fail "tpmkey-swtpm start --ek-cert (a second TPM) failed"
-on_exit "(. '$w/other.env' && '$helper' stop) >/dev/null 2>&1 || true"
-other_dir=$(. "$w/other.env" && echo "$TPMKEY_SWTPM_DIR")
-other_tcti=$(. "$w/other.env" && echo "$TPMKEY_TCTI")
+another_swtpm other --ek-cert
+other_dir=$ANOTHER_DIR
+other_tcti=$ANOTHER_TCTI
 must tpmkey_ca init --ca "$TEST_DIR/ca2" --name "another attestation CA"
-enrol rsa "$TEST_DIR/ca2" "$other_dir/ek-ca" other "$other_tcti"
+stepca_enrol rsa "$TEST_DIR/ca2" "$other_dir/ek-ca" other "$other_tcti"
 mv "$w/id_tpm.tpm" "$w/first.tpm" && mv "$w/id_tpm.pub" "$w/first.pub"
 must "$TPMKEY_TOOL" trust-tpm --tcti "$other_tcti" --yes  # a second TPM, accepted on purpose
 TPMKEY_TCTI=$other_tcti keygen "$w/id_tpm.tpm" ecdsa 256
