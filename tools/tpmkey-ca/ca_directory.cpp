@@ -197,8 +197,8 @@ CaPem new_ca_pem(const std::string& name, int days) {
             return PEM_write_bio_PrivateKey(bio, static_cast<EVP_PKEY*>(k), nullptr, nullptr, 0, nullptr, nullptr);
         },
         key.get(), "key");
-    made.certificate = pem_of(
-        [](BIO* bio, void* c) { return PEM_write_bio_X509(bio, static_cast<X509*>(c)); }, cert.get(), "certificate");
+    made.certificate = pem_of([](BIO* bio, void* c) { return PEM_write_bio_X509(bio, static_cast<X509*>(c)); },
+                              cert.get(), "certificate");
     return made;
 }
 

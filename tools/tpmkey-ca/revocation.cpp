@@ -448,8 +448,7 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
     const std::string problem = ak_revocation_problem(ak, issuer, crl.get(), now);
     if (!problem.empty())
         throw Error("REFUSED: " + problem + " (CRL " + path + ")");
-    const std::optional<std::filesystem::path> issuer_dir =
-        ca ? directory_of_certificate(*ca, issuer) : std::nullopt;
+    const std::optional<std::filesystem::path> issuer_dir = ca ? directory_of_certificate(*ca, issuer) : std::nullopt;
     if (issuer_dir) {
         // The CA's own word, which no CRL can be older than: its record
         // says revoked even where the CRL given does not list it yet (an
@@ -468,8 +467,8 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
             throw Error("REFUSED: the CRL " + path + " is number " + number_text(crl.get()) +
                         ", older than the newest the CA in " + ca->dir.string() + " signed, number " +
                         decimal(newest.get()) + ": it may lack a revocation made since; give the CA's newest CRL " +
-                        "(tpmkey-ca crl --ca " + ca->dir.string() + " signs one, to " + (*issuer_dir / "crl.pem").string() +
-                        ")");
+                        "(tpmkey-ca crl --ca " + ca->dir.string() + " signs one, to " +
+                        (*issuer_dir / "crl.pem").string() + ")");
     }
     return "not revoked: CRL " + path + ", number " + number_text(crl.get()) + " of " +
            time_text(X509_CRL_get0_lastUpdate(crl.get())) + ", next update " +

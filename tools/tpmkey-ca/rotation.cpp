@@ -161,15 +161,18 @@ ReissuedAk reissue_ak(const CaDirectory& ca, X509* old, X509* ek_certificate, co
     if (!barring.empty())
         throw Error(what + ": refused: tpmkey-ca revoked this TPM's AK certificate " + barring.back().serial +
                     " (machine " + barring.back().machine + ", " + barring.back().revoked +
-                    "): nothing is re-issued for the TPM " + identifier + " (it enrols again only after "
-                    "'tpmkey-ca reinstate --ek-identifier " + identifier + "')");
+                    "): nothing is re-issued for the TPM " + identifier +
+                    " (it enrols again only after "
+                    "'tpmkey-ca reinstate --ek-identifier " +
+                    identifier + "')");
     const std::optional<Bytes> ek_sha256 = from_hex(previous.ek_certificate_sha256);
     if (!ek_sha256 || ek_sha256->size() != 32)
         throw Error(what + ": refused: the record of AK certificate " + previous.serial +
                     " has no SHA-256 of its EK certificate");
 
-    AkCertificateSubject subject{X509_get0_pubkey(old), previous.tpm_manufacturer, previous.tpm_model,
-                                 previous.tpm_version, nullptr, crl_distribution_point(ca)};
+    AkCertificateSubject subject{
+        X509_get0_pubkey(old),     previous.tpm_manufacturer, previous.tpm_model, previous.tpm_version, nullptr,
+        crl_distribution_point(ca)};
     subject.ek_identifier = identifier;
     subject.ek_certificate_sha256 = *ek_sha256;
     subject.not_after = *not_after;
@@ -253,8 +256,8 @@ void rotate(const Parsed& p, const CaDirectory& ca, AuditLog& log, AuditEntry& e
     if (!finishing) {
         const CaKeys old = load_ca(ca);
         const std::string old_serial = serial_hex(old.certificate.get());
-        const std::string name = p.has_value("--name") ? p.value("--name")
-                                                       : rotated_name(common_name(old.certificate.get()), now);
+        const std::string name =
+            p.has_value("--name") ? p.value("--name") : rotated_name(common_name(old.certificate.get()), now);
         if (name == common_name(old.certificate.get()))
             throw Error("tpmkey-ca rotate: --name '" + name +
                         "' is the current CA's name: give the new CA another one (a CRL is told apart by its "
@@ -322,30 +325,29 @@ int cmd_rotate(const Parsed& p) {
     return 0;
 }
 
-constexpr CommandSpec reissue_ak_spec{
-    "reissue-ak",
-    "re-issue an AK certificate of a retired CA key under the current one",
-    "tpmkey-ca reissue-ak [--ca DIR] [--ek-cert FILE] [-o FILE] AK-CERT",
-    "After tpmkey-ca rotate: issues a new certificate for the attestation key\n"
-    "of AK-CERT (PEM or DER), an AK certificate a retired CA of DIR issued,\n"
-    "under the CA's current key, to FILE (default: standard output): the\n"
-    "same key, TPM and end of validity, with the TPM's permanentIdentifier\n"
-    "(which AK certificates of earlier versions lack) and a new serial,\n"
-    "recorded with the same machine and principals. No TPM is asked: the\n"
-    "CA's record of AK-CERT holds what the TPM proved at enrolment. Refused:\n"
-    "a certificate not in the records (serial and SHA-256), expired,\n"
-    "revoked, or of a TPM a revoked certificate bars. The machine then uses\n"
-    "FILE as its AK certificate (tpmkey enroll --ak-cert). The decision goes\n"
-    "to DIR/audit.log.\n"
-    "\n"
-    "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
-    "  --ek-cert FILE    the EK certificate the AK was enrolled with (PEM or\n"
-    "                    DER), needed only for a record of an earlier\n"
-    "                    tpmkey-ca that names no EK identifier\n"
-    "  -o FILE           write the new certificate to FILE\n",
-    {"--ca", "--ek-cert", "-o", nullptr},
-    {nullptr},
-    1};
+constexpr CommandSpec reissue_ak_spec{"reissue-ak",
+                                      "re-issue an AK certificate of a retired CA key under the current one",
+                                      "tpmkey-ca reissue-ak [--ca DIR] [--ek-cert FILE] [-o FILE] AK-CERT",
+                                      "After tpmkey-ca rotate: issues a new certificate for the attestation key\n"
+                                      "of AK-CERT (PEM or DER), an AK certificate a retired CA of DIR issued,\n"
+                                      "under the CA's current key, to FILE (default: standard output): the\n"
+                                      "same key, TPM and end of validity, with the TPM's permanentIdentifier\n"
+                                      "(which AK certificates of earlier versions lack) and a new serial,\n"
+                                      "recorded with the same machine and principals. No TPM is asked: the\n"
+                                      "CA's record of AK-CERT holds what the TPM proved at enrolment. Refused:\n"
+                                      "a certificate not in the records (serial and SHA-256), expired,\n"
+                                      "revoked, or of a TPM a revoked certificate bars. The machine then uses\n"
+                                      "FILE as its AK certificate (tpmkey enroll --ak-cert). The decision goes\n"
+                                      "to DIR/audit.log.\n"
+                                      "\n"
+                                      "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
+                                      "  --ek-cert FILE    the EK certificate the AK was enrolled with (PEM or\n"
+                                      "                    DER), needed only for a record of an earlier\n"
+                                      "                    tpmkey-ca that names no EK identifier\n"
+                                      "  -o FILE           write the new certificate to FILE\n",
+                                      {"--ca", "--ek-cert", "-o", nullptr},
+                                      {nullptr},
+                                      1};
 
 // The one certificate in `path` (PEM or DER).
 X509Cert read_one_certificate(const std::string& path, const std::string& what) {
@@ -370,14 +372,13 @@ void reissue(const Parsed& p, const CaDirectory& ca, AuditLog& log, AuditEntry& 
     entry.machine = done.record.machine;
     entry.principals = done.record.principals;
     entry.reason = "re-issued AK certificate " + done.previous.serial + " under the current CA key as " +
-                   done.record.serial + ", TPM " + done.record.ek_identifier + ", valid until " +
-                   done.record.not_after;
+                   done.record.serial + ", TPM " + done.record.ek_identifier + ", valid until " + done.record.not_after;
     log.accepted(entry);
     write_output(p, pem_of(done.certificate.get()), 0644);
     std::ostream& out = p.has_value("-o") ? std::cout : std::cerr;
-    out << "Re-issued AK certificate " << done.previous.serial << " (machine " << done.record.machine
-        << ", principals " << done.record.principals << ") under the current CA key: serial " << done.record.serial
-        << ", TPM " << done.record.ek_identifier << ", valid until " << done.record.not_after
+    out << "Re-issued AK certificate " << done.previous.serial << " (machine " << done.record.machine << ", principals "
+        << done.record.principals << ") under the current CA key: serial " << done.record.serial << ", TPM "
+        << done.record.ek_identifier << ", valid until " << done.record.not_after
         << (p.has_value("-o") ? ", to " + p.value("-o") : std::string())
         << ". The machine uses it as its AK certificate (tpmkey enroll --ak-cert).\n";
 }

@@ -54,7 +54,6 @@ struct ReissuedAk {
 // identifier was kept, from `ek_certificate`, whose SHA-256 must be the
 // record's. Writes the new record before it returns. Throws Error
 // "WHAT: refused: ..." otherwise, changing nothing. Hold a CaLock.
-ReissuedAk reissue_ak(const CaDirectory& ca, X509* old, X509* ek_certificate, const std::string& what,
-                      std::time_t now);
+ReissuedAk reissue_ak(const CaDirectory& ca, X509* old, X509* ek_certificate, const std::string& what, std::time_t now);
 
 }  // namespace tpmkey
