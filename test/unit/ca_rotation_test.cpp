@@ -273,7 +273,7 @@ TEST_CASE("tpmkey-ca rotate and reissue-ak: a new CA key, the old AK certificate
                Contains("the CA revoked the AK certificate (serial " + laptop.serial + ")"));
 }
 
-TEST_CASE("tpmkey-ca rotate: interrupted before it commits, the old CA stays; after, rotate finishes it",
+TEST_CASE("tpmkey-ca rotate interrupted: before it commits the old CA stays, after it rotate run again finishes it",
           "[tpmkey-ca]") {
     TempDir tmp;
     const CaDirectory ca{tmp.path / "ca"};
