@@ -327,18 +327,18 @@ int cmd_rotate(const Parsed& p) {
 
 constexpr CommandSpec reissue_ak_spec{"reissue-ak",
                                       "re-issue an AK certificate of a retired CA key under the current one",
-                                      "tpmkey-ca reissue-ak [--ca DIR] [--ek-cert FILE] [-o FILE] AK-CERT",
+                                      "tpmkey-ca reissue-ak [--ca DIR] [--ek-cert FILE] [-o FILE] CERTIFICATE",
                                       "After tpmkey-ca rotate: issues a new certificate for the attestation key\n"
-                                      "of AK-CERT (PEM or DER), an AK certificate a retired CA of DIR issued,\n"
-                                      "under the CA's current key, to FILE (default: standard output): the\n"
-                                      "same key, TPM and end of validity, with the TPM's permanentIdentifier\n"
-                                      "(which AK certificates of earlier versions lack) and a new serial,\n"
-                                      "recorded with the same machine and principals. No TPM is asked: the\n"
-                                      "CA's record of AK-CERT holds what the TPM proved at enrolment. Refused:\n"
-                                      "a certificate not in the records (serial and SHA-256), expired,\n"
-                                      "revoked, or of a TPM a revoked certificate bars. The machine then uses\n"
-                                      "FILE as its AK certificate (tpmkey enroll --ak-cert). The decision goes\n"
-                                      "to DIR/audit.log.\n"
+                                      "of CERTIFICATE (PEM or DER), an AK certificate a retired CA of DIR\n"
+                                      "issued, under the CA's current key, to FILE (default: standard output):\n"
+                                      "the same key, TPM and end of validity, with the TPM's\n"
+                                      "permanentIdentifier (which AK certificates of earlier versions lack) and\n"
+                                      "a new serial, recorded with the same machine and principals. No TPM is\n"
+                                      "asked: the CA's record of CERTIFICATE holds what the TPM proved at\n"
+                                      "enrolment. Refused: a certificate not in the records (serial and\n"
+                                      "SHA-256), expired, revoked, or of a TPM a revoked certificate bars. The\n"
+                                      "machine then uses FILE as its AK certificate (tpmkey enroll --ak-cert).\n"
+                                      "The decision goes to DIR/audit.log.\n"
                                       "\n"
                                       "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
                                       "  --ek-cert FILE    the EK certificate the AK was enrolled with (PEM or\n"

@@ -28,6 +28,11 @@
 # the SSH certificate issued before, and challenge and issue-ak refuse the
 # TPM until tpmkey-ca reinstate (audited); reinstated and enrolled again it
 # gets both certificates; revoke --ek-identifier bars it again.
+# Rotation (issue 36): an AK certificate without permanentIdentifier under
+# tpmkey-ca's key gets a certificate for the laptop's TPM before tpmkey-ca
+# rotate, and is refused after it (step-ca's attestationRoots the new root
+# alone), as is the laptop's old AK certificate; its re-issued one
+# (reissue-ak) enrols.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
