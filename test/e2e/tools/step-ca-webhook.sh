@@ -446,6 +446,7 @@ ok "rekey with the leaf certificate (mTLS): refused by step-ca (HTTP 401; its lo
 # so is the laptop's old AK certificate; the re-issued one enrols.
 attest_go=$(bash "$tools/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
     fail "cannot build attest-go: it needs Go and the Go module proxy"
+start=$(date +%s%N)
 run "$attest_go" step-ca-reference "$STEPCA_ACME" "$STEPCA_ROOT" "$cert_identifier" "$ca/ca.crt" "$ca/ca.key" \
     "$w/forged-leaf.crt"
 [ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "the control: an AK certificate without permanentIdentifier under tpmkey-ca's key was refused before the rotation: $out $err"; }
@@ -511,6 +512,7 @@ enroll
 [ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll with the re-issued AK certificate: $out $err"; }
 expect_out "for permanent identifier $cert_identifier" "tpmkey enroll with the re-issued AK certificate"
 ok "after the rotation: the laptop's old AK certificate is refused, its re-issued one enrols ($(openssl x509 -in "$w/laptop.ak.crt" -noout -serial))"
+echo "figures: the rotation's checks (two attacks, rotate, reissue-ak, the provisioner update, two enrolments): $((($(date +%s%N) - start) / 1000000)) ms"
 
 # 6. Revocation is by TPM. Before it: the same TPM's ECC AK enrolled too
 # (valid), and an RSA AK's challenge answered but not yet issued.
