@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -215,7 +216,7 @@ constexpr CommandSpec rotate_spec{
     "\n"
     "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  --name TEXT       the new root certificate's common name (default: the\n"
-    "                    old one, with ' rotated' and the date: a CRL is\n"
+    "                    old one, with ' rotated' and the time: a CRL is\n"
     "                    told apart by its CA's name)\n",
     {"--ca", "--name", nullptr},
     {nullptr},
@@ -232,11 +233,11 @@ std::string common_name(X509* cert) {
                        static_cast<std::size_t>(ASN1_STRING_length(value)));
 }
 
-// "NAME rotated 2026-11-28": a name rotate gave before loses its suffix,
-// and the whole stays within the 64 characters of a common name.
+// "NAME rotated 2026-11-28T13:00:49Z": a name rotate gave before loses its
+// suffix, and the whole stays within the 64 characters of a common name.
 std::string rotated_name(const std::string& old, std::time_t now) {
     std::string base = old.substr(0, old.find(" rotated "));
-    const std::string suffix = " rotated " + utc_text(now).substr(0, 10);
+    const std::string suffix = " rotated " + utc_text(now);
     if (base.size() + suffix.size() > 64)
         base.resize(64 - suffix.size());
     return base + suffix;
