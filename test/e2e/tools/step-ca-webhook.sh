@@ -507,6 +507,7 @@ rm -f "$w/id_ecdsa.crt"
 run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.old.ak.crt" \
     --pin-file "$pin" "$w/id_ecdsa.tpm"
 expect_rc 1 "the laptop's AK certificate of the retired key"
+expect_err "x5c is not valid: x509: certificate signed by unknown authority" "the laptop's AK certificate of the retired key"
 [ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for the AK certificate of the retired key"
 enroll
 [ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll with the re-issued AK certificate: $out $err"; }
