@@ -43,8 +43,12 @@ void add(X509* cert, int nid, T* value, bool critical, void (*free_fn)(T*)) {
 // EK: [0] { id-on-permanentIdentifier, [0] EXPLICIT SEQUENCE {
 // identifierValue UTF8String } } (no assigner), byte for byte as
 // go.step.sm/crypto's x509util writes it for step's TPM flow.
-GENERAL_NAME* permanent_identifier(X509* ek_certificate) {
-    const std::string identifier = ek_permanent_identifier(X509_get0_pubkey(ek_certificate));
+GENERAL_NAME* permanent_identifier(const AkCertificateSubject& subject) {
+    const std::string identifier = subject.ek_certificate
+                                       ? ek_permanent_identifier(X509_get0_pubkey(subject.ek_certificate))
+                                       : subject.ek_identifier;
+    if (identifier.empty())
+        throw Error("cannot make the attestation key's certificate: no EK to name (permanentIdentifier)");
     const Bytes value_der = der::sequence(der::utf8_string(identifier));
     Owned<ASN1_STRING, ASN1_STRING_free> sequence(ASN1_STRING_new());
     if (!sequence || ASN1_STRING_set(sequence.get(), value_der.data(), static_cast<int>(value_der.size())) != 1)
@@ -88,7 +92,7 @@ void add_tpm_attributes(X509* cert, const AkCertificateSubject& subject) {
     }
     GENERAL_NAME* identifier = nullptr;
     try {
-        identifier = permanent_identifier(subject.ek_certificate);
+        identifier = permanent_identifier(subject);
     } catch (...) {
         GENERAL_NAMES_free(names);
         throw;
@@ -152,15 +156,21 @@ void add_key_identifiers(X509* cert, X509* ca_certificate) {
 // only it could activate), which is what the extension says. Its OID's
 // arcs are small, so every X.509 parser takes it (Go's refuses an arc
 // beyond 31 bits).
-void add_ek_binding(X509* cert, X509* ek_certificate) {
-    unsigned char* ek_der = nullptr;
-    const int ek_size = i2d_X509(ek_certificate, &ek_der);
-    const Owned<unsigned char, openssl_free> ek_owner(ek_der);
-    if (ek_size <= 0)
-        check(0, "encoding the EK certificate");
+void add_ek_binding(X509* cert, const AkCertificateSubject& subject) {
+    Bytes ek_sha256 = subject.ek_certificate_sha256;
+    if (subject.ek_certificate) {
+        unsigned char* ek_der = nullptr;
+        const int ek_size = i2d_X509(subject.ek_certificate, &ek_der);
+        const Owned<unsigned char, openssl_free> ek_owner(ek_der);
+        if (ek_size <= 0)
+            check(0, "encoding the EK certificate");
+        ek_sha256 = digest_of(EVP_sha256(), {{ek_der, static_cast<std::size_t>(ek_size)}});
+    }
+    if (ek_sha256.size() != 32)
+        check(0, "the EK certificate's SHA-256");
     Bytes algorithm = der::object_identifier(NID_sha256);  // parameters absent (RFC 5754, 2)
     Bytes content = der::sequence(algorithm);
-    der::append(content, der::octet_string(digest_of(EVP_sha256(), {{ek_der, static_cast<std::size_t>(ek_size)}})));
+    der::append(content, der::octet_string(ek_sha256));
     const Bytes value = der::sequence(content);
 
     Asn1OctetString octets(ASN1_OCTET_STRING_new());
@@ -229,13 +239,16 @@ X509Cert issue_ak_certificate(const AkCertificateSubject& subject, X509* ca_cert
     const X509Name empty(X509_NAME_new());
     check(empty && X509_set_subject_name(cert.get(), empty.get()) ? 1 : 0, "X509_set_subject_name");
     check(X509_gmtime_adj(X509_getm_notBefore(cert.get()), 0) ? 1 : 0, "X509_gmtime_adj");
-    check(X509_time_adj_ex(X509_getm_notAfter(cert.get()), days, 0, nullptr) ? 1 : 0, "X509_time_adj_ex");
+    if (subject.not_after != 0)
+        check(ASN1_TIME_set(X509_getm_notAfter(cert.get()), subject.not_after) ? 1 : 0, "ASN1_TIME_set");
+    else
+        check(X509_time_adj_ex(X509_getm_notAfter(cert.get()), days, 0, nullptr) ? 1 : 0, "X509_time_adj_ex");
     check(X509_set_pubkey(cert.get(), subject.ak), "X509_set_pubkey");
 
     add_tpm_attributes(cert.get(), subject);
     add_key_usage(cert.get());
     add_key_identifiers(cert.get(), ca_certificate);
-    add_ek_binding(cert.get(), subject.ek_certificate);
+    add_ek_binding(cert.get(), subject);
     if (!subject.crl_url.empty())
         add_crl_distribution_point(cert.get(), subject.crl_url);
 

@@ -5,10 +5,12 @@
 // certificate the AK was enrolled with.
 #pragma once
 
+#include "core/base/bytes.hpp"
 #include "core/base/owned.hpp"
 
 #include <openssl/x509.h>
 
+#include <ctime>
 #include <string>
 
 namespace tpmkey {
@@ -28,6 +30,13 @@ struct AkCertificateSubject {
     std::string tpm_version;         // "id:20191023": tcg-at-tpmVersion 2.23.133.2.3
     X509* ek_certificate = nullptr;  // the EK certificate of the enrolment
     std::string crl_url;             // the CRL distribution point; none when empty
+    // Without ek_certificate (reissue-ak: the record names it): its
+    // permanentIdentifier (ek_permanent_identifier()) and SHA-256.
+    std::string ek_identifier{};
+    Bytes ek_certificate_sha256{};
+    // When set, the certificate's notAfter instead of `days` from now
+    // (reissue-ak keeps the certificate's end).
+    std::time_t not_after = 0;
 };
 
 // An X.509 v3 certificate for `subject`, issued and signed (ECDSA with

@@ -16,6 +16,7 @@ extern const Command verify_command;                                     // veri
 extern const Command revoke_command, list_command, crl_command;          // inventory.cpp
 extern const Command reinstate_command;                                  // reinstate.cpp
 extern const Command webhook_command;                                    // webhook.cpp
+extern const Command rotate_command, reissue_ak_command;                 // rotation.cpp
 
 // --ca DIR, else default_ca_directory().
 CaDirectory ca_directory_of(const Parsed& p);

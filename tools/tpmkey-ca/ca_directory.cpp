@@ -180,20 +180,26 @@ void init_ca(const CaDirectory& ca, const std::string& name, int days) {
     make_private_directory(ca.dir);
     make_private_directory(ca.pending_dir());
 
+    const CaPem made = new_ca_pem(name, days);
+    // The key first, refusing one that appeared meanwhile: two inits never
+    // leave a certificate of one with the key of the other.
+    write_file_atomically(ca.key_file(), made.key, 0600, Replace::no);
+    write_file_atomically(ca.certificate_file(), made.certificate, 0644, Replace::yes);
+}
+
+CaPem new_ca_pem(const std::string& name, int days) {
     const EvpPkey key(EVP_EC_gen("P-256"));
     check(key ? 1 : 0, "EVP_EC_gen");
     const X509Cert cert = self_signed(key.get(), name, days);
-    const std::string key_pem = pem_of(
+    CaPem made;
+    made.key = pem_of(
         [](BIO* bio, void* k) {
             return PEM_write_bio_PrivateKey(bio, static_cast<EVP_PKEY*>(k), nullptr, nullptr, 0, nullptr, nullptr);
         },
         key.get(), "key");
-    const std::string cert_pem = pem_of(
-        [](BIO* bio, void* c) { return PEM_write_bio_X509(bio, static_cast<X509*>(c)); }, cert.get(), "certificate");
-    // The key first, refusing one that appeared meanwhile: two inits never
-    // leave a certificate of one with the key of the other.
-    write_file_atomically(ca.key_file(), key_pem, 0600, Replace::no);
-    write_file_atomically(ca.certificate_file(), cert_pem, 0644, Replace::yes);
+    made.certificate = pem_of([](BIO* bio, void* c) { return PEM_write_bio_X509(bio, static_cast<X509*>(c)); },
+                              cert.get(), "certificate");
+    return made;
 }
 
 CaKeys load_ca(const CaDirectory& ca) {
@@ -201,11 +207,16 @@ CaKeys load_ca(const CaDirectory& ca) {
         throw Error(ca.dir.string() + " holds no CA (no ca.key): make one with 'tpmkey-ca init --ca " +
                     ca.dir.string() + "'");
     check_ca_directory(ca);
-    const FileRead key_file = read_regular_file(ca.key_file(), max_pem_size);
+    return load_ca_in(ca.dir);
+}
+
+CaKeys load_ca_in(const std::filesystem::path& dir) {
+    const std::filesystem::path key_path = dir / "ca.key", cert_path = dir / "ca.crt";
+    const FileRead key_file = read_regular_file(key_path, max_pem_size);
     if (key_file.mode & 0077)
-        throw Error(ca.key_file().string() + ": others may read the CA's key (mode " + octal_mode(key_file.mode) +
+        throw Error(key_path.string() + ": others may read the CA's key (mode " + octal_mode(key_file.mode) +
                     "): chmod 600 it, and make a new CA if they may have");
-    const FileRead cert_file = read_regular_file(ca.certificate_file(), max_pem_size);
+    const FileRead cert_file = read_regular_file(cert_path, max_pem_size);
     CaKeys keys;
     {
         Bio bio(BIO_new_mem_buf(key_file.data.data(), static_cast<int>(key_file.data.size())));
@@ -216,11 +227,17 @@ CaKeys load_ca(const CaDirectory& ca) {
         keys.certificate.reset(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
     }
     if (!keys.key)
-        throw Error(ca.key_file().string() + ": not a PEM private key");
+        throw Error(key_path.string() + ": not a PEM private key");
     if (!keys.certificate)
-        throw Error(ca.certificate_file().string() + ": not a PEM certificate");
-    if (X509_check_private_key(keys.certificate.get(), keys.key.get()) != 1)
-        throw Error(ca.certificate_file().string() + " is not the certificate of " + ca.key_file().string());
+        throw Error(cert_path.string() + ": not a PEM certificate");
+    if (X509_check_private_key(keys.certificate.get(), keys.key.get()) != 1) {
+        // rotate replaces ca.key, then ca.crt: a crash between leaves them
+        // apart, and rotating/ holds what is still to be moved.
+        if (std::filesystem::exists(std::filesystem::symlink_status(dir / "rotating")))
+            throw Error(cert_path.string() + " is not the certificate of " + key_path.string() +
+                        ": a 'tpmkey-ca rotate' was interrupted; run it again to finish it");
+        throw Error(cert_path.string() + " is not the certificate of " + key_path.string());
+    }
     return keys;
 }
 

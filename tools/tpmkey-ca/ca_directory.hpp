@@ -66,6 +66,14 @@ void check_ca_directory(const CaDirectory& ca);
 // directory fails check_ca_directory().
 void init_ca(const CaDirectory& ca, const std::string& name, int days);
 
+// A new CA key (EC P-256, PKCS#8 PEM) and its self-signed certificate
+// (PEM) named `name` (CN), valid for `days`: what init_ca() and rotate
+// write.
+struct CaPem {
+    std::string key, certificate;
+};
+CaPem new_ca_pem(const std::string& name, int days);
+
 // The CA's key and certificate, checked to belong together. Throws Error
 // for a directory without a CA, one that fails check_ca_directory(), or a
 // key others may read.
@@ -74,6 +82,10 @@ struct CaKeys {
     EvpPkey key;
 };
 CaKeys load_ca(const CaDirectory& ca);
+// The key and certificate in `dir` (ca.key, ca.crt; a retired CA's too,
+// rotation.hpp), checked as load_ca() checks them; the directory is the
+// caller's to check.
+CaKeys load_ca_in(const std::filesystem::path& dir);
 
 // A pending file (exchange_file.hpp, ak_pending_file): the request's
 // fields plus what only the CA knows, the secret of the challenge and when

@@ -5,6 +5,7 @@
 #include "audit_log.hpp"
 #include "ca.hpp"
 #include "revocation.hpp"
+#include "rotation.hpp"
 
 #include <charconv>
 #include <ctime>
@@ -114,6 +115,7 @@ void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, 
             written += (written.empty() ? "" : ", ") + record.serial;
         }
         listed = publish_crl(ca, keys, now, default_crl_days);
+        (void)publish_retired_crls(ca, now, default_crl_days);  // their AK certificates too (rotation.hpp)
     } catch (const std::exception& e) {
         // The records stay revoked: verify --ca and the webhook, which read
         // them, refuse those AKs from now on (the safe side); but the CRL,
@@ -248,7 +250,8 @@ constexpr CommandSpec crl_spec{"crl",
                                "writes it to DIR/crl.pem (atomically, 0644). A CRL is current until its\n"
                                "next update; after that tpmkey-ca verify refuses every AK of the CA, so\n"
                                "run this well before (e.g. weekly from cron) and publish the file where\n"
-                               "the AK certificates' CRL distribution point says.\n"
+                               "the AK certificates' CRL distribution point says. After tpmkey-ca\n"
+                               "rotate, also each retired CA's, DIR/retired/SERIAL/crl.pem, with its key.\n"
                                "\n"
                                "  --ca DIR          the CA directory (default ~/.local/share/tpmkey-ca)\n"
                                "  --days N          days until its next update (default 30)\n",
@@ -269,8 +272,13 @@ int cmd_crl(const Parsed& p) {
     const CaLock lock(ca);
     const std::time_t now = std::time(nullptr);
     const int listed = publish_crl(ca, keys, now, days);
+    const int retired = publish_retired_crls(ca, now, days);
     std::cout << "Signed a new CRL listing " << listed << " revoked AK certificate(s), next update "
               << utc_text(now + std::time_t{days} * 24 * 60 * 60) << ": " << published_text(ca) << ".\n";
+    if (retired > 0)
+        std::cout << "Signed the CRL of each of the " << retired << " retired CA(s) in " << retired_dir(ca).string()
+                  << " too (tpmkey-ca rotate), with its own key: publish each where its AK certificates' CRL "
+                     "distribution point says, until they expire.\n";
     return 0;
 }
 

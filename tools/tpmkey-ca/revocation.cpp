@@ -1,6 +1,7 @@
 #include "revocation.hpp"
 
 #include "ak_records.hpp"
+#include "rotation.hpp"
 
 #include "core/attestation/ek_certificate.hpp"
 #include "core/base/error.hpp"
@@ -138,8 +139,9 @@ std::vector<std::string> distribution_points(X509* cert) {
 // when there is no such file. Throws Error for one that is not a number
 // publish_crl() wrote, in a file of ours no one else may write: whoever
 // could lower it could have an older CRL taken for the newest.
-BigNum recorded_crl_number(const CaDirectory& ca) {
-    const std::optional<FileRead> file = read_regular_file_if_present(crl_number_file(ca), 64);
+BigNum recorded_crl_number(const std::filesystem::path& dir) {
+    const std::filesystem::path path = dir / "crl-number";
+    const std::optional<FileRead> file = read_regular_file_if_present(path, 64);
     if (!file)
         return nullptr;
     std::string text(file->data.begin(), file->data.end());
@@ -150,19 +152,19 @@ BigNum recorded_crl_number(const CaDirectory& ca) {
         text.find_first_not_of("0123456789") != std::string::npos || text[0] == '0' ||
         BN_dec2bn(&number, text.c_str()) != static_cast<int>(text.size())) {
         BN_free(number);
-        throw Error(crl_number_file(ca).string() + ": refused: not the CRL number tpmkey-ca writes (a decimal "
-                                                   "number, in a file of ours no one else may write)");
+        throw Error(path.string() + ": refused: not the CRL number tpmkey-ca writes (a decimal "
+                                    "number, in a file of ours no one else may write)");
     }
     return BigNum(number);
 }
 
-// The number of the newest CRL the CA signed: the larger of DIR/crl-number
-// and the number of DIR/crl.pem, if it is signed by `ca_certificate`'s key
-// (a CA made before crl-number was kept has only the latter). Null for
-// neither.
-BigNum newest_crl_number(const CaDirectory& ca, X509* ca_certificate) {
-    BigNum newest = recorded_crl_number(ca);
-    if (const std::optional<FileRead> current = read_regular_file_if_present(crl_file(ca), max_crl_size)) {
+// The number of the newest CRL the CA in `dir` (the CA directory, or a
+// retired CA's) signed: the larger of DIR/crl-number and the number of
+// DIR/crl.pem, if it is signed by `ca_certificate`'s key (a CA made before
+// crl-number was kept has only the latter). Null for neither.
+BigNum newest_crl_number(const std::filesystem::path& dir, X509* ca_certificate) {
+    BigNum newest = recorded_crl_number(dir);
+    if (const std::optional<FileRead> current = read_regular_file_if_present(dir / "crl.pem", max_crl_size)) {
         const Crl crl = parse_crl(current->data);
         EVP_PKEY* key = X509_get0_pubkey(ca_certificate);
         if (crl && key && X509_CRL_verify(crl.get(), key) == 1) {
@@ -175,12 +177,20 @@ BigNum newest_crl_number(const CaDirectory& ca, X509* ca_certificate) {
     return newest;
 }
 
-// Whether `certificate` is the CA directory's own (DIR/ca.crt): its
-// records and CRL numbers say nothing of another CA's AKs (verify --ca
-// then refuses the AK as not in the records).
-bool is_certificate_of(const CaDirectory& ca, X509* certificate) {
-    const std::vector<X509Cert> own = certificates_in(read_regular_file(ca.certificate_file(), 64 * 1024).data);
-    return own.size() == 1 && X509_cmp(own.front().get(), certificate) == 0;
+// The directory of the CA directory's own CA whose certificate is
+// `certificate` (DIR for DIR/ca.crt, or a retired CA's: rotation.hpp);
+// nullopt for another CA's, whose AKs its records and CRL numbers say
+// nothing of (verify --ca then refuses the AK as not in the records).
+std::optional<std::filesystem::path> directory_of_certificate(const CaDirectory& ca, X509* certificate) {
+    std::vector<std::filesystem::path> dirs{ca.dir};
+    for (const std::filesystem::path& dir : retired_ca_directories(ca))
+        dirs.push_back(dir);
+    for (const std::filesystem::path& dir : dirs) {
+        const std::vector<X509Cert> own = certificates_in(read_regular_file(dir / "ca.crt", 64 * 1024).data);
+        if (own.size() == 1 && X509_cmp(own.front().get(), certificate) == 0)
+            return dir;
+    }
+    return std::nullopt;
 }
 
 std::string decimal(const BIGNUM* number) {
@@ -255,12 +265,26 @@ CaLock::~CaLock() {
 }
 
 int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int days) {
+    return publish_crl_in(ca, keys, ca.dir, now, days);
+}
+
+int publish_retired_crls(const CaDirectory& ca, std::time_t now, int days) {
+    int signed_crls = 0;
+    for (const std::filesystem::path& dir : retired_ca_directories(ca)) {
+        (void)publish_crl_in(ca, load_ca_in(dir), dir, now, days);
+        ++signed_crls;
+    }
+    return signed_crls;
+}
+
+int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesystem::path& dir, std::time_t now,
+                   int days) {
     // The next CRL number: one more than the newest the CA signed, even
     // when crl.pem was since replaced by an older copy (RFC 5280, 5.2.3:
     // CRL numbers only grow).
     BigNum number(BN_new());
     check(number && BN_set_word(number.get(), 1) ? 1 : 0, "BN_set_word");
-    if (const BigNum newest = newest_crl_number(ca, keys.certificate.get()))
+    if (const BigNum newest = newest_crl_number(dir, keys.certificate.get()))
         check(BN_add(number.get(), newest.get(), BN_value_one()), "BN_add");
 
     const Crl crl(X509_CRL_new());
@@ -330,8 +354,8 @@ int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int 
     const long size = BIO_get_mem_data(bio.get(), &data);
     // The number first: a CRL on disk is never newer than the number
     // verify --ca holds older ones against.
-    write_file_atomically(crl_number_file(ca), decimal(number.get()) + "\n", 0644, Replace::yes);
-    write_file_atomically(crl_file(ca), std::string_view(data, static_cast<std::size_t>(size)), 0644, Replace::yes);
+    write_file_atomically(dir / "crl-number", decimal(number.get()) + "\n", 0644, Replace::yes);
+    write_file_atomically(dir / "crl.pem", std::string_view(data, static_cast<std::size_t>(size)), 0644, Replace::yes);
     return listed;
 }
 
@@ -376,7 +400,14 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
     if (crl_path) {
         path = *crl_path;
     } else if (ca) {
+        // The CRL of the CA that issued the AK: DIR/crl.pem, or a retired
+        // CA's (an AK certificate issued before 'tpmkey-ca rotate').
         path = crl_file(*ca).string();
+        for (const std::filesystem::path& dir : retired_ca_directories(*ca)) {
+            const std::vector<X509Cert> retired = certificates_in(read_regular_file(dir / "ca.crt", 64 * 1024).data);
+            if (retired.size() == 1 && X509_check_issued(retired.front().get(), ak) == X509_V_OK)
+                path = (dir / "crl.pem").string();
+        }
     } else {
         const std::vector<std::string> urls = distribution_points(ak);
         // Every AK certificate tpmkey-ca issues names its CRL, under the
@@ -417,7 +448,8 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
     const std::string problem = ak_revocation_problem(ak, issuer, crl.get(), now);
     if (!problem.empty())
         throw Error("REFUSED: " + problem + " (CRL " + path + ")");
-    if (ca && is_certificate_of(*ca, issuer)) {
+    const std::optional<std::filesystem::path> issuer_dir = ca ? directory_of_certificate(*ca, issuer) : std::nullopt;
+    if (issuer_dir) {
         // The CA's own word, which no CRL can be older than: its record
         // says revoked even where the CRL given does not list it yet (an
         // older one, or one revoke could not publish).
@@ -429,13 +461,14 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
         // A CRL that is still current but older than the CA's newest may
         // lack a revocation made since (RFC 5280, 5.2.3: a CRL number
         // only grows).
-        const BigNum newest = newest_crl_number(*ca, issuer);
+        const BigNum newest = newest_crl_number(*issuer_dir, issuer);
         const BigNum number = crl_number(crl.get());
         if (newest && (!number || BN_cmp(number.get(), newest.get()) < 0))
             throw Error("REFUSED: the CRL " + path + " is number " + number_text(crl.get()) +
                         ", older than the newest the CA in " + ca->dir.string() + " signed, number " +
                         decimal(newest.get()) + ": it may lack a revocation made since; give the CA's newest CRL " +
-                        "(tpmkey-ca crl --ca " + ca->dir.string() + " signs one, to " + crl_file(*ca).string() + ")");
+                        "(tpmkey-ca crl --ca " + ca->dir.string() + " signs one, to " +
+                        (*issuer_dir / "crl.pem").string() + ")");
     }
     return "not revoked: CRL " + path + ", number " + number_text(crl.get()) + " of " +
            time_text(X509_CRL_get0_lastUpdate(crl.get())) + ", next update " +

@@ -68,6 +68,16 @@ private:
 // then the CRL to DIR/crl.pem, each atomically (0644). Returns how many AKs
 // it lists. Hold a CaLock.
 int publish_crl(const CaDirectory& ca, const CaKeys& keys, std::time_t now, int days);
+// The same for the CA of `keys` whose crl.pem and crl-number are in `dir`
+// (a retired CA's, rotation.hpp). Its CRL lists every revoked record too:
+// the serials are random, so another CA's serials in it revoke nothing of
+// its own, and none of its own is left off.
+int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesystem::path& dir, std::time_t now,
+                   int days);
+// publish_crl_in() for each retired CA, with its own key: the AK
+// certificates it issued stay revocable until they expire. Returns how
+// many CRLs it signed.
+int publish_retired_crls(const CaDirectory& ca, std::time_t now, int days);
 
 // Why `ak` may not be used by `crl`'s account, or empty when it may:
 // the CRL is `issuer`'s (its name, and its signature verifies with
@@ -85,6 +95,8 @@ std::string ak_revocation_problem(X509* ak, X509* issuer, X509_CRL* crl, std::ti
 // With `ca` also for an AK its record says is revoked (whatever the CRL
 // lists), and for a CRL older than the newest `ca` signed (a lower CRL
 // number, or none).
+// An AK certificate a retired CA of `ca` issued is checked against that
+// CA's CRL and record (rotation.hpp).
 // An AK certificate that names no CRL (not tpmkey-ca's) is "not checked"
 // unless a CRL is given.
 std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const std::optional<std::string>& crl_path,

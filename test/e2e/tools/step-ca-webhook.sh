@@ -28,6 +28,11 @@
 # the SSH certificate issued before, and challenge and issue-ak refuse the
 # TPM until tpmkey-ca reinstate (audited); reinstated and enrolled again it
 # gets both certificates; revoke --ek-identifier bars it again.
+# Rotation (issue 36): an AK certificate without permanentIdentifier under
+# tpmkey-ca's key gets a certificate for the laptop's TPM before tpmkey-ca
+# rotate, and is refused after it (step-ca's attestationRoots the new root
+# alone), as is the laptop's old AK certificate; its re-issued one
+# (reissue-ak) enrols.
 set -euo pipefail
 tools=$(dirname "$(readlink -f "$0")")
 # shellcheck source=../../lib/common.sh
@@ -142,6 +147,7 @@ ott = jws(d + "/admin-jwk.pem", {"alg": "ES256", "typ": "JWT", "kid": open(d + "
           dict(claims("step-certificate-authority"), iss="admin", sans=["step"]))
 signed = post("/1.0/sign", {"csr": open(d + "/admin.csr").read(), "ott": ott})
 x5c = [base64.b64encode(ssl.PEM_cert_to_DER_cert(c)).decode() for c in signed["certChain"]]
+open(d + "/admin.x5c.json", "w").write(json.dumps(x5c))  # for 5d's provisioner update
 def add(provisioner, url, cert_type):
     path = "/admin/provisioners/" + provisioner + "/webhooks"
     token = jws(d + "/admin.key", {"alg": "ES256", "typ": "JWT", "x5c": x5c}, dict(claims(path), iss="step-admin-client/1.0"))
@@ -417,6 +423,87 @@ PY
 why=$(grep -o 'renew is disabled[^"]*' "$STEPCA_LOG" | tail -1 || true)
 [ "$status" = 401 ] && [ -n "$why" ] || { show "$STEPCA_LOG"; fail "rekey with the leaf: HTTP $status, expected 401 and 'renew is disabled' in step-ca's log"; }
 ok "rekey with the leaf certificate (mTLS): refused by step-ca (HTTP 401; its log: $why)"
+
+# 5d. Rotating the attestation CA (issue 36): an AK certificate of an
+# earlier tpmkey-ca names no permanentIdentifier, and step-ca then takes
+# any identifier the order names; the webhook sees only the order's. As
+# such a certificate: attest-go step-ca-reference's AK certificate (no
+# permanentIdentifier, no CRL, an RSA AK made in software) signed by
+# tpmkey-ca's key. Before the rotation its order for the laptop's
+# identifier gets a certificate; after tpmkey-ca rotate, reissue-ak of the
+# laptop's AK certificate and step-ca's attestationRoots set to the new
+# ca.crt alone (admin API), the same with the retired key is refused, and
+# so is the laptop's old AK certificate; the re-issued one enrols.
+attest_go=$(bash "$tools/attest-go/build.sh" "$TPMKEY_TEST_GO") ||
+    fail "cannot build attest-go: it needs Go and the Go module proxy"
+start=$(date +%s%N)
+run "$attest_go" step-ca-reference "$STEPCA_ACME" "$STEPCA_ROOT" "$cert_identifier" "$ca/ca.crt" "$ca/ca.key" \
+    "$w/forged-leaf.crt"
+[ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "the control: an AK certificate without permanentIdentifier under tpmkey-ca's key was refused before the rotation: $out $err"; }
+openssl x509 -in "$w/forged-leaf.crt" -outform DER | grep -aqF "$cert_identifier" ||
+    fail "step-ca's certificate for the forged AK certificate does not name $cert_identifier"
+ok "before the rotation: an AK certificate without permanentIdentifier under tpmkey-ca's key gets step-ca's certificate for the laptop's TPM $cert_identifier (the webhook allowed: it sees the order's identifier only)"
+old_ca_serial=$(openssl x509 -in "$ca/ca.crt" -noout -serial) && old_ca_serial=${old_ca_serial#serial=}
+cp "$w/laptop.ak.crt" "$w/laptop.old.ak.crt"
+must tpmkey_ca rotate --ca "$ca"
+expect_out "the previous CA (certificate serial $old_ca_serial, 'test attestation CA') is kept in $ca/retired/$old_ca_serial" \
+    "tpmkey-ca rotate"
+grep '"command": "rotate"' "$ca/audit.log" | tail -1 | grep -q '"decision": "accepted"' ||
+    { show "$ca/audit.log"; fail "the rotation is not in the audit log"; }
+must tpmkey_ca reissue-ak --ca "$ca" -o "$w/laptop.new.ak.crt" "$w/laptop.old.ak.crt"
+expect_out "Re-issued AK certificate $serial (machine laptop, principals alice) under the current CA key" \
+    "tpmkey-ca reissue-ak"
+openssl verify -CAfile "$ca/ca.crt" "$w/laptop.new.ak.crt" >/dev/null 2>&1 ||
+    fail "openssl: the re-issued AK certificate does not chain to the new ca.crt"
+cp "$w/laptop.new.ak.crt" "$w/laptop.ak.crt"  # what the laptop installs
+# step-ca: the ACME provisioner's attestationRoots, the new ca.crt alone
+# (step ca provisioner update tpm --attestation-roots ca.crt).
+python3 - "https://$address" "$STEPCA_ROOT" "$wh" "$ca/ca.crt" >"$wh/update.out" 2>&1 <<'PY' ||
+import base64, json, os, ssl, subprocess, sys, time, urllib.request
+base, root, d, new_root = sys.argv[1:]
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+def token(path):
+    now = int(time.time())
+    signing_input = (b64(json.dumps({"alg": "ES256", "typ": "JWT", "x5c": json.load(open(d + "/admin.x5c.json"))}).encode())
+                     + "." + b64(json.dumps({"sub": "step", "iss": "step-admin-client/1.0", "aud": path, "iat": now,
+                                             "nbf": now - 30, "exp": now + 300, "jti": os.urandom(16).hex()}).encode()))
+    der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", d + "/admin.key"], input=signing_input.encode(),
+                         capture_output=True, check=True).stdout
+    sig, i = b"", 2
+    for _ in range(2):
+        n = der[i + 1]
+        sig += der[i + 2:i + 2 + n].lstrip(b"\0").rjust(32, b"\0")
+        i += 2 + n
+    return signing_input + "." + b64(sig)
+path = "/admin/provisioners/tpm"
+ctx = ssl.create_default_context(cafile=root)
+with urllib.request.urlopen(urllib.request.Request(base + path, headers={"Authorization": token(path)}), context=ctx) as r:
+    provisioner = json.load(r)
+provisioner["details"]["ACME"]["attestationRoots"] = [base64.b64encode(open(new_root, "rb").read()).decode()]
+req = urllib.request.Request(base + path, json.dumps(provisioner).encode(),
+                             {"Authorization": token(path), "Content-Type": "application/json"}, method="PUT")
+with urllib.request.urlopen(req, context=ctx) as r:
+    print("updated:", r.status)
+PY
+    { show "$wh/update.out" "$STEPCA_LOG"; fail "step-ca's admin API did not update the ACME provisioner's attestationRoots"; }
+run "$attest_go" step-ca-reference "$STEPCA_ACME" "$STEPCA_ROOT" "$cert_identifier" "$ca/retired/$old_ca_serial/ca.crt" \
+    "$ca/retired/$old_ca_serial/ca.key" "$w/forged-after.crt"
+expect_rc 1 "an AK certificate without permanentIdentifier under the retired key"
+expect_out "error: urn:ietf:params:acme:error:badAttestationStatement: Attestation statement cannot be verified: x5c is not valid: x509: certificate signed by unknown authority" \
+    "an AK certificate without permanentIdentifier under the retired key"
+[ ! -e "$w/forged-after.crt" ] || fail "a certificate was issued for an AK certificate under the retired key"
+ok "after the rotation (attestationRoots the new ca.crt alone): the same attack is refused by step-ca: x5c is not valid"
+rm -f "$w/id_ecdsa.crt"
+run "$TPMKEY_TOOL" enroll --acme "$STEPCA_ACME" --ca-root "$STEPCA_ROOT" --ak-cert "$w/laptop.old.ak.crt" \
+    --pin-file "$pin" "$w/id_ecdsa.tpm"
+expect_rc 1 "the laptop's AK certificate of the retired key"
+expect_err "x5c is not valid: x509: certificate signed by unknown authority" "the laptop's AK certificate of the retired key"
+[ ! -e "$w/id_ecdsa.crt" ] || fail "a certificate was written for the AK certificate of the retired key"
+enroll
+[ "$rc" = 0 ] || { show "$STEPCA_LOG" "$wh/server.err"; fail "tpmkey enroll with the re-issued AK certificate: $out $err"; }
+expect_out "for permanent identifier $cert_identifier" "tpmkey enroll with the re-issued AK certificate"
+ok "after the rotation: the laptop's old AK certificate is refused, its re-issued one enrols ($(openssl x509 -in "$w/laptop.ak.crt" -noout -serial))"
+echo "figures: the rotation's checks (two attacks, rotate, reissue-ak, the provisioner update, two enrolments): $((($(date +%s%N) - start) / 1000000)) ms"
 
 # 6. Revocation is by TPM. Before it: the same TPM's ECC AK enrolled too
 # (valid), and an RSA AK's challenge answered but not yet issued.
