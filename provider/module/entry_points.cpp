@@ -281,7 +281,7 @@ CK_RV C_Login(CK_SESSION_HANDLE h, CK_USER_TYPE user, CK_UTF8CHAR_PTR pin, CK_UL
         }
         require(user == CKU_CONTEXT_SPECIFIC || !t.logged_in(), CKR_USER_ALREADY_LOGGED_IN);
         require(pin_len <= 32, CKR_PIN_LEN_RANGE);
-        m.login(t, Secret(std::span<const std::uint8_t>(pin, pin_len)));
+        m.login().with_pin(t, Secret(std::span<const std::uint8_t>(pin, pin_len)));
         log_debug(t.label() + ": logged in");
     });
 }

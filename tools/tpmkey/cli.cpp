@@ -1,6 +1,6 @@
 #include "cli.hpp"
 
-#include "core/base/prompt.hpp"
+#include "core/pin/prompt.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/owner_srk.hpp"
 
