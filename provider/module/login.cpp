@@ -135,40 +135,40 @@ std::string Login::counted_text(const DictionaryAttackState& da) {
 }
 
 void Login::from_source(Token& t) {
-    const PinSource& source = *t.pin_source();
+    const std::string source = describe(*t.pin_source());
     Secret pin;
     try {
-        pin = read_pin(source);
+        pin = read_pin(*t.pin_source());
     } catch (const PinSourceError& e) {
         // Fails closed: the PIN read before is forgotten, no other PIN is
         // tried. An expired keyring key ends the key's use there.
         t.logout();
-        log_error(t.label() + ": not signing: its PIN comes from the " + describe(source) +
+        log_error(t.label() + ": not signing: its PIN comes from the " + source +
                   " (config file, pin-from), and that gives none: " + e.what() + "; nothing was sent to the TPM");
         throw Pkcs11Error(CKR_USER_NOT_LOGGED_IN);
     }
     if (t.logged_in_with(pin))
         return;
+    // Another PIN than the one logged in with, if any: that one is forgotten.
+    t.logout();
     // A PIN the TPM refused is not sent again while the source holds it:
     // each use would count one more wrong PIN, with nobody there to see it.
     if (refused_source_pins_.refused(t.slot(), pin)) {
-        t.logout();
-        log_error(t.label() + ": not signing: the PIN in the " + describe(source) +
+        log_error(t.label() + ": not signing: the PIN in the " + source +
                   " was refused by the TPM before and is not sent again until the source holds another one "
                   "(docs/unattended-keys.md)");
         throw Pkcs11Error(CKR_PIN_INCORRECT);
     }
-    t.logout();
     // The same margin as for a PIN typed for this key.
     require_room_for_a_wrong_pin(t, lockout_state(t));
     if (const std::optional<TpmError> refused = send_pin(t, pin)) {
         refused_source_pins_.remember(t.slot(), pin.clone());
-        log_error(t.label() + ": the PIN in the " + describe(source) +
+        log_error(t.label() + ": the PIN in the " + source +
                   " is wrong: the TPM refused it and counted it as a wrong PIN; it is not sent again until the source "
                   "holds another one (docs/unattended-keys.md)");
         throw *refused;
     }
-    log_debug(t.label() + ": logged in with the PIN from the " + describe(source));
+    log_debug(t.label() + ": logged in with the PIN from the " + source);
 }
 
 bool Login::same_pin(const std::string& a, const std::string& b) const {
