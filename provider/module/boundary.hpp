@@ -122,4 +122,21 @@ CK_RV with_module(const Call& call, Body&& body) noexcept {
     });
 }
 
+// The fixed answers of what a signing-only, read-only token does not do:
+// still "not initialised" before C_Initialize (PKCS#11 2.40, 5.4: every
+// function but C_Initialize and C_GetFunctionList answers
+// CKR_CRYPTOKI_NOT_INITIALIZED).
+inline CK_RV fixed_answer(const Call& call, CK_RV rv) noexcept {
+    return with_module(call, [&](Module&) { throw Pkcs11Error(rv); });
+}
+
+// For functions whose answer is fixed once the session is known to be valid
+// (writing to a read-only token, operation state, random numbers).
+inline CK_RV fixed_session_answer(const char* function, CK_SESSION_HANDLE h, CK_RV rv) noexcept {
+    return with_module(session_call(function, h), [&](Module& m) {
+        (void)m.session(h);
+        throw Pkcs11Error(rv);
+    });
+}
+
 }  // namespace tpmkey::pkcs11

@@ -4,6 +4,7 @@
 #include "core/base/log.hpp"
 #include "core/base/owned.hpp"
 #include "core/base/printable.hpp"
+#include "core/files/file_read.hpp"
 #include "core/keys/certificate.hpp"
 #include "core/policy/tpm_policy_session.hpp"
 #include "core/tpm/tpm_queries.hpp"
@@ -15,6 +16,28 @@ namespace {
 // Atomic, so it needs no constructor at load time; starts above 0 because
 // 0 means "no handle" (CK_INVALID_HANDLE).
 std::atomic<CK_ULONG> handle_counter{0};
+
+// The comment of the key's .pub (its third field on), for the prompt; empty
+// when there is none.
+std::string pub_comment(const std::filesystem::path& key_path) {
+    std::filesystem::path pub = key_path;
+    pub.replace_extension(".pub");
+    try {
+        const std::optional<FileRead> read = read_regular_file_if_present(pub, 16 * 1024);
+        if (!read)
+            return "";
+        std::string_view line(reinterpret_cast<const char*>(read->data.data()), read->data.size());
+        line = line.substr(0, line.find('\n'));
+        // TYPE BASE64 COMMENT
+        const std::size_t type_end = line.find(' ');
+        const std::size_t blob_end =
+            type_end == std::string_view::npos ? type_end : line.find(' ', line.find_first_not_of(' ', type_end));
+        const std::size_t start = blob_end == std::string_view::npos ? blob_end : line.find_first_not_of(' ', blob_end);
+        return start == std::string_view::npos ? "" : printable(line.substr(start));
+    } catch (const Error&) {
+        return "";
+    }
+}
 
 }  // namespace
 
@@ -182,6 +205,18 @@ Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     }
     return sign_digest(tpm.tpm(), loaded.key, *policy, request.scheme, request.hash, request.digest,
                        pub_.ec_field_size());
+}
+
+std::string prompt_name(const Token& t) {
+    const std::string comment = pub_comment(t.path());
+    return "'" + t.label() + "' (" + printable(t.path().string()) + (comment.empty() ? "" : ", " + comment) + ")";
+}
+
+void release_other_keys(const Tokens& tokens, const Token& keep) noexcept {
+    for (const auto& t : tokens)
+        if (t.get() != &keep)
+            t->drop_tpm_objects();
+    log_debug("the TPM is full: released the other keys to make room");
 }
 
 }  // namespace tpmkey::pkcs11

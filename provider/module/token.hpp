@@ -2,8 +2,9 @@
 // its objects, its login state, and the key loaded in the TPM while in use.
 #pragma once
 
+#include "core/base/error.hpp"
 #include "core/base/secret.hpp"
-#include "core/files/pin_source.hpp"
+#include "core/files/config.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/keys/public_key.hpp"
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,7 +31,7 @@ public:
     // Reads nothing: the key file is already parsed. A certificate next to
     // the key (NAME.crt, NAME-cert.pem; PEM or DER) is read if present. A
     // key with a PIN source (the config file's pin-from) needs no login:
-    // the module reads its PIN when it signs (Module::sign).
+    // the module reads its PIN when it signs (Module::sign, Login::from_source).
     Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key, std::optional<PinSource> pin_source = {});
     Token(const Token&) = delete;
     Token& operator=(const Token&) = delete;
@@ -47,12 +49,6 @@ public:
     const std::optional<PinSource>& pin_source() const noexcept { return pin_source_; }
     // Logged in with exactly `pin` (compared in constant time).
     bool logged_in_with(const Secret& pin) const noexcept { return logged_in_ && pin_ == pin; }
-    // The PIN from the key's source that the TPM refused last (kept, wiped
-    // on free, so that it is not sent again while the source holds it).
-    bool refused_source_pin(const Secret& pin) const noexcept {
-        return refused_source_pin_ && *refused_source_pin_ == pin;
-    }
-    void remember_refused_source_pin(Secret pin) { refused_source_pin_ = std::move(pin); }
     const Bytes& id() const noexcept { return id_; }
 
     const std::vector<P11Object>& objects() const noexcept { return objects_; }
@@ -117,11 +113,35 @@ private:
     bool logged_in_ = false;
     bool wrong_pin_since_login_ = false;
     Secret pin_;  // held while logged in: each TPM2_Sign's HMAC needs it
-    std::optional<Secret> refused_source_pin_;
     std::optional<Loaded> loaded_;
     // Without a resource manager, a key without PIN or policy: its context
     // between calls, so that a call reloads it with TPM2_ContextLoad alone.
     std::optional<SavedContext> saved_key_;
 };
+
+// The module's tokens, one per slot.
+using Tokens = std::vector<std::unique_ptr<Token>>;
+
+// The key as a prompt names it: "'LABEL' (PATH, COMMENT)", the comment from
+// its .pub (its third field on), read now; without one, "'LABEL' (PATH)".
+std::string prompt_name(const Token& token);
+
+// Flushes the TPM objects of every token but `keep`.
+void release_other_keys(const Tokens& tokens, const Token& keep) noexcept;
+
+// Runs a TPM operation of `token`; when the TPM has no room for another
+// object or session (TPMs without a resource manager have 3 object slots),
+// releases the other tokens' keys and tries once more.
+template <class Operation>
+auto with_room_in_tpm(const Tokens& tokens, Token& token, Operation operation) {
+    try {
+        return operation();
+    } catch (const TpmError& e) {
+        if (!e.is(TPM2_RC_OBJECT_MEMORY) && !e.is(TPM2_RC_SESSION_MEMORY))
+            throw;
+        release_other_keys(tokens, token);
+        return operation();
+    }
+}
 
 }  // namespace tpmkey::pkcs11

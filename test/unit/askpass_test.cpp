@@ -1,7 +1,7 @@
 // The askpass program as the module runs it inside its host (ssh-agent's
 // PKCS#11 helper): none of the host's file descriptors, a bounded wait, the
-// answer kept where the host ignores SIGCHLD (core/base/askpass.hpp).
-#include "core/base/askpass.hpp"
+// answer kept where the host ignores SIGCHLD (core/pin/askpass.hpp).
+#include "core/pin/askpass.hpp"
 
 #include "temp_dir.hpp"
 

@@ -1,8 +1,9 @@
 // Key discovery and TPM selection from the environment and the config file.
 #include "core/files/config.hpp"
-#include "core/base/askpass.hpp"
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
+#include "core/pin/askpass.hpp"
+#include "core/pin/source.hpp"
 #include "core/trust/endorsement.hpp"
 #include "temp_dir.hpp"
 

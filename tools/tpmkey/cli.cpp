@@ -1,7 +1,7 @@
 #include "cli.hpp"
 
-#include "core/base/prompt.hpp"
 #include "core/files/config.hpp"
+#include "core/pin/prompt.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/attestation_key.hpp"
 #include "core/trust/owner_srk.hpp"

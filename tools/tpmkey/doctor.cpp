@@ -8,6 +8,7 @@
 #include "core/files/config.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/key_discovery.hpp"
+#include "core/pin/source.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"

@@ -8,9 +8,9 @@
 
 #include "cli.hpp"
 #include "core/base/printable.hpp"
-#include "core/base/prompt.hpp"
 #include "core/files/config.hpp"
 #include "core/keys/key_parts.hpp"
+#include "core/pin/prompt.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/endorsement.hpp"
 #include "core/trust/known_parents.hpp"

@@ -3,11 +3,11 @@
 
 #include "cli.hpp"
 #include "core/base/printable.hpp"
-#include "core/base/prompt.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/keys/key_discovery.hpp"
 #include "core/keys/key_file.hpp"
+#include "core/pin/prompt.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/known_parents.hpp"

@@ -6,8 +6,8 @@
 // attest_key.cpp, enroll.cpp and ssh_cert.cpp.
 
 #include "cli.hpp"
-#include "core/base/prompt.hpp"
 #include "core/files/config.hpp"
+#include "core/pin/prompt.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "tpmkey_version.hpp"
 

@@ -6,10 +6,10 @@
 // where ssh looks for it beside KEY.pub; running the command again renews it.
 #include "cli.hpp"
 #include "core/attestation/ek_certificate.hpp"
-#include "core/base/prompt.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/files/file_read.hpp"
+#include "core/pin/prompt.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "http_client.hpp"
 #include "jose.hpp"

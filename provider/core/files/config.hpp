@@ -3,7 +3,6 @@
 #pragma once
 
 #include "core/base/home.hpp"
-#include "core/files/pin_source.hpp"
 #include "core/files/tpm_address.hpp"
 
 #include <chrono>
@@ -13,6 +12,18 @@
 #include <vector>
 
 namespace tpmkey {
+
+// Where a pin-from line says a key's PIN is kept. Named here, where the
+// config file names it; read by core/pin/source.hpp (read_pin()), which
+// holds the rest of where a PIN comes from.
+struct PinSource {
+    enum class Kind { credential, keyring };
+    Kind kind = Kind::credential;
+    // A systemd credential's name (a file in $CREDENTIALS_DIRECTORY), or the
+    // description of a "user" key in the kernel keyring.
+    std::string name;
+    bool operator==(const PinSource&) const = default;
+};
 
 // $XDG_CONFIG_HOME/tpmkey/config, lines of:
 //   key PATH      a key file, or a directory whose *.tpm files are keys
@@ -50,13 +61,13 @@ struct Config {
     // The TPM, resolved once here: the TCTI, its time bound, where it came from.
     TpmAddress tpm;
     // Keys (by name) the user says have one PIN: a PIN one of them took is
-    // tried for the others too (module/pin_burst.hpp).
+    // tried for the others too (module/login.hpp, core/pin/memory.hpp).
     std::vector<std::vector<std::string>> same_pin;
     // Keys (by name) that sign only after the user said yes at an askpass
     // confirmation, each time (module/module.hpp, Module::sign).
     std::vector<std::string> confirm;
     // Keys (by name) whose PIN the module reads itself when they sign, from
-    // a systemd credential or the kernel keyring (core/files/pin_source.hpp);
+    // a systemd credential or the kernel keyring (core/pin/source.hpp);
     // they need no login.
     std::vector<std::pair<std::string, PinSource>> pin_from;
     // Directories of trusted EK root certificates (`ek-roots` lines); empty:

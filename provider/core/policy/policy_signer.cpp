@@ -1,10 +1,10 @@
 #include "core/policy/policy_signer.hpp"
 
 #include "core/base/error.hpp"
-#include "core/base/prompt.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/files/file_read.hpp"
+#include "core/pin/prompt.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>

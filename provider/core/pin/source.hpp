@@ -1,24 +1,17 @@
 // A key's PIN from where a service manager or the kernel keeps it, for keys
 // that sign with nobody at the keyboard (docs/design.md, "Keys that need
 // nobody at the keyboard"; docs/unattended-keys.md). Read when the key signs,
-// never at start-up, never from the environment, never logged.
+// never at start-up, never from the environment, never logged. The source
+// itself (PinSource) is named where the config file names it, config.hpp.
 #pragma once
 
 #include "core/base/error.hpp"
 #include "core/base/secret.hpp"
+#include "core/files/config.hpp"
 
 #include <string>
 
 namespace tpmkey {
-
-struct PinSource {
-    enum class Kind { credential, keyring };
-    Kind kind = Kind::credential;
-    // A systemd credential's name (a file in $CREDENTIALS_DIRECTORY), or the
-    // description of a "user" key in the kernel keyring.
-    std::string name;
-    bool operator==(const PinSource&) const = default;
-};
 
 // "systemd credential 'NAME'", "kernel keyring key 'NAME'".
 std::string describe(const PinSource& source);

@@ -1,4 +1,4 @@
-#include "module/pin_burst.hpp"
+#include "core/pin/memory.hpp"
 
 #include "core/base/error.hpp"
 
@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-namespace tpmkey::pkcs11 {
+namespace tpmkey {
 
 PinBurst::~PinBurst() {
     OPENSSL_cleanse(key_.data(), key_.size());
@@ -24,11 +24,11 @@ PinBurst::Digest PinBurst::digest(const Secret& pin) const {
     if (!EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key_.data(), key_.size(),
                    pin.empty() ? &nothing : pin.data(), pin.size(), out.data(), out.size(), &n) ||
         n != out.size())
-        throw Pkcs11Error(CKR_FUNCTION_FAILED);
+        throw Error("HMAC-SHA-256 of a PIN failed (OpenSSL)");
     return out;
 }
 
-std::optional<PinBurst::Verdicts> PinBurst::for_another(CK_SLOT_ID slot, const Secret& pin) {
+std::optional<PinBurst::Verdicts> PinBurst::for_another(Slot slot, const Secret& pin) {
     if (!last_)
         return std::nullopt;
     const auto now = std::chrono::steady_clock::now();
@@ -49,22 +49,22 @@ std::optional<PinBurst::Verdicts> PinBurst::for_another(CK_SLOT_ID slot, const S
     return others;
 }
 
-void PinBurst::record(CK_SLOT_ID slot, const Secret& pin, bool accepted) {
+void PinBurst::record(Slot slot, const Secret& pin, bool accepted) {
     // The key is made at the first verdict, not in C_Initialize: ssh loads
     // the module for every connection, and most never log in.
     if (!last_ && RAND_bytes(key_.data(), static_cast<int>(key_.size())) != 1)
-        throw Pkcs11Error(CKR_FUNCTION_FAILED);
+        throw Error("no random bytes for a PIN's HMAC key (OpenSSL RAND_bytes)");
     const Digest d = digest(pin);
     const auto now = std::chrono::steady_clock::now();
     if (!last_ || now - last_->at > window || CRYPTO_memcmp(d.data(), last_->digest.data(), d.size()) != 0)
         last_ = Last{d, Verdicts{}, now, {}};
-    std::optional<CK_SLOT_ID>& by = accepted ? last_->verdicts.accepted_by : last_->verdicts.refused_by;
+    std::optional<Slot>& by = accepted ? last_->verdicts.accepted_by : last_->verdicts.refused_by;
     if (!by)
         by = slot;
     last_->at = now;
 }
 
-bool PinBurst::ask_once(CK_SLOT_ID slot) {
+bool PinBurst::ask_once(Slot slot) {
     if (!last_)
         return false;
     if (std::find(last_->asked.begin(), last_->asked.end(), slot) != last_->asked.end())
@@ -78,4 +78,11 @@ void PinBurst::keep_alive() noexcept {
         last_->at = std::chrono::steady_clock::now();
 }
 
-}  // namespace tpmkey::pkcs11
+bool RefusedSourcePins::refused(Slot slot, const Secret& pin) const noexcept {
+    const auto it = refused_.find(slot);
+    return it != refused_.end() && it->second == pin;
+}
+
+void RefusedSourcePins::remember(Slot slot, Secret pin) { refused_.insert_or_assign(slot, std::move(pin)); }
+
+}  // namespace tpmkey

@@ -1,4 +1,4 @@
-#include "core/files/pin_source.hpp"
+#include "core/pin/source.hpp"
 
 #include "core/base/owned.hpp"
 #include "core/files/file_read.hpp"

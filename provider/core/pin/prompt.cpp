@@ -1,4 +1,4 @@
-#include "core/base/prompt.hpp"
+#include "core/pin/prompt.hpp"
 
 #include "core/base/error.hpp"
 #include "core/base/log.hpp"

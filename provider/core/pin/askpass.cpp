@@ -1,4 +1,4 @@
-#include "core/base/askpass.hpp"
+#include "core/pin/askpass.hpp"
 
 #include "core/base/log.hpp"
 #include "core/base/printable.hpp"
