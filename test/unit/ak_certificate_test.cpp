@@ -10,6 +10,7 @@
 #include "ca_directory.hpp"
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
@@ -571,7 +572,7 @@ TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or no
     // Not base64 as step-ca writes it, or too short: refused.
     for (const char* bad : {"", "QUJDRA", "QUJD=EFG", "QUJDREVGR0hJSktMTU5PUA=A",
                             "QUJDREVGR0hJSktMTU5PUA===", "QUJDREVG R0hJSktMTU5PUA==", "QUJDREVGR0hJSktMTU5P\nUA==",
-                            "QUJDREVGR0hJSktMTU8=", "QUJDREVGR0hJSktMTU5PUA-_"}) {
+                            "QUJDREVGR0hJSktMTU8=", "QUJDREVGR0hJSktMTU5PUA-_", "QUJDREVGR0hJSktMTU5PUB=="}) {
         write_secret(bad);
         INFO("'" << bad << "'");
         CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()),
