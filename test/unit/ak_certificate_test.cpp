@@ -766,6 +766,38 @@ TEST_CASE("tpmkey-ca verify's CRL check with --ca: an older CRL, an AK its recor
                       Catch::Matchers::StartsWith("REFUSED: " + (tmp.path / "none.pem").string() + ": cannot open"));
 }
 
+TEST_CASE("tpmkey-ca: an audit line is the JSON it always was, byte for byte", "[tpmkey-ca]") {
+    // Scripts and tests grep the log ('"decision": "refused"'): the layout,
+    // the keys' order, null for an empty field and printable() text stay as
+    // json_string() wrote them before nlohmann-json made the values (the
+    // expected line is that code's output for this entry).
+    TempDir tmp;
+    const std::filesystem::path log = tmp.path / "audit.log";
+    AuditEntry entry;
+    entry.command = "verify";
+    entry.input = "dir/a \"b\"\n\xff\x01 \xc3\xa9.att";
+    entry.reason = "challenge 0123abcd is \"used\" \\ already\ttoday";
+    entry.hidden = "0123abcd";
+    entry.ak_serial = "0A1B";
+    entry.key_fingerprint = "SHA256:x/y+z";
+    entry.machine = "laptop \xc3\xa9";
+    entry.principals = "alice,bob";
+    AuditLog(log).refused(entry);
+    std::vector<std::string> lines = lines_of(log);
+    REQUIRE(lines.size() == 1);
+    constexpr std::string_view time_key = "{\"time\": \"";
+    REQUIRE(lines[0].starts_with(time_key));
+    lines[0].replace(time_key.size(), std::string_view("2026-11-28T13:00:00Z").size(), "2026-11-28T13:00:00Z");
+    CHECK(lines[0] ==
+          R"({"time": "2026-11-28T13:00:00Z", "command": "verify", "decision": "refused", "check": null, )"
+          R"("reason": "challenge ID is \"used\" \\\\ already\\ttoday", "input": "dir/a \"b\"\\n\\377\\001 )"
+          "\xc3\xa9"
+          R"(.att", "ak_serial": "0A1B", "ak_name": null, "ek_certificate_sha256": null, )"
+          R"("key_fingerprint": "SHA256:x/y+z", "machine": "laptop )"
+          "\xc3\xa9"
+          R"(", "principals": "alice,bob"})");
+}
+
 TEST_CASE("tpmkey-ca: the audit log's directory is checked as the log is, before anything is made", "[tpmkey-ca]") {
     TempDir tmp;
     const std::filesystem::path dir = tmp.path / "logs", log = dir / "audit.log";
