@@ -10,6 +10,7 @@
 #include "ca_directory.hpp"
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/keys/algorithms.hpp"
@@ -571,7 +572,7 @@ TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or no
     // Not base64 as step-ca writes it, or too short: refused.
     for (const char* bad : {"", "QUJDRA", "QUJD=EFG", "QUJDREVGR0hJSktMTU5PUA=A",
                             "QUJDREVGR0hJSktMTU5PUA===", "QUJDREVG R0hJSktMTU5PUA==", "QUJDREVGR0hJSktMTU5P\nUA==",
-                            "QUJDREVGR0hJSktMTU8=", "QUJDREVGR0hJSktMTU5PUA-_"}) {
+                            "QUJDREVGR0hJSktMTU8=", "QUJDREVGR0hJSktMTU5PUA-_", "QUJDREVGR0hJSktMTU5PUB=="}) {
         write_secret(bad);
         INFO("'" << bad << "'");
         CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()),
@@ -763,6 +764,38 @@ TEST_CASE("tpmkey-ca verify's CRL check with --ca: an older CRL, an AK its recor
                           Contains("the CA signs one with 'tpmkey-ca crl --ca " + ca.dir.string() + "'"));
     CHECK_THROWS_WITH(check_ak_not_revoked(ak.get(), roots, (tmp.path / "none.pem").string(), std::nullopt, now),
                       Catch::Matchers::StartsWith("REFUSED: " + (tmp.path / "none.pem").string() + ": cannot open"));
+}
+
+TEST_CASE("tpmkey-ca: an audit line is the JSON it always was, byte for byte", "[tpmkey-ca]") {
+    // Scripts and tests grep the log ('"decision": "refused"'): the layout,
+    // the keys' order, null for an empty field and printable() text stay as
+    // json_string() wrote them before nlohmann-json made the values (the
+    // expected line is that code's output for this entry).
+    TempDir tmp;
+    const std::filesystem::path log = tmp.path / "audit.log";
+    AuditEntry entry;
+    entry.command = "verify";
+    entry.input = "dir/a \"b\"\n\xff\x01 \xc3\xa9.att";
+    entry.reason = "challenge 0123abcd is \"used\" \\ already\ttoday";
+    entry.hidden = "0123abcd";
+    entry.ak_serial = "0A1B";
+    entry.key_fingerprint = "SHA256:x/y+z";
+    entry.machine = "laptop \xc3\xa9";
+    entry.principals = "alice,bob";
+    AuditLog(log).refused(entry);
+    std::vector<std::string> lines = lines_of(log);
+    REQUIRE(lines.size() == 1);
+    constexpr std::string_view time_key = "{\"time\": \"";
+    REQUIRE(lines[0].starts_with(time_key));
+    lines[0].replace(time_key.size(), std::string_view("2026-11-28T13:00:00Z").size(), "2026-11-28T13:00:00Z");
+    CHECK(lines[0] ==
+          R"({"time": "2026-11-28T13:00:00Z", "command": "verify", "decision": "refused", "check": null, )"
+          R"("reason": "challenge ID is \"used\" \\\\ already\\ttoday", "input": "dir/a \"b\"\\n\\377\\001 )"
+          "\xc3\xa9"
+          R"(.att", "ak_serial": "0A1B", "ak_name": null, "ek_certificate_sha256": null, )"
+          R"("key_fingerprint": "SHA256:x/y+z", "machine": "laptop )"
+          "\xc3\xa9"
+          R"(", "principals": "alice,bob"})");
 }
 
 TEST_CASE("tpmkey-ca: the audit log's directory is checked as the log is, before anything is made", "[tpmkey-ca]") {

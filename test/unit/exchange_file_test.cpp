@@ -73,7 +73,7 @@ TEST_CASE("exchange file: no newline at the end, a carriage return, a control ch
 
 TEST_CASE("exchange file: a binary field that is not strict base64, or too long, is refused", "[exchange-file]") {
     for (const char* bad :
-         {"AAE", "AAECA", "AA=C", "A===", "AAEC====", "AA EC", "AAE\xc3\xa4", "AAE-", "AAE_", "=AAA"}) {
+         {"AAE", "AAECA", "AA=C", "A===", "AAEC====", "AA EC", "AAE\xc3\xa4", "AAE-", "AAE_", "=AAA", "AB==", "AAF="}) {
         CAPTURE(bad);
         const ExchangeFile file = parse(std::string("tpmkey-ak-proof 1\nsecret ") + bad + "\n");
         CHECK_THROWS_WITH(file.bytes("secret"), "proof.txt: secret is not base64");

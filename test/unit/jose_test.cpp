@@ -1,7 +1,7 @@
-// tools/enroll/jose: base64url against RFC 4648's vectors, the JWK
-// thumbprint against RFC 7638's example, the ES256 example signature of
-// RFC 7515 A.3 (its public key), and every signature our signers make checked
-// by OpenSSL (ECDSA's raw r||s turned back into DER here, independently).
+// tools/enroll/jose: the JWK thumbprint against RFC 7638's example, the
+// ES256 example signature of RFC 7515 A.3 (its public key), and every
+// signature our signers make checked by OpenSSL (ECDSA's raw r||s turned
+// back into DER here, independently). base64url: base64_test.cpp.
 #include "jose.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
@@ -28,7 +28,7 @@ std::string text_of(const Bytes& b) { return std::string(b.begin(), b.end()); }
 // An EC public key from a JWK's x and y.
 EvpPkey ec_key_from_jwk(const std::string& x, const std::string& y) {
     Bytes point{0x04};
-    const Bytes xb = base64url_decode(x), yb = base64url_decode(y);
+    const Bytes xb = base64url_decode(x).value(), yb = base64url_decode(y).value();
     point.insert(point.end(), xb.begin(), xb.end());
     point.insert(point.end(), yb.begin(), yb.end());
     OSSL_PARAM_BLD* bld = OSSL_PARAM_BLD_new();
@@ -76,30 +76,6 @@ EvpPkey public_of(EVP_PKEY* key) {
 
 }  // namespace
 
-TEST_CASE("base64url: RFC 4648's vectors, the URL alphabet, no padding", "[jose]") {
-    const std::pair<const char*, const char*> vectors[] = {
-        {"", ""},           {"f", "Zg"},          {"fo", "Zm8"},         {"foo", "Zm9v"},
-        {"foob", "Zm9vYg"}, {"fooba", "Zm9vYmE"}, {"foobar", "Zm9vYmFy"}};
-    for (const auto& [plain, encoded] : vectors) {
-        CHECK(base64url(std::string_view(plain)) == encoded);
-        CHECK(text_of(base64url_decode(encoded)) == plain);
-    }
-    const Bytes high{0xfb, 0xff, 0xbf};
-    CHECK(base64url(high) == "-_-_");
-    CHECK(base64url_decode("-_-_") == high);
-    // RFC 7515 A.1's protected header, CR LF and all.
-    CHECK(base64url(std::string_view("{\"typ\":\"JWT\",\r\n \"alg\":\"HS256\"}")) ==
-          "eyJ0eXAiOiJKV1QiLA0KICJhbGciOiJIUzI1NiJ9");
-}
-
-TEST_CASE("base64url: padding, another alphabet, impossible lengths and non-canonical ends are refused", "[jose]") {
-    CHECK_THROWS_AS(base64url_decode("Zg=="), Error);
-    CHECK_THROWS_AS(base64url_decode("a+b/"), Error);
-    CHECK_THROWS_AS(base64url_decode("Zm9vY"), Error);  // 5 characters: no encoding has that length
-    CHECK_THROWS_AS(base64url_decode("Zh"), Error);     // "f" with a stray low bit
-    CHECK_THROWS_AS(base64url_decode("Zm\n9v"), Error);
-}
-
 TEST_CASE("JWK thumbprint: RFC 7638's example", "[jose]") {
     const nlohmann::json jwk = {
         {"kty", "RSA"},
@@ -122,7 +98,8 @@ TEST_CASE("JWS: RFC 7515 A.3's ES256 signature verifies with its JWK as we decod
     const std::string input = "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJqb2UiLA0KICJleHAiOjEzMDA4MTkzODAsDQogImh0dHA6Ly9leGFt"
                               "cGxlLmNvbS9pc19yb290Ijp0cnVlfQ";
     const Bytes rfc_signature =
-        base64url_decode("DtEhU3ljbEg8L38VWAfUAqOyKAM6-Xx-F4GawxaepmXFCgfTjDxw5djxLa8ISlSApmWQxfKTUJqPP3-Kg6NU1Q");
+        base64url_decode("DtEhU3ljbEg8L38VWAfUAqOyKAM6-Xx-F4GawxaepmXFCgfTjDxw5djxLa8ISlSApmWQxfKTUJqPP3-Kg6NU1Q")
+            .value();
     REQUIRE(rfc_signature.size() == 64);
     const EvpPkey pub = ec_key_from_jwk(x, y);
     CHECK(openssl_verifies(pub.get(), "ES256", input, rfc_signature));
@@ -154,23 +131,23 @@ TEST_CASE("JWS: flattened and compact serialisations, each signer's signature ve
     const auto jws = nlohmann::json::parse(jws_flattened(signer, header, payload));
     REQUIRE(jws.size() == 3);
     const std::string protected_b64 = jws["protected"], payload_b64 = jws["payload"], sig_b64 = jws["signature"];
-    const auto decoded_header = nlohmann::json::parse(text_of(base64url_decode(protected_b64)));
+    const auto decoded_header = nlohmann::json::parse(text_of(base64url_decode(protected_b64).value()));
     CHECK(decoded_header["alg"] == alg);
     CHECK(decoded_header["nonce"] == "abc");
-    CHECK(text_of(base64url_decode(payload_b64)) == payload);
-    CHECK(openssl_verifies(pub.get(), alg, protected_b64 + "." + payload_b64, base64url_decode(sig_b64)));
+    CHECK(text_of(base64url_decode(payload_b64).value()) == payload);
+    CHECK(openssl_verifies(pub.get(), alg, protected_b64 + "." + payload_b64, base64url_decode(sig_b64).value()));
 
     // POST-as-GET: the payload is the empty string.
     const auto empty = nlohmann::json::parse(jws_flattened(signer, header, ""));
     CHECK(empty["payload"] == "");
     CHECK(openssl_verifies(pub.get(), alg, empty["protected"].get<std::string>() + ".",
-                           base64url_decode(empty["signature"].get<std::string>())));
+                           base64url_decode(empty["signature"].get<std::string>()).value()));
 
     const std::string jwt = jws_compact(signer, {{"typ", "JWT"}}, R"({"sub":"x"})");
     const auto dot1 = jwt.find('.'), dot2 = jwt.rfind('.');
     REQUIRE(dot1 != dot2);
-    CHECK(nlohmann::json::parse(text_of(base64url_decode(jwt.substr(0, dot1))))["alg"] == alg);
-    CHECK(openssl_verifies(pub.get(), alg, jwt.substr(0, dot2), base64url_decode(jwt.substr(dot2 + 1))));
+    CHECK(nlohmann::json::parse(text_of(base64url_decode(jwt.substr(0, dot1)).value()))["alg"] == alg);
+    CHECK(openssl_verifies(pub.get(), alg, jwt.substr(0, dot2), base64url_decode(jwt.substr(dot2 + 1)).value()));
 }
 
 TEST_CASE("JWS: a fresh account key is P-256, and a new one each time", "[jose]") {

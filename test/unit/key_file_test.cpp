@@ -1,6 +1,7 @@
 // The TSS2 PRIVATE KEY codec: round trips, the tri-state emptyAuth, and one
 // clear error for every kind of malformed file.
 #include "core/keys/key_file.hpp"
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 #include "core/keys/public_key.hpp"
@@ -19,6 +20,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace tpmkey;
@@ -78,14 +80,9 @@ Der der_of(const std::string& text) {
     for (char c : body)
         if (c != '\n')
             compact += c;
-    Der der(compact.size());
-    const int n = EVP_DecodeBlock(der.data(), reinterpret_cast<const unsigned char*>(compact.data()),
-                                  static_cast<int>(compact.size()));
-    REQUIRE(n > 0);
-    der.resize(static_cast<std::size_t>(n));
-    for (std::size_t pad = compact.size() - compact.find_last_not_of('=') - 1; pad > 0; --pad)
-        der.pop_back();  // EVP_DecodeBlock keeps the padding's zero bytes
-    return der;
+    const std::optional<Bytes> der = base64_decode(compact);
+    REQUIRE(der);
+    return *der;
 }
 
 std::string error_of(const std::string& text) {

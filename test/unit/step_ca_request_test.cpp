@@ -1,5 +1,5 @@
 // What tpmkey-ca webhook reads in step-ca's requests beyond JSON
-// (tools/tpmkey-ca/step_ca_request.*): strict base64, a key's SSH wire
+// (tools/tpmkey-ca/step_ca_request.*): a key's SSH wire
 // blob (the same key gives the same blob however its certificate encodes
 // it), and step-ca's provisioner extension. The webhook with a real
 // step-ca is test/e2e/tools/step-ca-webhook.sh.
@@ -59,16 +59,6 @@ X509Cert certificate(EVP_PKEY* key, const std::vector<Bytes>& extensions) {
 }
 
 }  // namespace
-
-TEST_CASE("decode_base64 takes strict padded standard base64 only") {
-    CHECK(decode_base64("") == Bytes{});
-    CHECK(decode_base64("AA==") == Bytes{0});
-    CHECK(decode_base64("AQI=") == Bytes{1, 2});
-    CHECK(decode_base64("AAAA") == Bytes{0, 0, 0});
-    CHECK(decode_base64("+/8=") == Bytes{0xfb, 0xff});
-    for (const char* bad : {"A", "AA", "AA=A", "A===", "====", "AA\n==", "-_8=", "AA== ", " AA=="})
-        CHECK_FALSE(decode_base64(bad));
-}
 
 TEST_CASE("ssh_blob_of: the key's OpenSSH wire blob, one per key") {
     const EvpPkey ec = key_of("EC", "P-256");

@@ -5,6 +5,7 @@
 // refused.
 #include "step_ssh.hpp"
 
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/public_key.hpp"
 
@@ -30,13 +31,15 @@ constexpr const char* key_b64 =
     "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAfG/lWw8HzutEAFGjOuLSUCmQFNX06+9u/iydDkcAmapJ4U"
     "2GLkvpO66jA19IP062oHqRY/65hB0WdxNHWfoR0=";
 
+Bytes decoded(const char* text) { return base64_decode(text).value(); }
+
 }  // namespace
 
 TEST_CASE("step-ca ssh: an OpenSSH certificate is read field by field", "[step-ssh]") {
-    const Bytes blob = base64_decode(certificate_b64, "test");
+    const Bytes blob = decoded(certificate_b64);
     const SshCertificate cert = parse_ssh_certificate(blob);
     CHECK(cert.type == "ecdsa-sha2-nistp256-cert-v01@openssh.com");
-    CHECK(cert.public_key == base64_decode(key_b64, "test"));
+    CHECK(cert.public_key == decoded(key_b64));
     CHECK(cert.serial == 42);
     CHECK(cert.cert_type == 1);
     CHECK(cert.key_id == "key id");
@@ -47,7 +50,7 @@ TEST_CASE("step-ca ssh: an OpenSSH certificate is read field by field", "[step-s
 }
 
 TEST_CASE("step-ca ssh: a truncated certificate, or one with a byte more, is refused", "[step-ssh]") {
-    const Bytes blob = base64_decode(certificate_b64, "test");
+    const Bytes blob = decoded(certificate_b64);
     for (std::size_t n = 0; n < blob.size(); ++n)
         CHECK_THROWS_AS(parse_ssh_certificate(Bytes(blob.begin(), blob.begin() + static_cast<std::ptrdiff_t>(n))),
                         Error);
@@ -55,24 +58,7 @@ TEST_CASE("step-ca ssh: a truncated certificate, or one with a byte more, is ref
     longer.push_back(0);
     CHECK_THROWS_AS(parse_ssh_certificate(longer), Error);
     // A plain key is no certificate.
-    CHECK_THROWS_AS(parse_ssh_certificate(base64_decode(key_b64, "test")), Error);
-}
-
-TEST_CASE("step-ca ssh: standard base64 (RFC 4648 10) and what is not", "[step-ssh]") {
-    const auto text = [](std::string_view s) {
-        const Bytes b = base64_decode(s, "test");
-        return std::string(b.begin(), b.end());
-    };
-    CHECK(text("") == "");
-    CHECK(text("Zg==") == "f");
-    CHECK(text("Zm8=") == "fo");
-    CHECK(text("Zm9v") == "foo");
-    CHECK(text("Zm9vYg==") == "foob");
-    CHECK(text("Zm9vYmE=") == "fooba");
-    CHECK(text("Zm9vYmFy") == "foobar");
-    CHECK(text("+/+/") == "\xfb\xff\xbf");
-    for (const char* bad : {"Zg", "Zg=", "Z===", "Zg=a", "Zm9v\n", "Zm-_", "=Zg=", "Zg==Zg==", "Zm9 "})
-        CHECK_THROWS_AS(base64_decode(bad, "test"), Error);
+    CHECK_THROWS_AS(parse_ssh_certificate(decoded(key_b64)), Error);
 }
 
 TEST_CASE("step-ca ssh: the CA's address", "[step-ssh]") {
@@ -92,7 +78,7 @@ TEST_CASE("step-ca ssh: the token's claims and the request, as step-ca's X5C pro
     request.provisioner = "tpm x5c";
     request.key_id = "urn:ek:sha256:abc=";
     request.principals = {"alice", "bob"};
-    request.ssh_public_key = base64_decode(key_b64, "test");
+    request.ssh_public_key = decoded(key_b64);
     const nlohmann::json claims = x5c_ssh_claims(request, 1000, "id");
     CHECK(claims["aud"] == "https://ca.example:9000/1.0/ssh/sign#x5c/tpm%20x5c");
     CHECK(claims["iss"] == "tpm x5c");

@@ -12,22 +12,6 @@ namespace tpmkey::enroll {
 
 namespace {
 
-constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-int value_of(char c) {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-')
-        return 62;
-    if (c == '_')
-        return 63;
-    return -1;
-}
-
 std::span<const std::uint8_t> bytes_of(std::string_view s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }
@@ -79,57 +63,6 @@ nlohmann::json with_alg(const JwsSigner& signer, nlohmann::json header) {
 }
 
 }  // namespace
-
-std::string base64url(std::span<const std::uint8_t> data) {
-    std::string out;
-    out.reserve((data.size() * 4 + 2) / 3);
-    std::size_t i = 0;
-    for (; i + 3 <= data.size(); i += 3) {
-        const std::uint32_t v = (std::uint32_t{data[i]} << 16) | (std::uint32_t{data[i + 1]} << 8) | data[i + 2];
-        out += alphabet[(v >> 18) & 63];
-        out += alphabet[(v >> 12) & 63];
-        out += alphabet[(v >> 6) & 63];
-        out += alphabet[v & 63];
-    }
-    if (data.size() - i == 1) {
-        const std::uint32_t v = std::uint32_t{data[i]} << 16;
-        out += alphabet[(v >> 18) & 63];
-        out += alphabet[(v >> 12) & 63];
-    } else if (data.size() - i == 2) {
-        const std::uint32_t v = (std::uint32_t{data[i]} << 16) | (std::uint32_t{data[i + 1]} << 8);
-        out += alphabet[(v >> 18) & 63];
-        out += alphabet[(v >> 12) & 63];
-        out += alphabet[(v >> 6) & 63];
-    }
-    return out;
-}
-
-std::string base64url(std::string_view data) { return base64url(bytes_of(data)); }
-
-Bytes base64url_decode(std::string_view text) {
-    if (text.size() % 4 == 1)
-        throw Error("base64url: a length no encoding has (" + std::to_string(text.size()) + " characters)");
-    Bytes out;
-    out.reserve(text.size() * 3 / 4);
-    std::uint32_t acc = 0;
-    int bits = 0;
-    for (const char c : text) {
-        const int v = value_of(c);
-        if (v < 0)
-            throw Error("base64url: not a base64url character (padding or another alphabet?)");
-        acc = (acc << 6) | static_cast<std::uint32_t>(v);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out.push_back(static_cast<std::uint8_t>(acc >> bits));
-            acc &= (1u << bits) - 1;
-        }
-    }
-    // The bits left over must be zero (RFC 4648 3.5: canonical encoding).
-    if (acc != 0)
-        throw Error("base64url: not canonical (non-zero trailing bits)");
-    return out;
-}
 
 nlohmann::json jwk_of(const PublicKey& key) {
     if (key.is_rsa())

@@ -5,6 +5,7 @@
 // code signs with a software account key or with a key inside the TPM.
 #pragma once
 
+#include "core/base/base64.hpp"  // base64url (RFC 7515 2: without padding)
 #include "core/base/bytes.hpp"
 #include "core/base/owned.hpp"
 #include "core/keys/public_key.hpp"
@@ -19,13 +20,6 @@
 #include <string_view>
 
 namespace tpmkey::enroll {
-
-// base64url without padding (RFC 7515 2, appendix C).
-std::string base64url(std::span<const std::uint8_t> data);
-std::string base64url(std::string_view data);
-// Throws Error for a character outside the alphabet, padding, or a length
-// no encoding has.
-Bytes base64url_decode(std::string_view text);
 
 struct JwsSigner {
     std::string alg;     // "ES256", "ES384", "ES512", "RS256"

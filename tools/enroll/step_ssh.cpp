@@ -1,5 +1,6 @@
 #include "step_ssh.hpp"
 
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/public_key.hpp"
 #include "json_answer.hpp"
@@ -7,6 +8,7 @@
 #include <openssl/rand.h>
 
 #include <array>
+#include <optional>
 
 namespace tpmkey::enroll {
 
@@ -182,34 +184,6 @@ SshCertificate parse_ssh_certificate(const Bytes& blob) {
     return cert;
 }
 
-Bytes base64_decode(std::string_view text, const char* what) {
-    static constexpr std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if (text.size() % 4 != 0)
-        throw Error(std::string(what) + " is not base64");
-    Bytes out;
-    out.reserve(text.size() / 4 * 3);
-    for (std::size_t i = 0; i < text.size(); i += 4) {
-        std::uint32_t v = 0;
-        int pad = 0;
-        for (std::size_t j = 0; j < 4; ++j) {
-            const char c = text[i + j];
-            std::size_t d = 0;
-            if (c == '=' && i + 4 == text.size() && j >= 2 && (pad > 0 || j == 2 || text[i + 3] == '=')) {
-                ++pad;
-            } else if (pad > 0 || (d = alphabet.find(c)) == std::string_view::npos) {
-                throw Error(std::string(what) + " is not base64");
-            }
-            v = v << 6 | static_cast<std::uint32_t>(d);
-        }
-        out.push_back(static_cast<std::uint8_t>(v >> 16));
-        if (pad < 2)
-            out.push_back(static_cast<std::uint8_t>(v >> 8));
-        if (pad < 1)
-            out.push_back(static_cast<std::uint8_t>(v));
-    }
-    return out;
-}
-
 SshCertificate ssh_certificate_from_answer(const HttpResponse& response, const std::string& url) {
     const nlohmann::json answer = parse_answer(response.body, url);
     if (response.status != 200 && response.status != 201) {
@@ -230,7 +204,10 @@ SshCertificate ssh_certificate_from_answer(const HttpResponse& response, const s
     }
     if (!answer.is_object() || !answer.contains("crt") || !answer["crt"].is_string())
         throw Error(url + ": the answer has no certificate (\"crt\")");
-    return parse_ssh_certificate(base64_decode(answer["crt"].get<std::string>(), "step-ca's certificate"));
+    const std::optional<Bytes> blob = base64_decode(answer["crt"].get<std::string>());
+    if (!blob)
+        throw Error("step-ca's certificate is not base64");
+    return parse_ssh_certificate(*blob);
 }
 
 SshCertificate request_ssh_certificate(HttpClient& http, const SshCertificateRequest& request, const std::string& token,

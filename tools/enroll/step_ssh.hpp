@@ -80,7 +80,4 @@ SshCertificate ssh_certificate_from_answer(const HttpResponse& response, const s
 SshCertificate request_ssh_certificate(HttpClient& http, const SshCertificateRequest& request, const std::string& token,
                                        std::chrono::milliseconds timeout);
 
-// Standard base64 (RFC 4648 4, padded) decoding; throws Error naming `what`.
-Bytes base64_decode(std::string_view text, const char* what);
-
 }  // namespace tpmkey::enroll

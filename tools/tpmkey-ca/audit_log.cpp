@@ -21,7 +21,9 @@ namespace {
 
 // A field as a JSON value: null when empty; printable(), so that a path
 // or a reason with bytes that are not UTF-8 still makes a line of JSON.
-std::string value(const std::string& text) { return text.empty() ? std::string("null") : json_string(printable(text)); }
+nlohmann::ordered_json value(const std::string& text) {
+    return text.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(printable(text));
+}
 
 // `text` with every `hidden` replaced by "ID".
 std::string without(std::string text, const std::string& hidden) {
@@ -32,14 +34,18 @@ std::string without(std::string text, const std::string& hidden) {
 }
 
 std::string audit_line(const AuditEntry& entry, bool accepted, std::time_t now) {
-    return "{\"time\": " + json_string(utc_text(now)) + ", \"command\": " + value(entry.command) +
-           ", \"decision\": " + json_string(accepted ? "accepted" : "refused") + ", \"check\": " + value(entry.check) +
-           ", \"reason\": " + value(without(entry.reason, entry.hidden)) +
-           ", \"input\": " + value(without(entry.input, entry.hidden)) + ", \"ak_serial\": " + value(entry.ak_serial) +
-           ", \"ak_name\": " + value(entry.ak_name) +
-           ", \"ek_certificate_sha256\": " + value(entry.ek_certificate_sha256) +
-           ", \"key_fingerprint\": " + value(entry.key_fingerprint) + ", \"machine\": " + value(entry.machine) +
-           ", \"principals\": " + value(entry.principals) + "}";
+    return json_line({{"time", utc_text(now)},
+                      {"command", value(entry.command)},
+                      {"decision", accepted ? "accepted" : "refused"},
+                      {"check", value(entry.check)},
+                      {"reason", value(without(entry.reason, entry.hidden))},
+                      {"input", value(without(entry.input, entry.hidden))},
+                      {"ak_serial", value(entry.ak_serial)},
+                      {"ak_name", value(entry.ak_name)},
+                      {"ek_certificate_sha256", value(entry.ek_certificate_sha256)},
+                      {"key_fingerprint", value(entry.key_fingerprint)},
+                      {"machine", value(entry.machine)},
+                      {"principals", value(entry.principals)}});
 }
 
 // The log's directory, checked as the log is, before anything is made in

@@ -1,19 +1,20 @@
 // JSON text for what tpmkey-ca writes for scripts: verify --json and the
-// audit log (audit_log.hpp). One escaper, so the two never differ.
+// audit log (audit_log.hpp). The values are nlohmann-json's, in the order
+// they were put in (ordered_json); only the layout is made here.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
-#include <string_view>
-#include <vector>
 
 namespace tpmkey {
 
-// A JSON string: the text with '"', '\\' and control characters escaped
-// (RFC 8259, 7). Callers pass printable() UTF-8 or ASCII: JSON text is
-// UTF-8, and a byte that is not would make the line unreadable to a parser.
-std::string json_string(std::string_view text);
-
-// A JSON array of strings.
-std::string json_list(const std::vector<std::string>& items);
+// `value` on one line, as tpmkey-ca has always written it:
+// {"a": 1, "b": ["x", "y"]}. nlohmann's dump() writes {"a":1,...} on one
+// line or breaks lines, and scripts (and tests, and docs/attestation.md)
+// grep for '"decision": "accepted"'. Strings are escaped by nlohmann
+// (RFC 8259, 7); a byte that is not UTF-8 (a path) becomes U+FFFD, so that
+// the line is JSON.
+std::string json_line(const nlohmann::ordered_json& value);
 
 }  // namespace tpmkey

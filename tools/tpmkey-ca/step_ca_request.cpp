@@ -51,28 +51,6 @@ Bignum bn_param(EVP_PKEY* key, const char* name) {
 
 }  // namespace
 
-std::optional<Bytes> decode_base64(const std::string& text) {
-    if (text.size() % 4 != 0 ||
-        text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
-            std::string::npos)
-        return std::nullopt;
-    if (text.empty())
-        return Bytes{};
-    const std::size_t last = text.find_last_not_of('=');
-    const std::size_t padding = last == std::string::npos ? text.size() : text.size() - last - 1;
-    // '=' only at the end, at most two.
-    const std::size_t first_pad = text.find('=');
-    if (padding > 2 || (first_pad != std::string::npos && first_pad != text.size() - padding))
-        return std::nullopt;
-    Bytes out(text.size() / 4 * 3);
-    const int size =
-        EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-    if (size < 0 || static_cast<std::size_t>(size) < padding)
-        return std::nullopt;
-    out.resize(static_cast<std::size_t>(size) - padding);
-    return out;
-}
-
 std::optional<Bytes> ssh_blob_of(EVP_PKEY* key) {
     Bytes out;
     if (EVP_PKEY_is_a(key, "RSA")) {

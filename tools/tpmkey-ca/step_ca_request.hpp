@@ -1,7 +1,8 @@
-// What tpmkey-ca webhook reads in step-ca's requests beyond JSON: the
-// X5C leaf certificate (DER, base64) and its step provisioner extension,
-// and public keys in the SSH wire format (base64), compared with the
-// leaf's key as keys.
+// What tpmkey-ca webhook reads in step-ca's requests beyond JSON and
+// base64 (core/base/base64.hpp: strict, padded, as Go's encoding/json
+// writes []byte): the X5C leaf certificate's step provisioner extension,
+// and public keys in the SSH wire format, compared with the leaf's key as
+// keys.
 #pragma once
 
 #include "core/base/bytes.hpp"
@@ -13,10 +14,6 @@
 #include <string>
 
 namespace tpmkey {
-
-// Strict standard base64 (RFC 4648 4, padded, no white space), as Go's
-// encoding/json writes []byte; nullopt for anything else.
-std::optional<Bytes> decode_base64(const std::string& text);
 
 // The OpenSSH wire-format blob (RFC 4253 6.6, RFC 5656 3.1) of an RSA or
 // ECDSA (P-256, P-384, P-521) public key, in its one canonical encoding

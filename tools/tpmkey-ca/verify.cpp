@@ -95,34 +95,41 @@ std::string json_of(const std::string& path, const VerifiedKey& key, const std::
     checks.emplace_back("not-revoked");  // the CLI's, after the core's (ca_facts)
     if (record)
         checks.emplace_back("ca-record");
-    std::string pcrs = "[";
-    for (std::size_t i = 0; i < key.pcrs.size(); ++i) {
-        const HashAlgorithm* bank = find_hash(key.pcrs[i].bank);
-        pcrs += std::string(i ? ", " : "") + "{\"bank\": " + json_string(bank ? bank->name : "?") + ", \"pcrs\": [";
-        for (std::size_t j = 0; j < key.pcrs[i].pcrs.size(); ++j)
-            pcrs += (j ? ", " : "") + std::to_string(key.pcrs[i].pcrs[j]);
-        pcrs += "]}";
+    nlohmann::ordered_json pcrs = nlohmann::ordered_json::array();
+    for (const PcrSelection& selection : key.pcrs) {
+        const HashAlgorithm* bank = find_hash(selection.bank);
+        pcrs.push_back(nlohmann::ordered_json{{"bank", bank ? bank->name : "?"}, {"pcrs", selection.pcrs}});
     }
-    pcrs += "]";
-    return "{\"verified\": true, \"attestation\": " + json_string(path) +
-           ", \"ssh_public_key\": " + json_string(key.ssh_public_key) +
-           ", \"key\": {\"type\": " + json_string(key.rsa ? "RSA" : "ECDSA") +
-           ", \"bits\": " + std::to_string(key.bits) + ", \"fingerprint\": " + json_string(key.fingerprint) +
-           ", \"tpm_resident\": true, \"user_with_auth\": " + (key.user_with_auth ? "true" : "false") + "}" +
-           ", \"ek_certificate_sha256\": " +
-           (key.ek_certificate_sha256 ? json_string(*key.ek_certificate_sha256) : std::string("null")) +
-           ", \"ak_certificate\": {\"serial\": " + json_string(key.ak_serial) +
-           ", \"issuer\": " + json_string(key.ak_issuer) + "}" +
-           ", \"tpm\": {\"manufacturer\": " + json_string(key.tpm_manufacturer) +
-           ", \"manufacturer_letters\": " + json_string(manufacturer_letters(key.tpm_manufacturer)) +
-           ", \"model\": " + json_string(key.tpm_model) + ", \"version\": " + json_string(key.tpm_version) +
-           ", \"proven\": true}" + ", \"policy\": {\"auth_policy\": " + json_string(key.auth_policy) +
-           ", \"explained\": " + (key.policy_explained ? "true" : "false") + ", \"pcrs\": " + pcrs +
-           ", \"lines\": " + json_list(key.policy) + "}" + ", \"pin_proven\": false" +
-           ", \"revocation\": " + json_string(revocation) +
-           ", \"machine\": " + (record ? json_string(record->machine) : std::string("null")) +
-           ", \"principals\": " + (record ? json_string(record->principals) : std::string("null")) +
-           ", \"checks\": " + json_list(checks) + "}\n";
+    const nlohmann::ordered_json null = nullptr;
+    return json_line({{"verified", true},
+                      {"attestation", path},
+                      {"ssh_public_key", key.ssh_public_key},
+                      {"key",
+                       {{"type", key.rsa ? "RSA" : "ECDSA"},
+                        {"bits", key.bits},
+                        {"fingerprint", key.fingerprint},
+                        {"tpm_resident", true},
+                        {"user_with_auth", key.user_with_auth}}},
+                      {"ek_certificate_sha256",
+                       key.ek_certificate_sha256 ? nlohmann::ordered_json(*key.ek_certificate_sha256) : null},
+                      {"ak_certificate", {{"serial", key.ak_serial}, {"issuer", key.ak_issuer}}},
+                      {"tpm",
+                       {{"manufacturer", key.tpm_manufacturer},
+                        {"manufacturer_letters", manufacturer_letters(key.tpm_manufacturer)},
+                        {"model", key.tpm_model},
+                        {"version", key.tpm_version},
+                        {"proven", true}}},
+                      {"policy",
+                       {{"auth_policy", key.auth_policy},
+                        {"explained", key.policy_explained},
+                        {"pcrs", pcrs},
+                        {"lines", key.policy}}},
+                      {"pin_proven", false},
+                      {"revocation", revocation},
+                      {"machine", record ? nlohmann::ordered_json(record->machine) : null},
+                      {"principals", record ? nlohmann::ordered_json(record->principals) : null},
+                      {"checks", checks}}) +
+           "\n";
 }
 
 // The CA's policy from the command line; UsageError for a bad value.
@@ -165,9 +172,11 @@ VerifyPolicy policy_of(const Parsed& p) {
 void print_json_refusal(const std::string& path, const std::string& check, std::string_view message) {
     constexpr std::string_view prefix = "REFUSED: ";
     const std::string_view reason = message.starts_with(prefix) ? message.substr(prefix.size()) : message;
-    std::cout << "{\"verified\": false, \"attestation\": " << json_string(path)
-              << ", \"check\": " << (check.empty() ? std::string("null") : json_string(check))
-              << ", \"reason\": " << json_string(printable(reason)) << "}\n"
+    std::cout << json_line({{"verified", false},
+                            {"attestation", path},
+                            {"check", check.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(check)},
+                            {"reason", printable(reason)}})
+              << "\n"
               << std::flush;
 }
 

@@ -26,14 +26,15 @@
 
 #include "core/attestation/acme_attestation.hpp"
 
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/base/secret.hpp"
 #include "core/files/file_read.hpp"
+#include "core/keys/public_key.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/sha.h>
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
@@ -119,7 +120,7 @@ Secret read_webhook_secret(const std::string& path) {
         text.pop_back();
     // Padded or not: a secret whose length is a multiple of 3 bytes (openssl
     // rand -base64 48) has no '='.
-    std::optional<Bytes> decoded = decode_base64(text);
+    std::optional<Bytes> decoded = base64_decode(text);
     OPENSSL_cleanse(text.data(), text.size());
     if (!decoded || decoded->size() < 16) {
         if (decoded)
@@ -217,18 +218,6 @@ Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry
             {}};
 }
 
-// "SHA256:..." of an SSH key blob, as ssh-keygen -l prints it.
-std::string ssh_fingerprint_of(const Bytes& blob) {
-    unsigned char digest[32];
-    SHA256(blob.data(), blob.size(), digest);
-    char text[45] = {};
-    EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text), digest, sizeof digest);
-    std::string out = text;
-    while (!out.empty() && out.back() == '=')
-        out.pop_back();
-    return "SHA256:" + out;
-}
-
 const nlohmann::json* object_member(const nlohmann::json& body, const char* name) {
     const auto it = body.find(name);
     return it != body.end() && it->is_object() ? &*it : nullptr;
@@ -268,7 +257,7 @@ Decision decide_x5c(const CaDirectory& ca, const std::string& acme_provisioner, 
                 "sshCertificate and x5cCertificate): give the webhook on the X5C provisioner kind AUTHORIZING",
                 {},
                 {}};
-    const std::optional<Bytes> der = decode_base64(string_member(x5c, "raw"));
+    const std::optional<Bytes> der = base64_decode(string_member(x5c, "raw"));
     const unsigned char* p = der ? der->data() : nullptr;
     const X509Cert leaf(der ? d2i_X509(nullptr, &p, static_cast<long>(der->size())) : nullptr);
     if (!leaf || p != der->data() + der->size())
@@ -309,15 +298,15 @@ Decision decide_x5c(const CaDirectory& ca, const std::string& acme_provisioner, 
     if (type != "user")
         return refuse("tpmkey-ca-ssh-not-user", "an SSH certificate of type '" + type +
                                                     "' was asked for: tpmkey-ca allows only user certificates");
-    const std::optional<Bytes> asked = decode_base64(string_member(ssh, "publicKey"));
+    const std::optional<Bytes> asked = base64_decode(string_member(ssh, "publicKey"));
     const std::optional<Bytes> attested = ssh_blob_of(X509_get0_pubkey(leaf.get()));
     if (!attested)
         return refuse("tpmkey-ca-ssh-other-key", "the token's certificate holds a key SSH has no form for");
-    entry.key_fingerprint = asked ? ssh_fingerprint_of(*asked) : std::string("(none)");
+    entry.key_fingerprint = asked ? ssh_fingerprint(*asked) : std::string("(none)");
     if (!asked || *asked != *attested)
         return refuse("tpmkey-ca-ssh-other-key",
                       "the SSH certificate would be for the key " + entry.key_fingerprint +
-                          ", not for the TPM key that step-ca's certificate names (" + ssh_fingerprint_of(*attested) +
+                          ", not for the TPM key that step-ca's certificate names (" + ssh_fingerprint(*attested) +
                           "): tpmkey-ca allows SSH certificates only for the attested key ('tpmkey ssh-cert KEY')");
     const std::string key_id = string_member(ssh, "keyId");
     if (key_id != *identifier)

@@ -2,6 +2,7 @@
 
 #include "core/attestation/cbor.hpp"
 #include "core/attestation/webauthn.hpp"
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/algorithms.hpp"
 

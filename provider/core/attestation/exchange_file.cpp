@@ -1,13 +1,13 @@
 #include "core/attestation/exchange_file.hpp"
 
+#include "core/base/base64.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/atomic_file.hpp"
 #include "core/files/file_read.hpp"
-#include "core/keys/public_key.hpp"
-
-#include <openssl/evp.h>
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace tpmkey {
 
@@ -16,25 +16,6 @@ namespace {
 bool is_name(std::string_view name) {
     return !name.empty() && name.size() <= 64 &&
            name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos;
-}
-
-// Strict base64: the alphabet and '=' padding only, a length that is a
-// multiple of 4 (EVP_DecodeBlock would take spaces and more).
-bool decode_base64(const std::string& text, Bytes& out) {
-    if (text.size() % 4 != 0 ||
-        text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
-            std::string::npos)
-        return false;
-    const std::size_t padding = text.size() - std::min(text.size(), text.find('='));
-    if (padding > 2 || (padding > 0 && text.find_first_not_of('=', text.size() - padding) != std::string::npos))
-        return false;
-    out.resize(text.size() / 4 * 3);
-    const int n =
-        EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-    if (n < 0 || static_cast<std::size_t>(n) < padding)
-        return false;
-    out.resize(static_cast<std::size_t>(n) - padding);
-    return true;
 }
 
 }  // namespace
@@ -46,7 +27,7 @@ void ExchangeFile::set_text(const std::string& name, const std::string& value) {
 }
 
 void ExchangeFile::set_bytes(const std::string& name, std::span<const std::uint8_t> value) {
-    set_text(name, base64(Bytes(value.begin(), value.end())));
+    set_text(name, base64(value));
 }
 
 std::string ExchangeFile::text(const std::string& name) const {
@@ -57,12 +38,12 @@ std::string ExchangeFile::text(const std::string& name) const {
 }
 
 Bytes ExchangeFile::bytes(const std::string& name, std::size_t max_size) const {
-    Bytes out;
-    if (!decode_base64(text(name), out))
+    std::optional<Bytes> out = base64_decode(text(name));
+    if (!out)
         throw Error(what_ + ": " + name + " is not base64");
-    if (out.size() > max_size)
-        throw Error(what_ + ": " + name + " is too long (" + std::to_string(out.size()) + " bytes)");
-    return out;
+    if (out->size() > max_size)
+        throw Error(what_ + ": " + name + " is too long (" + std::to_string(out->size()) + " bytes)");
+    return std::move(*out);
 }
 
 std::string ExchangeFile::to_string() const {

@@ -3,6 +3,7 @@
 #include "core/attestation/ek_certificate.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/attestation/webauthn.hpp"
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
 #include "core/base/printable.hpp"

@@ -1,6 +1,7 @@
 #include "core/attestation/webauthn.hpp"
 
 #include "core/attestation/exchange_file.hpp"
+#include "core/base/base64.hpp"
 #include "core/keys/algorithms.hpp"
 #include "core/keys/public_key.hpp"
 
@@ -23,16 +24,6 @@ Bytes sha256(std::span<const std::uint8_t> data) { return digest_of(EVP_sha256()
 
 std::span<const std::uint8_t> bytes_of(std::string_view s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
-// RFC 4648, 5, without padding.
-std::string base64url(std::span<const std::uint8_t> data) {
-    std::string out = base64(Bytes(data.begin(), data.end()));
-    while (!out.empty() && out.back() == '=')
-        out.pop_back();
-    for (char& c : out)
-        c = c == '+' ? '-' : c == '/' ? '_' : c;
-    return out;
 }
 
 const cbor::Item& field(const cbor::Item& map, const char* name, cbor::Item::Type type, const char* what) {

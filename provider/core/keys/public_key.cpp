@@ -1,5 +1,6 @@
 #include "core/keys/public_key.hpp"
 
+#include "core/base/base64.hpp"
 #include "core/base/error.hpp"
 #include "core/keys/algorithms.hpp"
 #include "core/keys/der.hpp"
@@ -159,15 +160,7 @@ std::string PublicKey::ssh_line(const std::string& comment) const {
     return line;
 }
 
-std::string PublicKey::ssh_fingerprint() const {
-    const Bytes blob = ssh_blob();
-    Bytes digest(SHA256_DIGEST_LENGTH);
-    SHA256(blob.data(), blob.size(), digest.data());
-    std::string b64 = base64(digest);
-    while (!b64.empty() && b64.back() == '=')
-        b64.pop_back();
-    return "SHA256:" + b64;
-}
+std::string PublicKey::ssh_fingerprint() const { return tpmkey::ssh_fingerprint(ssh_blob()); }
 
 Bytes PublicKey::ec_params_der() const { return der::object_identifier(curve_nid_); }
 
@@ -243,12 +236,13 @@ std::string hex(std::span<const std::uint8_t> data) {
     return out;
 }
 
-std::string base64(const Bytes& data) {
-    std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-    const int n =
-        EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(), static_cast<int>(data.size()));
-    out.resize(static_cast<std::size_t>(n));
-    return out;
+std::string ssh_fingerprint(std::span<const std::uint8_t> blob) {
+    std::uint8_t digest[SHA256_DIGEST_LENGTH];
+    SHA256(blob.data(), blob.size(), digest);
+    std::string b64 = base64(digest);
+    while (!b64.empty() && b64.back() == '=')
+        b64.pop_back();
+    return "SHA256:" + b64;
 }
 
 }  // namespace tpmkey

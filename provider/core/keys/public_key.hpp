@@ -83,7 +83,9 @@ void set_tpm2b(T2B& out, std::span<const std::uint8_t> bytes, const char* what) 
     std::copy(bytes.begin(), bytes.end(), out.buffer);
 }
 
-std::string base64(const Bytes& data);
+// "SHA256:" and the base64 of SHA-256 of an SSH key blob without its '=',
+// as ssh-keygen -l prints it.
+std::string ssh_fingerprint(std::span<const std::uint8_t> blob);
 // Lower-case hex, as tpm2-tools prints digests and names.
 std::string hex(std::span<const std::uint8_t> data);
 
