@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/keys/algorithms.hpp"
+#include "core/keys/public_key.hpp"
 #include "module/pkcs11.hpp"
 
 #include <openssl/evp.h>

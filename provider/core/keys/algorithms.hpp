@@ -6,7 +6,7 @@
 // module keys its mechanisms by the TPM hash id (module/mechanisms.cpp).
 #pragma once
 
-#include "core/keys/public_key.hpp"
+#include "core/base/bytes.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/obj_mac.h>
