@@ -175,8 +175,10 @@ P11Object make_public_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) {
     a.push_back(flag(CKA_VERIFY, true));
     for (CK_ATTRIBUTE_TYPE t : {CKA_ENCRYPT, CKA_VERIFY_RECOVER, CKA_WRAP, CKA_TRUSTED})
         a.push_back(flag(t, false));
-    if (key.pub->kind() == KeyKind::ecdsa)
-        a.push_back({CKA_EC_POINT, key.pub->ec_point_der()});
+    switch (key.pub->kind()) {
+    case KeyKind::ecdsa: a.push_back({CKA_EC_POINT, key.pub->ec_point_der()}); break;
+    case KeyKind::rsa: break;  // its modulus and exponent: add_common_key_attributes
+    }
     return P11Object(handle, std::move(a));
 }
 
@@ -198,12 +200,13 @@ P11Object make_private_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) 
     a.push_back(flag(CKA_NEVER_EXTRACTABLE, fixed_tpm));
     a.push_back(flag(CKA_WRAP_WITH_TRUSTED, false));
     a.push_back(flag(CKA_ALWAYS_AUTHENTICATE, false));
-    if (key.pub->kind() == KeyKind::rsa) {
+    switch (key.pub->kind()) {
+    case KeyKind::ecdsa: a.push_back(sensitive(CKA_VALUE)); break;
+    case KeyKind::rsa:
         for (CK_ATTRIBUTE_TYPE t :
              {CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT})
             a.push_back(sensitive(t));
-    } else {
-        a.push_back(sensitive(CKA_VALUE));
+        break;
     }
     return P11Object(handle, std::move(a));
 }
