@@ -177,7 +177,7 @@ CK_RV C_GetMechanismInfo(CK_SLOT_ID slot, CK_MECHANISM_TYPE type, CK_MECHANISM_I
         // The TPM signs; signatures are verified in software (CKF_HW is one
         // flag for the whole mechanism).
         info->flags = CKF_HW | CKF_SIGN | CKF_VERIFY;
-        if (!t.public_key().is_rsa())
+        if (t.public_key().kind() == KeyKind::ecdsa)
             info->flags |= CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS;
     });
 }

@@ -19,20 +19,20 @@ namespace tpmkey::pkcs11 {
 namespace {
 
 constexpr Mechanism mechanisms[] = {
-    {CKM_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_NULL},
-    {CKM_SHA1_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA1},
-    {CKM_SHA256_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA256},
-    {CKM_SHA384_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA384},
-    {CKM_SHA512_RSA_PKCS, true, TPM2_ALG_RSASSA, TPM2_ALG_SHA512},
-    {CKM_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_NULL},
-    {CKM_SHA256_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_SHA256},
-    {CKM_SHA384_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_SHA384},
-    {CKM_SHA512_RSA_PKCS_PSS, true, TPM2_ALG_RSAPSS, TPM2_ALG_SHA512},
-    {CKM_ECDSA, false, TPM2_ALG_ECDSA, TPM2_ALG_NULL},
-    {CKM_ECDSA_SHA1, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA1},
-    {CKM_ECDSA_SHA256, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA256},
-    {CKM_ECDSA_SHA384, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA384},
-    {CKM_ECDSA_SHA512, false, TPM2_ALG_ECDSA, TPM2_ALG_SHA512},
+    {CKM_RSA_PKCS, KeyKind::rsa, TPM2_ALG_RSASSA, TPM2_ALG_NULL},
+    {CKM_SHA1_RSA_PKCS, KeyKind::rsa, TPM2_ALG_RSASSA, TPM2_ALG_SHA1},
+    {CKM_SHA256_RSA_PKCS, KeyKind::rsa, TPM2_ALG_RSASSA, TPM2_ALG_SHA256},
+    {CKM_SHA384_RSA_PKCS, KeyKind::rsa, TPM2_ALG_RSASSA, TPM2_ALG_SHA384},
+    {CKM_SHA512_RSA_PKCS, KeyKind::rsa, TPM2_ALG_RSASSA, TPM2_ALG_SHA512},
+    {CKM_RSA_PKCS_PSS, KeyKind::rsa, TPM2_ALG_RSAPSS, TPM2_ALG_NULL},
+    {CKM_SHA256_RSA_PKCS_PSS, KeyKind::rsa, TPM2_ALG_RSAPSS, TPM2_ALG_SHA256},
+    {CKM_SHA384_RSA_PKCS_PSS, KeyKind::rsa, TPM2_ALG_RSAPSS, TPM2_ALG_SHA384},
+    {CKM_SHA512_RSA_PKCS_PSS, KeyKind::rsa, TPM2_ALG_RSAPSS, TPM2_ALG_SHA512},
+    {CKM_ECDSA, KeyKind::ecdsa, TPM2_ALG_ECDSA, TPM2_ALG_NULL},
+    {CKM_ECDSA_SHA1, KeyKind::ecdsa, TPM2_ALG_ECDSA, TPM2_ALG_SHA1},
+    {CKM_ECDSA_SHA256, KeyKind::ecdsa, TPM2_ALG_ECDSA, TPM2_ALG_SHA256},
+    {CKM_ECDSA_SHA384, KeyKind::ecdsa, TPM2_ALG_ECDSA, TPM2_ALG_SHA384},
+    {CKM_ECDSA_SHA512, KeyKind::ecdsa, TPM2_ALG_ECDSA, TPM2_ALG_SHA512},
 };
 
 // The PKCS#11 side of a hash of the core's table (core/keys/algorithms),
@@ -89,10 +89,10 @@ std::vector<CK_MECHANISM_TYPE> mechanisms_for(const PublicKey& pub, std::span<co
     };
     std::vector<CK_MECHANISM_TYPE> out;
     for (const Mechanism& m : mechanisms) {
-        if (m.rsa != pub.is_rsa())
+        if (m.kind != pub.kind())
             continue;
         // ECDSA signs with the curve's own hash, whatever the input's.
-        const TPM2_ALG_ID tpm_hash = m.rsa ? m.hash : ecdsa_hash(pub.ec_field_size());
+        const TPM2_ALG_ID tpm_hash = m.kind == KeyKind::rsa ? m.hash : ecdsa_hash(pub.ec_field_size());
         if (tpm_hash != TPM2_ALG_NULL && !tpm_has(tpm_hash))
             continue;
         out.push_back(m.type);
@@ -187,10 +187,8 @@ bool signature_matches(const PublicKey& pub, const TpmSignRequest& request, std:
 SignatureOperation::SignatureOperation(const CK_MECHANISM& mechanism, const PublicKey& pub)
     : mechanism_(find_mechanism(mechanism.mechanism)), pub_(pub) {
     require(mechanism_ != nullptr, CKR_MECHANISM_INVALID);
-    require(mechanism_->rsa == pub.is_rsa(), CKR_KEY_TYPE_INCONSISTENT);
-    signature_size_ = pub.is_rsa() ? pub.rsa_modulus().size() : 2 * pub.ec_field_size();
-    if (pub.is_rsa())
-        signature_size_ = (pub.bits() + 7) / 8;
+    require(mechanism_->kind == pub.kind(), CKR_KEY_TYPE_INCONSISTENT);
+    signature_size_ = pub.kind() == KeyKind::rsa ? (pub.bits() + 7) / 8 : 2 * pub.ec_field_size();
 
     if (mechanism_->scheme == TPM2_ALG_RSAPSS) {
         // PKCS#11 2.40 current mechanisms, 2.1.14: CK_RSA_PKCS_PSS_PARAMS.

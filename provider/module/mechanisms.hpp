@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/keys/algorithms.hpp"
+#include "core/keys/public_key.hpp"
 #include "module/pkcs11.hpp"
 
 #include <openssl/evp.h>
@@ -19,7 +20,7 @@ namespace tpmkey::pkcs11 {
 
 struct Mechanism {
     CK_MECHANISM_TYPE type;
-    bool rsa;            // else ECDSA
+    KeyKind kind;        // of the keys it signs with
     TPM2_ALG_ID scheme;  // TPM2_ALG_RSASSA, _RSAPSS or _ECDSA
     TPM2_ALG_ID hash;    // hashed by us first; TPM2_ALG_NULL: the input is the digest
 };

@@ -35,10 +35,24 @@ Bytes der_of(int (*i2d)(const T*, unsigned char**), const T* value, const char* 
     return out;
 }
 
+// A kind's PKCS#11 key type, and the mechanism that makes such a key.
+struct P11KeyType {
+    CK_KEY_TYPE type;
+    CK_MECHANISM_TYPE generation;
+};
+
+P11KeyType p11_key_type(KeyKind kind) {
+    switch (kind) {
+    case KeyKind::ecdsa: return {CKK_EC, CKM_EC_KEY_PAIR_GEN};
+    case KeyKind::rsa: return {CKK_RSA, CKM_RSA_PKCS_KEY_PAIR_GEN};
+    }
+    throw Error("a key kind without a PKCS#11 key type");
+}
+
 // Attributes every key object has (PKCS#11 2.40, 4.4 and 4.7).
 void add_common_key_attributes(std::vector<Attribute>& a, const KeyFacts& key) {
-    const bool rsa = key.pub->is_rsa();
-    a.push_back(number(CKA_KEY_TYPE, rsa ? CKK_RSA : CKK_EC));
+    const P11KeyType type = p11_key_type(key.pub->kind());
+    a.push_back(number(CKA_KEY_TYPE, type.type));
     a.push_back(flag(CKA_TOKEN, true));
     a.push_back(flag(CKA_MODIFIABLE, false));
     a.push_back(flag(CKA_COPYABLE, false));
@@ -50,7 +64,7 @@ void add_common_key_attributes(std::vector<Attribute>& a, const KeyFacts& key) {
     a.push_back(flag(CKA_DERIVE, false));
     // Made inside the TPM (sensitiveDataOrigin): true for tpmkey-keygen keys.
     a.push_back(flag(CKA_LOCAL, (key.tpm_attributes & TPMA_OBJECT_SENSITIVEDATAORIGIN) != 0));
-    a.push_back(number(CKA_KEY_GEN_MECHANISM, rsa ? CKM_RSA_PKCS_KEY_PAIR_GEN : CKM_EC_KEY_PAIR_GEN));
+    a.push_back(number(CKA_KEY_GEN_MECHANISM, type.generation));
     Bytes mechanisms;
     for (CK_MECHANISM_TYPE m : key.mechanisms) {
         const Bytes b = bytes_of(m);
@@ -59,12 +73,13 @@ void add_common_key_attributes(std::vector<Attribute>& a, const KeyFacts& key) {
     a.push_back({CKA_ALLOWED_MECHANISMS, mechanisms});
     a.push_back({CKA_SUBJECT, {}});
     a.push_back({CKA_PUBLIC_KEY_INFO, key.pub->spki_der()});
-    if (rsa) {
+    switch (key.pub->kind()) {
+    case KeyKind::ecdsa: a.push_back({CKA_EC_PARAMS, key.pub->ec_params_der()}); break;
+    case KeyKind::rsa:
         a.push_back({CKA_MODULUS, key.pub->rsa_modulus()});
         a.push_back(number(CKA_MODULUS_BITS, key.pub->bits()));
         a.push_back({CKA_PUBLIC_EXPONENT, key.pub->rsa_exponent()});
-    } else {
-        a.push_back({CKA_EC_PARAMS, key.pub->ec_params_der()});
+        break;
     }
 }
 
@@ -160,8 +175,10 @@ P11Object make_public_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) {
     a.push_back(flag(CKA_VERIFY, true));
     for (CK_ATTRIBUTE_TYPE t : {CKA_ENCRYPT, CKA_VERIFY_RECOVER, CKA_WRAP, CKA_TRUSTED})
         a.push_back(flag(t, false));
-    if (!key.pub->is_rsa())
-        a.push_back({CKA_EC_POINT, key.pub->ec_point_der()});
+    switch (key.pub->kind()) {
+    case KeyKind::ecdsa: a.push_back({CKA_EC_POINT, key.pub->ec_point_der()}); break;
+    case KeyKind::rsa: break;  // its modulus and exponent: add_common_key_attributes
+    }
     return P11Object(handle, std::move(a));
 }
 
@@ -183,12 +200,13 @@ P11Object make_private_key_object(CK_OBJECT_HANDLE handle, const KeyFacts& key) 
     a.push_back(flag(CKA_NEVER_EXTRACTABLE, fixed_tpm));
     a.push_back(flag(CKA_WRAP_WITH_TRUSTED, false));
     a.push_back(flag(CKA_ALWAYS_AUTHENTICATE, false));
-    if (key.pub->is_rsa()) {
+    switch (key.pub->kind()) {
+    case KeyKind::ecdsa: a.push_back(sensitive(CKA_VALUE)); break;
+    case KeyKind::rsa:
         for (CK_ATTRIBUTE_TYPE t :
              {CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT})
             a.push_back(sensitive(t));
-    } else {
-        a.push_back(sensitive(CKA_VALUE));
+        break;
     }
     return P11Object(handle, std::move(a));
 }

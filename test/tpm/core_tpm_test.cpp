@@ -192,7 +192,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
     CHECK((key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_DECRYPT) == 0);
     CHECK(key.blobs.pub.publicArea.authPolicy.size == 0);
     const PublicKey pub(key.blobs.pub.publicArea);
-    CHECK(pub.is_rsa() == (spec.algorithm == KeyAlgorithm::rsa));
+    CHECK(pub.kind() == spec.algorithm);
     CHECK(pub.bits() == spec.bits);
 
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
@@ -206,7 +206,7 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
         const Bytes message = bytes_of(std::string("message for ") + scheme_name(s.scheme) + "/" + hash_name(s.hash));
         const Bytes signature =
             sign_digest(tpm, object, auth, s.scheme, s.hash, digest_of(s.hash, message), pub.ec_field_size());
-        CHECK(signature.size() == (pub.is_rsa() ? spec.bits / 8 : 2 * pub.ec_field_size()));
+        CHECK(signature.size() == (pub.kind() == KeyKind::rsa ? spec.bits / 8 : 2 * pub.ec_field_size()));
         CHECK(openssl_verifies(pub, s.scheme, s.hash, message, signature));
         Bytes other = message;
         other.back() ^= 1;

@@ -86,9 +86,9 @@ int sign(const std::string& key_path, const std::string& in_path, const std::str
     const Authorization auth = Authorization::for_secret(tpm, parent, key.needs_pin());
     const TpmObject object = load_key(tpm, parent, auth, key.blobs);
     const AuthValue auth_value(tpm, object, pin);
-    const Bytes signature = sign_digest(tpm, object, auth, pub.is_rsa() ? TPM2_ALG_RSASSA : TPM2_ALG_ECDSA,
-                                        TPM2_ALG_SHA256, digest, pub.ec_field_size());
-    write_all(out_path, pub.is_rsa() ? signature : ecdsa_der(signature));
+    const Bytes signature =
+        sign_digest(tpm, object, auth, pub.algorithm().scheme, TPM2_ALG_SHA256, digest, pub.ec_field_size());
+    write_all(out_path, pub.kind() == KeyKind::rsa ? signature : ecdsa_der(signature));
     return 0;
 }
 

@@ -2,6 +2,7 @@
 // a wrong entry would otherwise show only as a signature that fails.
 #include "core/keys/algorithms.hpp"
 #include "core/base/owned.hpp"
+#include "core/keys/public_key.hpp"
 #include "module/mechanisms.hpp"
 
 #include <openssl/ec.h>
@@ -63,4 +64,24 @@ TEST_CASE("the curve table: sizes are OpenSSL's, names OpenSSH's, the hash RFC 5
     }
     CHECK(find_curve(TPM2_ECC_BN_P256) == nullptr);
     CHECK(find_curve_by_bits(255) == nullptr);
+}
+
+TEST_CASE("the key kind table: one row per kind, the TPM type and OpenSSH name of a key of that kind") {
+    const EvpPkey ec(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
+    const EvpPkey rsa(EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", static_cast<std::size_t>(2048)));
+    REQUIRE(ec);
+    REQUIRE(rsa);
+    for (const EvpPkey* evp : {&ec, &rsa}) {
+        const TPM2B_PUBLIC area = signer_public(evp->get());
+        const PublicKey pub(area.publicArea);
+        const KeyKindAlgorithm& k = pub.algorithm();
+        INFO(k.name);
+        CHECK(&key_kind_algorithm(pub.kind()) == &k);
+        CHECK(k.kind == pub.kind());
+        CHECK(k.tpm == area.publicArea.type);
+        CHECK(pub.ssh_type().find(k.kind == KeyKind::rsa ? "rsa" : "ecdsa") != std::string::npos);
+        CHECK((k.scheme == TPM2_ALG_RSASSA) == (k.kind == KeyKind::rsa));
+        CHECK(std::string(k.size_prefix).rfind(k.name, 0) == 0);
+    }
+    CHECK(std::size(key_kind_table) == 2);  // a new kind: its row, and this test's key of that kind
 }

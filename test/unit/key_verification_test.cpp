@@ -350,7 +350,7 @@ TEST_CASE("verify: a genuine attestation verifies, and says what it proves", "[v
             FAIL(check_name(r->check) << ": " << r->reason);
         const VerifiedKey& key = std::get<VerifiedKey>(outcome);
         CHECK(key.ssh_public_key == f.ssh_line);
-        CHECK(key.rsa == (std::string(type) == "RSA"));
+        CHECK((key.kind == KeyKind::rsa) == (std::string(type) == "RSA"));
         CHECK(key.bits == bits);
         CHECK(key.fingerprint == PublicKey(f.area).ssh_fingerprint());
         CHECK(key.user_with_auth);

@@ -292,9 +292,9 @@ TEST_CASE("SignatureOperation verifies OpenSSL's signatures with every mechanism
             // The raw mechanisms are tried with SHA-256 (RSA) or every
             // digest size (ECDSA: shorter and longer than the curve).
             const std::vector<TPM2_ALG_ID> hashes =
-                m.hash != TPM2_ALG_NULL ? std::vector{m.hash}
-                : m.rsa                 ? std::vector{TPM2_ALG_SHA256}
-                                        : std::vector<TPM2_ALG_ID>(std::begin(all_hashes), std::end(all_hashes));
+                m.hash != TPM2_ALG_NULL  ? std::vector{m.hash}
+                : m.kind == KeyKind::rsa ? std::vector{TPM2_ALG_SHA256}
+                                         : std::vector<TPM2_ALG_ID>(std::begin(all_hashes), std::end(all_hashes));
             for (TPM2_ALG_ID hash : hashes) {
                 const char* md = md_name(hash);
                 INFO(param << ", mechanism 0x" << std::hex << m.type << ", " << md);

@@ -221,8 +221,8 @@ int run_esys(const std::string& tcti, const std::string& key_path, const Options
     // The core's TPM2_Sign: no hashing, no PKCS#11, the TPM's time alone.
     const PublicKey pub(key_file.blobs.pub.publicArea);
     const auto sign_once = [&] {
-        (void)sign_digest(tpm, key, auth, pub.is_rsa() ? TPM2_ALG_RSASSA : TPM2_ALG_ECDSA, TPM2_ALG_SHA256,
-                          sha256_of_something, pub.is_rsa() ? 0 : pub.ec_field_size());
+        (void)sign_digest(tpm, key, auth, pub.algorithm().scheme, TPM2_ALG_SHA256, sha256_of_something,
+                          pub.ec_field_size());
     };
     sign_once();  // not counted: a fresh swtpm self-tests the algorithm here
     const std::vector<double> samples = time_each(o.n, sign_once);

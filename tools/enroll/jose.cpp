@@ -65,7 +65,7 @@ nlohmann::json with_alg(const JwsSigner& signer, nlohmann::json header) {
 }  // namespace
 
 nlohmann::json jwk_of(const PublicKey& key) {
-    if (key.is_rsa())
+    if (key.kind() == KeyKind::rsa)
         return {{"kty", "RSA"}, {"n", base64url(key.rsa_modulus())}, {"e", base64url(key.rsa_exponent())}};
     const Bytes point = key.ec_point();  // 04||X||Y
     const std::size_t half = key.ec_field_size();
@@ -79,7 +79,7 @@ nlohmann::json jwk_of(const PublicKey& key) {
 }
 
 std::string jws_alg_of(const PublicKey& key) {
-    if (key.is_rsa())
+    if (key.kind() == KeyKind::rsa)
         return "RS256";
     switch (key.bits()) {
     case 256: return "ES256";
@@ -187,7 +187,7 @@ JwsSigner tpm_signer(Tpm& tpm, const TpmObject& key, const Authorization& auth, 
     const TPM2_ALG_ID hash = out.alg == "ES384"   ? TPM2_ALG_SHA384
                              : out.alg == "ES512" ? TPM2_ALG_SHA512
                                                   : TPM2_ALG_SHA256;
-    const TPM2_ALG_ID scheme = pub.is_rsa() ? TPM2_ALG_RSASSA : TPM2_ALG_ECDSA;
+    const TPM2_ALG_ID scheme = pub.algorithm().scheme;
     const std::size_t half = pub.ec_field_size();
     out.sign = [&tpm, &key, &auth, md, hash, scheme, half](std::span<const std::uint8_t> input) {
         // sign_digest gives ECDSA as raw r||s already, RSASSA as the block.

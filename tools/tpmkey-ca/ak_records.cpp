@@ -7,6 +7,7 @@
 #include "core/files/atomic_file.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/algorithms.hpp"
+#include "core/keys/public_key.hpp"
 
 #include <openssl/bn.h>
 

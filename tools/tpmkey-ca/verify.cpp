@@ -105,7 +105,7 @@ std::string json_of(const std::string& path, const VerifiedKey& key, const std::
                       {"attestation", path},
                       {"ssh_public_key", key.ssh_public_key},
                       {"key",
-                       {{"type", key.rsa ? "RSA" : "ECDSA"},
+                       {{"type", key_kind_algorithm(key.kind).name},
                         {"bits", key.bits},
                         {"fingerprint", key.fingerprint},
                         {"tpm_resident", true},
@@ -208,7 +208,8 @@ CaFacts ca_facts(const Parsed& p, const VerifiedKey& key, AuditEntry& entry) {
 
 void print_text(const std::string& path, const VerifiedKey& key, const CaFacts& facts) {
     std::cout << "Verified:      " << path << "\n"
-              << "SSH key:       " << key.bits << " " << key.fingerprint << " (" << (key.rsa ? "RSA" : "ECDSA") << ")\n"
+              << "SSH key:       " << key.bits << " " << key.fingerprint << " (" << key_kind_algorithm(key.kind).name
+              << ")\n"
               << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n";
     if (key.ek_certificate_sha256)
         std::cout << "EK:            the CA enrolled the AK with the EK certificate of SHA-256 "
@@ -284,7 +285,7 @@ void verify(const Parsed& p, const VerifyPolicy& policy, AuditLog* log, AuditEnt
         entry.principals = facts.record->principals;
     }
     if (log) {
-        entry.reason = "verified: " + std::to_string(key.bits) + "-bit " + (key.rsa ? "RSA" : "ECDSA") +
+        entry.reason = "verified: " + std::to_string(key.bits) + "-bit " + key_kind_algorithm(key.kind).name +
                        " key, TPM-resident, not exportable; " + facts.revocation;
         log->accepted(entry);
     }

@@ -54,7 +54,7 @@ Secret pin_from_terminal(const std::string& prompt, const char* option);
 
 // "RSA 2048", "ECDSA P-256"
 inline std::string key_type_text(const PublicKey& pub) {
-    return (pub.is_rsa() ? "RSA " : "ECDSA P-") + std::to_string(pub.bits());
+    return pub.algorithm().size_prefix + std::to_string(pub.bits());
 }
 
 // The file a command that rewrites KEY writes: a key file that is a link

@@ -182,7 +182,7 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         } catch (const Error& e) {
             d.warn(name + ": cannot read the PCRs it is bound to", e.what(), "see 'tpmkey info " + name + "'");
         }
-        if (pub.is_rsa() && tpm_lacks_sha512(*tpm))
+        if (pub.kind() == KeyKind::rsa && tpm_lacks_sha512(*tpm))
             d.warn(name + ": an RSA key, and this TPM cannot sign SHA-512",
                    "ssh signs RSA keys with rsa-sha2-512 where the server allows it, and does not try "
                    "rsa-sha2-256 after that fails: the login fails",

@@ -41,8 +41,7 @@ constexpr CommandSpec list_spec{"list",
 
 // As ssh-keygen -l prints it: "256 SHA256:... comment (ECDSA)".
 std::string ssh_keygen_l_line(const PublicKey& pub, const std::string& comment) {
-    return std::to_string(pub.bits()) + " " + pub.ssh_fingerprint() + " " + comment +
-           (pub.is_rsa() ? " (RSA)" : " (ECDSA)");
+    return std::to_string(pub.bits()) + " " + pub.ssh_fingerprint() + " " + comment + " (" + pub.algorithm().name + ")";
 }
 
 int cmd_list(const Parsed&) {

@@ -86,7 +86,7 @@ namespace {
 bool rsa_keys_need_sha256(const Config& config) {
     const std::vector<FoundKeyFile> found = find_keys(config);
     if (std::none_of(found.begin(), found.end(),
-                     [](const FoundKeyFile& f) { return f.key && f.key->public_key.is_rsa(); }))
+                     [](const FoundKeyFile& f) { return f.key && f.key->public_key.kind() == KeyKind::rsa; }))
         return false;
     try {
         Tpm tpm(config.tpm);

@@ -273,7 +273,7 @@ void check_public_key(Verification& v) {
                                                            : nullptr);
     if (!ctx || EVP_PKEY_public_check(ctx.get()) != 1) {
         ERR_clear_error();
-        refuse(v.key->is_rsa()
+        refuse(v.key->kind() == KeyKind::rsa
                    ? "the key's RSA public key is not valid (OpenSSL's public-key check fails)"
                    : "the key's ECC point is not on its curve: not a public key (ssh-keygen -s refuses it)");
     }
@@ -294,7 +294,7 @@ void check_unrestricted(Verification& v) {
 }
 
 void check_key_size(Verification& v) {
-    if (v.key->is_rsa() && v.key->bits() < min_rsa_bits)
+    if (v.key->kind() == KeyKind::rsa && v.key->bits() < min_rsa_bits)
         refuse("the key is RSA-" + std::to_string(v.key->bits()) + ": fewer than " + std::to_string(min_rsa_bits) +
                " bits, too weak for an SSH key");
 }
@@ -431,7 +431,7 @@ void check_ek_record(Verification& v) {
 // The CA's policy: the least RSA size it certifies.
 void check_min_rsa_size(Verification& v) {
     const unsigned least = v.in.policy.min_rsa_bits;
-    if (v.key->is_rsa() && v.key->bits() < least)
+    if (v.key->kind() == KeyKind::rsa && v.key->bits() < least)
         refuse("the key is RSA-" + std::to_string(v.key->bits()) + ": fewer than the " + std::to_string(least) +
                " bits this CA requires (--min-rsa-bits)");
 }
@@ -567,7 +567,7 @@ std::variant<VerifiedKey, Refusal> verify_key_attestation(const AttestationInput
     }
     VerifiedKey& r = v.result;
     r.ssh_public_key = v.ssh_line;
-    r.rsa = v.key->is_rsa();
+    r.kind = v.key->kind();
     r.bits = v.key->bits();
     r.fingerprint = v.key->ssh_fingerprint();
     r.user_with_auth = (v.area.objectAttributes & TPMA_OBJECT_USERWITHAUTH) != 0;

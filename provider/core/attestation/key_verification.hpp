@@ -11,6 +11,7 @@
 #pragma once
 
 #include "core/base/bytes.hpp"
+#include "core/keys/algorithms.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/keys/tpm_policy.hpp"
 
@@ -95,7 +96,7 @@ struct VerifiedKey {
     // The file's ssh-public-key line, proven to be the attested key: the
     // one to sign, never the file read again.
     std::string ssh_public_key;
-    bool rsa = false;  // else ECDSA
+    KeyKind kind = KeyKind::ecdsa;
     unsigned bits = 0;
     std::string fingerprint;      // "SHA256:...", as ssh-keygen -l prints it
     bool user_with_auth = false;  // the key signs with its auth value alone, a policy aside

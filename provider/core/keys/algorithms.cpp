@@ -49,6 +49,12 @@ const CurveAlgorithm* find_curve_by_bits(unsigned bits) {
     return find_in<CurveAlgorithm>(curve_table, &CurveAlgorithm::bits, bits);
 }
 
+const KeyKindAlgorithm& key_kind_algorithm(KeyKind kind) {
+    if (const KeyKindAlgorithm* k = find_in<KeyKindAlgorithm>(key_kind_table, &KeyKindAlgorithm::kind, kind))
+        return *k;
+    throw Error("a key kind without its row in key_kind_table");
+}
+
 const EVP_MD* name_algorithm_md(TPMI_ALG_HASH tpm) {
     if (const HashAlgorithm* h = find_hash(tpm))
         return h->md();

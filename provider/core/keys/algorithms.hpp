@@ -6,7 +6,7 @@
 // module keys its mechanisms by the TPM hash id (module/mechanisms.cpp).
 #pragma once
 
-#include "core/keys/public_key.hpp"
+#include "core/base/bytes.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/obj_mac.h>
@@ -91,6 +91,31 @@ inline constexpr CurveAlgorithm curve_table[] = {
 const CurveAlgorithm* find_curve(TPMI_ECC_CURVE tpm);
 const CurveAlgorithm* find_curve_by_nid(int nid);
 const CurveAlgorithm* find_curve_by_bits(unsigned bits);
+
+// The kinds of key tpmkey makes and signs with. A new kind (say Ed25519)
+// is one more enumerator and its row in key_kind_table; each switch on a
+// KeyKind (the key's template in tpm/tpm_keys.cpp, its PKCS#11 key type in
+// module/objects.cpp) then stops compiling (-Wswitch, an error) until it
+// has the new kind's case. docs/hacking.md ("Where a change goes") lists
+// the other files a new kind touches.
+enum class KeyKind { ecdsa, rsa };
+
+struct KeyKindAlgorithm {
+    KeyKind kind;
+    TPMI_ALG_PUBLIC tpm;         // the TPM object's type
+    TPMI_ALG_SIG_SCHEME scheme;  // the scheme of a plain TPM2_Sign with it (ssh's, JWS's)
+    const char* name;            // "RSA": as ssh-keygen -l and the CLI name it
+    const char* size_prefix;     // before the size in "RSA 2048", "ECDSA P-256"
+};
+
+inline constexpr KeyKindAlgorithm key_kind_table[] = {
+    {KeyKind::ecdsa, TPM2_ALG_ECC, TPM2_ALG_ECDSA, "ECDSA", "ECDSA P-"},
+    {KeyKind::rsa, TPM2_ALG_RSA, TPM2_ALG_RSASSA, "RSA", "RSA "},
+};
+
+// A kind's row; throws Error for a kind without one (a row left out of
+// the table).
+const KeyKindAlgorithm& key_kind_algorithm(KeyKind kind);
 
 // H(parts...) with OpenSSL; throws Error if OpenSSL fails.
 Bytes digest_of(const EVP_MD* md, std::initializer_list<std::span<const std::uint8_t>> parts);

@@ -101,7 +101,7 @@ TPMT_PUBLIC rsa_signer(EVP_PKEY* key) {
 
 PublicKey::PublicKey(const TPMT_PUBLIC& area) {
     if (area.type == TPM2_ALG_RSA) {
-        rsa_ = true;
+        kind_ = KeyKind::rsa;
         bits_ = area.parameters.rsaDetail.keyBits;
         const TPM2B_PUBLIC_KEY_RSA& n = area.unique.rsa;
         if (bits_ < 1024 || n.size != bits_ / 8)
@@ -135,7 +135,7 @@ PublicKey::PublicKey(const TPMT_PUBLIC& area) {
 }
 
 std::string PublicKey::ssh_type() const {
-    if (rsa_)
+    if (kind_ == KeyKind::rsa)
         return "ssh-rsa";
     return "ecdsa-sha2-" + ssh_curve_;
 }
@@ -143,7 +143,7 @@ std::string PublicKey::ssh_type() const {
 Bytes PublicKey::ssh_blob() const {
     Bytes out;
     put_string(out, ssh_type());
-    if (rsa_) {
+    if (kind_ == KeyKind::rsa) {
         put_mpint(out, e_);
         put_mpint(out, n_);
     } else {
@@ -167,7 +167,7 @@ Bytes PublicKey::ec_params_der() const { return der::object_identifier(curve_nid
 Bytes PublicKey::ec_point_der() const { return der::octet_string(point_); }
 
 Bytes PublicKey::subject_public_key() const {
-    if (!rsa_)
+    if (kind_ != KeyKind::rsa)
         return point_;
     Bytes content = der::unsigned_integer(n_);  // RFC 8017, A.1.1
     der::append(content, der::unsigned_integer(e_));
@@ -182,7 +182,7 @@ Bytes PublicKey::spki_der() const {
         throw std::bad_alloc();
     // RFC 3279: rsaEncryption with NULL parameters; id-ecPublicKey with the
     // named curve. On success the X509_PUBKEY owns `encoded`.
-    const bool ok = rsa_
+    const bool ok = kind_ == KeyKind::rsa
                         ? X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_rsaEncryption), V_ASN1_NULL, nullptr,
                                                  encoded.get(), static_cast<int>(bits.size()))
                         : X509_PUBKEY_set0_param(spki.get(), OBJ_nid2obj(NID_X9_62_id_ecPublicKey), V_ASN1_OBJECT,

@@ -6,6 +6,7 @@
 #include "core/base/bytes.hpp"
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
+#include "core/keys/algorithms.hpp"
 
 #include <openssl/evp.h>
 #include <tss2/tss2_tpm2_types.h>
@@ -24,7 +25,9 @@ public:
     // Throws Error for key types and curves we do not handle.
     explicit PublicKey(const TPMT_PUBLIC& area);
 
-    bool is_rsa() const noexcept { return rsa_; }
+    KeyKind kind() const noexcept { return kind_; }
+    // Its row of key_kind_table: the scheme the TPM signs with, its name.
+    const KeyKindAlgorithm& algorithm() const { return key_kind_algorithm(kind_); }
     unsigned bits() const noexcept { return bits_; }
     // ECDSA: size of one coordinate (and of r and of s) in bytes.
     std::size_t ec_field_size() const noexcept { return field_size_; }
@@ -58,7 +61,7 @@ public:
     EvpPkey to_evp() const;
 
 private:
-    bool rsa_ = false;
+    KeyKind kind_ = KeyKind::ecdsa;
     unsigned bits_ = 0;
     std::size_t field_size_ = 0;
     int curve_nid_ = 0;

@@ -13,10 +13,16 @@
 namespace tpmkey {
 
 void check_key_spec(const KeySpec& spec) {
-    if (spec.algorithm == KeyAlgorithm::ecdsa && !find_curve_by_bits(spec.bits))
-        throw Error("ECDSA keys are 256, 384 or 521 bits (NIST P-256, P-384, P-521)");
-    if (spec.algorithm == KeyAlgorithm::rsa && spec.bits != 2048 && spec.bits != 3072)
-        throw Error("RSA keys are 2048 or 3072 bits");
+    switch (spec.algorithm) {
+    case KeyKind::ecdsa:
+        if (!find_curve_by_bits(spec.bits))
+            throw Error("ECDSA keys are 256, 384 or 521 bits (NIST P-256, P-384, P-521)");
+        break;
+    case KeyKind::rsa:
+        if (spec.bits != 2048 && spec.bits != 3072)
+            throw Error("RSA keys are 2048 or 3072 bits");
+        break;
+    }
 }
 
 TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy) {
@@ -25,18 +31,20 @@ TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint
     TPMT_PUBLIC& area = pub.publicArea;
     area.nameAlg = TPM2_ALG_SHA256;
     area.objectAttributes = signing_key_attributes;
-    if (spec.algorithm == KeyAlgorithm::ecdsa) {
-        area.type = TPM2_ALG_ECC;
+    area.type = key_kind_algorithm(spec.algorithm).tpm;
+    switch (spec.algorithm) {
+    case KeyKind::ecdsa:
         area.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_NULL;
         area.parameters.eccDetail.scheme.scheme = TPM2_ALG_NULL;
         area.parameters.eccDetail.curveID = find_curve_by_bits(spec.bits)->tpm;  // check_key_spec: in the table
         area.parameters.eccDetail.kdf.scheme = TPM2_ALG_NULL;
-    } else {
-        area.type = TPM2_ALG_RSA;
+        break;
+    case KeyKind::rsa:
         area.parameters.rsaDetail.symmetric.algorithm = TPM2_ALG_NULL;
         area.parameters.rsaDetail.scheme.scheme = TPM2_ALG_NULL;
         area.parameters.rsaDetail.keyBits = static_cast<TPMI_RSA_KEY_BITS>(spec.bits);
         area.parameters.rsaDetail.exponent = 0;  // the default, 65537
+        break;
     }
     if (!auth_policy.empty()) {
         if (auth_policy.size() != 32)

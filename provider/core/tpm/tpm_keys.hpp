@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/base/secret.hpp"
+#include "core/keys/algorithms.hpp"
 #include "core/keys/key_parts.hpp"
 #include "core/tpm/tpm.hpp"
 
@@ -21,7 +22,8 @@ inline constexpr TPMA_OBJECT signing_key_attributes = TPMA_OBJECT_FIXEDTPM | TPM
                                                       TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
                                                       TPMA_OBJECT_SIGN_ENCRYPT;
 
-enum class KeyAlgorithm { ecdsa, rsa };
+// The kind of key to make: the one enum of core/keys/algorithms.
+using KeyAlgorithm = KeyKind;
 
 struct KeySpec {
     KeyAlgorithm algorithm = KeyAlgorithm::ecdsa;

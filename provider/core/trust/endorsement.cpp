@@ -347,52 +347,66 @@ SuppliedEk supply_ek_certificate(Tpm& tpm, const Bytes& data, const EkRoots& roo
             name_line(X509_get_issuer_name(found->cert.get()))};
 }
 
-EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
-                            const EkRoots& roots) {
-    // The rule the proof rests on (docs/security.md, "A parent proven by
-    // the endorsement key"): no TPM loads an object whose private part
-    // came from outside with fixedTPM or fixedParent SET (LoadExternal,
-    // Import), so a parent without them proves nothing even though the
-    // TPM activates a credential for it.
-    const TPMT_PUBLIC& area = parent_public.publicArea;
+namespace {
+
+// The steps of prove_parent, in its order; each refuses with
+// ParentProofFailed what it checks.
+
+// The rule the proof rests on (docs/security.md, "A parent proven by the
+// endorsement key"): no TPM loads an object whose private part came from
+// outside with fixedTPM or fixedParent SET (LoadExternal, Import), so a
+// parent without them proves nothing even though the TPM activates a
+// credential for it.
+void check_parent_bound_to_tpm(const TPMT_PUBLIC& area) {
     constexpr TPMA_OBJECT bound = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN;
     if ((area.objectAttributes & bound) != bound)
         throw ParentProofFailed("the parent's proof failed: it lacks fixedTPM, fixedParent or sensitiveDataOrigin, "
                                 "so its private part may be known outside the TPM");
-    // Nor may it be usable by policy in the ADMIN role (adminWithPolicy),
-    // the role TPM2_ActivateCredential asks of it: an object loaded with
-    // its public area only (TPM2_LoadExternal) may carry any attributes and
-    // has no auth value, but may have a policy. Without adminWithPolicy the
-    // ADMIN role needs the auth value, which only an object with its
-    // private part has (a storage key never has it: check_storage_key).
+}
+
+// Nor may it be usable by policy in the ADMIN role (adminWithPolicy), the
+// role TPM2_ActivateCredential asks of it: an object loaded with its public
+// area only (TPM2_LoadExternal) may carry any attributes and has no auth
+// value, but may have a policy. Without adminWithPolicy the ADMIN role
+// needs the auth value, which only an object with its private part has (a
+// storage key never has it: check_storage_key).
+void check_parent_not_admin_by_policy(const TPMT_PUBLIC& area) {
     if (area.objectAttributes & TPMA_OBJECT_ADMINWITHPOLICY)
         throw ParentProofFailed("the parent's proof failed: it may be used by a policy in the ADMIN role "
                                 "(adminWithPolicy), as an object the TPM holds without its private part could");
+}
 
-    // The certificate is about the EK the TPM re-creates from its
-    // template, or about nothing we can use: the first certificate (in
-    // ek_templates()' order) whose EK the TPM re-creates is the TPM's.
-    EndorsementKey result;
+// The endorsement key the proof uses, and the certificate about it if any.
+struct ProofEk {
     std::optional<NvCertificate> certificate;
+    bool supplied = false;  // the certificate is the user's (tpmkey setup --ek-cert), not from the TPM's NV
+    const EkTemplate* ek_template = nullptr;
     TpmObject ek;
     TPMT_PUBLIC ek_public{};
-    std::vector<std::string> ignored;
+    std::vector<std::string> ignored;  // why certificates in NV were not read
+};
+
+// The certificate is about the EK the TPM re-creates from its template,
+// or about nothing we can use: the first certificate in NV (in
+// ek_templates()' order) whose EK the TPM re-creates is the TPM's. A
+// certificate in NV whose EK the TPM does not re-create refuses the proof.
+void find_ek_certified_in_nv(Tpm& tpm, ProofEk& proof) {
     std::string mismatch;  // about the first certificate that is not its EK's
     const std::vector<std::uint32_t> indices = ek_nv_indices(tpm);
     for (const EkTemplate& t : ek_templates()) {
         if (!holds(indices, t.cert_index))
             continue;
-        std::optional<NvCertificate> found = read_certificate(tpm, t, ignored);
+        std::optional<NvCertificate> found = read_certificate(tpm, t, proof.ignored);
         if (!found)
             continue;
         TPMT_PUBLIC made_public{};
         TpmObject made = create_ek(tpm, t, made_public);
         const EvpPkey ek_key = PublicKey(made_public).to_evp();
         if (EVP_PKEY_eq(X509_get0_pubkey(found->cert.get()), ek_key.get()) == 1) {
-            certificate = std::move(found);
-            ek = std::move(made);
-            ek_public = made_public;
-            break;
+            proof.certificate = std::move(found);
+            proof.ek = std::move(made);
+            proof.ek_public = made_public;
+            return;
         }
         if (mismatch.empty()) {
             // The low range lets a manufacturer put an EK nonce or template
@@ -406,33 +420,43 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                 (own_template ? " (the TPM keeps an EK nonce or template in NV, which tpmkey does not use)" : "");
         }
     }
-    if (!certificate && !mismatch.empty())
+    if (!mismatch.empty())
         throw ParentProofFailed(mismatch);
-    bool supplied = false;
-    if (!certificate) {
+}
+
+// Without one in NV: the certificate the user gave (tpmkey setup
+// --ek-cert) whose EK the TPM re-creates; without that, the EK of the
+// uncertified template, to be trusted on first use.
+void find_ek_otherwise(Tpm& tpm, ProofEk& proof) {
+    if (!proof.certificate) {
         if (std::optional<SuppliedCertificate> found = find_supplied_certificate(tpm)) {
-            certificate = NvCertificate{found->ek_template, std::move(found->der), std::move(found->cert)};
-            ek = std::move(found->ek);
-            ek_public = found->ek_public;
-            supplied = true;
+            proof.certificate = NvCertificate{found->ek_template, std::move(found->der), std::move(found->cert)};
+            proof.ek = std::move(found->ek);
+            proof.ek_public = found->ek_public;
+            proof.supplied = true;
         }
     }
-    const EkTemplate& ek_template = certificate ? *certificate->ek_template : uncertified_ek_template();
-    if (!certificate)
-        ek = create_ek(tpm, ek_template, ek_public);
-    result.algorithm = ek_template.algorithm;
-    if (certificate) {
-        result.nv_index = supplied ? 0 : ek_template.cert_index;
-        result.supplied = supplied;
-        result.issuer = name_line(X509_get_issuer_name(certificate->cert.get()));
-        result.why_not_certified = ek_chain_problem(certificate->der, roots);
+    proof.ek_template = proof.certificate ? proof.certificate->ek_template : &uncertified_ek_template();
+    if (!proof.certificate)
+        proof.ek = create_ek(tpm, *proof.ek_template, proof.ek_public);
+}
+
+// Whether a trusted root certifies the EK, and if not, why.
+EndorsementKey judge_ek_certificate(const ProofEk& proof, const EkRoots& roots) {
+    EndorsementKey result;
+    result.algorithm = proof.ek_template->algorithm;
+    if (proof.certificate) {
+        result.nv_index = proof.supplied ? 0 : proof.ek_template->cert_index;
+        result.supplied = proof.supplied;
+        result.issuer = name_line(X509_get_issuer_name(proof.certificate->cert.get()));
+        result.why_not_certified = ek_chain_problem(proof.certificate->der, roots);
         if (!result.why_not_certified.empty())
             result.why_not_certified = "no trusted root: " + result.why_not_certified;
     } else {
         result.why_not_certified = "no EK certificate in the TPM";
-        for (std::size_t i = 0; i < ignored.size(); ++i)
-            result.why_not_certified += (i == 0 ? " (ignored: " : "; ") + ignored[i];
-        if (!ignored.empty())
+        for (std::size_t i = 0; i < proof.ignored.size(); ++i)
+            result.why_not_certified += (i == 0 ? " (ignored: " : "; ") + proof.ignored[i];
+        if (!proof.ignored.empty())
             result.why_not_certified += ")";
     }
     // A root the user put where others may write is no root, and not
@@ -442,6 +466,12 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
         for (std::size_t i = 0; i < result.refused_roots.size(); ++i)
             result.why_not_certified += (i == 0 ? "; EK roots not used: " : "; ") + result.refused_roots[i];
     }
+    return result;
+}
+
+// Trusted roots installed, and none certifies this EK: its certificate may
+// be hidden or replaced, so no first use.
+void check_certified_when_roots_trusted(const EndorsementKey& result, const EkRoots& roots) {
     if (!result.why_not_certified.empty() && has_trusted_ek_root(roots))
         throw ParentProofFailed("the parent's proof failed: trusted EK roots are installed (" + dirs_text(roots) +
                                 "), but this TPM's endorsement key is not certified by one (" +
@@ -452,16 +482,21 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
                                 "--ek-cert FILE; if it has none, point the config file's ek-roots at an empty "
                                 "directory to trust its EK on first "
                                 "use (docs/configuration.md)");
+}
 
+// The TPM that holds the EK activates a credential made for the parent's
+// name, and gives back its secret: the parent is in that TPM.
+void check_parent_activates_credential(Tpm& tpm, const TpmObject& parent, const TPMT_PUBLIC& area,
+                                       const ProofEk& proof) {
     // The secret and the TPM's answer are wiped on every way out (a
     // refusal included): SecretBytes.
     SecretBytes secret(32);
     if (RAND_bytes(secret.data(), static_cast<int>(secret.size())) != 1)
         throw Error("cannot get random bytes (OpenSSL)");
-    const Credential credential = make_credential(ek_public, tpm_name(area), secret);
+    const Credential credential = make_credential(proof.ek_public, tpm_name(area), secret);
     SecretBytes answer;
     try {
-        answer = activate_credential(tpm, parent, ek, ek_template, credential);
+        answer = activate_credential(tpm, parent, proof.ek, *proof.ek_template, credential);
     } catch (const CredentialRefused& e) {
         throw ParentProofFailed("the parent's proof failed: the TPM that holds the endorsement key did not activate "
                                 "a credential for the parent's name (" +
@@ -481,10 +516,25 @@ EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLI
     }
     if (answer.size() != secret.size() || CRYPTO_memcmp(answer.data(), secret.data(), secret.size()) != 0)
         throw ParentProofFailed("the parent's proof failed: the TPM returned a different secret from the credential");
+}
+
+}  // namespace
+
+EndorsementKey prove_parent(Tpm& tpm, const TpmObject& parent, const TPM2B_PUBLIC& parent_public,
+                            const EkRoots& roots) {
+    const TPMT_PUBLIC& area = parent_public.publicArea;
+    check_parent_bound_to_tpm(area);
+    check_parent_not_admin_by_policy(area);
+    ProofEk proof;
+    find_ek_certified_in_nv(tpm, proof);
+    find_ek_otherwise(tpm, proof);
+    EndorsementKey result = judge_ek_certificate(proof, roots);
+    check_certified_when_roots_trusted(result, roots);
+    check_parent_activates_credential(tpm, parent, area, proof);
 
     result.certified = result.why_not_certified.empty();
-    result.name_pin = "ek:" + hex(tpm_name(ek_public));
-    result.pin = result.certified ? "cert:" + sha256_hex(certificate->der) : result.name_pin;
+    result.name_pin = "ek:" + hex(tpm_name(proof.ek_public));
+    result.pin = result.certified ? "cert:" + sha256_hex(proof.certificate->der) : result.name_pin;
     return result;
 }
 

@@ -353,124 +353,192 @@ EndorsementKey prove_storage_key(Tpm& tpm, std::uint32_t handle) {
     return prove_parent(tpm, parent, parent_public(tpm, parent, handle), default_ek_roots());
 }
 
-TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& known, ParentCheck* check,
-                               const ParentPolicy& policy) {
-    const std::string file = KnownParents::file_path().string();
+namespace {
+
+// The steps of load_verified_parent, in its order, on what it knows of
+// the parent so far.
+struct ParentLoad {
+    Tpm& tpm;
+    std::uint32_t handle;
+    KnownParents& known;
+    const ParentPolicy& policy;
+    std::string file;               // the pin file, for the messages
+    std::string id;                 // the TPM's identity, as its pins name it
+    std::string name;               // the loaded parent's name
+    std::optional<ParentPin> pin;   // this TPM's pin of the handle
+    std::vector<ParentPin> others;  // pins of the handle for other TPMs, when this one has no proven pin
+    ParentCheck found;
+};
+
+void check_pin_file_usable(const KnownParents& known) {
     if (known.problem())
         throw UnusablePinFile(*known.problem() + ": the pinned storage keys cannot be trusted, so none is used "
                                                  "until the file is fixed; nothing secret was sent to the TPM");
-    const std::string& id = tpm.address().identity();
-    TpmObject parent = open_parent(tpm, handle);
-    const std::string name = loaded_name_hex(tpm, parent);
-    const std::optional<ParentPin> pin = known.pin(id, handle);
-    ParentCheck found;
-    found.pinned = pin.has_value();
-    found.name_hex = name;
-    // Proven before and unchanged: no TPM command more (the login budgets).
-    // The name is the hash of the public area that passed
-    // check_storage_key and the proof, so a persistent parent's attributes
-    // need no second TPM2_ReadPublic.
-    if (pin && pin->name_hex == name && !pin->ek.empty()) {
-        found.pin = *pin;
-        if (check)
-            *check = found;
-        return parent;
-    }
-    const std::string mismatch = "the TPM's storage key " + handle_text(handle) +
-                                 " is not the one this key was made under: possible TPM interposer or replaced SRK";
-    if (pin && pin->name_hex != name && pin->ek.empty())
-        throw ParentMismatch(mismatch + " (its name is " + name + ", the one pinned for TPM '" + id + "' in " + file +
-                             " is " + pin->name_hex +
+}
+
+std::string mismatch_text(const ParentLoad& p) {
+    return "the TPM's storage key " + handle_text(p.handle) +
+           " is not the one this key was made under: possible TPM interposer or replaced SRK";
+}
+
+// Proven before and unchanged: no TPM command more (the login budgets).
+// The name is the hash of the public area that passed check_storage_key
+// and the proof, so a persistent parent's attributes need no second
+// TPM2_ReadPublic.
+bool proven_before(ParentLoad& p) {
+    if (!p.pin || p.pin->name_hex != p.name || p.pin->ek.empty())
+        return false;
+    p.found.pin = *p.pin;
+    return true;
+}
+
+// A pin from before the proof by the EK, of another name: a cleared TPM
+// cannot be told from an interposer.
+void check_no_new_name_under_unproven_pin(const ParentLoad& p) {
+    if (p.pin && p.pin->name_hex != p.name && p.pin->ek.empty())
+        throw ParentMismatch(mismatch_text(p) + " (its name is " + p.name + ", the one pinned for TPM '" + p.id +
+                             "' in " + p.file + " is " + p.pin->name_hex +
                              ", pinned before tpmkey proved storage keys by the TPM's "
                              "endorsement key, so a cleared TPM cannot be told from an interposer here); keys made "
                              "under the pinned one cannot be used; nothing secret was sent to it");
-    // No pin for this TPM, but for others: the same name is the same
-    // storage key (a session salted to it can be read only inside the TPM
-    // that holds it), whatever the road to it.
-    // A pin of this road not proven yet (an old line, systemd's) whose name
-    // another road has proven is that proven key too: no first use of an EK
-    // here, which an interposer on this road could answer for.
-    const std::vector<ParentPin> others =
-        !pin || pin->ek.empty() ? known.pinned_elsewhere(id, handle) : std::vector<ParentPin>();
-    const auto same = std::find_if(others.begin(), others.end(),
-                                   [&](const ParentPin& p) { return p.name_hex == name && !p.ek.empty(); });
-    if (same != others.end()) {
-        found.same_as = same->tpm;
-        found.pin = ParentPin{handle, name, id, same->ek, same->proven, same->cleared};
-        try {
-            known.record(found.pin);
-        } catch (const Error& e) {
-            found.not_recorded = e.what();  // matched all the same: the next use compares again
-        }
-        if (check)
-            *check = found;
-        return parent;
+}
+
+// No pin for this TPM, but for others: the same name is the same storage
+// key (a session salted to it can be read only inside the TPM that holds
+// it), whatever the road to it. A pin of this road not proven yet (an old
+// line, systemd's) whose name another road has proven is that proven key
+// too: no first use of an EK here, which an interposer on this road could
+// answer for.
+bool proven_on_another_road(ParentLoad& p) {
+    if (!p.pin || p.pin->ek.empty())
+        p.others = p.known.pinned_elsewhere(p.id, p.handle);
+    const auto same = std::find_if(p.others.begin(), p.others.end(),
+                                   [&](const ParentPin& o) { return o.name_hex == p.name && !o.ek.empty(); });
+    if (same == p.others.end())
+        return false;
+    p.found.same_as = same->tpm;
+    p.found.pin = ParentPin{p.handle, p.name, p.id, same->ek, same->proven, same->cleared};
+    try {
+        p.known.record(p.found.pin);
+    } catch (const Error& e) {
+        p.found.not_recorded = e.what();  // matched all the same: the next use compares again
     }
-    // Not proven yet, or a new name: it must be a storage key bound to the
-    // TPM, and the endorsement key decides.
-    const TPM2B_PUBLIC parent_area = parent_public(tpm, parent, handle);
-    check_storage_key(parent_area.publicArea, handle);
-    const EndorsementKey ek = prove_parent(tpm, parent, parent_area, default_ek_roots());
-    if (pin && pin->name_hex != name) {
-        if (!same_endorsement_key(pin->ek, ek))
-            throw ParentMismatch(mismatch + ", and not a cleared TPM: its endorsement key is not the pinned one (" +
-                                 ek.pin + "; pinned for TPM '" + id + "' in " + file + ": " + pin->ek +
-                                 "). A TPM's endorsement key never changes, not even when the TPM is cleared: "
-                                 "another TPM answers at this address, or something in between answers for it; "
-                                 "nothing secret was sent to it");
-        found.cleared = true;
-    }
-    // A TPM not seen before, whose handle is pinned for others under other
-    // names (another road to a pinned TPM, or another TPM): the EK decides.
+    return true;
+}
+
+// It must be a storage key bound to the TPM, and the endorsement key
+// proves it.
+EndorsementKey prove_loaded_parent(ParentLoad& p, const TpmObject& parent) {
+    const TPM2B_PUBLIC parent_area = parent_public(p.tpm, parent, p.handle);
+    check_storage_key(parent_area.publicArea, p.handle);
+    return prove_parent(p.tpm, parent, parent_area, default_ek_roots());
+}
+
+// A new name under this TPM's pin: only the pinned EK may prove it (a
+// cleared TPM).
+void check_new_name_by_pinned_ek(ParentLoad& p, const EndorsementKey& ek) {
+    if (!p.pin || p.pin->name_hex == p.name)
+        return;
+    if (!same_endorsement_key(p.pin->ek, ek))
+        throw ParentMismatch(mismatch_text(p) + ", and not a cleared TPM: its endorsement key is not the pinned one (" +
+                             ek.pin + "; pinned for TPM '" + p.id + "' in " + p.file + ": " + p.pin->ek +
+                             "). A TPM's endorsement key never changes, not even when the TPM is cleared: "
+                             "another TPM answers at this address, or something in between answers for it; "
+                             "nothing secret was sent to it");
+    p.found.cleared = true;
+}
+
+// A TPM not seen before, whose handle is pinned for others under other
+// names (another road to a pinned TPM, or another TPM): the EK decides.
+void check_new_tpm(ParentLoad& p, const EndorsementKey& ek) {
     const bool unproven_same_name =
-        std::any_of(others.begin(), others.end(), [&](const ParentPin& p) { return p.name_hex == name; });
-    if (!pin && !others.empty() && !unproven_same_name) {
-        const auto same_ek = std::find_if(others.begin(), others.end(),
-                                          [&](const ParentPin& p) { return same_endorsement_key(p.ek, ek); });
-        if (same_ek != others.end()) {
-            found.cleared = true;  // the EK of a pinned TPM proves it: that TPM, with a new storage key
-            found.same_as = same_ek->tpm;
-        } else if (ek.certified || (!policy.accept_new_tpm_ek.empty() && policy.accept_new_tpm_ek == ek.pin)) {
-            found.new_tpm = true;
-        } else {
-            std::string pinned_for;
-            for (const ParentPin& p : others)
-                pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + p.tpm + "' (name " + p.name_hex + ")");
-            throw NewTpmRefused(
-                "the TPM's storage key " + handle_text(handle) + " (name " + name + ") has no pin for TPM '" + id +
-                "' but is pinned for " + pinned_for + " in " + file +
-                ": this may be a pinned TPM reached through "
-                "something in between (an interposer), or another TPM; its endorsement key (" +
-                ek.pin +
-                ") is not certified by a trusted root, so tpmkey cannot tell; nothing secret was sent to it. If '" +
-                id +
-                "' is another TPM indeed (a second simulator, a new machine's TPM), accept it on purpose: "
-                "tpmkey trust-tpm --tcti '" +
-                id + "'" + (handle == owner_hierarchy ? std::string() : " --parent " + handle_text(handle)));
-        }
+        std::any_of(p.others.begin(), p.others.end(), [&](const ParentPin& o) { return o.name_hex == p.name; });
+    if (p.pin || p.others.empty() || unproven_same_name)
+        return;
+    const auto same_ek = std::find_if(p.others.begin(), p.others.end(),
+                                      [&](const ParentPin& o) { return same_endorsement_key(o.ek, ek); });
+    if (same_ek != p.others.end()) {
+        p.found.cleared = true;  // the EK of a pinned TPM proves it: that TPM, with a new storage key
+        p.found.same_as = same_ek->tpm;
+        return;
     }
-    if (found.cleared && !policy.accept_clear)
+    if (ek.certified || (!p.policy.accept_new_tpm_ek.empty() && p.policy.accept_new_tpm_ek == ek.pin)) {
+        p.found.new_tpm = true;
+        return;
+    }
+    std::string pinned_for;
+    for (const ParentPin& o : p.others)
+        pinned_for += (pinned_for.empty() ? "" : ", ") + ("'" + o.tpm + "' (name " + o.name_hex + ")");
+    throw NewTpmRefused("the TPM's storage key " + handle_text(p.handle) + " (name " + p.name +
+                        ") has no pin for TPM '" + p.id + "' but is pinned for " + pinned_for + " in " + p.file +
+                        ": this may be a pinned TPM reached through "
+                        "something in between (an interposer), or another TPM; its endorsement key (" +
+                        ek.pin +
+                        ") is not certified by a trusted root, so tpmkey cannot tell; nothing secret was sent to it. "
+                        "If '" +
+                        p.id +
+                        "' is another TPM indeed (a second simulator, a new machine's TPM), accept it on purpose: "
+                        "tpmkey trust-tpm --tcti '" +
+                        p.id + "'" +
+                        (p.handle == owner_hierarchy ? std::string() : " --parent " + handle_text(p.handle)));
+}
+
+void check_clear_accepted(const ParentLoad& p) {
+    if (p.found.cleared && !p.policy.accept_clear)
         throw ClearNotAccepted(
-            "the TPM's storage key " + handle_text(handle) + " is not the one pinned for TPM '" + id + "' in " + file +
-            " but is proven by its pinned endorsement key: " + tpm_cleared_text(handle) +
+            "the TPM's storage key " + handle_text(p.handle) + " is not the one pinned for TPM '" + p.id + "' in " +
+            p.file + " but is proven by its pinned endorsement key: " + tpm_cleared_text(p.handle) +
             "; a login does not accept a new storage key on its own, and keys made before cannot load anyway; "
             "nothing secret was sent. 'tpmkey doctor' accepts it, says which keys are gone, and pins it");
-    found.proven_now = true;
-    found.ek_text = ek_trust_text(ek);
-    const bool ek_known = (pin && same_endorsement_key(pin->ek, ek)) || found.cleared;
-    found.ek_first_use = !ek.certified && !ek_known;
+}
+
+// The proven parent, pinned for this TPM.
+void record_proven(ParentLoad& p, const EndorsementKey& ek) {
+    p.found.proven_now = true;
+    p.found.ek_text = ek_trust_text(ek);
+    const bool ek_known = (p.pin && same_endorsement_key(p.pin->ek, ek)) || p.found.cleared;
+    p.found.ek_first_use = !ek.certified && !ek_known;
     const std::string now = utc_now();
-    const ParentPin proven{handle, name, id, ek.pin, now, found.cleared ? now : pin ? pin->cleared : std::string()};
+    const ParentPin proven{p.handle, p.name, p.id,
+                           ek.pin,   now,    p.found.cleared ? now : p.pin ? p.pin->cleared : std::string()};
     try {
-        known.record(proven);
-        found.pin = proven;
+        p.known.record(proven);
+        p.found.pin = proven;
     } catch (const Error& e) {
         // Proven for this run; the next one proves it again (the module
         // does not go on: log_parent_check).
-        found.not_recorded = e.what();
+        p.found.not_recorded = e.what();
+    }
+}
+
+// Not proven yet, or a new name: the endorsement key decides.
+void prove_and_record(ParentLoad& p, const TpmObject& parent) {
+    const EndorsementKey ek = prove_loaded_parent(p, parent);
+    check_new_name_by_pinned_ek(p, ek);
+    check_new_tpm(p, ek);
+    check_clear_accepted(p);
+    record_proven(p, ek);
+}
+
+}  // namespace
+
+TpmObject load_verified_parent(Tpm& tpm, std::uint32_t handle, KnownParents& known, ParentCheck* check,
+                               const ParentPolicy& policy) {
+    const std::string file = KnownParents::file_path().string();
+    check_pin_file_usable(known);
+    const std::string& id = tpm.address().identity();
+    TpmObject parent = open_parent(tpm, handle);
+    const std::string name = loaded_name_hex(tpm, parent);
+    ParentLoad p{tpm, handle, known, policy, file, id, name, known.pin(id, handle), {}, {}};
+    p.found.pinned = p.pin.has_value();
+    p.found.name_hex = name;
+    if (!proven_before(p)) {
+        check_no_new_name_under_unproven_pin(p);
+        if (!proven_on_another_road(p))
+            prove_and_record(p, parent);
     }
     if (check)
-        *check = found;
+        *check = p.found;
     return parent;
 }
 
