@@ -63,7 +63,10 @@ for try in 1 2 3; do
         fail "tpm2_nvread with a wrong password worked"
     counter_is "$try" "after wrong NV password $try"
 done
-tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" properties-variable | grep -q 'inLockout: *1' || fail "the TPM is not in lockout"
+# Read whole first: grep -q would stop reading, and under pipefail
+# tpm2_getcap's SIGPIPE would fail the check.
+caps=$(tpm2_getcap -T "$TPMKEY_SWTPM_TCTI" properties-variable) || fail "tpm2_getcap failed"
+grep -q 'inLockout: *1' <<<"$caps" || { echo "$caps"; fail "the TPM is not in lockout"; }
 ok "the TPM is in lockout"
 
 sign_ok "$NOPIN" "" "no-PIN key in lockout"
