@@ -194,9 +194,18 @@ Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     require(may_sign(), CKR_USER_NOT_LOGGED_IN);  // e.g. C_Logout during an operation
     Loaded& loaded = load(tpm);
     const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
-    if (!key_.has_policy())
-        return sign_digest(tpm.tpm(), loaded.key, authorization(tpm, loaded), request.scheme, request.hash,
-                           request.digest, pub_.ec_field_size());
+    if (!key_.has_policy()) {
+        try {
+            return sign_digest(tpm.tpm(), loaded.key, authorization(tpm, loaded), request.scheme, request.hash,
+                               request.digest, pub_.ec_field_size());
+        } catch (const TpmError& e) {
+            // A lockout that stops a key with nothing to guess: the user
+            // learns which file and how to make one that no lockout stops.
+            if (e.is(TPM2_RC_LOCKOUT) && lockout_stops_pinless_key(key_.blobs.pub.publicArea, !has_pin()))
+                log_error(label_ + ": " + pinless_key_lockout_advice(path_.string()));
+            throw;
+        }
+    }
     const Authorization* policy = nullptr;
     try {
         policy = &loaded.policy.satisfy(tpm.tpm(), tpm.parent(key_.parent), key_);

@@ -188,7 +188,10 @@ TEST_CASE("every key type, with and without PIN: create, write, read back, load,
 
     CHECK(key.parent == owner_hierarchy);
     CHECK(key.needs_pin() == !pin.empty());
-    CHECK(key.blobs.pub.publicArea.objectAttributes == signing_key_attributes);
+    // noDA exactly when there is no PIN: an empty auth value has nothing to guess.
+    CHECK(key.blobs.pub.publicArea.objectAttributes ==
+          (pin.empty() ? signing_key_attributes | TPMA_OBJECT_NODA : signing_key_attributes));
+    CHECK(lockout_stops_pinless_key(key.blobs.pub.publicArea, !key.needs_pin()) == false);
     CHECK((key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_DECRYPT) == 0);
     CHECK(key.blobs.pub.publicArea.authPolicy.size == 0);
     const PublicKey pub(key.blobs.pub.publicArea);

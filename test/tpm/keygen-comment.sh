@@ -23,7 +23,9 @@ exec </dev/null
 
 # ---- ~/.ssh is made when missing ----------------------------------------------
 [ ! -e "$HOME/.ssh" ] || rm -rf "$HOME/.ssh"
-run "$keygen" -N '' -f "$HOME/.ssh/ci.tpm" -C "ci@builder"
+# With a PIN: passwd below changes it (a key made without one is noDA and
+# gets none).
+run "$keygen" --pin-file "$(pin_file "ci pin")" -f "$HOME/.ssh/ci.tpm" -C "ci@builder"
 expect_rc 0 "keygen -f ~/.ssh/ci.tpm without ~/.ssh"
 [ "$(stat -c %a "$HOME/.ssh")" = 700 ] || fail "~/.ssh has mode $(stat -c %a "$HOME/.ssh"), want 700"
 expect_out "Created directory '$HOME/.ssh'." "keygen without ~/.ssh"
@@ -51,7 +53,7 @@ expect_no_out "description:" "tpmkey info of a key made with -C"
 ok "a -C comment is in the .pub only: the key file has the five fields tpm2_print reads"
 
 # ---- a key file with a description, as an earlier tpmkey-keygen -C wrote it ----
-cp "$HOME/.ssh/ci.tpm" "$TEST_DIR/plain.tpm"
+cp "$HOME/.ssh/second.tpm" "$TEST_DIR/plain.tpm"  # without a PIN, for the migration steps below
 "$(dirname "$(readlink -f "$0")")/add-description.py" "$HOME/.ssh/ci.tpm" "ci@builder"
 asn1=$(openssl asn1parse -in "$HOME/.ssh/ci.tpm") || fail "openssl asn1parse rejects the key with a description"
 grep -A1 'd=1 .*cont \[ 4 \]' <<<"$asn1" | grep -q 'UTF8STRING *:ci@builder$' || fail "add-description.py: no [4]: $asn1"
@@ -60,7 +62,7 @@ run openssl pkey -provider tpm2 -provider base -in "$HOME/.ssh/ci.tpm" -pubout
 expect_eq "$("$TPMKEY_TOOL" pubkey "$HOME/.ssh/ci.tpm")" "$(cat "$HOME/.ssh/ci.pub")" "tpmkey pubkey of a key with a description"
 run "$TPMKEY_TOOL" info "$HOME/.ssh/ci.tpm"
 expect_out "description: ci@builder" "tpmkey info"
-run "$TPMKEY_TOOL" passwd --new-pin-file "$(pin_file "new pin")" "$HOME/.ssh/ci.tpm"
+run "$TPMKEY_TOOL" passwd --old-pin-file "$(pin_file "ci pin")" --new-pin-file "$(pin_file "new pin")" "$HOME/.ssh/ci.tpm"
 expect_rc 0 "passwd"
 grep -A1 'd=1 .*cont \[ 4 \]' <<<"$(openssl asn1parse -in "$HOME/.ssh/ci.tpm")" | grep -q 'UTF8STRING *:ci@builder$' ||
     fail "passwd dropped the description it read"

@@ -83,8 +83,10 @@ field() {
     awk -v k="$1:" '$1 == k { if (NF > 1) { sub(/^[^:]*: */, ""); print } else { getline; sub(/^ *value: */, ""); print }; exit }' print.txt
 }
 attrs=$(field attributes)
-[ "$attrs" = "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|sign" ] ||
-    fail "object attributes are '$attrs', want exactly fixedtpm|fixedparent|sensitivedataorigin|userwithauth|sign"
+# noDA exactly without a PIN: an empty auth value has nothing to guess.
+want='fixedtpm|fixedparent|sensitivedataorigin|userwithauth|sign'
+[ "$pin" = yes ] || want='fixedtpm|fixedparent|sensitivedataorigin|userwithauth|noda|sign'
+[ "$attrs" = "$want" ] || fail "object attributes are '$attrs', want exactly $want"
 [ "$(field type)" = $tpm_type ] || fail "tpm2_print: type is '$(field type)', want $tpm_type"
 size=$(if [ $tpm_type = rsa ]; then field bits; else field curve-id; fi)
 [ "$size" = "$tpm_size" ] || fail "tpm2_print: key size/curve is '$size', want $tpm_size"

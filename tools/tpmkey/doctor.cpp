@@ -162,8 +162,17 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         const PublicKey& pub = found.key->public_key;
         const std::string desc = name + ": " + key_type_text(pub) + ", " + (key.needs_pin() ? "PIN" : "no PIN") +
                                  ", parent " + handle_text(key.parent);
+        // Read from the file alone: a lockout later would stop the key.
+        const auto warn_if_lockout_stops_it = [&] {
+            if (lockout_stops_pinless_key(key.blobs.pub.publicArea, !key.needs_pin()))
+                d.warn(name + ": no PIN, but under dictionary-attack protection: a TPM in lockout refuses it",
+                       "it was made by an earlier tpmkey-keygen, or its PIN was removed by tpmkey passwd",
+                       "make a new key without a PIN with tpmkey-keygen (it makes such keys noDA: no lockout stops "
+                       "them) and use it in this one's place");
+        };
         if (!tpm) {
             d.ok(desc + " (not loaded: no TPM)");
+            warn_if_lockout_stops_it();
             continue;
         }
         ParentCheck check;
@@ -182,6 +191,7 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         } catch (const Error& e) {
             d.warn(name + ": cannot read the PCRs it is bound to", e.what(), "see 'tpmkey info " + name + "'");
         }
+        warn_if_lockout_stops_it();
         if (pub.kind() == KeyKind::rsa && tpm_lacks_sha512(*tpm))
             d.warn(name + ": an RSA key, and this TPM cannot sign SHA-512",
                    "ssh signs RSA keys with rsa-sha2-512 where the server allows it, and does not try "

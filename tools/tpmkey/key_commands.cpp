@@ -168,7 +168,8 @@ constexpr CommandSpec passwd_spec{"passwd",
                                   "the new PIN (TPM2_ObjectChangeAuth; both PINs travel only inside an\n"
                                   "encrypted session) and KEY is replaced in one step. With a wrong current\n"
                                   "PIN nothing is written: it is checked before the new PIN is asked for.\n"
-                                  "An empty new PIN removes the PIN.\n"
+                                  "An empty new PIN removes the PIN. A key made without a PIN gets none:\n"
+                                  "it is not under dictionary-attack protection (noDA).\n"
                                   "\n"
                                   "Asks for the PINs on the terminal unless given in files:\n"
                                   "  --old-pin-file FILE   the current PIN: the first line of FILE\n"
@@ -224,6 +225,15 @@ int cmd_passwd(const Parsed& p) {
     }
     if (parent_check.proven_now)
         std::cout << "Parent: " << parent_check_text(key.parent, parent_check) << ".\n";
+    // A key made without a PIN is noDA (signing_key_template): a PIN set on
+    // it would be under no dictionary-attack protection, guessable without
+    // limit. Its attributes cannot change, so it never gets one.
+    const bool no_da = (key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_NODA) != 0;
+    if (no_da && !key.needs_pin() && !(p.has_value("--new-pin-file") && new_pin.empty()))
+        throw Error(path.string() +
+                    " was made without a PIN and is not under dictionary-attack protection (noDA), so a PIN set on "
+                    "it could be guessed without limit; the file is unchanged (for a key with a PIN, make a new "
+                    "one with tpmkey-keygen)");
     if (!p.has_value("--old-pin-file") && key.needs_pin())
         old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
 
@@ -265,6 +275,9 @@ int cmd_passwd(const Parsed& p) {
     write_file_atomically(path, format_key_file(key), 0600, Replace::yes);
     const char* what = new_pin.empty() ? "removed" : old_pin.empty() ? "set" : "changed";
     std::cout << "The PIN of " << path.string() << " is " << what << ".\n";
+    // Its attributes stay those of a key with a PIN.
+    if (new_pin.empty() && lockout_stops_pinless_key(key.blobs.pub.publicArea, true))
+        std::cout << "Note: " << pinless_key_lockout_advice(path.string()) << ".\n";
     return 0;
 }
 

@@ -109,7 +109,7 @@ Diagnosis diagnose(const TpmError& e, const TpmAddress& address) {
         return {TpmProblem::unreachable, not_started_up, start_it_up(address)};
     if (e.is(TPM2_RC_LOCKOUT))
         return {TpmProblem::locked_out,
-                "the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses its keys until "
+                "the TPM is in dictionary-attack lockout after too many wrong PINs: it refuses keys with a PIN until "
                 "enough are forgiven",
                 "wait; 'tpmkey doctor' says how long"};
     // Without a resource manager what a process leaves loaded stays (one
@@ -180,7 +180,8 @@ std::string dictionary_attack_text(const DictionaryAttackState& da) {
     const std::string counted =
         std::to_string(da.failures) + " of " + std::to_string(da.max_failures) + " wrong PINs counted by the TPM";
     if (da.locked_out())
-        return counted + ": it is locked out now and uses no key, with or without PIN, for up to " +
+        return counted +
+               ": it is locked out now and uses no key with a PIN (nor one without a PIN that lacks noDA) for up to " +
                duration_text(da.recovery_seconds) + " (while the machine is on)";
     return counted + "; one is forgiven every " + duration_text(da.recovery_seconds) + "; at " +
            std::to_string(da.max_failures) + " it locks out";

@@ -25,12 +25,18 @@ void check_key_spec(const KeySpec& spec) {
     }
 }
 
-TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy) {
+TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy, bool with_pin) {
     check_key_spec(spec);
     TPM2B_PUBLIC pub{};
     TPMT_PUBLIC& area = pub.publicArea;
     area.nameAlg = TPM2_ALG_SHA256;
     area.objectAttributes = signing_key_attributes;
+    // An empty auth value has nothing to guess: DA protection would only
+    // let anyone who locks the TPM out (a few wrong tries at anything of
+    // theirs) stop the key. A key with a PIN keeps it: its PIN is what the
+    // counter protects. (A PIN is never set on a noDA key later: passwd.)
+    if (!with_pin)
+        area.objectAttributes |= TPMA_OBJECT_NODA;
     area.type = key_kind_algorithm(spec.algorithm).tpm;
     switch (spec.algorithm) {
     case KeyKind::ecdsa:
@@ -261,7 +267,7 @@ TpmObject persist_standard_srk(Tpm& tpm, const Secret& owner_auth,
 
 KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin,
                     std::span<const std::uint8_t> auth_policy) {
-    const TPM2B_PUBLIC in_public = signing_key_template(spec, auth_policy);
+    const TPM2B_PUBLIC in_public = signing_key_template(spec, auth_policy, !pin.empty());
     TPM2B_SENSITIVE_CREATE sensitive{};
     fill_auth(sensitive.sensitive.userAuth, pin);
     const TPM2B_DATA outside_info{};
@@ -341,6 +347,21 @@ TPM2B_PRIVATE change_auth(Tpm& tpm, const TpmObject& key, const TpmObject& paren
     OPENSSL_cleanse(&new_auth, sizeof new_auth);
     check_rc(rc, "TPM2_ObjectChangeAuth", TpmStep::use_key);
     return *priv;
+}
+
+bool lockout_stops_pinless_key(const TPMT_PUBLIC& area, bool empty_auth) {
+    // Without userWithAuth the key signs only through its policy, which for
+    // a key without a PIN sends no auth value: a lockout does not stop
+    // such a policy session (TPM 2.0 Part 1, 19.8.3).
+    return empty_auth && !(area.objectAttributes & TPMA_OBJECT_NODA) &&
+           (area.objectAttributes & TPMA_OBJECT_USERWITHAUTH);
+}
+
+std::string pinless_key_lockout_advice(const std::string& key_file) {
+    return key_file +
+           " has no PIN but is under dictionary-attack protection (made by an earlier tpmkey-keygen, or its PIN "
+           "removed by tpmkey passwd), so a TPM in lockout refuses it; make a new key without a PIN with "
+           "tpmkey-keygen (it makes such keys noDA: no lockout stops them) and use it in this one's place";
 }
 
 void prove_pin(Tpm& tpm, const TpmObject& key, const TpmObject& parent, const Authorization& auth, const Secret& pin) {

@@ -18,6 +18,7 @@ namespace tpmkey {
 
 // The attributes of every key we create: bound to this TPM and this
 // parent, generated inside it, usable with its auth value, signing only.
+// A key without a PIN has noDA besides (signing_key_template).
 inline constexpr TPMA_OBJECT signing_key_attributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT |
                                                       TPMA_OBJECT_SENSITIVEDATAORIGIN | TPMA_OBJECT_USERWITHAUTH |
                                                       TPMA_OBJECT_SIGN_ENCRYPT;
@@ -36,8 +37,21 @@ void check_key_spec(const KeySpec& spec);
 // The public template of a new signing key: scheme NULL, so the scheme and
 // hash are chosen per signature. `auth_policy`: a policy digest
 // (tpm_policy.hpp) the key is bound to, or empty; a key with one can be
-// used only through its policy (no userWithAuth).
-TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy = {});
+// used only through its policy (no userWithAuth). `with_pin`: false for a
+// key whose auth value is empty, which is then made noDA: it has nothing
+// to guess, so dictionary-attack protection only lets a lockout stop it
+// (docs/design.md, "Key objects").
+TPM2B_PUBLIC signing_key_template(const KeySpec& spec, std::span<const std::uint8_t> auth_policy = {},
+                                  bool with_pin = true);
+
+// A key without a PIN (empty auth value) that lacks noDA: made before
+// tpmkey-keygen set it (or its PIN removed by tpmkey passwd), so a TPM in
+// dictionary-attack lockout refuses it although nothing can be guessed.
+// tpmkey-keygen without a PIN makes a key that a lockout does not stop.
+bool lockout_stops_pinless_key(const TPMT_PUBLIC& area, bool empty_auth);
+
+// What the module's log and tpmkey doctor say of such a key, `key_file` named.
+std::string pinless_key_lockout_advice(const std::string& key_file);
 
 // The TCG standard storage key templates (TCG TPM v2.0 Provisioning
 // Guidance, 7.5.1; empty unique): ECC P-256 ("H-2"), the one tpm2-openssl,
@@ -98,7 +112,8 @@ TpmObject persist_standard_srk(Tpm& tpm, const Secret& owner_auth,
                                const std::function<void(const TpmObject& srk)>& check_before_persisting);
 
 // TPM2_Create under `parent`, with `pin` (possibly empty) as the auth value,
-// bound to `auth_policy` if not empty (signing_key_template).
+// bound to `auth_policy` if not empty (signing_key_template); noDA when
+// `pin` is empty.
 KeyBlobs create_key(Tpm& tpm, const TpmObject& parent, const KeySpec& spec, const Secret& pin,
                     std::span<const std::uint8_t> auth_policy = {});
 

@@ -54,8 +54,11 @@ expect_login() {
 }
 
 # Before: no persistent SRK, each login re-creates it (the warm-up pays
-# swtpm's one-off TPM_RC_RETRY of the first signature).
+# swtpm's one-off TPM_RC_RETRY of the first signature; the one with a PIN,
+# the command resent once at the first DA-protected authorisation: keys
+# without a PIN are noDA).
 login_with nopin "warm-up login" warm-up
+login_with pin "warm-up login with a PIN" warm-up-pin
 login_with nopin "login under 0x40000001, no SRK persisted" before-nopin
 login_with pin "login under 0x40000001 with PIN, no SRK persisted" before-pin
 for k in nopin pin; do

@@ -1,13 +1,14 @@
 #!/bin/bash
-# tpmkey passwd: set, change and remove a PIN; after each step the module
+# tpmkey passwd: change, remove and set a PIN; after each step the module
 # signs with the new PIN (pkcs11-tool, verified with openssl) and not with
-# the old one; a wrong old PIN leaves the file byte for byte as it was.
+# the old one; a wrong old PIN leaves the file byte for byte as it was. A key
+# made without a PIN (noDA) gets none.
 # shellcheck source=../../lib/p11.sh
 . "$(dirname "$0")/../../lib/p11.sh"
 
 K=$HOME/.ssh/id_tpm.tpm
-keygen "$K" ecdsa 256
-sign_ok "$K" "" "before"
+keygen "$K" ecdsa 256 "first pin"
+sign_ok "$K" "first pin" "before"
 NONE=$(pin_file "")
 PIN1=$(pin_file "first pin")
 PIN2=$(pin_file "2nd")
@@ -28,15 +29,19 @@ info_says() {
     expect_out "loads:       yes, on this TPM" "$1: tpmkey info"
 }
 
-# Set a PIN on a key without one.
-run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$K"
-expect_rc 0 "set"
-expect_out "The PIN of $K is set." "set"
-info_says "set" yes
-pubkey_same "set"
-sign_ok "$K" "first pin" "set: new PIN"
-sign_fails "$K" "" "set: no PIN"
-ok "PIN set"
+# A key made without a PIN is noDA: a PIN on it could be guessed without
+# limit, so passwd sets none, and the file stays as it was.
+N=$TEST_DIR/nopin.tpm
+keygen "$N" ecdsa 256
+cp "$N" "$TEST_DIR/nopin.before"
+run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$N"
+expect_rc 1 "set on a noDA key"
+expect_err "tpmkey: $N was made without a PIN and is not under dictionary-attack protection (noDA), so a PIN set on it could be guessed without limit; the file is unchanged" "set on a noDA key"
+cmp -s "$N" "$TEST_DIR/nopin.before" || fail "set on a noDA key: the key file changed"
+run "$TPMKEY_TOOL" passwd --new-pin-file "$NONE" "$N"
+expect_rc 0 "no PIN on a noDA key"
+expect_out "$N has no PIN; nothing changed." "no PIN on a noDA key"
+ok "no PIN set on a key made without one"
 
 # A wrong current PIN: exit 1, the file untouched.
 cp "$K" "$TEST_DIR/before-wrong.tpm"
@@ -66,6 +71,18 @@ info_says "remove" no
 pubkey_same "remove"
 sign_ok "$K" "" "remove: no PIN"
 ok "PIN removed"
+
+# Set a PIN again: the key was made with one (not noDA).
+run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$K"
+expect_rc 0 "set"
+expect_out "The PIN of $K is set." "set"
+info_says "set" yes
+pubkey_same "set"
+sign_ok "$K" "first pin" "set: new PIN"
+sign_fails "$K" "" "set: no PIN"
+ok "PIN set"
+run "$TPMKEY_TOOL" passwd --old-pin-file "$PIN1" --new-pin-file "$NONE" "$K"
+expect_rc 0 "remove again"
 
 # No terminal and no PIN file: refused with a hint, file untouched.
 cp "$K" "$TEST_DIR/before-tty.tpm"
@@ -132,15 +149,15 @@ open(path, "w").write("-----BEGIN TSS2 PRIVATE KEY-----\n" +
 PY
 }
 F=$HOME/.ssh/fields.tpm
-"$TPMKEY_KEYGEN" -q -N '' -f "$F" || fail "tpmkey-keygen failed"  # no -C: no description yet
+"$TPMKEY_KEYGEN" -q --pin-file "$PIN2" -f "$F" || fail "tpmkey-keygen failed"  # no -C: no description yet
 with_fields "$F"
 run "$TPMKEY_TOOL" info "$F"
 expect_out "description: agent comment" "fields: before passwd"
 fields_of() { openssl asn1parse -in "$1" | grep -E "cont \[ [49] \]|UTF8STRING|OCTET STRING +\[HEX DUMP\]:010203"; }
 fields_of "$F" >"$TEST_DIR/fields.before"
 [ "$(wc -l <"$TEST_DIR/fields.before")" = 4 ] || { cat "$TEST_DIR/fields.before"; fail "fields: the test key has not got its fields"; }
-run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$F"
-expect_rc 0 "fields: set a PIN"
+run "$TPMKEY_TOOL" passwd --old-pin-file "$PIN2" --new-pin-file "$PIN1" "$F"
+expect_rc 0 "fields: change the PIN"
 fields_of "$F" | cmp -s - "$TEST_DIR/fields.before" || fail "fields: passwd dropped or changed a field: $(fields_of "$F")"
 run "$TPMKEY_TOOL" info "$F"
 expect_out "description: agent comment" "fields: after passwd"
@@ -150,15 +167,15 @@ ok "passwd keeps the description and unknown fields"
 # A key file that is a symlink (dotfile managers): the link stays a link,
 # its target gets the new PIN.
 mkdir -m 700 "$TEST_DIR/dotfiles"
-keygen "$TEST_DIR/dotfiles/linked.tpm" ecdsa 256
+keygen "$TEST_DIR/dotfiles/linked.tpm" ecdsa 256 "2nd"
 ln -s "$TEST_DIR/dotfiles/linked.tpm" "$HOME/.ssh/linked.tpm"
 cp "$TEST_DIR/dotfiles/linked.pub" "$HOME/.ssh/linked.pub"
-run "$TPMKEY_TOOL" passwd --new-pin-file "$PIN1" "$HOME/.ssh/linked.tpm"
+run "$TPMKEY_TOOL" passwd --old-pin-file "$PIN2" --new-pin-file "$PIN1" "$HOME/.ssh/linked.tpm"
 expect_rc 0 "symlink"
 [ -L "$HOME/.ssh/linked.tpm" ] || fail "symlink: passwd replaced the link with a file"
 [ "$(readlink "$HOME/.ssh/linked.tpm")" = "$TEST_DIR/dotfiles/linked.tpm" ] || fail "symlink: the link points elsewhere"
 sign_ok "$HOME/.ssh/linked.tpm" "first pin" "symlink: the new PIN, through the link"
-sign_fails "$TEST_DIR/dotfiles/linked.tpm" "" "symlink: the target has the PIN"
+sign_fails "$TEST_DIR/dotfiles/linked.tpm" "2nd" "symlink: the target has the new PIN"
 ok "passwd on a symlinked key file writes through to its target"
 
 # The TPM is reached (and the parent checked) before any PIN is asked: no
