@@ -193,13 +193,13 @@ Bytes base64_decode(std::string_view text, const char* what) {
         int pad = 0;
         for (std::size_t j = 0; j < 4; ++j) {
             const char c = text[i + j];
-            std::size_t d = 0;
+            const std::size_t d = alphabet.find(c);  // npos for '='
             if (c == '=' && i + 4 == text.size() && j >= 2 && (pad > 0 || j == 2 || text[i + 3] == '=')) {
                 ++pad;
-            } else if (pad > 0 || (d = alphabet.find(c)) == std::string_view::npos) {
+            } else if (pad > 0 || d == std::string_view::npos) {
                 throw Error(std::string(what) + " is not base64");
             }
-            v = v << 6 | static_cast<std::uint32_t>(d);
+            v = v << 6 | static_cast<std::uint32_t>(c == '=' ? 0 : d);
         }
         out.push_back(static_cast<std::uint8_t>(v >> 16));
         if (pad < 2)
