@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace tpmkey::pkcs11 {
 
@@ -286,8 +287,7 @@ void finish_signature(std::optional<SignatureOperation>& operation, bool final_p
         throw Pkcs11Error(CKR_BUFFER_TOO_SMALL);  // the operation stays active
     }
     // From here on, success or failure ends the operation.
-    std::optional<SignatureOperation> ending = std::move(operation);
-    operation.reset();
+    std::optional<SignatureOperation> ending = std::exchange(operation, std::nullopt);
     const Bytes sig = sign(final_part ? ending->request_final() : ending->request_for(data));
     if (sig.size() > size)
         throw Error("the TPM returned a signature longer than the key allows");

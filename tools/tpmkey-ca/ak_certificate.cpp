@@ -144,7 +144,9 @@ void add_key_identifiers(X509* cert, X509* ca_certificate) {
     if (!ca_ski)
         throw Error("the CA certificate has no subject key identifier");
     AUTHORITY_KEYID* aki = AUTHORITY_KEYID_new();
-    if (!aki || !(aki->keyid = ASN1_OCTET_STRING_dup(ca_ski))) {
+    if (aki)
+        aki->keyid = ASN1_OCTET_STRING_dup(ca_ski);
+    if (!aki || !aki->keyid) {
         AUTHORITY_KEYID_free(aki);
         check(0, "AUTHORITY_KEYID_new");
     }

@@ -215,7 +215,7 @@ Bytes credential_blob(const TPMT_PUBLIC& ek, std::span<const std::uint8_t> seed,
                     EVP_EncryptUpdate(ctx.get(), enc_identity.data(), &written, plain.data(),
                                       static_cast<int>(plain.size())) == 1 &&
                     EVP_EncryptFinal_ex(ctx.get(), enc_identity.data() + written, &final_written) == 1 &&
-                    static_cast<std::size_t>(written + final_written) == plain.size();
+                    static_cast<std::size_t>(written) + static_cast<std::size_t>(final_written) == plain.size();
     if (!ok)
         throw Error("cannot encrypt the credential (OpenSSL)");
 

@@ -252,7 +252,8 @@ Askpass find_askpass() {
     if (!equals_ignoring_case(require, "force") && !set("DISPLAY") && !set("WAYLAND_DISPLAY"))
         return {"", "no DISPLAY or WAYLAND_DISPLAY in " + environment + " (" + (agent ? "start the agent" : "run it") +
                         " in your desktop session, or with SSH_ASKPASS_REQUIRE=force and SSH_ASKPASS set)"};
-    std::string program = set("SSH_ASKPASS") ? std::getenv("SSH_ASKPASS") : default_askpass;
+    const char* askpass = std::getenv("SSH_ASKPASS");  // once: a second getenv() is not known to be non-null
+    std::string program = askpass != nullptr && *askpass != '\0' ? askpass : default_askpass;
     if (program.find('/') == std::string::npos) {
         const std::string found = find_in_path(program);
         if (found.empty())

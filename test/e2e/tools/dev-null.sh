@@ -23,6 +23,7 @@ stand_in() {  # NAME BODY: an executable stand-in
 }
 stand_in "$w/tools/install-deps" 'exit 0'
 stand_in "$w/test/fuzz/run-fuzzers" 'exit 0'
+stand_in "$w/tools/run-clang-tidy" 'exit 0'
 stand_in "$w/stand-ins/cmake" 'exit 0'
 stand_in "$w/stand-ins/dpkg-query" 'echo "install ok installed"'
 # ctest: breaks /dev/null when asked (BREAK_DEV_NULL=1), exits CTEST_RC.
