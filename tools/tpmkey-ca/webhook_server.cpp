@@ -152,7 +152,8 @@ struct Reading {
     bool too_large = false;
 };
 
-void log_from_library(void*, const char* format, va_list args) {
+// libmicrohttpd's own printf format and arguments (its MHD_OPTION_EXTERNAL_LOGGER).
+__attribute__((format(printf, 2, 0))) void log_from_library(void*, const char* format, va_list args) {
     char text[512];
     std::vsnprintf(text, sizeof text, format, args);
     std::string line = text;
