@@ -7,6 +7,7 @@
 #include "ak_records.hpp"
 #include "audit_log.hpp"
 #include "ca.hpp"
+#include "ca_command.hpp"
 #include "ca_directory.hpp"
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
@@ -587,22 +588,6 @@ TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or no
 
 namespace {
 
-// Runs a tpmkey-ca command as main() would, its standard output in `out`.
-int run_ca_command(const cli::Command& command, const cli::Parsed& p, std::string& out) {
-    std::ostringstream captured;
-    std::streambuf* const old = std::cout.rdbuf(captured.rdbuf());
-    try {
-        const int rc = command.run(p);
-        std::cout.rdbuf(old);
-        out = captured.str();
-        return rc;
-    } catch (...) {
-        std::cout.rdbuf(old);
-        out = captured.str();
-        throw;
-    }
-}
-
 std::vector<std::string> lines_of(const std::filesystem::path& path) {
     std::ifstream in(path);
     std::vector<std::string> lines;
@@ -644,7 +629,7 @@ TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and prin
     cli::Parsed p;
     p.values = {{"--ca", ca.dir.string()}, {"--serial", record.serial}, {"--reason", "key-compromise"}};
     std::string out;
-    CHECK_THROWS_WITH(run_ca_command(cli::revoke_command, p, out),
+    CHECK_THROWS_WITH(test::run_ca_command(cli::revoke_command, p, out),
                       Contains("the revocation has not taken effect: the CRL could not be signed and written (" +
                                crl_file(ca).string() + ": too large") &&
                           Contains("The records of AK certificate(s) " + record.serial + " say revoked now") &&
@@ -666,12 +651,12 @@ TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and prin
     std::filesystem::remove(crl_file(ca));
     cli::Parsed crl;
     crl.values = {{"--ca", ca.dir.string()}};
-    CHECK(run_ca_command(cli::crl_command, crl, out) == 0);
+    CHECK(test::run_ca_command(cli::crl_command, crl, out) == 0);
     CHECK_THAT(out, Contains("Signed a new CRL listing 1 revoked AK certificate(s)"));
     CHECK_THAT(ak_revocation_problem(ak.get(), keys.certificate.get(), read_crl(crl_file(ca)).get(), now + 1),
                Contains("the CA revoked the AK certificate (serial " + record.serial + ")"));
     // revoke again: revoked already, and now accepted, as the CRL lists it.
-    CHECK(run_ca_command(cli::revoke_command, p, out) == 0);
+    CHECK(test::run_ca_command(cli::revoke_command, p, out) == 0);
     CHECK_THAT(out, Contains("was revoked already") && Contains("Signed a new CRL listing 1"));
     log = lines_of(audit_log_file(ca));
     REQUIRE(log.size() == 2);
@@ -681,7 +666,7 @@ TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and prin
     AkRecord second;
     const X509Cert ak2 = recorded_ak(ca, keys, ek.get(), second);
     p.values["--serial"] = second.serial;
-    CHECK(run_ca_command(cli::revoke_command, p, out) == 0);
+    CHECK(test::run_ca_command(cli::revoke_command, p, out) == 0);
     CHECK_THAT(out, Contains("Revoked AK certificate " + second.serial) && Contains("Signed a new CRL listing 2"));
     CHECK_THAT(lines_of(audit_log_file(ca)).back(),
                Contains("\"decision\": \"accepted\"") && Contains("revoked, reason key-compromise; the CRL lists it"));

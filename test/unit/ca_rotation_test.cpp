@@ -8,6 +8,7 @@
 #include "ak_records.hpp"
 #include "audit_log.hpp"
 #include "ca.hpp"
+#include "ca_command.hpp"
 #include "ca_directory.hpp"
 #include "core/attestation/acme_attestation.hpp"
 #include "core/base/error.hpp"
@@ -106,21 +107,6 @@ Bytes der_of(X509* cert) {
     return out;
 }
 
-int run(const cli::Command& command, const cli::Parsed& p, std::string& out) {
-    std::ostringstream captured;
-    std::streambuf* const old = std::cout.rdbuf(captured.rdbuf());
-    try {
-        const int rc = command.run(p);
-        std::cout.rdbuf(old);
-        out = captured.str();
-        return rc;
-    } catch (...) {
-        std::cout.rdbuf(old);
-        out = captured.str();
-        throw;
-    }
-}
-
 std::vector<std::string> audit_lines(const CaDirectory& ca) {
     std::ifstream in(audit_log_file(ca));
     std::vector<std::string> lines;
@@ -141,7 +127,7 @@ TEST_CASE("tpmkey-ca rotate and reissue-ak: a new CA key, the old AK certificate
     std::string out;
     cli::Parsed init;
     init.values = {{"--ca", ca.dir.string()}, {"--name", "unit CA"}};
-    REQUIRE(run(cli::init_command, init, out) == 0);
+    REQUIRE(test::run_ca_command(cli::init_command, init, out) == 0);
     const X509Cert ek = self_signed_ek(), other_ek = self_signed_ek();
     AkRecord laptop, old_style, stolen;
     const X509Cert laptop_ak = recorded_ak(ca, ek.get(), true, laptop);
@@ -151,7 +137,7 @@ TEST_CASE("tpmkey-ca rotate and reissue-ak: a new CA key, the old AK certificate
 
     cli::Parsed rotate;
     rotate.values = {{"--ca", ca.dir.string()}};
-    REQUIRE(run(cli::rotate_command, rotate, out) == 0);
+    REQUIRE(test::run_ca_command(cli::rotate_command, rotate, out) == 0);
     CHECK_THAT(out, Contains("Rotated the attestation CA in " + ca.dir.string()));
     // A new key and name; the old pair kept whole, with its CRL.
     const CaKeys now_keys = load_ca(ca);
@@ -187,7 +173,7 @@ TEST_CASE("tpmkey-ca rotate and reissue-ak: a new CA key, the old AK certificate
     cli::Parsed reissue;
     reissue.values = {{"--ca", ca.dir.string()}, {"-o", new_file.string()}};
     reissue.positional = {write_pem(tmp.path / "laptop.crt", laptop_ak.get()).string()};
-    REQUIRE(run(cli::reissue_ak_command, reissue, out) == 0);
+    REQUIRE(test::run_ca_command(cli::reissue_ak_command, reissue, out) == 0);
     const X509Cert reissued = read_pem(new_file);
     CHECK(X509_verify(reissued.get(), X509_get0_pubkey(now_keys.certificate.get())) == 1);
     CHECK(same_key(reissued.get(), laptop_ak.get()));
@@ -206,31 +192,32 @@ TEST_CASE("tpmkey-ca rotate and reissue-ak: a new CA key, the old AK certificate
     // The new one is the current key's already.
     reissue.positional = {new_file.string()};
     reissue.values["-o"] = (tmp.path / "again.crt").string();
-    CHECK_THROWS_WITH(run(cli::reissue_ak_command, reissue, out),
+    CHECK_THROWS_WITH(test::run_ca_command(cli::reissue_ak_command, reissue, out),
                       Contains("refused: issued under the CA's current key already"));
 
     // A record of an earlier tpmkey-ca: the EK certificate it was
     // enrolled with names the TPM, and only that one.
     reissue.positional = {write_pem(tmp.path / "old-style.crt", old_style_ak.get()).string()};
     reissue.values["-o"] = (tmp.path / "old-style.new.crt").string();
-    CHECK_THROWS_WITH(run(cli::reissue_ak_command, reissue, out),
+    CHECK_THROWS_WITH(test::run_ca_command(cli::reissue_ak_command, reissue, out),
                       Contains("names no EK identifier (an earlier tpmkey-ca): give the EK certificate"));
     reissue.values["--ek-cert"] = write_pem(tmp.path / "wrong-ek.crt", ek.get()).string();
-    CHECK_THROWS_WITH(run(cli::reissue_ak_command, reissue, out),
+    CHECK_THROWS_WITH(test::run_ca_command(cli::reissue_ak_command, reissue, out),
                       Contains("--ek-cert is not the EK certificate AK certificate " + old_style.serial));
     reissue.values["--ek-cert"] = write_pem(tmp.path / "ek.crt", other_ek.get()).string();
-    REQUIRE(run(cli::reissue_ak_command, reissue, out) == 0);
+    REQUIRE(test::run_ca_command(cli::reissue_ak_command, reissue, out) == 0);
     CHECK(permanent_identifier_of(der_of(read_pem(tmp.path / "old-style.new.crt").get())) ==
           ek_permanent_identifier(X509_get0_pubkey(other_ek.get())));
     reissue.values.erase("--ek-cert");
 
     // Another CA's certificate (not in retired/): refused.
     init.values = {{"--ca", (tmp.path / "other").string()}, {"--name", "other CA"}};
-    REQUIRE(run(cli::init_command, init, out) == 0);
+    REQUIRE(test::run_ca_command(cli::init_command, init, out) == 0);
     AkRecord foreign;
     const X509Cert foreign_ak = recorded_ak(CaDirectory{tmp.path / "other"}, ek.get(), true, foreign);
     reissue.positional = {write_pem(tmp.path / "foreign.crt", foreign_ak.get()).string()};
-    CHECK_THROWS_WITH(run(cli::reissue_ak_command, reissue, out), Contains("refused: not issued by a retired CA of"));
+    CHECK_THROWS_WITH(test::run_ca_command(cli::reissue_ak_command, reissue, out),
+                      Contains("refused: not issued by a retired CA of"));
 
     // Revoked: never re-issued, and the TPM's other certificates neither.
     // The retired CA's CRL lists it (crl and revoke sign it with the
@@ -251,15 +238,15 @@ TEST_CASE("tpmkey-ca rotate and reissue-ak: a new CA key, the old AK certificate
     }
     cli::Parsed revoke;
     revoke.values = {{"--ca", ca.dir.string()}, {"--serial", laptop.serial}, {"--reason", "key-compromise"}};
-    REQUIRE(run(cli::revoke_command, revoke, out) == 0);
+    REQUIRE(test::run_ca_command(cli::revoke_command, revoke, out) == 0);
     reissue.positional = {(tmp.path / "laptop.crt").string()};
-    CHECK_THROWS_WITH(run(cli::reissue_ak_command, reissue, out),
+    CHECK_THROWS_WITH(test::run_ca_command(cli::reissue_ak_command, reissue, out),
                       Contains("refused: tpmkey-ca revoked AK certificate " + laptop.serial) &&
                           Contains("a revoked certificate is never re-issued"));
     CHECK_THAT(audit_lines(ca).back(),
                Contains("\"command\": \"reissue-ak\"") && Contains("\"decision\": \"refused\""));
     reissue.positional = {(tmp.path / "second.crt").string()};
-    CHECK_THROWS_WITH(run(cli::reissue_ak_command, reissue, out),
+    CHECK_THROWS_WITH(test::run_ca_command(cli::reissue_ak_command, reissue, out),
                       Contains("refused: tpmkey-ca revoked this TPM's AK certificate " + laptop.serial) &&
                           Contains("nothing is re-issued for the TPM " + laptop.ek_identifier));
     CHECK_THROWS_WITH(check_ak_not_revoked(laptop_ak.get(), both, std::nullopt, ca, std::time(nullptr)),
@@ -280,7 +267,7 @@ TEST_CASE("tpmkey-ca rotate interrupted: before it commits the old CA stays, aft
     std::string out;
     cli::Parsed init;
     init.values = {{"--ca", ca.dir.string()}, {"--name", "unit CA"}};
-    REQUIRE(run(cli::init_command, init, out) == 0);
+    REQUIRE(test::run_ca_command(cli::init_command, init, out) == 0);
     const X509Cert first = read_pem(ca.certificate_file());
     cli::Parsed rotate;
     rotate.values = {{"--ca", ca.dir.string()}};
@@ -291,7 +278,7 @@ TEST_CASE("tpmkey-ca rotate interrupted: before it commits the old CA stays, aft
     std::filesystem::permissions(ca.dir / "rotating.tmp", std::filesystem::perms::owner_all);
     write_file_atomically(ca.dir / "rotating.tmp" / "ca.key", "half", 0600, Replace::no);
     CHECK(X509_cmp(load_ca(ca).certificate.get(), first.get()) == 0);
-    REQUIRE(run(cli::rotate_command, rotate, out) == 0);
+    REQUIRE(test::run_ca_command(cli::rotate_command, rotate, out) == 0);
     CHECK_FALSE(std::filesystem::exists(ca.dir / "rotating.tmp"));
     const X509Cert second = read_pem(ca.certificate_file());
     CHECK_FALSE(same_key(second.get(), first.get()));
@@ -310,7 +297,7 @@ TEST_CASE("tpmkey-ca rotate interrupted: before it commits the old CA stays, aft
     write_file_atomically(ca.dir / "rotating" / "ca.crt", made.certificate, 0644, Replace::no);
     write_file_atomically(ca.dir / "ca.key", made.key, 0600, Replace::yes);
     CHECK_THROWS_WITH(load_ca(ca), Contains("a 'tpmkey-ca rotate' was interrupted; run it again to finish it"));
-    REQUIRE(run(cli::rotate_command, rotate, out) == 0);
+    REQUIRE(test::run_ca_command(cli::rotate_command, rotate, out) == 0);
     CHECK_THAT(out, Contains("finished an interrupted rotation"));
     const CaKeys keys = load_ca(ca);
     char name[128];
