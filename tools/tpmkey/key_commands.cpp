@@ -225,15 +225,6 @@ int cmd_passwd(const Parsed& p) {
     }
     if (parent_check.proven_now)
         std::cout << "Parent: " << parent_check_text(key.parent, parent_check) << ".\n";
-    // A key made without a PIN is noDA (signing_key_template): a PIN set on
-    // it would be under no dictionary-attack protection, guessable without
-    // limit. Its attributes cannot change, so it never gets one.
-    const bool no_da = (key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_NODA) != 0;
-    if (no_da && !key.needs_pin() && !(p.has_value("--new-pin-file") && new_pin.empty()))
-        throw Error(path.string() +
-                    " was made without a PIN and is not under dictionary-attack protection (noDA), so a PIN set on "
-                    "it could be guessed without limit; the file is unchanged (for a key with a PIN, make a new "
-                    "one with tpmkey-keygen)");
     if (!p.has_value("--old-pin-file") && key.needs_pin())
         old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
 
@@ -247,6 +238,16 @@ int cmd_passwd(const Parsed& p) {
     } catch (const TpmError& e) {
         throw Error(path.string() + ": " + diagnose(e, tpm.address()).problem + "; the file is unchanged");
     }
+    // A key made without a PIN is noDA (signing_key_template): a PIN set on
+    // it would be under no dictionary-attack protection, guessable without
+    // limit. Its attributes cannot change, so it never gets one. Asked after
+    // the load: a key of another TPM, or an altered one, is told so first.
+    const bool no_da = (key.blobs.pub.publicArea.objectAttributes & TPMA_OBJECT_NODA) != 0;
+    if (no_da && !key.needs_pin() && !(p.has_value("--new-pin-file") && new_pin.empty()))
+        throw Error(path.string() +
+                    " was made without a PIN and is not under dictionary-attack protection (noDA), so a PIN set on "
+                    "it could be guessed without limit; the file is unchanged (for a key with a PIN, make a new "
+                    "one with tpmkey-keygen)");
     const AuthValue current(tpm, loaded, old_pin);
     // The key wrapped again with `pin` (TPM2_ObjectChangeAuth, authorised
     // with the current PIN).
