@@ -113,6 +113,7 @@ function(tpmkey_module_test_program target command_var)
   target_include_directories(${target} SYSTEM PRIVATE ${P11KIT_INCLUDE_DIRS})
   target_compile_definitions(${target} PRIVATE TPMKEY_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/swtpm-fixtures")
   tpmkey_harden(${target})
+  tpmkey_test_code(${target})
   # The module and keygen must be built before the tests run, but are not linked.
   add_dependencies(${target} tpmkey-pkcs11 tpmkey-keygen)
   set(${command_var} $<TARGET_FILE:${target}>

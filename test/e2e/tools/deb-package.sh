@@ -29,8 +29,11 @@ ARCH=$(dpkg-architecture -qDEB_HOST_ARCH)
 MODULE=/usr/lib/$TRIPLET/pkcs11/tpmkey-pkcs11.so
 
 # 1. Build, in a build tree of its own, kept for the next run:
-#    TPMKEY_DEB_BUILD_DIR, else deb/ in the test build.
-"$SRC/tools/build-deb" --build-dir "${TPMKEY_DEB_BUILD_DIR:-$TPMKEY_BUILD_DIR/deb}" --out "$TEST_DIR" >"$TEST_DIR/build.log" 2>&1 ||
+#    TPMKEY_DEB_BUILD_DIR, else BUILD-deb beside the test build BUILD (at
+#    its depth, so that with ccache the two trees share objects: the
+#    package's build compiles only what its prefix changes), with the test
+#    build's warnings as errors (the same flags again).
+"$SRC/tools/build-deb" --werror --build-dir "${TPMKEY_DEB_BUILD_DIR:-${TPMKEY_BUILD_DIR%/}-deb}" --out "$TEST_DIR" >"$TEST_DIR/build.log" 2>&1 ||
     { tail -30 "$TEST_DIR/build.log" >&2; fail "tools/build-deb failed"; }
 DEB=$TEST_DIR/tpmkey_${TPMKEY_VERSION}_${ARCH}.deb
 [ -f "$DEB" ] || { ls "$TEST_DIR" >&2; fail "no $(basename "$DEB")"; }
