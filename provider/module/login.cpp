@@ -28,8 +28,8 @@ void Login::with_pin(Token& t, const Secret& pin) {
                   "' a moment ago; tpmkey sends a PIN passed on to every key "
                   "(ssh-add -s) to the TPM until one key refuses it, so that it counts against the TPM's "
                   "dictionary-attack counter once at most (a key with a PIN of its own: "
-                  "docs/ssh-agent-and-more.md)");
-        with_own_prompt(t, CKR_PIN_INCORRECT);
+                  "docs/ssh-agent-and-more.md); it was not sent to the TPM for this key");
+        with_own_prompt(t, not_sent);
         return;
     }
     if (!known_right) {
@@ -45,7 +45,7 @@ void Login::with_pin(Token& t, const Secret& pin) {
                       std::to_string(guess_reserve) +
                       " tries or more (a key with a PIN of its own: "
                       "docs/ssh-agent-and-more.md)");
-            with_own_prompt(t, CKR_PIN_INCORRECT);
+            with_own_prompt(t, not_sent);
             return;
         }
         require_room_for_a_wrong_pin(t, da);
@@ -82,9 +82,7 @@ void Login::require_room_for_a_wrong_pin(Token& t, const DictionaryAttackState& 
     for (DictionaryAttackState later = da; !room_for_a_wrong_pin(later, own_reserve); --later.failures)
         wait += da.recovery_seconds;
     log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) +
-              ", and one more would leave it "
-              "fewer than " +
-              std::to_string(own_reserve) + " tries before it locks out every key; try again in " +
+              ", and one more would leave it no try before it locks out every key; try again in " +
               duration_text(wait) + " (the TPM forgives one wrong PIN every " + duration_text(da.recovery_seconds) +
               " while the machine is on; docs/troubleshooting.md)");
     throw Pkcs11Error(CKR_PIN_LOCKED);
@@ -125,7 +123,7 @@ bool Login::room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve
     if (da.max_failures == 0 || da.locked_out())
         return true;  // the TPM answers for itself: no lockout, or a lockout the login reports
     // A PIN given for a key goes to a TPM that counted nothing, or a TPM
-    // that locks after 1 or 2 would take no PIN at all; a guess does not.
+    // that locks after 1 would take no PIN at all; a guess does not.
     return (reserve == own_reserve && da.failures == 0) || da.failures + 1 + reserve <= da.max_failures;
 }
 
@@ -157,7 +155,9 @@ void Login::from_source(Token& t) {
         log_error(t.label() + ": not signing: the PIN in the " + source +
                   " was refused by the TPM before and is not sent again until the source holds another one "
                   "(docs/unattended-keys.md)");
-        throw Pkcs11Error(CKR_PIN_INCORRECT);
+        // Not sent now, so not PIN_INCORRECT (and C_Sign has no such answer):
+        // the key has no PIN to sign with, as when the source gives none.
+        throw Pkcs11Error(CKR_USER_NOT_LOGGED_IN);
     }
     // The same margin as for a PIN typed for this key.
     require_room_for_a_wrong_pin(t, lockout_state(t));

@@ -32,12 +32,14 @@ public:
     ~Login() = default;
 
     // C_Login as CKU_USER. A PIN not known to be right goes to the TPM only
-    // while a wrong one would leave it 2 tries before lockout (else
+    // while a wrong one would leave it a try before lockout (else
     // CKR_PIN_LOCKED without a TPM command). A PIN passed on to further
     // tokens (PinBurst) goes to the TPM until one token refuses it, so that
     // it counts once at most, and a PIN another token took only while a
     // wrong one would leave 3; for keys the configuration says share a PIN
-    // (same-pin) the PIN one of them took is known to be right.
+    // (same-pin) the PIN one of them took is known to be right. A PIN these
+    // rules keep from the TPM is answered CKR_FUNCTION_FAILED (not_sent),
+    // never CKR_PIN_INCORRECT: nobody checked it.
     void with_pin(Token& token, const Secret& pin);
 
     // A key whose PIN comes from a source (Config::pin_from), before it
@@ -50,10 +52,16 @@ public:
 
 private:
     // Tries a wrong PIN must leave before the TPM locks out: a PIN given for
-    // this key, and a PIN that was right for another key (a guess, which must
-    // never cost a try the key's own PIN would need).
-    static constexpr UINT32 own_reserve = 2;
+    // this key (a person typing, or a key's source, which costs one try per
+    // change at most: all the TPM gives but the last, so the module never
+    // locks the TPM), and a PIN passed on from another key (a guess made by
+    // no person, which must never cost a try the key's own PIN would need).
+    static constexpr UINT32 own_reserve = 1;
     static constexpr UINT32 guess_reserve = 3;
+    // The answer to a C_Login whose PIN these rules kept from the TPM: not
+    // CKR_PIN_INCORRECT, which would tell the user a PIN nobody checked is
+    // wrong (docs/design.md, "Honest answers").
+    static constexpr CK_RV not_sent = CKR_FUNCTION_FAILED;
     // The TPM's dictionary-attack state (one TPM2_GetCapability).
     DictionaryAttackState lockout_state(Token& token);
     static bool room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve) noexcept;
