@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include <openssl/crypto.h>
+
 namespace tpmkey::pkcs11 {
 
 Login::Login(const Config& config, const Tokens& tokens, TpmConnection& tpm)
@@ -151,7 +153,21 @@ void Login::from_source(Token& t) {
     t.logout();
     // A PIN the TPM refused is not sent again while the source holds it:
     // each use would count one more wrong PIN, with nobody there to see it.
-    if (refused_source_pins_.refused(t.slot(), pin)) {
+    // Known in this process, or from the record an earlier process left
+    // (whose check costs TPM commands only when there is one).
+    const RefusedPinRecords::Digest source_id = RefusedPinRecords::source_id(t.label(), source);
+    bool refused_before = refused_source_pins_.refused(t.slot(), pin);
+    if (!refused_before) {
+        if (const std::optional<RefusedPinRecords::Digest> record = records_.find(source_id)) {
+            const std::optional<RefusedPinRecords::Digest> now = pin_record(t, pin);
+            refused_before = now && CRYPTO_memcmp(now->data(), record->data(), now->size()) == 0;
+            if (refused_before)
+                refused_source_pins_.remember(t.slot(), pin.clone());
+            else if (now)
+                store_record(source_id, std::nullopt);  // the source changed: the record is dropped
+        }
+    }
+    if (refused_before) {
         log_error(t.label() + ": not signing: the PIN in the " + source +
                   " was refused by the TPM before and is not sent again until the source holds another one "
                   "(docs/unattended-keys.md)");
@@ -163,12 +179,35 @@ void Login::from_source(Token& t) {
     require_room_for_a_wrong_pin(t, lockout_state(t));
     if (const std::optional<TpmError> refused = send_pin(t, pin)) {
         refused_source_pins_.remember(t.slot(), pin.clone());
+        if (const std::optional<RefusedPinRecords::Digest> record = pin_record(t, pin))
+            store_record(source_id, record);
         log_error(t.label() + ": the PIN in the " + source +
                   " is wrong: the TPM refused it and counted it as a wrong PIN; it is not sent again until the source "
                   "holds another one (docs/unattended-keys.md)");
         throw *refused;
     }
     log_debug(t.label() + ": logged in with the PIN from the " + source);
+}
+
+std::optional<RefusedPinRecords::Digest> Login::pin_record(Token& t, const Secret& pin) {
+    try {
+        return with_room_in_tpm(tokens_, t, [&] {
+            return RefusedPinRecords::compute(tpm_.tpm(), tpm_.parent(t.key_file().parent), t.key_file().blobs, pin);
+        });
+    } catch (const Error& e) {
+        log_error(t.label() + ": no record of the refused PIN of its source could be made: " + e.what());
+    }
+    return std::nullopt;
+}
+
+void Login::store_record(const RefusedPinRecords::Digest& source,
+                         const std::optional<RefusedPinRecords::Digest>& record) {
+    try {
+        records_.store(source, record);
+    } catch (const Error& e) {
+        log_error(std::string("the record of a refused source PIN was not written: ") + e.what() +
+                  "; a process that starts afresh may send that PIN once more");
+    }
 }
 
 bool Login::same_pin(const std::string& a, const std::string& b) const {

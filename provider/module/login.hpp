@@ -11,6 +11,7 @@
 #include "core/base/secret.hpp"
 #include "core/files/config.hpp"
 #include "core/pin/memory.hpp"
+#include "core/pin/refused_record.hpp"
 #include "core/tpm/tpm_queries.hpp"
 #include "module/pkcs11.hpp"
 #include "module/token.hpp"
@@ -45,8 +46,9 @@ public:
     // A key whose PIN comes from a source (Config::pin_from), before it
     // signs: read it now, and log in with it unless logged in with that very
     // PIN. Fails closed, logged: no source, or a PIN the TPM refused before
-    // and still the same, sends nothing; a PIN not yet proven goes to the
-    // TPM only under the same lockout margin as a typed one
+    // and still the same (in this process, or in any: RefusedPinRecords),
+    // sends nothing to check the key; a PIN not yet proven goes to the TPM
+    // only under the same lockout margin as a typed one
     // (require_room_for_a_wrong_pin).
     void from_source(Token& token);
 
@@ -73,6 +75,11 @@ private:
     // for the caller to record before it throws it; nullopt when the TPM
     // took the PIN. Any other failure throws.
     std::optional<TpmError> send_pin(Token& token, const Secret& pin);
+    // The TPM's record of `pin` for the token's key (RefusedPinRecords::compute);
+    // nullopt, logged, when none can be made.
+    std::optional<RefusedPinRecords::Digest> pin_record(Token& token, const Secret& pin);
+    // Writes (or with nullopt drops) the record of `source`; logged when it cannot.
+    void store_record(const RefusedPinRecords::Digest& source, const std::optional<RefusedPinRecords::Digest>& record);
     // A key the PIN passed on is not for: its own PIN through the askpass
     // program (core/pin/askpass.hpp), once per key per burst; throws
     // Pkcs11Error(otherwise) when no prompt is shown or nothing is typed.
@@ -87,6 +94,7 @@ private:
     std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
     PinBurst burst_;
     RefusedSourcePins refused_source_pins_;
+    RefusedPinRecords records_{RefusedPinRecords::default_file()};
 };
 
 }  // namespace tpmkey::pkcs11

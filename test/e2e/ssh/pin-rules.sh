@@ -120,18 +120,32 @@ except PKCS11Error as e:
 PY
     }
     counter_is 0 "after keygen"
+    records=$HOME/.local/state/tpmkey/refused-pins
+    # The right PIN first: no record, no TPM command for one (the happy path).
+    credential 'PIN of svc'
+    pcap_start right
+    expect_eq "$(sign)" ok "signing with the right PIN in the credential"
+    pcap_stop
+    [ ! -e "$records" ] || fail "a record was written for a right PIN"
     credential 'not the PIN of svc'
     for run in 1 2 3 4; do
+        pcap_start "wrong$run"
         [ "$(sign)" != ok ] || fail "svc signed with a wrong PIN"
+        pcap_stop
         counter_is 1 "after process $run with a wrong PIN in the credential"
     done
-    grep -qF "tpmkey: svc: not signing: the PIN in the systemd credential 'svc-pin' was refused by the TPM before" "$state_log" ||
-        { show "$state_log"; fail "the state log does not say why the PIN was not sent"; }
+    echo "info: TPM commands of a process signing with the source's PIN: right, no record: $(pcap_count right);" \
+        "wrong, first: $(pcap_count wrong1); wrong, recorded: $(pcap_count wrong2) ($(pcap_commands wrong2))"
+    expect_eq "$(stat -c %a "$records")" 600 "the mode of the records"
+    expect_eq "$(wc -l <"$records")" 1 "records"
+    grep -qF "tpmkey: svc: not signing: the PIN in the systemd credential 'svc-pin' was refused by the TPM before" "$TEST_DIR/p11.err" ||
+        { show "$TEST_DIR/p11.err"; fail "the module does not say why the PIN was not sent"; }
     ok "a wrong PIN in a credential, 4 processes: counted once"
     credential 'PIN of svc'
     expect_eq "$(sign)" ok "signing with the right PIN in the credential"
     counter_is 1 "after the right PIN in the credential"
-    ok "the credential changed to the right PIN: signs"
+    expect_eq "$(wc -l <"$records")" 0 "records after the source changed"
+    ok "the credential changed to the right PIN: signs, the record is dropped"
     # A record of the wrong PIN no longer stands; the wrong one again counts once more.
     credential 'not the PIN of svc'
     [ "$(sign)" != ok ] || fail "svc signed with a wrong PIN"
