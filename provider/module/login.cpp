@@ -4,6 +4,7 @@
 #include "core/pin/askpass.hpp"
 #include "core/pin/source.hpp"
 #include "core/tpm/diagnosis.hpp"
+#include "core/tpm/pin_record.hpp"
 
 #include <algorithm>
 
@@ -192,7 +193,7 @@ void Login::from_source(Token& t) {
 std::optional<RefusedPinRecords::Digest> Login::pin_record(Token& t, const Secret& pin) {
     try {
         return with_room_in_tpm(tokens_, t, [&] {
-            return RefusedPinRecords::compute(tpm_.tpm(), tpm_.parent(t.key_file().parent), t.key_file().blobs, pin);
+            return refused_pin_record(tpm_.tpm(), tpm_.parent(t.key_file().parent), t.key_file().blobs, pin);
         });
     } catch (const Error& e) {
         log_error(t.label() + ": no record of the refused PIN of its source could be made: " + e.what());

@@ -75,7 +75,7 @@ private:
     // for the caller to record before it throws it; nullopt when the TPM
     // took the PIN. Any other failure throws.
     std::optional<TpmError> send_pin(Token& token, const Secret& pin);
-    // The TPM's record of `pin` for the token's key (RefusedPinRecords::compute);
+    // The TPM's record of `pin` for the token's key (refused_pin_record());
     // nullopt, logged, when none can be made.
     std::optional<RefusedPinRecords::Digest> pin_record(Token& token, const Secret& pin);
     // Writes (or with nullopt drops) the record of `source`; logged when it cannot.

@@ -6,7 +6,7 @@
 //
 // What is kept is never the PIN: an HMAC of the PIN (and of the key's
 // blobs, so that a new PIN set with tpmkey passwd is tried) computed by the
-// TPM with a key it derives from its owner seed and a fixed template
+// TPM (core/tpm/pin_record.hpp) with a key it derives from its owner seed and a fixed template
 // (TPM2_CreatePrimary: the same key each time, nothing stored, useless off
 // this TPM). A stolen copy of the user's files therefore allows no offline
 // guessing of the refused PIN, usually a near-miss of the right one. The
@@ -18,8 +18,6 @@
 #pragma once
 
 #include "core/base/secret.hpp"
-#include "core/keys/key_parts.hpp"
-#include "core/tpm/tpm.hpp"
 
 #include <array>
 #include <cstdint>
@@ -47,16 +45,6 @@ public:
     // Stores `record` for `source`, or with nullopt drops it. Throws Error
     // when the file cannot be written.
     void store(const Digest& source, const std::optional<Digest>& record) const;
-
-    // The TPM's HMAC of `pin` for the key of `blobs`, under the TPM's own
-    // record key; `salt_key` (the key's parent, loaded) salts the session
-    // that carries the PIN. Six commands: TPM2_GetCapability (the owner
-    // hierarchy must have no password: the record key is made in it, and a
-    // wrong owner password would count against the lockout),
-    // TPM2_CreatePrimary, TPM2_StartAuthSession, TPM2_HMAC and two
-    // TPM2_FlushContext. Throws Error (no record can be made: the owner
-    // hierarchy has a password) or TpmError.
-    static Digest compute(Tpm& tpm, const TpmObject& salt_key, const KeyBlobs& blobs, const Secret& pin);
 
 private:
     std::filesystem::path file_;
