@@ -4,8 +4,11 @@
 #include "core/pin/askpass.hpp"
 #include "core/pin/source.hpp"
 #include "core/tpm/diagnosis.hpp"
+#include "core/tpm/pin_record.hpp"
 
 #include <algorithm>
+
+#include <openssl/crypto.h>
 
 namespace tpmkey::pkcs11 {
 
@@ -28,8 +31,8 @@ void Login::with_pin(Token& t, const Secret& pin) {
                   "' a moment ago; tpmkey sends a PIN passed on to every key "
                   "(ssh-add -s) to the TPM until one key refuses it, so that it counts against the TPM's "
                   "dictionary-attack counter once at most (a key with a PIN of its own: "
-                  "docs/ssh-agent-and-more.md)");
-        with_own_prompt(t, CKR_PIN_INCORRECT);
+                  "docs/ssh-agent-and-more.md); it was not sent to the TPM for this key");
+        with_own_prompt(t, not_sent);
         return;
     }
     if (!known_right) {
@@ -45,7 +48,7 @@ void Login::with_pin(Token& t, const Secret& pin) {
                       std::to_string(guess_reserve) +
                       " tries or more (a key with a PIN of its own: "
                       "docs/ssh-agent-and-more.md)");
-            with_own_prompt(t, CKR_PIN_INCORRECT);
+            with_own_prompt(t, not_sent);
             return;
         }
         require_room_for_a_wrong_pin(t, da);
@@ -82,9 +85,7 @@ void Login::require_room_for_a_wrong_pin(Token& t, const DictionaryAttackState& 
     for (DictionaryAttackState later = da; !room_for_a_wrong_pin(later, own_reserve); --later.failures)
         wait += da.recovery_seconds;
     log_error(t.label() + ": PIN not sent to the TPM: " + counted_text(da) +
-              ", and one more would leave it "
-              "fewer than " +
-              std::to_string(own_reserve) + " tries before it locks out every key; try again in " +
+              ", and one more would leave it no try before it locks out every key; try again in " +
               duration_text(wait) + " (the TPM forgives one wrong PIN every " + duration_text(da.recovery_seconds) +
               " while the machine is on; docs/troubleshooting.md)");
     throw Pkcs11Error(CKR_PIN_LOCKED);
@@ -125,7 +126,7 @@ bool Login::room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve
     if (da.max_failures == 0 || da.locked_out())
         return true;  // the TPM answers for itself: no lockout, or a lockout the login reports
     // A PIN given for a key goes to a TPM that counted nothing, or a TPM
-    // that locks after 1 or 2 would take no PIN at all; a guess does not.
+    // that locks after 1 would take no PIN at all; a guess does not.
     return (reserve == own_reserve && da.failures == 0) || da.failures + 1 + reserve <= da.max_failures;
 }
 
@@ -153,22 +154,61 @@ void Login::from_source(Token& t) {
     t.logout();
     // A PIN the TPM refused is not sent again while the source holds it:
     // each use would count one more wrong PIN, with nobody there to see it.
-    if (refused_source_pins_.refused(t.slot(), pin)) {
+    // Known in this process, or from the record an earlier process left
+    // (whose check costs TPM commands only when there is one).
+    const RefusedPinRecords::Digest source_id = RefusedPinRecords::source_id(t.label(), source);
+    bool refused_before = refused_source_pins_.refused(t.slot(), pin);
+    if (!refused_before) {
+        if (const std::optional<RefusedPinRecords::Digest> record = records_.find(source_id)) {
+            const std::optional<RefusedPinRecords::Digest> now = pin_record(t, pin);
+            refused_before = now && CRYPTO_memcmp(now->data(), record->data(), now->size()) == 0;
+            if (refused_before)
+                refused_source_pins_.remember(t.slot(), pin.clone());
+            else if (now)
+                store_record(source_id, std::nullopt);  // the source changed: the record is dropped
+        }
+    }
+    if (refused_before) {
         log_error(t.label() + ": not signing: the PIN in the " + source +
                   " was refused by the TPM before and is not sent again until the source holds another one "
                   "(docs/unattended-keys.md)");
-        throw Pkcs11Error(CKR_PIN_INCORRECT);
+        // Not sent now, so not PIN_INCORRECT (and C_Sign has no such answer):
+        // the key has no PIN to sign with, as when the source gives none.
+        throw Pkcs11Error(CKR_USER_NOT_LOGGED_IN);
     }
     // The same margin as for a PIN typed for this key.
     require_room_for_a_wrong_pin(t, lockout_state(t));
     if (const std::optional<TpmError> refused = send_pin(t, pin)) {
         refused_source_pins_.remember(t.slot(), pin.clone());
+        if (const std::optional<RefusedPinRecords::Digest> record = pin_record(t, pin))
+            store_record(source_id, record);
         log_error(t.label() + ": the PIN in the " + source +
                   " is wrong: the TPM refused it and counted it as a wrong PIN; it is not sent again until the source "
                   "holds another one (docs/unattended-keys.md)");
         throw *refused;
     }
     log_debug(t.label() + ": logged in with the PIN from the " + source);
+}
+
+std::optional<RefusedPinRecords::Digest> Login::pin_record(Token& t, const Secret& pin) {
+    try {
+        return with_room_in_tpm(tokens_, t, [&] {
+            return refused_pin_record(tpm_.tpm(), tpm_.parent(t.key_file().parent), t.key_file().blobs, pin);
+        });
+    } catch (const Error& e) {
+        log_error(t.label() + ": no record of the refused PIN of its source could be made: " + e.what());
+    }
+    return std::nullopt;
+}
+
+void Login::store_record(const RefusedPinRecords::Digest& source,
+                         const std::optional<RefusedPinRecords::Digest>& record) {
+    try {
+        records_.store(source, record);
+    } catch (const Error& e) {
+        log_error(std::string("the record of a refused source PIN was not written: ") + e.what() +
+                  "; a process that starts afresh may send that PIN once more");
+    }
 }
 
 bool Login::same_pin(const std::string& a, const std::string& b) const {

@@ -11,6 +11,7 @@
 #include "core/base/secret.hpp"
 #include "core/files/config.hpp"
 #include "core/pin/memory.hpp"
+#include "core/pin/refused_record.hpp"
 #include "core/tpm/tpm_queries.hpp"
 #include "module/pkcs11.hpp"
 #include "module/token.hpp"
@@ -32,28 +33,37 @@ public:
     ~Login() = default;
 
     // C_Login as CKU_USER. A PIN not known to be right goes to the TPM only
-    // while a wrong one would leave it 2 tries before lockout (else
+    // while a wrong one would leave it a try before lockout (else
     // CKR_PIN_LOCKED without a TPM command). A PIN passed on to further
     // tokens (PinBurst) goes to the TPM until one token refuses it, so that
     // it counts once at most, and a PIN another token took only while a
     // wrong one would leave 3; for keys the configuration says share a PIN
-    // (same-pin) the PIN one of them took is known to be right.
+    // (same-pin) the PIN one of them took is known to be right. A PIN these
+    // rules keep from the TPM is answered CKR_FUNCTION_FAILED (not_sent),
+    // never CKR_PIN_INCORRECT: nobody checked it.
     void with_pin(Token& token, const Secret& pin);
 
     // A key whose PIN comes from a source (Config::pin_from), before it
     // signs: read it now, and log in with it unless logged in with that very
     // PIN. Fails closed, logged: no source, or a PIN the TPM refused before
-    // and still the same, sends nothing; a PIN not yet proven goes to the
-    // TPM only under the same lockout margin as a typed one
+    // and still the same (in this process, or in any: RefusedPinRecords),
+    // sends nothing to check the key; a PIN not yet proven goes to the TPM
+    // only under the same lockout margin as a typed one
     // (require_room_for_a_wrong_pin).
     void from_source(Token& token);
 
 private:
     // Tries a wrong PIN must leave before the TPM locks out: a PIN given for
-    // this key, and a PIN that was right for another key (a guess, which must
-    // never cost a try the key's own PIN would need).
-    static constexpr UINT32 own_reserve = 2;
+    // this key (a person typing, or a key's source, which costs one try per
+    // change at most: all the TPM gives but the last, so the module never
+    // locks the TPM), and a PIN passed on from another key (a guess made by
+    // no person, which must never cost a try the key's own PIN would need).
+    static constexpr UINT32 own_reserve = 1;
     static constexpr UINT32 guess_reserve = 3;
+    // The answer to a C_Login whose PIN these rules kept from the TPM: not
+    // CKR_PIN_INCORRECT, which would tell the user a PIN nobody checked is
+    // wrong (docs/design.md, "Honest answers").
+    static constexpr CK_RV not_sent = CKR_FUNCTION_FAILED;
     // The TPM's dictionary-attack state (one TPM2_GetCapability).
     DictionaryAttackState lockout_state(Token& token);
     static bool room_for_a_wrong_pin(const DictionaryAttackState& da, UINT32 reserve) noexcept;
@@ -65,6 +75,11 @@ private:
     // for the caller to record before it throws it; nullopt when the TPM
     // took the PIN. Any other failure throws.
     std::optional<TpmError> send_pin(Token& token, const Secret& pin);
+    // The TPM's record of `pin` for the token's key (refused_pin_record());
+    // nullopt, logged, when none can be made.
+    std::optional<RefusedPinRecords::Digest> pin_record(Token& token, const Secret& pin);
+    // Writes (or with nullopt drops) the record of `source`; logged when it cannot.
+    void store_record(const RefusedPinRecords::Digest& source, const std::optional<RefusedPinRecords::Digest>& record);
     // A key the PIN passed on is not for: its own PIN through the askpass
     // program (core/pin/askpass.hpp), once per key per burst; throws
     // Pkcs11Error(otherwise) when no prompt is shown or nothing is typed.
@@ -79,6 +94,7 @@ private:
     std::vector<std::vector<std::string>> same_pin_;  // Config::same_pin
     PinBurst burst_;
     RefusedSourcePins refused_source_pins_;
+    RefusedPinRecords records_{RefusedPinRecords::default_file()};
 };
 
 }  // namespace tpmkey::pkcs11

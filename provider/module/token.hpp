@@ -47,6 +47,8 @@ public:
     // and the module has no source to read it from.
     bool needs_pin() const noexcept { return has_pin() && !pin_source_; }
     const std::optional<PinSource>& pin_source() const noexcept { return pin_source_; }
+    // The key file as read (its parent, its blobs).
+    const KeyFile& key_file() const noexcept { return key_; }
     // Logged in with exactly `pin` (compared in constant time).
     bool logged_in_with(const Secret& pin) const noexcept { return logged_in_ && pin_ == pin; }
     const Bytes& id() const noexcept { return id_; }

@@ -45,7 +45,7 @@
 #                           TPMKEY_SWTPM_DIR), ANOTHER_TCTI
 #   pypi_verifiers          PYPI_PYTHON: the python of the venv (TPMKEY_TEST_VENV,
 #                           made by the first test that needs it) with PyPI
-#                           webauthn and fido2
+#                           webauthn, fido2 and python-pkcs11 (a PKCS#11 caller)
 #   tls_server NAME CERT KEY [ARG...] <<'PY'
 #                           a hostile HTTPS server (the test's Python program on
 #                           stdin: its request handler class H, which reads
@@ -425,10 +425,11 @@ pypi_verifiers() {
     mkdir -p "$(dirname "$venv")"
     (
         flock 9
-        if ! "$venv/bin/python" -c 'import webauthn, fido2' 2>/dev/null; then
+        if ! "$venv/bin/python" -c 'import webauthn, fido2, pkcs11' 2>/dev/null; then
             rm -rf "$venv"
-            python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check webauthn fido2
+            python3 -m venv "$venv" &&
+                "$venv/bin/pip" install -q --disable-pip-version-check webauthn fido2 python-pkcs11
         fi
-    ) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn and fido2 (python3-venv, and PyPI reachable?)"
+    ) 9>"$venv.lock" || fail "cannot make the venv $venv with PyPI webauthn, fido2 and python-pkcs11 (python3-venv, and PyPI reachable?)"
     PYPI_PYTHON=$venv/bin/python
 }

@@ -99,16 +99,16 @@ TEST_CASE("DA lockout: token flags follow the TPM's counter; CKR_PIN_LOCKED says
 
         CHECK_RV(login_with(s, "wrong-1"), CKR_PIN_INCORRECT);
         CHECK(pin_flags(slot) == "LOW - -");
-        // One more wrong PIN would leave the TPM 1 try: the module sends no
-        // PIN (docs/design.md, "PINs, keys and the TPM's lockout").
-        CHECK_RV(login_with(s, "wrong-2"), CKR_PIN_LOCKED);
-        CHECK(pin_flags(slot) == "LOW - -");
-        // Others may spend the TPM's tries; the flags follow its counter
-        // (1 counted): with 2 tries the next is the final one, with 1 the
-        // TPM is in lockout.
-        run_ok("tpm2_dictionarylockout -s -n 2 -t 60 -l 60" + tcti_arg());
+        // A typed PIN gets the tries the TPM gives but the last one.
+        CHECK_RV(login_with(s, "wrong-2"), CKR_PIN_INCORRECT);
         CHECK(pin_flags(slot) == "LOW FINAL -");
-        run_ok("tpm2_dictionarylockout -s -n 1 -t 60 -l 60" + tcti_arg());
+        // One more wrong PIN would leave the TPM no try: the module sends no
+        // PIN (docs/design.md, "PINs, keys and the TPM's lockout").
+        CHECK_RV(login_with(s, "wrong-3"), CKR_PIN_LOCKED);
+        CHECK(pin_flags(slot) == "LOW FINAL -");
+        // Others may spend the TPM's tries; the flags follow its counter
+        // (2 counted): with 2 tries the TPM is in lockout.
+        run_ok("tpm2_dictionarylockout -s -n 2 -t 60 -l 60" + tcti_arg());
         CHECK(pin_flags(slot).ends_with("LOCKED"));
         CHECK_RV(login_with(s, "wrong-4"), CKR_PIN_LOCKED);
         CHECK_RV(login_with(s, k.pin), CKR_PIN_LOCKED);  // even the right PIN

@@ -5,8 +5,10 @@
 # after 3 wrong PINs and forgives none during the test (with-swtpm --da
 # 3:1000:1000), the lockout counter read after each step:
 #   - a wrong PIN: only the key without a PIN, and the TPM counts one;
-#   - then the right PIN of the second key, three times: nothing is sent
-#     (one more wrong PIN would leave 1 try), the TPM is never locked;
+#   - then the right PIN of the second key, three times: it goes to the
+#     first key once (a PIN given for a key may be sent while a wrong one
+#     would leave a try: one count), then nothing is sent (one more would
+#     leave none), and the TPM is never locked;
 #   - the agent in the background (stderr on /dev/null): what the module
 #     said is in the state log, and `tpmkey doctor` shows it;
 #   - the right PIN of the first key, twice: not tried on the other keys
@@ -112,20 +114,21 @@ ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
 ok "wrong PIN: only nopin added, the TPM counted one"
 
 # 2. The right PIN of work, the second key with a PIN of its own, three
-#    times: one more wrong PIN would leave the TPM 1 try, so nothing is sent.
+#    times: ssh-add gives it to id_tpm first, for which it goes to the TPM
+#    while a wrong one would leave a try (1 of 3 counted: once), then never.
 for round in 1 2 3; do
     add_with 'PIN of work' "work's PIN, round $round" nopin
-    expect_eq "$(lockout_counter)" 1 "the lockout counter after work's PIN (round $round)"
+    expect_eq "$(lockout_counter)" 2 "the lockout counter after work's PIN (round $round)"
     ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
 done
-grep -q "tpmkey: id_tpm: PIN not sent to the TPM: the TPM has counted 1 of 3 wrong PINs, and one more would leave it fewer than 2 tries" "$state_log" ||
+grep -q "tpmkey: id_tpm: PIN not sent to the TPM: the TPM has counted 2 of 3 wrong PINs, and one more would leave it no try" "$state_log" ||
     { show "$state_log"; fail "the state log does not say why the PIN was not sent"; }
-ok "work's PIN three times with 1 of 3 counted: never sent, the TPM counted nothing more and is not locked"
+ok "work's PIN three times with 1 of 3 counted: sent to id_tpm once (2 of 3), then never; the TPM is not locked"
 
 # 3. doctor shows what the module said in the background.
 run "$TPMKEY_TOOL" doctor
 expect_out "the module's last messages where nobody saw them" "doctor"
-expect_out "tpmkey: id_tpm: PIN not sent to the TPM: the TPM has counted 1 of 3 wrong PINs" "doctor"
+expect_out "tpmkey: id_tpm: PIN not sent to the TPM: the TPM has counted 2 of 3 wrong PINs" "doctor"
 ok "tpmkey doctor shows which key's PIN was not sent and why"
 
 # 4. The right PIN of id_tpm, twice: with 3 tries a guess for another key
