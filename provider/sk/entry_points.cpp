@@ -55,7 +55,10 @@ int guarded(F&& body) noexcept {
         return ssh_sk_err_unsupported;
     } catch (const TpmError& e) {
         try {
-            const Diagnosis d = diagnose(e, TpmAddress());
+            Diagnosis d = diagnose(e, TpmAddress());
+            // The table's advice names tpmkey-keygen; a security key is made again by ssh-keygen.
+            if (d.kind == TpmProblem::foreign_key)
+                d.solution = "enrol a new key on this machine: ssh-keygen -t ecdsa-sk -w tpmkey-sk.so";
             say(diagnosis_line(d));
             return d.kind == TpmProblem::unreachable ? ssh_sk_err_device_not_found : ssh_sk_err_general;
         } catch (...) {

@@ -195,6 +195,23 @@ for key in plain pin; do
 done
 ok "ssh-keygen -Y sign with both keys (flags 0x01 and 0x05, counters rising to $last_counter); -Y verify accepts them"
 
+# The TPM commands of one signature (docs/performance.md, "Security keys"),
+# counted on the wire (pcap TCTI), the parent proven and pinned already:
+# exactly what that page states (a change of the count changes the page).
+declare -A stated=([plain]=10 [pin]=13)
+for key in plain pin; do
+    askpass_pin "$pin"
+    rm -f "$TEST_DIR/msg.sig"
+    pcap_start "sign-$key"
+    run ssh-keygen -q -Y sign -w "$SK" -f "$w/$key" -n file "$TEST_DIR/msg" </dev/null
+    pcap_stop
+    [ "$rc" = 0 ] || { show "$OUT" "$ERR"; fail "ssh-keygen -Y sign with the $key key failed (counted)"; }
+    count=$(pcap_count "sign-$key")
+    [ "$count" = "${stated[$key]}" ] ||
+        fail "one $key signature sent $count TPM commands, docs/performance.md says ${stated[$key]}: $(pcap_commands "sign-$key")"
+done
+ok "TPM commands per signature as docs/performance.md states them: ${stated[plain]} without a PIN, ${stated[pin]} with one"
+
 # 4. ssh-agent: ssh-add of the key file, the provider from SSH_SK_PROVIDER
 #    (the agent's allow-list names it with -P).
 rm -f "$AGENT_SOCK"
