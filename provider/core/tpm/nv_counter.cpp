@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 
 #include <cstring>
+#include <iomanip>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -66,7 +67,7 @@ std::optional<TpmObject> open_counter(Tpm& tpm) {
 
 std::string hex(std::uint32_t v) {
     std::ostringstream out;
-    out << "0x" << std::hex << v;
+    out << "0x" << std::hex << std::setw(8) << std::setfill('0') << v;
     return out.str();
 }
 
