@@ -66,7 +66,22 @@ expect_err "tpmkey-sk: ed25519-sk keys cannot be made or used with a TPM: TPMs d
 run ssh-keygen -q -t ecdsa-sk -w "$SK" -N '' -O resident -f "$w/res" </dev/null
 [ "$rc" != 0 ] || fail "a resident key was enrolled"
 expect_err "tpmkey-sk: TPM security keys are never resident" "-O resident"
-ok "ed25519-sk and resident keys are refused with a message"
+run ssh-keygen -K -w "$SK" </dev/null
+[ "$rc" != 0 ] || fail "ssh-keygen -K did not fail"
+expect_err "tpmkey-sk: TPM security keys are never resident, so there is nothing to load" "-K"
+ok "ed25519-sk and resident keys are refused with a message (-O resident, -K)"
+
+# Another application (-O application=ssh:NAME): enrolled, and its
+# signature verifies.
+enrol app -O application=ssh:tpmkey-test -O no-touch-required
+echo "a message" >"$TEST_DIR/msg"
+run ssh-keygen -q -Y sign -w "$SK" -f "$w/app" -n file "$TEST_DIR/msg" </dev/null
+[ "$rc" = 0 ] || { show "$OUT" "$ERR"; fail "ssh-keygen -Y sign with the ssh:tpmkey-test key failed"; }
+echo "me $(cat "$w/app.pub")" >"$TEST_DIR/allowed"
+ssh-keygen -q -Y verify -f "$TEST_DIR/allowed" -I me -n file -s "$TEST_DIR/msg.sig" <"$TEST_DIR/msg" >/dev/null ||
+    fail "ssh-keygen -Y verify refused the ssh:tpmkey-test key's signature"
+rm -f "$TEST_DIR/msg.sig"
+ok "-O application=ssh:tpmkey-test: enrolled, signs, verifies"
 
 # 2. Logins to a stock sshd. sshd logs each signature's counter and flags
 #    (DEBUG3: "sk_counter = N, sk_flags = 0xF").
@@ -227,6 +242,18 @@ sshd_log_mark
 login_ok "the sk key through ssh-agent" -o "IdentityAgent=$AGENT_SOCK"
 expect_accepted "the sk key through ssh-agent" "ECDSA-SK"
 ok "ssh-agent signs with the sk key (ssh-add with SSH_SK_PROVIDER)"
+
+# The key with a PIN through the agent: the agent asks for the PIN through
+# askpass when the provider says it needs one, and the signature is verified.
+SSH_SK_PROVIDER=$SK ssh-add -q "$w/pin" 2>"$TEST_DIR/add.err" || { show "$TEST_DIR/add.err"; fail "ssh-add of the sk key with a PIN failed"; }
+echo "verify-required $(cat "$w/pin.pub")" >"$AUTH_KEYS"
+askpass_pin "$pin"
+sshd_log_mark
+login_ok "the sk key with a PIN through ssh-agent, verify-required" -o "IdentityAgent=$AGENT_SOCK"
+read -r _ flags4 <<<"$(flags_of_last_login)"
+[ "$flags4" = 0x05 ] || fail "the PIN key's signature through the agent has flags $flags4, not 0x05"
+grep -q "^Enter PIN.*for ECDSA-SK key" "$ASKPASS_PROMPTS" || { cat "$ASKPASS_PROMPTS" >&2; fail "the agent did not ask for the PIN"; }
+ok "ssh-agent: the key with a PIN (the agent asks for it through askpass) logs in under verify-required, flags 0x05"
 agent_stop
 
 # 5. Hostile key handles: one byte of the wrapped key changed, and a key of
