@@ -3,7 +3,7 @@
 // into ssh-sk-helper: every error becomes an SSH_SK_ERR_* code and one line
 // on stderr, which reaches the user through ssh, ssh-keygen or ssh-add.
 
-#include "core/base/log.hpp"
+#include "core/base/printable.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "security_key.hpp"
 #include "sk_api.hpp"
@@ -17,7 +17,9 @@ namespace {
 
 using namespace tpmkey;
 
-void say(const std::string& message) { std::cerr << "tpmkey-sk: " << message << "\n"; }
+// printable(): a message may quote the application or a name from the key
+// file, which anyone may have edited (no terminal escapes reach the user).
+void say(const std::string& message) { std::cerr << "tpmkey-sk: " << printable(message) << "\n"; }
 
 // A copy OpenSSH can free().
 std::uint8_t* malloc_copy(std::span<const std::uint8_t> bytes, std::size_t& length) {

@@ -1,5 +1,6 @@
 #include "security_key.hpp"
 
+#include "core/base/printable.hpp"
 #include "core/files/config.hpp"
 #include "core/pin/askpass.hpp"
 #include "core/tpm/diagnosis.hpp"
@@ -69,7 +70,7 @@ void confirm_presence(const std::string& application) {
         throw Error("this key requires user presence (it was made without -O no-touch-required), which tpmkey-sk "
                     "asks through an askpass program, and none can be shown: " +
                     askpass.why_not);
-    if (!askpass_confirm(askpass, "Allow the use of your TPM security key for " + application + "?"))
+    if (!askpass_confirm(askpass, "Allow the use of your TPM security key for " + printable(application) + "?"))
         throw Error("user presence was not confirmed at the askpass prompt; nothing was signed");
 }
 
