@@ -168,6 +168,8 @@ Signed sign(std::uint32_t alg, std::span<const std::uint8_t> data, const std::st
             throw;
         throw PinRequired("wrong PIN (" + dictionary_attack_text(dictionary_attack_state(tpm)) + ")");
     }
+    if (signature.size() != 64)
+        throw Error("the TPM's P-256 signature has " + std::to_string(signature.size()) + " bytes, not 64");
     result.r.assign(signature.begin(), signature.begin() + 32);
     result.s.assign(signature.begin() + 32, signature.end());
     return result;
