@@ -9,6 +9,7 @@ set(TPMKEY_WITH_SWTPM ${PROJECT_SOURCE_DIR}/swtpm-fixtures/with-swtpm)
 # where `cmake --install` would put things (the tools tests check those).
 set(TPMKEY_TEST_ENVIRONMENT
   TPMKEY_MODULE=$<TARGET_FILE:tpmkey-pkcs11>
+  TPMKEY_SK=$<TARGET_FILE:tpmkey-sk>
   TPMKEY_KEYGEN=$<TARGET_FILE:tpmkey-keygen>
   TPMKEY_TOOL=$<TARGET_FILE:tpmkey>
   TPMKEY_CA=$<TARGET_FILE:tpmkey-ca>

@@ -37,6 +37,7 @@ $TPMKEY_BINDIR/tpmkey-ca
 $TPMKEY_BINDIR/tpmkey-keygen
 $TPMKEY_BINDIR/tpmkey-swtpm
 $MODULE
+$TPMKEY_LIBDIR/tpmkey/tpmkey-sk.so
 $TPMKEY_MANDIR/man1/tpmkey.1
 $TPMKEY_MANDIR/man1/tpmkey-keygen.1
 $TPMKEY_MANDIR/man1/tpmkey-swtpm.1
@@ -46,7 +47,7 @@ $p11_file
 LIST
 # The user documentation, which tpmkey-pkcs11(8) points at.
 for doc in README.md LICENSE quick-start.md configuration.md troubleshooting.md ssh-agent-and-more.md ci.md \
-    pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg unattended-keys.md step-ca.md; do
+    pcr-bound-keys.md attestation.md migration.md security.md pkcs11.md performance.md performance.svg unattended-keys.md step-ca.md security-keys.md; do
     echo "$TPMKEY_DOCDIR/$doc" >>"$TEST_DIR/expected"
 done
 # The TPM makers' EK roots (tools/ek-roots), trusted by default, and their
