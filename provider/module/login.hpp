@@ -16,6 +16,8 @@
 #include "module/token.hpp"
 #include "module/tpm_connection.hpp"
 
+#include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +51,18 @@ public:
     void from_source(Token& token);
 
 private:
+    // A key with the shared PIN (core/tpm/pin_object.hpp; login_shared.cpp).
+    void with_shared_pin(Token& token, const Secret& pin);
+    // What the PIN object of that name said of a PIN moments ago (within
+    // PinBurst::window of its last use): one TPM check holds for every key
+    // that names the object.
+    struct SharedPinVerdict {
+        Secret pin;
+        bool accepted = false;
+        std::chrono::steady_clock::time_point at;
+    };
+    std::map<Bytes, SharedPinVerdict> shared_pins_;
+
     // Tries a wrong PIN must leave before the TPM locks out: a PIN given for
     // this key, and a PIN that was right for another key (a guess, which must
     // never cost a try the key's own PIN would need).
