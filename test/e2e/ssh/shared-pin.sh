@@ -37,7 +37,10 @@ tpm2_dictionarylockout -c -T "$TPMKEY_SWTPM_TCTI" || fail "tpm2_dictionarylockou
 
 agent_install_module
 export TPMKEY_KEYS=$keys
+# The agent's TPM commands are counted (pcap TCTI) until the keys sign.
+pcap_start add
 agent_start
+pcap_stop
 fp() { fingerprint "$keys/$1.pub"; }
 # add_with PIN WHAT KEY...: ssh-add -s with PIN; only ssh-add's own prompt
 # is shown, and the agent then holds exactly KEYs.
@@ -55,6 +58,7 @@ add_with() {
 }
 sign_with() {
     echo "data for $1" >"$TEST_DIR/data.$1"
+    rm -f "$TEST_DIR/data.$1.sig"
     agent_sign "$keys/$1.pub" "$TEST_DIR/data.$1"
     expect_signature "$keys/$1.pub" "$TEST_DIR/data.$1.sig" "$TEST_DIR/data.$1"
 }
@@ -65,8 +69,16 @@ ssh-add -s "$AGENT_MODULE" >"$TEST_DIR/add.out" 2>&1 || { show "$TEST_DIR/add.ou
 expect_prompts "Enter passphrase for PKCS#11: "
 [ "$(agent_fingerprints)" = "$(printf '%s\n' "$(fp a)" "$(fp b)" | sort)" ] ||
     { show "$TEST_DIR/add.out" "$AGENT_LOG"; fail "the agent does not hold both keys"; }
+commands=$(pcap_commands add)
+echo "info: TPM commands of the ssh-add -s that logged in both keys: $(pcap_count add): $commands"
+# One PIN check for both keys: the PIN object's.
+[ "$(grep -o ObjectChangeAuth <<<"$commands" | wc -l)" = 1 ] ||
+    fail "the PIN was checked more than once for two keys that share it: $commands"
 sign_with a
 sign_with b
+before=$(pcap_count add)
+sign_with a
+echo "info: TPM commands of a further signature (a shared-PIN key through the agent): $(($(pcap_count add) - before)): $(pcap_commands add | awk -v n="$before" '{ for (i = n + 1; i <= NF; i++) printf "%s ", $i }')"
 ssh-add -e "$AGENT_MODULE" >/dev/null 2>&1 || fail "ssh-add -e failed"
 counter 0 "after ssh-add -s with the shared PIN"
 expect_clean_tpm "after the keys signed"
