@@ -121,7 +121,12 @@ int cmd_info(const Parsed& p) {
               << "type:        " << key_type_text(pub) << "\n"
               << "fingerprint: " << pub.ssh_fingerprint() << "\n"
               << "attributes:  " << attributes_text(area.objectAttributes) << "\n"
-              << "PIN:         " << (key.needs_pin() ? "yes" : "no") << "\n"
+              << "PIN:         "
+              << (!key.needs_pin()                 ? "no"
+                  : shared_pin_name(key).empty()   ? "yes, its own"
+                                                   : "yes, the shared PIN (the PIN object " + pin_object_path().string() +
+                                                       "; 'tpmkey passwd' changes it for every key made with it)")
+              << "\n"
               << "parent:      " << handle_text(key.parent)
               << (key.parent == owner_hierarchy ? " (storage key re-created from the owner hierarchy)"
                                                 : " (persistent storage key)")

@@ -25,6 +25,8 @@ done
 [ ! -e "$HOME/.config/tpmkey/config" ] || { show "$HOME/.config/tpmkey/config"; fail "keygen wrote a config file"; }
 [ -s "$HOME/.config/tpmkey/pin-object" ] || fail "keygen made no PIN object"
 counter 0 "after two keygen runs with the same PIN"
+run "$TPMKEY_TOOL" info "$keys/b.tpm"
+expect_out "PIN:         yes, the shared PIN (the PIN object $HOME/.config/tpmkey/pin-object" "tpmkey info"
 
 # Another PIN at keygen: checked once against the PIN object, counted
 # once, nothing written.
