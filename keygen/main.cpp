@@ -295,7 +295,9 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
 void print_summary(const Destination& dest, const Options& o, const KeyFile& key, const PublicKey& pub,
                    const std::string& comment, const PcrBinding& binding) {
     std::cout << "Your TPM key is in " << printable(dest.key.string()) << " (usable only with this TPM"
-              << (!key.needs_pin() ? ", no PIN" : o.shared_pin() ? ", PIN protected: your shared PIN" : ", PIN protected")
+              << (!key.needs_pin() ? ", no PIN"
+                  : o.shared_pin() ? ", PIN protected: your shared PIN"
+                                   : ", PIN protected")
               << ").\n"
               << "Your public key is in " << printable(dest.pub.string()) << ".\n"
               << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";

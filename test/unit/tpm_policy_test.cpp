@@ -467,7 +467,7 @@ TEST_CASE("policies are checked in software against the key before the TPM is as
 
 TEST_CASE("PolicySecret naming the PIN object: its body, its digest, and malformed ones refused") {
     // A SHA-256 object's name: the algorithm, then 32 bytes.
-    Bytes name = from_hex("000b") ;
+    Bytes name = from_hex("000b");
     for (std::uint8_t i = 0; i < 32; ++i)
         name.push_back(i);
     const PolicyCommand secret = policy_secret(name);

@@ -8,8 +8,8 @@
 #include "core/keys/key_discovery.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/pin/prompt.hpp"
-#include "core/tpm/tpm.hpp"
 #include "core/tpm/pin_object.hpp"
+#include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/known_parents.hpp"
 
@@ -122,9 +122,9 @@ int cmd_info(const Parsed& p) {
               << "fingerprint: " << pub.ssh_fingerprint() << "\n"
               << "attributes:  " << attributes_text(area.objectAttributes) << "\n"
               << "PIN:         "
-              << (!key.needs_pin()                 ? "no"
-                  : shared_pin_name(key).empty()   ? "yes, its own"
-                                                   : "yes, the shared PIN (the PIN object " + pin_object_path().string() +
+              << (!key.needs_pin()               ? "no"
+                  : shared_pin_name(key).empty() ? "yes, its own"
+                                                 : "yes, the shared PIN (the PIN object " + pin_object_path().string() +
                                                        "; 'tpmkey passwd' changes it for every key made with it)")
               << "\n"
               << "parent:      " << handle_text(key.parent)
@@ -251,9 +251,9 @@ int cmd_passwd(const Parsed& p) {
     if (parent_check.proven_now)
         std::cout << "Parent: " << parent_check_text(key.parent, parent_check) << ".\n";
     if (!p.has_value("--old-pin-file") && key.needs_pin())
-        old_pin = pin_from_terminal(
-            shared ? std::string("Enter the current shared PIN: ") : "Enter the current PIN of " + path.stem().string() + ": ",
-            "--old-pin-file");
+        old_pin = pin_from_terminal(shared ? std::string("Enter the current shared PIN: ")
+                                           : "Enter the current PIN of " + path.stem().string() + ": ",
+                                    "--old-pin-file");
 
     // Both PINs cross the bus only inside the salted, encrypted session.
     const bool ask_new_pin_here = !p.has_value("--new-pin-file");

@@ -218,7 +218,8 @@ Bytes policy_secret_name(const PolicyCommand& secret) {
     reader.finish();
     // An object's name: its name algorithm (SHA-256, as every object we
     // make) and the digest of its public area.
-    if (name.size != 2 + sha256_size || name.name[0] != (TPM2_ALG_SHA256 >> 8) || name.name[1] != (TPM2_ALG_SHA256 & 0xff))
+    if (name.size != 2 + sha256_size || name.name[0] != (TPM2_ALG_SHA256 >> 8) ||
+        name.name[1] != (TPM2_ALG_SHA256 & 0xff))
         reader.fail("it names no SHA-256 object (a PIN object)");
     return Bytes(name.name, name.name + name.size);
 }
