@@ -56,11 +56,15 @@ private:
     // What the PIN object of that name said of a PIN moments ago (within
     // PinBurst::window of its last use): one TPM check holds for every key
     // that names the object.
+    // The PIN is kept only as HMAC-SHA-256 under a random key of this
+    // Login (as PinBurst keeps it): no copy of it outlives C_Logout.
     struct SharedPinVerdict {
-        Secret pin;
+        SecretBytes digest;
         bool accepted = false;
         std::chrono::steady_clock::time_point at;
     };
+    SecretBytes shared_pin_digest(const Secret& pin);
+    SecretBytes shared_pin_key_;
     std::map<Bytes, SharedPinVerdict> shared_pins_;
 
     // Tries a wrong PIN must leave before the TPM locks out: a PIN given for
