@@ -390,8 +390,19 @@ void check_pin_object_pin(Tpm& tpm, const KeyFile& file, const TpmObject& parent
                     " wrong PINs, and one more would leave it fewer "
                     "than 2 tries before it locks out every key; try again later (it forgives one every " +
                     duration_text(da.recovery_seconds) + "); nothing was written");
+    TpmObject loaded;
     try {
-        const TpmObject loaded = load_key(tpm, parent, Authorization::password(), file.blobs);
+        loaded = load_key(tpm, parent, Authorization::password(), file.blobs);
+    } catch (const TpmError& e) {
+        // Nothing secret was sent: the load carries no PIN.
+        if (e.tpm_unreachable())
+            throw;
+        throw Error("your PIN object " + path + " does not load on this TPM (" + e.what() +
+                    "): it belongs to another TPM, or this one was cleared since. Make this key with --own-pin, or "
+                    "move the PIN object away so that keygen makes a new one for this TPM (keys made with the old "
+                    "one need it back to be used); nothing was written");
+    }
+    try {
         const Authorization auth = Authorization::for_secret(tpm, parent, true);
         prove_pin(tpm, loaded, parent, auth, pin);
     } catch (const TpmError& e) {

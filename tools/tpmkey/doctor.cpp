@@ -161,15 +161,12 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         }
         const KeyFile& key = found.key->file;
         const PublicKey& pub = found.key->public_key;
-        const bool shared_pin = !shared_pin_name(key).empty();
-        const std::string desc = name + ": " + key_type_text(pub) + ", " +
-                                 (!key.needs_pin() ? "no PIN"
-                                  : shared_pin     ? "the shared PIN (the PIN object's)"
-                                                   : "PIN") +
+        const std::string desc = name + ": " + key_type_text(pub) + ", " + (key.needs_pin() ? "PIN" : "no PIN") +
                                  ", parent " + handle_text(key.parent);
-        if (shared_pin) {
+        if (!shared_pin_name(key).empty()) {
             try {
                 (void)pin_object_for(key);
+                d.ok(name + ": its PIN is the shared PIN (the PIN object " + pin_object_path().string() + ")");
             } catch (const Error& e) {
                 d.fail(name + ": its PIN object cannot be used", e.what(),
                        "put back the PIN object the key was made with (~/.config/tpmkey/pin-object)");

@@ -28,7 +28,7 @@ counter 0 "after two keygen runs with the same PIN"
 run "$TPMKEY_TOOL" info "$keys/b.tpm"
 expect_out "PIN:         yes, the shared PIN (the PIN object $HOME/.config/tpmkey/pin-object" "tpmkey info"
 TPMKEY_KEYS=$keys run "$TPMKEY_TOOL" doctor
-expect_out "b.tpm: ECDSA P-256, the shared PIN (the PIN object's), parent" "tpmkey doctor"
+expect_out "b.tpm: its PIN is the shared PIN (the PIN object $HOME/.config/tpmkey/pin-object)" "tpmkey doctor"
 
 # Another PIN at keygen: checked once against the PIN object, counted
 # once, nothing written.
