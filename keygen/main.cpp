@@ -373,6 +373,11 @@ struct SharedPinObject {
 SharedPinObject prepare_pin_object(Tpm& tpm, KnownParents& known, std::uint32_t key_parent) {
     SharedPinObject shared;
     shared.file = read_pin_object();
+    // A new PIN object must be written, or the key could never be used:
+    // checked before the PIN prompt (its directory is made if missing).
+    std::error_code ec;
+    if (!shared.file && std::filesystem::is_directory(pin_object_path().parent_path(), ec))
+        check_writable_target(pin_object_path(), Replace::no);
     if (shared.file && shared.file->parent != key_parent)
         shared.parent = load_verified_parent(tpm, shared.file->parent, known, nullptr,
                                              ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});

@@ -211,6 +211,9 @@ KeyFile Token::read_pin_object_file() const {
 }
 
 void Token::prove_shared_pin(TpmConnection& tpm, const Secret& pin) {
+    // The key's parent first, verified as for a key with its own PIN: what
+    // is wrong with it (its pins, an interposer) is told the same way.
+    (void)tpm.parent(key_.parent);
     const KeyFile file = read_pin_object_file();
     const TpmObject& parent = tpm.parent(file.parent);
     // Loaded, proven and flushed: nothing stays in the TPM.
