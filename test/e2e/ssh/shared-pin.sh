@@ -24,6 +24,7 @@ for k in a b; do
 done
 [ ! -e "$HOME/.config/tpmkey/config" ] || { show "$HOME/.config/tpmkey/config"; fail "keygen wrote a config file"; }
 [ -s "$HOME/.config/tpmkey/pin-object" ] || fail "keygen made no PIN object"
+expect_eq "$(stat -c %a "$HOME/.config/tpmkey/pin-object")" 600 "the PIN object's mode"
 counter 0 "after two keygen runs with the same PIN"
 run "$TPMKEY_TOOL" info "$keys/b.tpm"
 expect_out "PIN:         yes, the shared PIN (the PIN object $HOME/.config/tpmkey/pin-object" "tpmkey info"
@@ -92,6 +93,7 @@ ok "two keys of two plain keygen runs: one ssh-add -s PIN adds both, no other pr
 run "$TPMKEY_TOOL" passwd --old-pin-file "$pin" --new-pin-file "$(pin_file 'new PIN')" "$keys/a.tpm"
 expect_rc 0 "tpmkey passwd"
 expect_out "The shared PIN is changed" "tpmkey passwd"
+expect_eq "$(stat -c %a "$HOME/.config/tpmkey/pin-object")" 600 "the PIN object's mode after passwd"
 counter 0 "after tpmkey passwd"
 add_with 'new PIN' "the new PIN" a b
 counter 0 "after ssh-add -s with the new PIN"
