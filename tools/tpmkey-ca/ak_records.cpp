@@ -1,5 +1,7 @@
 #include "ak_records.hpp"
 
+#include "ca_store.hpp"
+
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/base/error.hpp"
@@ -85,15 +87,21 @@ AkRecord read_record_file(const std::filesystem::path& path) {
         if (f.has(ak_record_file::reinstated))
             r.reinstated = f.text(ak_record_file::reinstated);
     }
-    if (r.serial != path.filename().string() || !is_serial_hex(r.serial) || !is_record_name(r.machine) ||
-        !is_principal_list(r.principals) || !parse_utc_text(r.issued) || !parse_utc_text(r.not_after) ||
-        (!r.revoked.empty() && !parse_utc_text(r.revoked)) || (!r.reinstated.empty() && !parse_utc_text(r.reinstated)))
-        throw Error(path.string() + ": refused: not a record as tpmkey-ca writes them (its serial, machine, "
-                                    "principals or times)");
+    if (r.serial != path.filename().string())
+        throw Error(path.string() + ": refused: its serial is not its file's name");
+    check_record(r, path.string());
     return r;
 }
 
 }  // namespace
+
+void check_record(const AkRecord& r, const std::string& what) {
+    if (!is_serial_hex(r.serial) || !is_record_name(r.machine) || !is_principal_list(r.principals) ||
+        !parse_utc_text(r.issued) || !parse_utc_text(r.not_after) ||
+        (!r.revoked.empty() && !parse_utc_text(r.revoked)) || (!r.reinstated.empty() && !parse_utc_text(r.reinstated)))
+        throw Error(what + ": refused: not a record as tpmkey-ca writes them (its serial, machine, "
+                           "principals or times)");
+}
 
 std::filesystem::path records_dir(const CaDirectory& ca) { return ca.dir / "records"; }
 
@@ -117,6 +125,8 @@ bool is_principal_list(const std::string& text) {
 }
 
 void write_record(const CaDirectory& ca, const AkRecord& record, bool replace) {
+    if (CaStore* db = database_store(ca))
+        return db->write_record(record, replace);
     make_private_directory(records_dir(ca), records_risk);
     write_file_atomically(records_dir(ca) / record.serial, to_file(record).to_string(), 0600,
                           replace ? Replace::yes : Replace::no);
@@ -125,6 +135,8 @@ void write_record(const CaDirectory& ca, const AkRecord& record, bool replace) {
 std::optional<AkRecord> read_record(const CaDirectory& ca, const std::string& serial) {
     if (!is_serial_hex(serial))
         return std::nullopt;
+    if (CaStore* db = database_store(ca))
+        return db->record(serial);
     const std::filesystem::path dir = records_dir(ca);
     if (!std::filesystem::exists(std::filesystem::symlink_status(dir)))
         return std::nullopt;
@@ -136,6 +148,8 @@ std::optional<AkRecord> read_record(const CaDirectory& ca, const std::string& se
 }
 
 std::vector<AkRecord> all_records(const CaDirectory& ca) {
+    if (CaStore* db = database_store(ca))
+        return db->all_records();
     std::vector<AkRecord> out;
     const std::filesystem::path dir = records_dir(ca);
     if (!std::filesystem::exists(std::filesystem::symlink_status(dir)))
@@ -163,8 +177,44 @@ bool is_of_tpm(const AkRecord& record, const std::string& ek_identifier, const s
 std::vector<AkRecord> barring_records(const CaDirectory& ca, const std::string& ek_identifier,
                                       const std::string& ek_certificate_sha256) {
     std::vector<AkRecord> out;
+    for (AkRecord& record : records_of_tpm(ca, ek_identifier, ek_certificate_sha256))
+        if (bars_tpm(record))
+            out.push_back(std::move(record));
+    return out;
+}
+
+std::vector<AkRecord> records_with(const CaDirectory& ca, RecordKey key, const std::string& value) {
+    if (CaStore* db = database_store(ca))
+        return db->records_with(key, value);
+    std::vector<AkRecord> out;
     for (AkRecord& record : all_records(ca))
-        if (bars_tpm(record) && is_of_tpm(record, ek_identifier, ek_certificate_sha256))
+        if ((key == RecordKey::ek_identifier && record.ek_identifier == value) ||
+            (key == RecordKey::ak_name && record.ak_name == value) ||
+            (key == RecordKey::ek_certificate_sha256 && record.ek_certificate_sha256 == value))
+            out.push_back(std::move(record));
+    return out;
+}
+
+std::vector<AkRecord> records_of_tpm(const CaDirectory& ca, const std::string& ek_identifier,
+                                     const std::string& ek_certificate_sha256) {
+    std::vector<AkRecord> out = records_with(ca, RecordKey::ek_identifier, ek_identifier);
+    // Records written before the identifier was kept: by the EK certificate.
+    if (!ek_certificate_sha256.empty())
+        for (AkRecord& record : records_with(ca, RecordKey::ek_certificate_sha256, ek_certificate_sha256))
+            if (record.ek_identifier.empty())
+                out.push_back(std::move(record));
+    std::sort(out.begin(), out.end(), [](const AkRecord& a, const AkRecord& b) {
+        return a.issued != b.issued ? a.issued < b.issued : a.serial < b.serial;
+    });
+    return out;
+}
+
+std::vector<AkRecord> revoked_records(const CaDirectory& ca) {
+    if (CaStore* db = database_store(ca))
+        return db->revoked_records();
+    std::vector<AkRecord> out;
+    for (AkRecord& record : all_records(ca))
+        if (!record.revoked.empty())
             out.push_back(std::move(record));
     return out;
 }

@@ -1,5 +1,7 @@
 #include "revocation.hpp"
 
+#include "ca_store.hpp"
+
 #include "ak_records.hpp"
 #include "rotation.hpp"
 
@@ -257,9 +259,20 @@ CaLock::CaLock(const CaDirectory& ca) {
             ::close(fd_);
         throw Error(ca.dir.string() + ": cannot lock the CA directory (" + std::strerror(e) + ")");
     }
+    // With a database store, every host of the CA: the same lock there.
+    try {
+        store_ = database_store(ca);
+        if (store_)
+            store_->lock();
+    } catch (...) {
+        ::close(fd_);
+        throw;
+    }
 }
 
 CaLock::~CaLock() {
+    if (store_)
+        store_->unlock();
     if (fd_ >= 0)
         ::close(fd_);
 }
@@ -299,7 +312,7 @@ int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesys
     check(X509_CRL_set1_nextUpdate(crl.get(), next_update.get()), "X509_CRL_set1_nextUpdate");
 
     int listed = 0;
-    for (const AkRecord& record : all_records(ca)) {
+    for (const AkRecord& record : revoked_records(ca)) {
         // An expired certificate fails every chain check anyway: it may
         // leave the CRL (RFC 5280, 3.3), which so lists at most a lifetime
         // of revocations.

@@ -48,7 +48,9 @@ std::string file_url(const std::filesystem::path& path);
 std::string crl_distribution_point(const CaDirectory& ca);
 
 // An exclusive lock on the CA directory (flock), held while records and
-// the CRL change: two revokes at once both end up in the CRL.
+// the CRL change: two revokes at once both end up in the CRL. With a
+// database store (ca_store.hpp), also its advisory lock: on every host.
+class CaStore;
 class CaLock {
 public:
     explicit CaLock(const CaDirectory& ca);
@@ -58,6 +60,7 @@ public:
 
 private:
     int fd_ = -1;
+    CaStore* store_ = nullptr;
 };
 
 // Signs a new CRL with every revoked record of `ca` (all_records()) whose
