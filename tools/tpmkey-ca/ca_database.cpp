@@ -191,7 +191,8 @@ private:
                         " names it (a libpq connection string)");
         }
         // Concurrent CREATE ... IF NOT EXISTS can still collide: one at a time.
-        (void)exec(std::string("SET client_min_messages TO warning; BEGIN; SELECT pg_advisory_xact_lock(") + schema_lock_key + "); " + schema + " COMMIT;",
+        (void)exec(std::string("SET client_min_messages TO warning; BEGIN; SELECT pg_advisory_xact_lock(") +
+                       schema_lock_key + "); " + schema + " COMMIT;",
                    {}, PGRES_COMMAND_OK, /*plain=*/true);
         return connection_.get();
     }
