@@ -70,6 +70,13 @@ std::vector<AkRecord> records_with(const CaDirectory& ca, RecordKey key, const s
 // The revoked records (what a CRL lists), oldest first.
 std::vector<AkRecord> revoked_records(const CaDirectory& ca);
 
+// Makes the directory store's index of the records (DIR/index/: the
+// serials of each TPM and the revoked ones), by reading every record once,
+// unless it is there or the CA has a database store. Hold a CaLock; CaLock
+// calls it. From then on write_record() keeps it, and a decision and a CRL
+// read only what it lists.
+void build_record_index(const CaDirectory& ca);
+
 // Throws Error "WHAT: refused: not a record ..." unless `record`'s serial,
 // machine, principals and times are as tpmkey-ca writes them (the machine
 // and principals go to ssh-keygen).

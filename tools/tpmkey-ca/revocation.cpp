@@ -264,6 +264,8 @@ CaLock::CaLock(const CaDirectory& ca) {
         store_ = database_store(ca);
         if (store_)
             store_->lock();
+        else if (std::filesystem::exists(std::filesystem::symlink_status(records_dir(ca))))
+            build_record_index(ca);  // once, for a CA made before the index
     } catch (...) {
         ::close(fd_);
         throw;
