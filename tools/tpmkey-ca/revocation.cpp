@@ -27,7 +27,7 @@ namespace tpmkey {
 
 namespace {
 
-constexpr std::size_t max_crl_size = 4 * 1024 * 1024;
+constexpr std::size_t max_crl_size = max_crl_file_size;
 // A verifier's clock may be a little behind the CA's.
 constexpr long crl_clock_skew = 5 * 60;
 

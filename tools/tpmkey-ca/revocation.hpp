@@ -31,6 +31,11 @@ const RevocationReason* revocation_reason(const std::string& name);
 // be signed again before then ('tpmkey-ca crl', e.g. weekly from cron).
 inline constexpr int default_crl_days = 30;
 
+// The largest crl.pem read back (revoke, crl, verify, rotate): about a
+// million entries of ~65 bytes (PEM). It was 4 MiB, about 63,000: at
+// 100,000 revoked AKs revoke, crl and verify failed (issue 37, item 3).
+inline constexpr std::size_t max_crl_file_size = 64 * 1024 * 1024;
+
 std::filesystem::path crl_file(const CaDirectory& ca);      // DIR/crl.pem
 std::filesystem::path crl_url_file(const CaDirectory& ca);  // DIR/crl-url: init --crl-url
 // DIR/crl-number: the number of the newest CRL signed (decimal), kept
