@@ -197,6 +197,12 @@ void check_record(const AkRecord& r, const std::string& what) {
 
 std::filesystem::path records_dir(const CaDirectory& ca) { return ca.dir / "records"; }
 
+std::string records_place(const CaDirectory& ca) {
+    if (const CaStore* db = database_store(ca))
+        return db->where();
+    return records_dir(ca).string();
+}
+
 bool is_record_name(const std::string& text) {
     return !text.empty() && text.size() <= 64 && text[0] != '-' &&
            text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@-") ==
@@ -353,12 +359,12 @@ AkRecord record_of_certificate(const CaDirectory& ca, X509* ak_certificate) {
     const std::optional<AkRecord> record = read_record(ca, serial);
     if (!record)
         throw Error("REFUSED: the AK certificate (serial " + serial + ") is not in the CA's records in " +
-                    records_dir(ca).string() +
+                    records_place(ca) +
                     ": not issued by this CA, or before it kept records (enrol the "
                     "machine again)");
     if (record->ak_certificate_sha256 != certificate_sha256(ak_certificate))
         throw Error("REFUSED: the AK certificate (serial " + serial + ") is not the one recorded under its serial in " +
-                    records_dir(ca).string() + " (another CA's, with the same serial?)");
+                    records_place(ca) + " (another CA's, with the same serial?)");
     return *record;
 }
 

@@ -88,6 +88,9 @@ void refuse_barred_tpm(const CaDirectory& ca, X509* ek_certificate, const std::s
 
 // DIR/records
 std::filesystem::path records_dir(const CaDirectory& ca);
+// Where the records are, for messages: DIR/records, or "the database of
+// DIR/database".
+std::string records_place(const CaDirectory& ca);
 
 // A machine name (--machine) or one principal: 1 to 64 of A-Z a-z 0-9 . _
 // @ -, not starting with '-' (it goes to ssh-keygen -I and -n).

@@ -340,7 +340,7 @@ void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int da
             << " by its EK certificate, issued by " << record.ek_certificate_issuer << "), valid " << days
             << " days, to " << p.value("-o") << ".\n";
     out << "AK certificate serial " << record.serial << " recorded for machine " << machine << " (principals "
-        << principals << ") in " << records_dir(ca).string() << ": keep the serial, to revoke it with tpmkey-ca "
+        << principals << ") in " << records_place(ca) << ": keep the serial, to revoke it with tpmkey-ca "
         << "revoke --serial " << record.serial << ".\n";
 }
 

@@ -246,7 +246,7 @@ int cmd_list(const Parsed& p) {
         if (!r.ek_identifier.empty())
             std::cout << "  EK id        " << r.ek_identifier << "\n";
     }
-    std::cout << records.size() << " AK certificate(s) recorded in " << records_dir(ca).string() << ".\n";
+    std::cout << records.size() << " AK certificate(s) recorded in " << records_place(ca) << ".\n";
     return 0;
 }
 

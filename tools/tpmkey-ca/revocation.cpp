@@ -472,7 +472,7 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
         if (record && record->ak_certificate_sha256 == certificate_sha256(ak) && !record->revoked.empty())
             throw Error("REFUSED: the CA revoked the AK certificate (serial " + record->serial + ") on " +
                         record->revoked + ", reason " + record->revocation_reason + " (its record in " +
-                        records_dir(*ca).string() + "; the CRL " + path + " does not list it yet)");
+                        records_place(*ca) + "; the CRL " + path + " does not list it yet)");
         // A CRL that is still current but older than the CA's newest may
         // lack a revocation made since (RFC 5280, 5.2.3: a CRL number
         // only grows).
