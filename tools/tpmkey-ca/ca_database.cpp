@@ -21,6 +21,7 @@
 #include "core/files/file_read.hpp"
 
 #include <libpq-fe.h>
+#include <openssl/crypto.h>
 
 #include <unistd.h>
 
@@ -80,7 +81,11 @@ using Result = Owned<PGresult, PQclear>;
 class DatabaseStore final : public CaStore {
 public:
     DatabaseStore(std::string conninfo, std::string file) : conninfo_(std::move(conninfo)), file_(std::move(file)) {}
-    ~DatabaseStore() override { unlock(); }
+    // The connection string may hold a password.
+    ~DatabaseStore() override {
+        unlock();
+        OPENSSL_cleanse(conninfo_.data(), conninfo_.size());
+    }
 
     std::optional<AkRecord> record(const std::string& serial) override {
         std::vector<AkRecord> found =
