@@ -10,8 +10,9 @@
 #   record more, the other refused ("a proof works once");
 # - two webhook replicas, one per host, allow the TPM; with the database
 #   stopped both refuse (503, tpmkey-ca-store-unavailable, in the audit
-#   log); started again, both allow again; `tpmkey-ca revoke` on host A,
-#   and the very next request to each replica is refused.
+#   log), and a third replica started then starts and refuses; the
+#   database started again, all allow; `tpmkey-ca revoke` on host A, and
+#   the very next request to each replica is refused.
 set -euo pipefail
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -90,20 +91,22 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyou
 (umask 077 && openssl rand -base64 32 >"$w/secret")
 identifier=$(postgres_sql "SELECT DISTINCT ek_identifier FROM tpmkey_ak_records")
 [[ $identifier == urn:ek:sha256:* ]] || fail "the TPM's identifier: '$identifier'"
-for host in a b; do
+# start_webhook HOST: a replica on that host's CA directory; sets port_HOST.
+start_webhook() {
+    local host=$1
     "$TPMKEY_CA" webhook --ca "$TEST_DIR/host-$host" --listen 127.0.0.1:0 --tls-cert "$w/tls.crt" \
         --tls-key "$w/tls.key" --secret-file "$w/secret" >"$w/webhook-$host.out" 2>"$w/webhook-$host.err" &
     eval "webhook_$host=\$!"
     on_exit "kill \$webhook_$host 2>/dev/null; wait \$webhook_$host 2>/dev/null"
-done
-for host in a b; do
     for _ in $(seq 100); do
         grep -q "^listening on" "$w/webhook-$host.out" && break
         sleep 0.1
     done
     eval "port_$host=\$(sed -n 's/^listening on 127.0.0.1://p' \"\$w/webhook-\$host.out\")"
-done
-[ -n "$port_a" ] && [ -n "$port_b" ] || { cat "$w"/webhook-*.err >&2; fail "the webhooks did not start"; }
+    [ -n "$(eval echo "\$port_$host")" ] || { cat "$w/webhook-$host.err" >&2; fail "webhook on host $host did not start"; }
+}
+start_webhook a
+start_webhook b
 # ask PORT: one signed ACME request for the TPM; prints "STATUS allow|code".
 ask() {
     python3 - "$1" "$w/secret" "$identifier" <<'EOF'
@@ -123,13 +126,19 @@ expect_eq "$(ask "$port_a") $(ask "$port_b")" "200 allow 200 allow" "both replic
 postgres_stop
 expect_eq "$(ask "$port_a") $(ask "$port_b")" "503 tpmkey-ca-store-unavailable 503 tpmkey-ca-store-unavailable" \
     "both replicas, the database stopped"
+# A third replica started while the database is down: it starts, and refuses.
+mkdir -m 0700 "$TEST_DIR/host-c" "$TEST_DIR/host-c/pending" "$TEST_DIR/host-c/records"
+cp -p "$a/ca.key" "$a/ca.crt" "$a/crl.pem" "$a/database" "$TEST_DIR/host-c/"
+start_webhook c
+expect_eq "$(ask "$port_c")" "503 tpmkey-ca-store-unavailable" "a replica started with the database down"
 grep -q '"decision": "refused".*the CA.s records could not be read' "$a/audit.log" ||
     { cat "$a/audit.log" >&2; fail "host A's audit log: no refusal for the stopped database"; }
 postgres_restart
-expect_eq "$(ask "$port_a") $(ask "$port_b")" "200 allow 200 allow" "both replicas, the database started again"
-ok "two webhook replicas allow the TPM; the database stopped, both refuse (503, audited); started again, both allow"
+expect_eq "$(ask "$port_a") $(ask "$port_b") $(ask "$port_c")" "200 allow 200 allow 200 allow" \
+    "the replicas, the database started again"
+ok "two webhook replicas allow the TPM; the database stopped, both refuse (503, audited), and a third starts and refuses; started again, all allow"
 
 must tpmkey_ca revoke --ca "$a" --serial "$rsa_serial"
-expect_eq "$(ask "$port_b") $(ask "$port_a")" "200 tpmkey-ca-ak-revoked 200 tpmkey-ca-ak-revoked" \
-    "both replicas, right after revoke on host A"
+expect_eq "$(ask "$port_b") $(ask "$port_a") $(ask "$port_c")" \
+    "200 tpmkey-ca-ak-revoked 200 tpmkey-ca-ak-revoked 200 tpmkey-ca-ak-revoked" "the replicas, right after revoke on host A"
 ok "revoke on host A: the next request to each replica is refused (tpmkey-ca-ak-revoked)"
