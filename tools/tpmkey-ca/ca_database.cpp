@@ -67,6 +67,9 @@ CREATE TABLE IF NOT EXISTS tpmkey_pending (
     created bigint NOT NULL,
     PRIMARY KEY (ak_name, id));
 CREATE INDEX IF NOT EXISTS tpmkey_pending_created ON tpmkey_pending (created);
+CREATE TABLE IF NOT EXISTS tpmkey_crl_numbers (
+    ca text PRIMARY KEY,
+    number numeric NOT NULL);
 )sql";
 
 constexpr const char* columns =
@@ -159,6 +162,18 @@ public:
                                    {ak_name, std::to_string(keep)}, PGRES_COMMAND_OK);
         return std::stoul(std::string("0") + PQcmdTuples(expired.get())) +
                std::stoul(std::string("0") + PQcmdTuples(beyond.get()));
+    }
+
+    std::optional<std::string> crl_number(const std::string& ca) override {
+        const Result result = exec("SELECT number::text FROM tpmkey_crl_numbers WHERE ca = $1", {ca}, PGRES_TUPLES_OK);
+        if (PQntuples(result.get()) != 1)
+            return std::nullopt;
+        return std::string(PQgetvalue(result.get(), 0, 0));
+    }
+    void set_crl_number(const std::string& ca, const std::string& number) override {
+        (void)exec("INSERT INTO tpmkey_crl_numbers (ca, number) VALUES ($1, $2::numeric) ON CONFLICT (ca) DO UPDATE "
+                   "SET number = GREATEST(tpmkey_crl_numbers.number, EXCLUDED.number)",
+                   {ca, number}, PGRES_COMMAND_OK);
     }
 
     void lock() override {

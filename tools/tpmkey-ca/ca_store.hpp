@@ -57,6 +57,12 @@ public:
     // oldest beyond `keep`. Returns how many it removed.
     virtual std::size_t prune_pending(const std::string& ak_name, std::size_t keep, std::time_t expired_before) = 0;
 
+    // The number of the newest CRL any host signed for the CA whose
+    // certificate has SHA-256 `ca` (hex), or nullopt; set_crl_number()
+    // never lowers it. Under CaLock.
+    virtual std::optional<std::string> crl_number(const std::string& ca) = 0;
+    virtual void set_crl_number(const std::string& ca, const std::string& number) = 0;
+
     // The CA-wide lock of CaLock, across every host of the CA.
     virtual void lock() = 0;
     virtual void unlock() noexcept = 0;

@@ -301,6 +301,21 @@ int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesys
     check(number && BN_set_word(number.get(), 1) ? 1 : 0, "BN_set_word");
     if (const BigNum newest = newest_crl_number(dir, keys.certificate.get()))
         check(BN_add(number.get(), newest.get(), BN_value_one()), "BN_add");
+    // With a database store, other hosts sign this CA's CRLs too: the
+    // number goes on from the newest any of them signed.
+    CaStore* const db = database_store(ca);
+    const std::string ca_id = certificate_sha256(keys.certificate.get());
+    if (db)
+        if (const std::optional<std::string> shared = db->crl_number(ca_id)) {
+            BIGNUM* parsed = nullptr;
+            BigNum newest(BN_dec2bn(&parsed, shared->c_str()) == static_cast<int>(shared->size()) ? parsed : nullptr);
+            if (!newest) {
+                BN_free(parsed);
+                throw Error(db->where() + ": refused: the CRL number kept there is not a decimal number");
+            }
+            if (BN_cmp(newest.get(), number.get()) >= 0)
+                check(BN_add(number.get(), newest.get(), BN_value_one()), "BN_add");
+        }
 
     const Crl crl(X509_CRL_new());
     check(crl ? 1 : 0, "X509_CRL_new");
@@ -369,6 +384,8 @@ int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesys
     const long size = BIO_get_mem_data(bio.get(), &data);
     // The number first: a CRL on disk is never newer than the number
     // verify --ca holds older ones against.
+    if (db)
+        db->set_crl_number(ca_id, decimal(number.get()));
     write_file_atomically(dir / "crl-number", decimal(number.get()) + "\n", 0644, Replace::yes);
     write_file_atomically(dir / "crl.pem", std::string_view(data, static_cast<std::size_t>(size)), 0644, Replace::yes);
     return listed;

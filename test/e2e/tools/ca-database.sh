@@ -142,3 +142,12 @@ must tpmkey_ca revoke --ca "$a" --serial "$rsa_serial"
 expect_eq "$(ask "$port_b") $(ask "$port_a") $(ask "$port_c")" \
     "200 tpmkey-ca-ak-revoked 200 tpmkey-ca-ak-revoked 200 tpmkey-ca-ak-revoked" "the replicas, right after revoke on host A"
 ok "revoke on host A: the next request to each replica is refused (tpmkey-ca-ak-revoked)"
+
+# The CRL numbers go on across hosts: host B signs after host A's revoke.
+number_a=$(openssl crl -in "$a/crl.pem" -noout -crlnumber | sed 's/^crlNumber=0x//')
+must tpmkey_ca crl --ca "$b"
+number_b=$(openssl crl -in "$b/crl.pem" -noout -crlnumber | sed 's/^crlNumber=0x//')
+[ $((16#$number_b)) -gt $((16#$number_a)) ] || fail "host B's CRL number $number_b is not above host A's $number_a"
+openssl crl -in "$b/crl.pem" -noout -text | grep -q "Serial Number: $rsa_serial" ||
+    fail "host B's CRL does not list the AK host A revoked"
+ok "host B's CRL lists host A's revocation, numbered after host A's ($number_a < $number_b)"
