@@ -27,7 +27,10 @@ postgres_as_owner() {
 
 postgres_start() {
     [ -x "$POSTGRES_BIN/postgres" ] || fail "no PostgreSQL in $POSTGRES_BIN (Debian: apt-get install postgresql-15)"
-    POSTGRES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tpmkey-postgres.XXXXXX")
+    # Under /tmp unless TMPDIR is one the server's user may enter.
+    local parent=${TMPDIR:-/tmp}
+    postgres_as_owner test -x "$parent" 2>/dev/null || parent=/tmp
+    POSTGRES_DIR=$(mktemp -d "$parent/tpmkey-postgres.XXXXXX")
     # rm -rf as the last thing, after the stop (cleanup runs in reverse).
     on_exit "rm -rf '$POSTGRES_DIR'"
     [ "$(id -u)" != 0 ] || chown nobody:nogroup "$POSTGRES_DIR"
