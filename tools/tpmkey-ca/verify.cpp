@@ -329,31 +329,33 @@ int cmd_verify(const Parsed& p) {
     return 0;
 }
 
-constexpr CommandSpec verify_sk_spec{
-    "verify-sk",
-    "check a security key's attestation (ssh-keygen -O write-attestation)",
-    "tpmkey-ca verify-sk ATTESTATION --pub KEY.pub --challenge FILE --roots FILE [--crl FILE] [--ca DIR]",
-    "Checks ATTESTATION, written by 'ssh-keygen -t ecdsa-sk -w tpmkey-sk.so\n"
-    "-O challenge=FILE -O write-attestation=ATTESTATION' with TPMKEY_AK_CERT set\n"
-    "(docs/security-keys.md, \"Attestation\"): its AK certificate was issued by\n"
-    "a CA of --roots, is an AK certificate and is not revoked (as verify);\n"
-    "the AK signed TPM2_Certify's result over the key for this challenge and\n"
-    "the application of KEY.pub; the certified key is the key of KEY.pub\n"
-    "(its P-256 point) and was made in a TPM that will not let it out\n"
-    "(fixedTPM, fixedParent, sensitiveDataOrigin). Then prints what that\n"
-    "proves and what it cannot. Exit 0 only if every check holds; a refusal\n"
-    "is 'tpmkey-ca: REFUSED: REASON', exit 1.\n"
-    "\n"
-    "  --pub KEY.pub      the security key's public key (sk-ecdsa-sha2-nistp256)\n"
-    "  --challenge FILE   the challenge given to ssh-keygen -O challenge=FILE\n"
-    "                     (16 to 1024 bytes); without it nothing shows the\n"
-    "                     attestation is fresh, so it is needed\n"
-    "  --roots FILE       the CA certificates to trust (PEM)\n"
-    "  --crl FILE         the CA's CRL (PEM or DER), as for verify\n"
-    "  --ca DIR           the CA directory: its CRL and records, as for verify\n",
-    {"--pub", "--challenge", "--roots", "--crl", "--ca", nullptr},
-    {nullptr},
-    1};
+constexpr CommandSpec verify_sk_spec{"verify-sk",
+                                     "check a security key's attestation (ssh-keygen -O write-attestation)",
+                                     "tpmkey-ca verify-sk ATTESTATION --pub KEY.pub --challenge FILE --roots FILE "
+                                     "[--crl FILE] [--ca DIR] [--verify-required]",
+                                     "Checks ATTESTATION, written by 'ssh-keygen -t ecdsa-sk -w tpmkey-sk.so\n"
+                                     "-O challenge=FILE -O write-attestation=ATTESTATION' with TPMKEY_AK_CERT set\n"
+                                     "(docs/security-keys.md, \"Attestation\"): its AK certificate was issued by\n"
+                                     "a CA of --roots, is an AK certificate and is not revoked (as verify);\n"
+                                     "the AK signed TPM2_Certify's result over the key for this challenge and\n"
+                                     "the application of KEY.pub; the certified key is the key of KEY.pub\n"
+                                     "(its P-256 point) and was made in a TPM that will not let it out\n"
+                                     "(fixedTPM, fixedParent, sensitiveDataOrigin). Then prints what that\n"
+                                     "proves and what it cannot. Exit 0 only if every check holds; a refusal\n"
+                                     "is 'tpmkey-ca: REFUSED: REASON', exit 1.\n"
+                                     "\n"
+                                     "  --pub KEY.pub      the security key's public key (sk-ecdsa-sha2-nistp256)\n"
+                                     "  --challenge FILE   the challenge given to ssh-keygen -O challenge=FILE\n"
+                                     "                     (16 to 1024 bytes); without it nothing shows the\n"
+                                     "                     attestation is fresh, so it is needed\n"
+                                     "  --roots FILE       the CA certificates to trust (PEM)\n"
+                                     "  --crl FILE         the CA's CRL (PEM or DER), as for verify\n"
+                                     "  --ca DIR           the CA directory: its CRL and records, as for verify\n"
+                                     "  --verify-required  refuse a key without dictionary-attack protection\n"
+                                     "                     (noDA): tpmkey-sk makes those without a PIN\n",
+                                     {"--pub", "--challenge", "--roots", "--crl", "--ca", nullptr},
+                                     {"--verify-required", nullptr},
+                                     1};
 
 int cmd_verify_sk(const Parsed& p) {
     if (!p.has_value("--pub") || !p.has_value("--roots") || !p.has_value("--challenge"))
@@ -434,6 +436,10 @@ int cmd_verify_sk(const Parsed& p) {
         throw Error("REFUSED: " + refusal->reason);
     }
     const VerifiedKey& key = std::get<VerifiedKey>(outcome);
+    // tpmkey-sk gives a key DA protection exactly when it has a PIN
+    // (key_handle.hpp); the PIN itself is not in the public area.
+    if (p.has_flag("--verify-required") && key.no_da)
+        throw Error("REFUSED: the key is noDA: tpmkey-sk made it without -O verify-required, so it has no PIN");
     AuditEntry entry{.command = "verify-sk", .input = path};
     const CaFacts facts = ca_facts(p, key, entry);
     std::cout << "Verified:      " << path << "\n"

@@ -4,7 +4,8 @@
 # challenge, attest activate, issue-ak), then `ssh-keygen -t ecdsa-sk -w
 # tpmkey-sk.so -O challenge=FILE -O write-attestation=FILE` with
 # TPMKEY_AK_CERT, and `tpmkey-ca verify-sk` accepting it, for a key without
-# and with a PIN (-O verify-required: DA-protected, which verify-sk reports).
+# and with a PIN (-O verify-required: DA-protected, which verify-sk reports
+# and --verify-required demands).
 # Refused, each with its message: an attestation written without an AK
 # certificate (and the enrolment's warning), the .pub of another key, a
 # byte of certInfo changed, another challenge, another CA's roots (the
@@ -50,8 +51,9 @@ enrol() {
         ssh-keygen -q -t ecdsa-sk -w "$SK" -N '' -C "$name" -f "$w/$name" -O no-touch-required \
         -O challenge="$w/challenge" -O write-attestation="$w/$name.att" "$@" </dev/null
 }
-verify() {  # verify ATT PUB [CHALLENGE [ROOTS]]
-    run tpmkey_ca verify-sk "$1" --pub "$2" --challenge "${3:-$w/challenge}" --roots "${4:-$ca/ca.crt}" --ca "$ca"
+verify() {  # verify ATT PUB [CHALLENGE [ROOTS [OPTION...]]]
+    run tpmkey_ca verify-sk "$1" --pub "$2" --challenge "${3:-$w/challenge}" --roots "${4:-$ca/ca.crt}" --ca "$ca" \
+        "${@:5}"
 }
 
 # 2. Without TPMKEY_AK_CERT: the key is made, the enrolment says that the
@@ -88,6 +90,12 @@ verify "$w/pin.att" "$w/pin.pub"
 expect_rc 0 "verify-sk of the key with a PIN"
 expect_out "application \"ssh:pinned\"" "verify-sk of the key with a PIN"
 expect_out "Lockout:       dictionary-attack protected" "verify-sk of a key with a PIN"
+verify "$w/pin.att" "$w/pin.pub" "$w/challenge" "$ca/ca.crt" --verify-required
+expect_rc 0 "verify-sk --verify-required of the key with a PIN"
+verify "$w/plain.att" "$w/plain.pub" "$w/challenge" "$ca/ca.crt" --verify-required
+expect_rc 1 "verify-sk --verify-required of the key without a PIN"
+expect_err "REFUSED: the key is noDA: tpmkey-sk made it without -O verify-required, so it has no PIN" \
+    "verify-sk --verify-required of the key without a PIN"
 ok "verify-sk accepts both keys' attestations (noDA without a PIN, DA-protected with one)"
 
 # 5. Refused: another key's .pub, a certInfo byte changed, another
