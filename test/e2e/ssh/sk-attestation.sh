@@ -11,11 +11,14 @@
 # byte of certInfo changed, another challenge, another CA's roots (the
 # AK certificate of a TPM that CA did not enrol), TPMKEY_AK_CERT naming a
 # certificate that is not this TPM's AK's.
-# Run under `with-swtpm --ek-cert --relaxed-da`.
+# Run under `with-swtpm --ek-cert --relaxed-da`; with Debian's OpenSSH and,
+# given TPMKEY_OPENSSH_BIN, the newest.
 set -euo pipefail
 # shellcheck source=../../lib/common.sh
 . "$(dirname "$(readlink -f "$0")")/../../lib/common.sh"
 
+# The newest OpenSSH instead of Debian's (its ctest's TPMKEY_OPENSSH_BIN).
+[ -z "${TPMKEY_OPENSSH_BIN:-}" ] || export PATH=$TPMKEY_OPENSSH_BIN:$PATH
 SK=$(readlink -f "${TPMKEY_SK:?TPMKEY_SK: the built tpmkey-sk.so}")
 : "${TPMKEY_TOOL:?set by CMakeLists.txt: path of the tpmkey CLI}"
 : "${TPMKEY_CA:?set by CMakeLists.txt: path of tpmkey-ca}"
@@ -34,6 +37,7 @@ EOF2
 chmod +x "$w/askpass"
 
 # 1. This TPM's AK, certified by a tpmkey-ca.
+ok "$(ssh -V 2>&1)"
 must tpmkey_ca init --ca "$ca" --name "sk CA"
 must "$TPMKEY_TOOL" attest enroll -o "$w/ak.req"
 must tpmkey_ca challenge --ca "$ca" --ek-roots "$ek_roots" -o "$w/ak.chal" "$w/ak.req"
