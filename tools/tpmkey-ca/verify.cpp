@@ -350,16 +350,17 @@ constexpr CommandSpec verify_sk_spec{"verify-sk",
                                      "                     attestation is fresh, so it is needed\n"
                                      "  --roots FILE       the CA certificates to trust (PEM)\n"
                                      "  --crl FILE         the CA's CRL (PEM or DER), as for verify\n"
-                                     "  --ca DIR           the CA directory: its CRL and records, as for verify\n"
+                                     "  --ca DIR           the CA directory: its CRL, records and audit log, as\n"
+                                     "                     for verify\n"
                                      "  --verify-required  refuse a key without dictionary-attack protection\n"
                                      "                     (noDA): tpmkey-sk makes those without a PIN\n",
                                      {"--pub", "--challenge", "--roots", "--crl", "--ca", nullptr},
                                      {"--verify-required", nullptr},
                                      1};
 
-int cmd_verify_sk(const Parsed& p) {
-    if (!p.has_value("--pub") || !p.has_value("--roots") || !p.has_value("--challenge"))
-        throw UsageError("tpmkey-ca verify-sk: --pub, --challenge and --roots are needed", verify_sk_spec.usage);
+// As verify(): nothing printed before every check held, and the decision
+// logged (`log`, if any) before anything is printed.
+void verify_sk(const Parsed& p, AuditLog* log, AuditEntry& entry) {
     const std::string path = p.positional[0];
     const std::string challenge_file = p.value("--challenge");
     const Bytes challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;
@@ -371,12 +372,14 @@ int cmd_verify_sk(const Parsed& p) {
     // them is a refusal.
     SkAttestation attestation;
     SkPublicKey pub;
+    entry.check = check_name(VerifyCheck::attestation_file);  // until the core's checks run
     try {
         attestation = parse_sk_attestation(read_regular_file(path, max_sk_attestation_size + 1).data);
     } catch (const Error& e) {
         throw Error("REFUSED: " + path + ": " + e.what());
     }
     try {
+        entry.check = check_name(VerifyCheck::ssh_public_key);
         const Bytes text = read_regular_file(p.value("--pub"), 64 * 1024).data;
         pub = parse_sk_public_key(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
     } catch (const Error& e) {
@@ -384,6 +387,7 @@ int cmd_verify_sk(const Parsed& p) {
     }
     // OpenSSH's attestation_cert and signature are the attestation object's
     // x5c[0] and sig (sk_attestation.hpp): two copies that must agree.
+    entry.check = check_name(VerifyCheck::attestation_file);
     TpmAttestation object;
     try {
         object = parse_attestation_object(attestation.authdata);
@@ -418,6 +422,7 @@ int cmd_verify_sk(const Parsed& p) {
     file.set_bytes(attestation_file::client_data_json, Bytes(client_data.begin(), client_data.end()));
     file.set_bytes(attestation_file::attestation_object, attestation.authdata);
     const std::string text = file.to_string();
+    entry.check.clear();
     const std::variant<VerifiedKey, Refusal> outcome = verify_key_attestation({
         .attestation = text,
         .attestation_name = path,
@@ -427,6 +432,7 @@ int cmd_verify_sk(const Parsed& p) {
         .roots_name = p.value("--roots"),
     });
     if (const Refusal* refusal = std::get_if<Refusal>(&outcome)) {
+        entry.check = check_name(refusal->check);
         if (refusal->check == VerifyCheck::ssh_public_key)
             throw Error("REFUSED: the attested key is not the key of " + p.value("--pub"));
         if (refusal->check == VerifyCheck::challenge || refusal->check == VerifyCheck::extra_data)
@@ -438,10 +444,25 @@ int cmd_verify_sk(const Parsed& p) {
     const VerifiedKey& key = std::get<VerifiedKey>(outcome);
     // tpmkey-sk gives a key DA protection exactly when it has a PIN
     // (key_handle.hpp); the PIN itself is not in the public area.
-    if (p.has_flag("--verify-required") && key.no_da)
+    entry.ak_serial = key.ak_serial;
+    entry.key_fingerprint = ssh_fingerprint(pub.blob);
+    entry.ek_certificate_sha256 = key.ek_certificate_sha256.value_or("");
+    if (p.has_flag("--verify-required") && key.no_da) {
+        entry.check = "verify-required";
         throw Error("REFUSED: the key is noDA: tpmkey-sk made it without -O verify-required, so it has no PIN");
-    AuditEntry entry{.command = "verify-sk", .input = path};
+    }
     const CaFacts facts = ca_facts(p, key, entry);
+    if (facts.record) {
+        entry.ak_name = facts.record->ak_name;
+        entry.machine = facts.record->machine;
+        entry.principals = facts.record->principals;
+    }
+    if (log) {
+        entry.reason = "verified: security key (ECDSA-SK P-256, application \"" + printable(pub.application) +
+                       "\"), TPM-resident, not exportable, " + (key.no_da ? "noDA" : "dictionary-attack protected") +
+                       "; " + facts.revocation;
+        log->accepted(entry);
+    }
     std::cout << "Verified:      " << path << "\n"
               << "Security key:  " << ssh_fingerprint(pub.blob) << " (ECDSA-SK P-256), application \""
               << printable(pub.application) << "\"\n"
@@ -458,6 +479,21 @@ int cmd_verify_sk(const Parsed& p) {
               << "\n"
               << "Not proven:    the PIN itself (its auth value is not in the public area), user presence "
                  "(the askpass confirmation is the host's, not the TPM's), the key's flags in the key file\n";
+}
+
+int cmd_verify_sk(const Parsed& p) {
+    if (!p.has_value("--pub") || !p.has_value("--roots") || !p.has_value("--challenge"))
+        throw UsageError("tpmkey-ca verify-sk: --pub, --challenge and --roots are needed", verify_sk_spec.usage);
+    AuditEntry entry{.command = "verify-sk", .input = p.positional[0]};
+    // With --ca, the decision goes to the CA's audit log, as verify's.
+    if (!p.has_value("--ca")) {
+        verify_sk(p, nullptr, entry);
+        return 0;
+    }
+    const CaDirectory ca = ca_directory_of(p);
+    check_ca_directory(ca);  // before making audit.log in it
+    AuditLog log(audit_log_file(ca));
+    run_audited(log, entry, [&] { verify_sk(p, &log, entry); });
     return 0;
 }
 

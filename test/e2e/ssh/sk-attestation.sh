@@ -148,3 +148,18 @@ expect_rc 1 "a cut attestation"
 expect_err "REFUSED: $w/short.att: not an OpenSSH security key attestation: its attestation certificate claims" \
     "a cut attestation"
 ok "refused: another key's .pub, a changed certInfo, another challenge, another CA, a cut file"
+
+# 6. With --ca every decision is in the CA's audit log, as verify's.
+python3 - "$ca/audit.log" <<'EOF2' || fail "the audit log lacks verify-sk's decisions"
+import json, sys
+lines = [json.loads(line) for line in open(sys.argv[1])]
+sk = [l for l in lines if l.get("command") == "verify-sk"]
+accepted = [l for l in sk if l.get("decision") == "accepted"]
+refused = {l.get("check") for l in sk if l.get("decision") == "refused"}
+print(len(accepted), "accepted,", sorted(c for c in refused if c))
+assert len(accepted) == 3, accepted
+assert all(l["machine"] == "sk-host" and l["key_fingerprint"].startswith("SHA256:") for l in accepted)
+assert refused == {"attestation-file", "ssh-public-key", "extra-data", "certify-signature", "verify-required"}, \
+    refused
+EOF2
+ok "the CA's audit log has verify-sk's decisions: accepted, and refused with the check's name"
