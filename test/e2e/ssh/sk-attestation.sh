@@ -8,9 +8,11 @@
 # and --verify-required demands).
 # Refused, each with its message: an attestation written without an AK
 # certificate (and the enrolment's warning), the .pub of another key, a
-# byte of certInfo changed, another challenge, another CA's roots (the
-# AK certificate of a TPM that CA did not enrol), TPMKEY_AK_CERT naming a
-# certificate that is not this TPM's AK's.
+# byte of certInfo changed, another challenge, a cut file; a second TPM:
+# this TPM's AK certificate refused there at enrolment, its attestation
+# (its AK certified by another CA) accepted by that CA's roots, refused by
+# this CA's; TPMKEY_AK_CERT naming a certificate that is not an AK's. The CA's
+# audit log has each decision; nothing is left in the TPM.
 # Run under `with-swtpm --ek-cert --relaxed-da`; with Debian's OpenSSH and,
 # given TPMKEY_OPENSSH_BIN, the newest.
 set -euo pipefail
@@ -138,18 +140,48 @@ expect_err "REFUSED: the AK's signature over certInfo does not verify" "a change
 verify "$w/plain.att" "$w/plain.pub" "$w/other-challenge"
 expect_rc 1 "another challenge"
 expect_err "REFUSED: the attestation was not made for the challenge $w/other-challenge" "another challenge"
-must tpmkey_ca init --ca "$TEST_DIR/ca2" --name "another CA"
-run tpmkey_ca verify-sk "$w/plain.att" --pub "$w/plain.pub" --challenge "$w/challenge" --roots "$TEST_DIR/ca2/ca.crt"
-expect_rc 1 "another CA's roots"
-expect_err "REFUSED: the AK certificate is not issued by a CA of $TEST_DIR/ca2/ca.crt" "another CA's roots"
 head -c 100 "$w/plain.att" >"$w/short.att"
 verify "$w/short.att" "$w/plain.pub"
 expect_rc 1 "a cut attestation"
 expect_err "REFUSED: $w/short.att: not an OpenSSH security key attestation: its attestation certificate claims" \
     "a cut attestation"
-ok "refused: another key's .pub, a changed certInfo, another challenge, another CA, a cut file"
+ok "refused: another key's .pub, a changed certInfo, another challenge, a cut file"
 
-# 6. With --ca every decision is in the CA's audit log, as verify's.
+# 6. Another TPM (a second swtpm, its own user pins): this TPM's AK
+#    certificate is refused there; its own AK, certified by another CA,
+#    makes an attestation that CA's roots accept and this CA's refuse.
+another_swtpm other --ek-cert
+on_other() { env TPMKEY_TCTI="$ANOTHER_TCTI" XDG_CONFIG_HOME="$TEST_DIR/other-machine" "$@"; }
+(
+    TPMKEY_TCTI=$ANOTHER_TCTI XDG_CONFIG_HOME=$TEST_DIR/other-machine
+    export TPMKEY_TCTI XDG_CONFIG_HOME
+    enrol elsewhere
+    expect_rc 255 "enrolment on another TPM with this TPM's AK certificate"
+    expect_err "tpmkey-sk: $w/ak.crt: the certificate of another attestation key, not this TPM's" \
+        "enrolment on another TPM with this TPM's AK certificate"
+)
+must tpmkey_ca init --ca "$TEST_DIR/ca2" --name "another CA"
+must on_other "$TPMKEY_TOOL" attest enroll -o "$w/other.req"
+must tpmkey_ca challenge --ca "$TEST_DIR/ca2" --ek-roots "$ANOTHER_DIR/ek-ca" -o "$w/other.chal" "$w/other.req"
+must on_other "$TPMKEY_TOOL" attest activate -o "$w/other.proof" "$w/other.chal"
+must tpmkey_ca issue-ak --ca "$TEST_DIR/ca2" --machine other --principals bob -o "$w/other.ak.crt" "$w/other.proof"
+(
+    TPMKEY_TCTI=$ANOTHER_TCTI XDG_CONFIG_HOME=$TEST_DIR/other-machine TPMKEY_AK_CERT=$w/other.ak.crt
+    export TPMKEY_TCTI XDG_CONFIG_HOME TPMKEY_AK_CERT
+    enrol theirs
+    [ "$rc" = 0 ] || { show "$ERR"; fail "ssh-keygen -O write-attestation on another TPM failed"; }
+)
+run tpmkey_ca verify-sk "$w/theirs.att" --pub "$w/theirs.pub" --challenge "$w/challenge" --roots "$TEST_DIR/ca2/ca.crt"
+expect_rc 0 "another TPM's attestation, with its CA's roots"
+verify "$w/theirs.att" "$w/theirs.pub"
+expect_rc 1 "another TPM's attestation, with this CA's roots"
+expect_err "REFUSED: the AK certificate is not issued by a CA of $ca/ca.crt" "another TPM's attestation"
+ok "another TPM: this TPM's AK certificate refused at enrolment; its attestation refused by a CA that did not enrol it"
+
+expect_clean_tpm "after every enrolment and attestation"
+ok "nothing is left in the TPM"
+
+# 7. With --ca every decision is in the CA's audit log, as verify's.
 python3 - "$ca/audit.log" <<'EOF2' || fail "the audit log lacks verify-sk's decisions"
 import json, sys
 lines = [json.loads(line) for line in open(sys.argv[1])]
@@ -159,7 +191,7 @@ refused = {l.get("check") for l in sk if l.get("decision") == "refused"}
 print(len(accepted), "accepted,", sorted(c for c in refused if c))
 assert len(accepted) == 3, accepted
 assert all(l["machine"] == "sk-host" and l["key_fingerprint"].startswith("SHA256:") for l in accepted)
-assert refused == {"attestation-file", "ssh-public-key", "extra-data", "certify-signature", "verify-required"}, \
-    refused
+assert refused == {"attestation-file", "ssh-public-key", "extra-data", "certify-signature", "ak-certificate-chain",
+                   "verify-required"}, refused
 EOF2
 ok "the CA's audit log has verify-sk's decisions: accepted, and refused with the check's name"
