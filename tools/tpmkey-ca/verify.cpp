@@ -473,12 +473,15 @@ void verify_sk(const Parsed& p, AuditLog* log, AuditEntry& entry) {
               << "Revocation:    " << facts.revocation << "\n";
     if (facts.record)
         std::cout << "Machine:       " << facts.record->machine << "\n";
-    std::cout << "Lockout:       "
-              << (key.no_da ? "noDA: made without -O verify-required (tpmkey-sk gives such keys no PIN)"
-                            : "dictionary-attack protected: made with -O verify-required (a PIN)")
-              << "\n"
-              << "Not proven:    the PIN itself (its auth value is not in the public area), user presence "
-                 "(the askpass confirmation is the host's, not the TPM's), the key's flags in the key file\n";
+    std::cout
+        << "Lockout:       "
+        << (key.no_da
+                ? "noDA: made without -O verify-required (tpmkey-sk gives such keys no PIN)"
+                : "dictionary-attack protected: as tpmkey-sk makes a key with a PIN (-O verify-required); the PIN "
+                  "itself is not proven")
+        << "\n"
+        << "Not proven:    the PIN itself (its auth value is not in the public area), user presence "
+           "(the askpass confirmation is the host's, not the TPM's), the key's flags in the key file\n";
 }
 
 int cmd_verify_sk(const Parsed& p) {
