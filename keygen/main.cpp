@@ -14,6 +14,7 @@
 #include "core/policy/policy_signer.hpp"
 #include "core/policy/tpm_policy_session.hpp"
 #include "core/tpm/diagnosis.hpp"
+#include "core/tpm/pin_object.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm_queries.hpp"
 #include "core/trust/known_parents.hpp"
@@ -36,6 +37,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -226,7 +228,7 @@ PcrBinding bind_to_pcrs(Tpm& tpm, const TpmObject& parent, const Options& o) {
 
 // The key, made inside the TPM under `parent`, as its key file holds it.
 KeyFile make_key(Tpm& tpm, const TpmObject& parent, std::uint32_t parent_handle, const Options& o, const Secret& pin,
-                 const PcrBinding& binding) {
+                 const PcrBinding& binding, const KeyFile* pin_object) {
     if (!o.quiet) {
         std::cout << "Generating " << (o.spec.algorithm == KeyAlgorithm::rsa ? "an RSA " : "an ECDSA ") << o.spec.bits
                   << " key inside the TPM";
@@ -245,6 +247,15 @@ KeyFile make_key(Tpm& tpm, const TpmObject& parent, std::uint32_t parent_handle,
         key.policy = std::move(bound.policy);
         key.signed_policies = std::move(bound.signed_policies);
         auth_policy = std::move(bound.digest);
+    }
+    if (pin_object) {
+        // The shared PIN: an empty auth value, and the policy that asks for
+        // the PIN object's (no userWithAuth: signing_key_template).
+        key.policy = {policy_secret(pin_object_name(*pin_object))};
+        auth_policy = policy_digest(key.policy);
+        key.blobs = create_key(tpm, parent, o.spec, Secret(), auth_policy);
+        key.empty_auth = false;  // a PIN is asked for: the PIN object's
+        return key;
     }
     key.blobs = create_key(tpm, parent, o.spec, pin, auth_policy);
     key.empty_auth = pin.empty();
@@ -284,7 +295,10 @@ void write_files(const Destination& dest, const Options& o, const KeyFile& key, 
 void print_summary(const Destination& dest, const Options& o, const KeyFile& key, const PublicKey& pub,
                    const std::string& comment, const PcrBinding& binding) {
     std::cout << "Your TPM key is in " << printable(dest.key.string()) << " (usable only with this TPM"
-              << (key.needs_pin() ? ", PIN protected" : ", no PIN") << ").\n"
+              << (!key.needs_pin() ? ", no PIN"
+                  : o.shared_pin() ? ", PIN protected: your shared PIN"
+                                   : ", PIN protected")
+              << ").\n"
               << "Your public key is in " << printable(dest.pub.string()) << ".\n"
               << "The key fingerprint is: " << pub.ssh_fingerprint() << " " << comment << "\n";
     if (o.pcrs)
@@ -347,6 +361,64 @@ void check_shared_pin(Tpm& tpm, const SharedPin& shared, const Secret& pin) {
     }
 }
 
+// The shared PIN (pin_object.hpp): the user's PIN object, read and its
+// parent verified before the PIN prompt; none yet before the first key
+// with a PIN.
+struct SharedPinObject {
+    std::optional<KeyFile> file;
+    TpmObject parent;  // its parent, when it is not the new key's
+    bool is_new = false;
+};
+
+SharedPinObject prepare_pin_object(Tpm& tpm, KnownParents& known, std::uint32_t key_parent) {
+    SharedPinObject shared;
+    shared.file = read_pin_object();
+    // A new PIN object must be written, or the key could never be used:
+    // checked before the PIN prompt (its directory is made if missing).
+    std::error_code ec;
+    if (!shared.file && std::filesystem::is_directory(pin_object_path().parent_path(), ec))
+        check_writable_target(pin_object_path(), Replace::no);
+    if (shared.file && shared.file->parent != key_parent)
+        shared.parent = load_verified_parent(tpm, shared.file->parent, known, nullptr,
+                                             ParentPolicy{.accept_clear = false, .accept_new_tpm_ek = {}});
+    return shared;
+}
+
+// The TPM checks `pin` against the PIN object once, under the margin
+// check_shared_pin keeps. Nothing is written when it is not the PIN.
+void check_pin_object_pin(Tpm& tpm, const KeyFile& file, const TpmObject& parent, const Secret& pin) {
+    const std::string path = pin_object_path().string();
+    const DictionaryAttackState da = dictionary_attack_state(tpm);
+    if (!da.locked_out() && da.max_failures > 0 && da.failures > 0 && da.failures + 3 > da.max_failures)
+        throw Error("your PIN was not checked: the TPM has counted " + std::to_string(da.failures) + " of " +
+                    std::to_string(da.max_failures) +
+                    " wrong PINs, and one more would leave it fewer "
+                    "than 2 tries before it locks out every key; try again later (it forgives one every " +
+                    duration_text(da.recovery_seconds) + "); nothing was written");
+    TpmObject loaded;
+    try {
+        loaded = load_key(tpm, parent, Authorization::password(), file.blobs);
+    } catch (const TpmError& e) {
+        // Nothing secret was sent: the load carries no PIN.
+        if (e.tpm_unreachable())
+            throw;
+        throw Error("your PIN object " + path + " does not load on this TPM (" + e.what() +
+                    "): it belongs to another TPM, or this one was cleared since. Make this key with --own-pin, or "
+                    "move the PIN object away so that keygen makes a new one for this TPM (keys made with the old "
+                    "one need it back to be used); nothing was written");
+    }
+    try {
+        const Authorization auth = Authorization::for_secret(tpm, parent, true);
+        prove_pin(tpm, loaded, parent, auth, pin);
+    } catch (const TpmError& e) {
+        if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
+            throw;
+        throw Error("that is not your PIN (the PIN of your other keys, kept by the PIN object " + path + "; " +
+                    dictionary_attack_text(dictionary_attack_state(tpm)) +
+                    "); nothing was written. --own-pin makes a key with a PIN of its own");
+    }
+}
+
 // `address` is set to the TPM in use as soon as it is known, for the
 // message about a TPM failure (main).
 int run(int argc, char** argv, TpmAddress& address) {
@@ -381,17 +453,40 @@ int run(int argc, char** argv, TpmAddress& address) {
     const PcrBinding binding = o.pcrs ? bind_to_pcrs(tpm, parent, o) : PcrBinding{};
     const std::optional<SharedPin> shared =
         o.same_pin_as ? std::optional(prepare_shared_pin(tpm, known, *o.same_pin_as, dest, config)) : std::nullopt;
+    SharedPinObject pin_object = o.shared_pin() ? prepare_pin_object(tpm, known, parent_handle) : SharedPinObject{};
     if (o.pin_file.empty() && !o.no_pin)
         pin = shared ? read_pin_from_terminal("Enter the PIN of " + shared->name + " (the new key's PIN too): ")
-                     : ask_pin();
+              : pin_object.file
+                  ? read_pin_from_terminal("Enter your PIN (the PIN of your other keys; empty for no PIN): ")
+                  : ask_pin();
     check_interrupted();
     if (shared)
         check_shared_pin(tpm, *shared, pin);
+    if (o.shared_pin() && !pin.empty()) {
+        if (pin_object.file) {
+            check_pin_object_pin(tpm, *pin_object.file, pin_object.parent ? std::as_const(pin_object.parent) : parent,
+                                 pin);
+        } else {
+            pin_object.file = create_pin_object(tpm, parent, parent_handle, pin);
+            pin_object.is_new = true;
+        }
+    }
+    check_interrupted();
 
-    const KeyFile key = make_key(tpm, parent, parent_handle, o, pin, binding);
+    const KeyFile key = make_key(tpm, parent, parent_handle, o, pin, binding,
+                                 o.shared_pin() && !pin.empty() ? &*pin_object.file : nullptr);
     check_interrupted();
     const PublicKey pub(key.blobs.pub.publicArea);
     const std::string comment = o.comment ? *o.comment : default_comment();
+    if (pin_object.is_new) {
+        // Before the key: a key whose PIN object was lost could never be used.
+        const InterruptsHeld held;
+        write_pin_object(*pin_object.file, false);
+        if (!o.quiet)
+            std::cout << "Made your PIN object in " << pin_object_path().string()
+                      << ": keys you make with a PIN share its PIN (keep the file, and a backup: without it they "
+                         "cannot be used).\n";
+    }
     write_files(dest, o, key, pub.ssh_line(comment) + "\n", binding.signer);
     if (shared) {
         const std::string line = "same-pin " + shared->name + " " + dest.key.stem().string();

@@ -18,7 +18,8 @@ namespace {
 
 constexpr const char* usage_text =
     "usage: tpmkey-keygen [-q] [-t ecdsa|rsa] [-b bits] [-f keyfile] [-C comment]\n"
-    "                     [-N ''] [--pin-file FILE] [--parent HANDLE] [--no-persist-srk]\n"
+    "                     [-N ''] [--pin-file FILE] [--own-pin | --same-pin-as KEY]\n"
+    "                     [--parent HANDLE] [--no-persist-srk]\n"
     "                     [--tcti TCTI]\n"
     "                     [--pcr LIST [--pcr-bank BANK] [--policy-signer FILE]]\n"
     "\n"
@@ -34,7 +35,15 @@ constexpr const char* usage_text =
     "                     (tpm2-openssl, tpm2_print) takes it\n"
     "  -N ''              no PIN (a PIN itself is never taken from the command line)\n"
     "  --pin-file FILE    read the PIN from the first line of FILE\n"
-    "  --same-pin-as KEY  the new key gets the PIN of the key file KEY: checked\n"
+    "                     A PIN is your shared PIN by default: the auth value of\n"
+    "                     your PIN object (~/.config/tpmkey/pin-object, made\n"
+    "                     with the first key that has a PIN), which every such\n"
+    "                     key names; ssh-add -s adds them all with it, and\n"
+    "                     'tpmkey passwd' changes it for all of them\n"
+    "  --own-pin          a PIN of the key's own (its auth value), as tpm2-openssl\n"
+    "                     and ssh-tpm-agent use it; a PCR-bound key (--pcr)\n"
+    "                     always has one\n"
+    "  --same-pin-as KEY  a PIN of its own, that of the key file KEY: checked\n"
     "                     once with the TPM, then recorded in the config file,\n"
     "                     so that ssh-add -s adds both with one PIN\n"
     "  --parent HANDLE    0x40000001 (re-created storage key) or a persistent\n"
@@ -87,6 +96,7 @@ Options parse_options(int argc, char** argv) {
         opt_help,
         opt_version,
         opt_same_pin_as,
+        opt_own_pin,
         opt_no_persist_srk
     };
     const option long_options[] = {
@@ -95,6 +105,7 @@ Options parse_options(int argc, char** argv) {
         {"policy-signer", required_argument, nullptr, opt_policy_signer},
         {"pin-file", required_argument, nullptr, opt_pin_file},
         {"same-pin-as", required_argument, nullptr, opt_same_pin_as},
+        {"own-pin", no_argument, nullptr, opt_own_pin},
         {"parent", required_argument, nullptr, opt_parent},
         {"no-persist-srk", no_argument, nullptr, opt_no_persist_srk},
         {"tcti", required_argument, nullptr, opt_tcti},
@@ -142,6 +153,7 @@ Options parse_options(int argc, char** argv) {
         case 'q': o.quiet = true; break;
         case opt_pin_file: o.pin_file = arg; break;
         case opt_same_pin_as: o.same_pin_as = arg; break;
+        case opt_own_pin: o.own_pin = true; break;
         case opt_parent: o.parent = parse_handle(arg); break;
         case opt_no_persist_srk: o.persist_srk = false; break;
         case opt_tcti: o.tcti = arg; break;
@@ -170,6 +182,8 @@ Options parse_options(int argc, char** argv) {
         throw UsageError("-N '' and --pin-file contradict each other");
     if (o.no_pin && o.same_pin_as)
         throw UsageError("-N '' and --same-pin-as contradict each other");
+    if (o.no_pin && o.own_pin)
+        throw UsageError("-N '' and --own-pin contradict each other");
     if (!o.bits_given)
         o.spec.bits = o.spec.algorithm == KeyAlgorithm::ecdsa ? 256 : 2048;
     try {

@@ -27,6 +27,10 @@ struct Options {
     std::optional<PcrSelection> pcrs;
     std::optional<std::filesystem::path> policy_signer;
     std::optional<std::filesystem::path> same_pin_as;
+    bool own_pin = false;
+    // A PIN here is the shared PIN (the PIN object's), not the key's own:
+    // the default, unless --own-pin, --same-pin-as or --pcr.
+    bool shared_pin() const noexcept { return !no_pin && !own_pin && !same_pin_as && !pcrs; }
 };
 
 class UsageError : public Error {

@@ -20,6 +20,10 @@ void Login::with_pin(Token& t, const Secret& pin) {
         t.login(tpm_, pin);
         return;
     }
+    if (t.shares_pin()) {
+        with_shared_pin(t, pin);
+        return;
+    }
     const std::optional<PinBurst::Verdicts> earlier = burst_.for_another(t.slot(), pin);
     // Known to be right: the PIN a key took, for a key declared to share it.
     const bool known_right = earlier && earlier->accepted_by && same_pin(label(*earlier->accepted_by), t.label());

@@ -17,6 +17,8 @@
 #include "module/token.hpp"
 #include "module/tpm_connection.hpp"
 
+#include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +55,22 @@ public:
     void from_source(Token& token);
 
 private:
+    // A key with the shared PIN (core/tpm/pin_object.hpp; login_shared.cpp).
+    void with_shared_pin(Token& token, const Secret& pin);
+    // What the PIN object of that name said of a PIN moments ago (within
+    // PinBurst::window of its last use): one TPM check holds for every key
+    // that names the object.
+    // The PIN is kept only as HMAC-SHA-256 under a random key of this
+    // Login (as PinBurst keeps it): no copy of it outlives C_Logout.
+    struct SharedPinVerdict {
+        SecretBytes digest;
+        bool accepted = false;
+        std::chrono::steady_clock::time_point at;
+    };
+    SecretBytes shared_pin_digest(const Secret& pin);
+    SecretBytes shared_pin_key_;
+    std::map<Bytes, SharedPinVerdict> shared_pins_;
+
     // Tries a wrong PIN must leave before the TPM locks out: a PIN given for
     // this key (a person typing, or a key's source, which costs one try per
     // change at most: all the TPM gives but the last, so the module never

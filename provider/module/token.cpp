@@ -7,6 +7,7 @@
 #include "core/files/file_read.hpp"
 #include "core/keys/certificate.hpp"
 #include "core/policy/tpm_policy_session.hpp"
+#include "core/tpm/pin_object.hpp"
 #include "core/tpm/tpm_queries.hpp"
 
 namespace tpmkey::pkcs11 {
@@ -51,6 +52,10 @@ Token::Token(CK_SLOT_ID slot, std::filesystem::path path, UsableKey key, std::op
       pub_(std::move(key.public_key)),
       label_(printable(path_.stem().string())),
       id_(key_id_of(pub_)) {
+    // check_usable() let PolicySecret through only well formed.
+    for (const PolicyCommand& command : key_.policy)
+        if (command.code == TPM2_CC_PolicySecret)
+            pin_object_name_ = policy_secret_name(command);
     const KeyFacts facts{
         label_, id_, &pub_, key_.blobs.pub.publicArea.objectAttributes, needs_pin(), mechanisms_for(pub_, all_hashes)};
     public_handle_ = new_handle();
@@ -75,7 +80,7 @@ const P11Object* Token::object(CK_OBJECT_HANDLE handle) const noexcept {
 
 Token::Loaded& Token::load(TpmConnection& tpm) {
     if (!loaded_) {
-        loaded_.emplace(Loaded{load_key_object(tpm), std::nullopt, PolicySession()});
+        loaded_.emplace(Loaded{load_key_object(tpm), std::nullopt, PolicySession(), std::nullopt});
         log_debug(label_ + ": key loaded into the TPM");
     }
     return *loaded_;
@@ -159,9 +164,13 @@ void Token::login(TpmConnection& tpm, const Secret& pin) {
     // without C_Finalize, and a TPM without a resource manager would keep
     // the objects.
     try {
-        Loaded& loaded = load(tpm);
-        const Authorization& auth = authorization(tpm, loaded);
-        prove_pin(tpm.tpm(), loaded.key, tpm.parent(key_.parent), auth, pin);
+        if (shares_pin()) {
+            prove_shared_pin(tpm, pin);
+        } else {
+            Loaded& loaded = load(tpm);
+            const Authorization& auth = authorization(tpm, loaded);
+            prove_pin(tpm.tpm(), loaded.key, tpm.parent(key_.parent), auth, pin);
+        }
     } catch (const TpmError& e) {
         loaded_.reset();
         if (!e.is(TPM2_RC_AUTH_FAIL) && !e.is(TPM2_RC_BAD_AUTH))
@@ -173,6 +182,47 @@ void Token::login(TpmConnection& tpm, const Secret& pin) {
         loaded_.reset();
         throw;
     }
+    pin_ = pin.clone();
+    logged_in_ = true;
+    wrong_pin_since_login_ = false;
+}
+
+KeyFile Token::read_pin_object_file() const {
+    const std::filesystem::path path = pin_object_path();
+    std::optional<KeyFile> file;
+    try {
+        file = read_pin_object();
+    } catch (const Error& e) {
+        log_error(label_ + ": its PIN is the PIN object's, and that file cannot be used: " + e.what());
+        throw Pkcs11Error(CKR_DEVICE_ERROR);
+    }
+    if (!file) {
+        log_error(label_ + ": its PIN is the PIN object's, and " + path.string() +
+                  " is missing (restore it from a backup: no other file opens the key; nothing was sent to the TPM)");
+        throw Pkcs11Error(CKR_DEVICE_ERROR);
+    }
+    if (tpmkey::pin_object_name(*file) != pin_object_name_) {
+        log_error(label_ + ": its PIN is the PIN object's, and " + path.string() +
+                  " holds another PIN object than the one the key was made with (restore that one; nothing was sent "
+                  "to the TPM)");
+        throw Pkcs11Error(CKR_DEVICE_ERROR);
+    }
+    return *std::move(file);
+}
+
+void Token::prove_shared_pin(TpmConnection& tpm, const Secret& pin) {
+    // The key's parent first, verified as for a key with its own PIN: what
+    // is wrong with it (its pins, an interposer) is told the same way.
+    (void)tpm.parent(key_.parent);
+    const KeyFile file = read_pin_object_file();
+    const TpmObject& parent = tpm.parent(file.parent);
+    // Loaded, proven and flushed: nothing stays in the TPM.
+    const tpmkey::TpmObject object = load_key(tpm.tpm(), parent, Authorization::password(), file.blobs);
+    const Authorization auth = Authorization::for_secret(tpm.tpm(), parent, true);
+    prove_pin(tpm.tpm(), object, parent, auth, pin);
+}
+
+void Token::login_with_proven_pin(const Secret& pin) {
     pin_ = pin.clone();
     logged_in_ = true;
     wrong_pin_since_login_ = false;
@@ -193,7 +243,11 @@ void Token::logout() noexcept {
 Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     require(may_sign(), CKR_USER_NOT_LOGGED_IN);  // e.g. C_Logout during an operation
     Loaded& loaded = load(tpm);
-    const AuthValue auth_value(tpm.tpm(), loaded.key, pin_);
+    // A key with the shared PIN has an empty auth value of its own: its
+    // PIN goes with the PIN object (ESAPI would else mix it into the
+    // parameter encryption of TPM2_Sign, and the TPM would sign garbage).
+    const Secret none;
+    const AuthValue auth_value(tpm.tpm(), loaded.key, shares_pin() ? none : pin_);
     if (!key_.has_policy()) {
         try {
             return sign_digest(tpm.tpm(), loaded.key, authorization(tpm, loaded), request.scheme, request.hash,
@@ -208,7 +262,17 @@ Bytes Token::sign(TpmConnection& tpm, const TpmSignRequest& request) {
     }
     const Authorization* policy = nullptr;
     try {
-        policy = &loaded.policy.satisfy(tpm.tpm(), tpm.parent(key_.parent), key_);
+        if (shares_pin()) {
+            const KeyFile file = read_pin_object_file();
+            const TpmObject& parent = tpm.parent(file.parent);
+            if (!loaded.pin_object)
+                loaded.pin_object = load_key(tpm.tpm(), parent, Authorization::password(), file.blobs);
+            const AuthValue pin_value(tpm.tpm(), *loaded.pin_object, pin_);
+            const PinObjectAuth secret{*loaded.pin_object, pin_object_name_, authorization(tpm, loaded)};
+            policy = &loaded.policy.satisfy(tpm.tpm(), tpm.parent(key_.parent), key_, &secret);
+        } else {
+            policy = &loaded.policy.satisfy(tpm.tpm(), tpm.parent(key_.parent), key_);
+        }
     } catch (const TpmError& e) {
         throw e.about(label_, path_.string());  // what to do names the file
     }

@@ -43,6 +43,11 @@ public:
     const PublicKey& public_key() const noexcept { return pub_; }
     // The key has a PIN (its auth value is not empty).
     bool has_pin() const noexcept { return key_.needs_pin(); }
+    // The key's PIN is the user's PIN object's (core/tpm/pin_object.hpp):
+    // the name its policy's TPM2_PolicySecret holds; empty for a key with a
+    // PIN of its own or none.
+    const Bytes& pin_object_name() const noexcept { return pin_object_name_; }
+    bool shares_pin() const noexcept { return !pin_object_name_.empty(); }
     // The caller must log in (C_Login) before the key signs: it has a PIN
     // and the module has no source to read it from.
     bool needs_pin() const noexcept { return has_pin() && !pin_source_; }
@@ -70,7 +75,12 @@ public:
     // anything). The PIN is only read: a caller that retries (the module,
     // after making room in the TPM) still holds it; a copy is kept on
     // success.
+    // A key with the shared PIN: the PIN is proven on the PIN object (the
+    // same TPM2_ObjectChangeAuth to itself), which is flushed again.
     void login(TpmConnection& tpm, const Secret& pin);
+    // A key with the shared PIN whose PIN object took `pin` moments ago for
+    // another key (module/login.cpp): logged in without a TPM command.
+    void login_with_proven_pin(const Secret& pin);
     // Forgets the PIN and flushes what this token loaded.
     void logout() noexcept;
     // The key may be used now: it has no PIN, or the user logged in.
@@ -96,7 +106,15 @@ private:
         std::optional<Authorization> secret;
         // A PCR-bound key's policy session, kept for its next signature.
         PolicySession policy;
+        // A key with the shared PIN: its PIN object, loaded at the first
+        // signature, flushed with the key.
+        std::optional<tpmkey::TpmObject> pin_object;
     };
+    // The PIN object's file (pin_object_path()), read and checked against
+    // the key's policy; throws Pkcs11Error, logged, when it is missing or
+    // another one.
+    KeyFile read_pin_object_file() const;
+    void prove_shared_pin(TpmConnection& tpm, const Secret& pin);
     Loaded& load(TpmConnection& tpm);
     tpmkey::TpmObject load_key_object(TpmConnection& tpm);
     const Authorization& authorization(TpmConnection& tpm, Loaded& loaded);
@@ -108,6 +126,7 @@ private:
     PublicKey pub_;
     std::string label_;
     Bytes id_;
+    Bytes pin_object_name_;
     std::vector<P11Object> objects_;
     CK_OBJECT_HANDLE public_handle_ = 0;
     CK_OBJECT_HANDLE private_handle_ = 0;

@@ -216,7 +216,8 @@ pin_file() {
     echo "$f"
 }
 
-# keygen FILE TYPE BITS [PIN [OPTIONS...]]: FILE should end in .tpm (the
+# keygen FILE TYPE BITS [PIN [OPTIONS...]]: a key with PIN gets it as a PIN
+# of its own (--own-pin). FILE should end in .tpm (the
 # module's directory scan picks up *.tpm); the public key goes to FILE
 # without .tpm + .pub. A key under 0x40000001 on a TPM with 0x81000001
 # empty persists the standard SRK there (docs/design.md, "Parent"); a test
@@ -229,7 +230,10 @@ keygen() {
     # refuses a comment that is not printable UTF-8).
     name=$(basename "$file" .tpm | tr -d '[:cntrl:]')
     mkdir -p "$(dirname "$file")"
-    [ -z "$pin" ] || pin_args=(--pin-file "$(pin_file "$pin")")
+    # A PIN of the key's own: what these tests were written for (and what
+    # tpm2-openssl and ssh-tpm-agent can use); the shared PIN, keygen's
+    # default, has its own tests (test/e2e/ssh/shared-pin.sh).
+    [ -z "$pin" ] || pin_args=(--pin-file "$(pin_file "$pin")" --own-pin)
     "$TPMKEY_KEYGEN" -q -t "$type" -b "$bits" -f "$file" -C "$name" "${pin_args[@]}" "$@" ||
         fail "tpmkey-keygen -t $type -b $bits $*${pin:+ (PIN)} for $file failed"
     { [ -s "$file" ] && [ -s "${file%.tpm}.pub" ]; } || fail "tpmkey-keygen did not write $file and its .pub"

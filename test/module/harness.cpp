@@ -260,7 +260,9 @@ void make_keys(const std::filesystem::path& keygen, const std::filesystem::path&
         } else {
             const std::filesystem::path pin_file = dir / (k.name + ".pin");
             std::ofstream(pin_file) << k.pin << "\n";
-            command += " --pin-file " + shell_quote(pin_file.string());
+            // Each key a PIN of its own (the keys have different PINs); the
+            // shared PIN has its tests in test/e2e/ssh/shared-pin.sh.
+            command += " --pin-file " + shell_quote(pin_file.string()) + " --own-pin";
         }
         int status = 0;
         const std::string out = run(command + " 2>&1", &status);

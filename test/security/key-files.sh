@@ -16,7 +16,9 @@ printf '1234-pin\n' >"$TEST_DIR/pin"
 printf '5678-pin\n' >"$TEST_DIR/pin2"
 
 # Written 0600 under the loosest umask.
-(umask 000 && "$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$dir/k.tpm" -C k --pin-file "$TEST_DIR/pin") ||
+# A PIN of its own: passwd below rewrites k.tpm (the shared PIN is the
+# PIN object's, written the same way: core/tpm/pin_object.cpp).
+(umask 000 && "$TPMKEY_KEYGEN" -q -t ecdsa -b 256 -f "$dir/k.tpm" -C k --pin-file "$TEST_DIR/pin" --own-pin) ||
     fail "keygen under umask 000 failed"
 [ "$(stat -c %a "$dir/k.tpm")" = 600 ] || fail "keygen wrote k.tpm $(stat -c %a "$dir/k.tpm") under umask 000"
 pub_mode=$(stat -c %a "$dir/k.pub")

@@ -23,7 +23,9 @@ printf '1234\n' >"$TEST_DIR/pin"
 chmod 600 "$TEST_DIR/pin"
 export TPMKEY_LOG_FILE=$TEST_DIR/module.log
 
-must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k.tpm" -C k --pin-file "$TEST_DIR/pin"
+# A PIN of its own: the steps below remove ~/.config/tpmkey, where a PIN
+# object would live.
+must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/k.tpm" -C k --pin-file "$TEST_DIR/pin" --own-pin
 [ -s "$pins" ] || fail "keygen pinned nothing"
 
 # no_secret_sent NAME WHAT: the capture NAME holds no command that carries
@@ -82,7 +84,9 @@ sent=$(login_refused login-unwritable "its pin could not be written")
 grep -qF "without a pin every login would be a first use, so none goes on" "$TPMKEY_LOG_FILE" ||
     { show "$TPMKEY_LOG_FILE"; fail "the module does not say why it refuses"; }
 ok "no pin, and it cannot be written: the module sends no PIN ($sent)"
-run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/new.tpm" -C new --pin-file "$TEST_DIR/pin"
+# A PIN of its own: the shared PIN's PIN object would go into that
+# unwritable directory too (keygen refuses before any PIN is sent).
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/new.tpm" -C new --pin-file "$TEST_DIR/pin" --own-pin
 expect_rc 0 "keygen, the pin cannot be written"
 expect_out "its pin could not be written" "keygen, the pin cannot be written"
 [ ! -e "$pins" ] || fail "a pin file was written"

@@ -87,7 +87,13 @@ grep -q "Pin this TPM's storage key? (y/n)" "$TEST_DIR/trust.out" || { show "$TE
 grep -q "0x40000001 is pinned for TPM 'swtpm:.* as $name" "$TEST_DIR/trust.out" || { show "$TEST_DIR/trust.out"; fail "trust-tpm does not show the other pins"; }
 grep -q "Pinned: .*a TPM not seen before" "$TEST_DIR/trust.out" || { show "$TEST_DIR/trust.out"; fail "trust-tpm did not pin"; }
 grep -q "^0x40000001 000b[0-9a-f]* $second_id ek:" "$pins" || { show "$pins"; fail "the second TPM is not pinned"; }
-TPMKEY_TCTI=$second_tcti must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/second.tpm" -C second --pin-file "$TEST_DIR/pin" --no-persist-srk
+# The user's PIN object is the first TPM's: the shared PIN is refused on
+# the second before any PIN is sent; a PIN of its own works.
+TPMKEY_TCTI=$second_tcti run "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/second.tpm" -C second --pin-file "$TEST_DIR/pin" --no-persist-srk
+expect_rc 1 "keygen with the shared PIN on the second TPM"
+expect_err "does not load on this TPM" "keygen with the shared PIN on the second TPM"
+[ ! -e "$keys/second.tpm" ] || fail "keygen with the shared PIN on the second TPM wrote a key"
+TPMKEY_TCTI=$second_tcti must "$TPMKEY_KEYGEN" -t ecdsa -b 256 -f "$keys/second.tpm" -C second --pin-file "$TEST_DIR/pin" --no-persist-srk --own-pin
 expect_out "matches its pin in" "keygen on the second TPM after trust-tpm"
 TPMKEY_TCTI=$second_tcti login_sign "$keys/second.tpm" || { show "$TEST_DIR/p11.out" "$TPMKEY_LOG_FILE"; fail "the key of the second TPM does not sign"; }
 TPMKEY_TCTI=$direct login_sign "$keys/direct.tpm" || { show "$TEST_DIR/p11.out"; fail "the first TPM's key no longer signs"; }

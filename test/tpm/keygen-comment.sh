@@ -23,9 +23,10 @@ exec </dev/null
 
 # ---- ~/.ssh is made when missing ----------------------------------------------
 [ ! -e "$HOME/.ssh" ] || rm -rf "$HOME/.ssh"
-# With a PIN: passwd below changes it (a key made without one is noDA and
-# gets none).
-run "$keygen" --pin-file "$(pin_file "ci pin")" -f "$HOME/.ssh/ci.tpm" -C "ci@builder"
+# With a PIN of its own: passwd below changes it (a key made without one is
+# noDA and gets none), and tpm2_print reads it (a key with the shared PIN
+# has a policy it does not).
+run "$keygen" --pin-file "$(pin_file "ci pin")" --own-pin -f "$HOME/.ssh/ci.tpm" -C "ci@builder"
 expect_rc 0 "keygen -f ~/.ssh/ci.tpm without ~/.ssh"
 [ "$(stat -c %a "$HOME/.ssh")" = 700 ] || fail "~/.ssh has mode $(stat -c %a "$HOME/.ssh"), want 700"
 expect_out "Created directory '$HOME/.ssh'." "keygen without ~/.ssh"

@@ -6,7 +6,9 @@
 # with the .pub), and tpm2_print reads: -t ecdsa/rsa, -b, -C (which
 # never reaches the key file), a PIN from --pin-file (a file, a pipe), from
 # the prompt, none (-N '', or an empty answer), --parent 0x40000001 or the
-# persistent SRK keygen picks. A PCR-bound key (--pcr) has no description
+# persistent SRK keygen picks; a PIN is a PIN of the key's own (--own-pin),
+# and a key with the shared PIN (keygen's default) is one tpm2-openssl
+# cannot use, as design.md says. A PCR-bound key (--pcr) has no description
 # either; tpm2-openssl cannot use any key with a policy
 # (docs/pcr-bound-keys.md), which is checked too. For each, keygen's summary
 # says "PIN protected" exactly when the key has a PIN.
@@ -88,22 +90,32 @@ check() {
 pin=$(pin_file 1234)
 run "$keygen" -f e256 -N '' -C "me@laptop"
 check e256 "" "ecdsa 256, -N '', -C"
-run "$keygen" -t ecdsa -b 384 -f e384 --pin-file "$pin" -C "Jürgen's laptop" --parent 0x40000001
+run "$keygen" -t ecdsa -b 384 -f e384 --pin-file "$pin" -C "Jürgen's laptop" --parent 0x40000001 --own-pin
 check e384 1234 "ecdsa 384, --pin-file FILE, -C UTF-8, --parent 0x40000001"
-run "$keygen" -t ecdsa -b 521 -f e521 --pin-file <(printf 'pin 521') -C p521
+run "$keygen" -t ecdsa -b 521 -f e521 --pin-file <(printf 'pin 521') -C p521 --own-pin
 check e521 "pin 521" "ecdsa 521, --pin-file <(pipe), -C"
-run "$keygen" -t rsa -f r2048 --pin-file "$pin" -C rsa@host --parent 0x81000001
+run "$keygen" -t rsa -f r2048 --pin-file "$pin" -C rsa@host --parent 0x81000001 --own-pin
 check r2048 1234 "rsa 2048, --pin-file FILE, -C, --parent 0x81000001"
 run "$keygen" -t rsa -b 3072 -f r3072 -N '' -C "ci@builder" --parent 0x40000001
 check r3072 "" "rsa 3072, -N '', -C, --parent 0x40000001"
-keygen_on_terminal 4321 -f prompt -C "typed"
+keygen_on_terminal 4321 -f prompt -C "typed" --own-pin
 check prompt 4321 "ecdsa 256, PIN typed at the prompt, -C"
-keygen_on_terminal "" -t rsa -f prompt-empty -C "typed"
+keygen_on_terminal "" -t rsa -f prompt-empty -C "typed" --own-pin
 check prompt-empty "" "rsa 2048, empty answer at the prompt (no PIN), -C"
-run "$keygen" -f nocomment --pin-file "$pin"
+run "$keygen" -f nocomment --pin-file "$pin" --own-pin
 check nocomment 1234 "ecdsa 256, --pin-file, no -C"
 
 pcr=yes
+# The default for a PIN: the shared PIN (the PIN object's, docs/design.md,
+# "The shared PIN"), whose PolicySecret tpm2-openssl does not run.
+run "$keygen" -f shared --pin-file "$pin" -C shared
+expect_rc 0 "a key with the shared PIN"
+expect_out "Your TPM key is in shared.tpm (usable only with this TPM, PIN protected: your shared PIN)." "keygen's summary"
+run openssl pkeyutl -provider tpm2 -provider base -sign -inkey shared.tpm -passin pass:1234 -rawin -digest sha256 \
+    -in msg -out shared.sig
+flush_leftovers
+[ $rc -ne 0 ] || fail "tpm2-openssl signs with a key with the shared PIN: docs/design.md says it cannot"
+ok "a key with the shared PIN: keygen's summary says so; tpm2-openssl cannot use it (--own-pin keys above it can)"
 run "$keygen" -f pcr --pin-file "$pin" -C "bound" --pcr 7
 check pcr 1234 "--pcr 7, --pin-file, -C"
 run "$keygen" -f pcr-nopin -N '' -C "bound" --pcr 0,7

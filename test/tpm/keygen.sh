@@ -49,8 +49,11 @@ if tpm2_getcap handles-persistent | grep -qi '0x81000001'; then has_srk=srk; els
 # keygen-comment.sh, keygen-options.sh).
 comment="$(id -un)@$(hostname)"
 if [ "$pin" = yes ]; then
-    # A pipe, as in the documented --pin-file <(pass show ...).
-    run "$keygen" -t "$type" -b "$bits" -f key.tpm --pin-file <(printf 1234)
+    # A pipe, as in the documented --pin-file <(pass show ...). A PIN of
+    # the key's own: what tpm2-openssl and tpm2_print read (a key with the
+    # shared PIN, keygen's default, has a PolicySecret they do not run:
+    # docs/design.md, "The shared PIN"; test/e2e/ssh/shared-pin.sh).
+    run "$keygen" -t "$type" -b "$bits" -f key.tpm --pin-file <(printf 1234) --own-pin
 else
     run "$keygen" -t "$type" -b "$bits" -f key.tpm -N ''
 fi

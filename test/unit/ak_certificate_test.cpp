@@ -622,10 +622,10 @@ TEST_CASE("tpmkey-ca revoke: a CRL it cannot write is a failure, logged and prin
     const std::time_t now = std::time(nullptr);
     (void)publish_crl(ca, keys, now, 30);
 
-    // A crl.pem past the 4 MiB publish_crl reads (to number the next
+    // A crl.pem past the size publish_crl reads (to number the next
     // CRL): the new CRL is never written, whoever runs revoke, root too.
     std::filesystem::remove(crl_file(ca));
-    write_file_atomically(crl_file(ca), std::string(4 * 1024 * 1024 + 1, 'x'), 0644, Replace::no);
+    write_file_atomically(crl_file(ca), std::string(max_crl_file_size + 1, 'x'), 0644, Replace::no);
     cli::Parsed p;
     p.values = {{"--ca", ca.dir.string()}, {"--serial", record.serial}, {"--reason", "key-compromise"}};
     std::string out;

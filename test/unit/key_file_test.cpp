@@ -560,15 +560,20 @@ TEST_CASE("a key without userWithAuth is usable exactly when tpmkey runs its who
     CHECK(usable_error(policy_key({authorize_by(signer.get())}, {secret_signed, pcr_signed})) == "(usable)");
     CHECK(usable_error(policy_key({})) ==
           "k.tpm: the key can only be used through a TPM policy, and its file has none");
-    CHECK(usable_error(policy_key({policy_auth_value(), secret})) ==
-          "k.tpm: the key's policy uses TPM2_PolicySecret (0x151), which tpmkey does not run");
+    // TPM2_PolicySecret runs only with the user's PIN object: a SHA-256
+    // object's name, in the key's own policy (core/tpm/pin_object.hpp).
+    CHECK_THAT(usable_error(policy_key({policy_auth_value(), secret})),
+               Catch::StartsWith("k.tpm: malformed TPM2_PolicySecret (0x151)"));
+    Bytes pin_object_name = {0x00, 0x0b};
+    pin_object_name.resize(34, 0x5a);
+    CHECK(usable_error(policy_key({policy_secret(pin_object_name)})) == "(usable)");
     CHECK_THAT(usable_error(policy_key({{0x171, {}}})),
                Catch::Contains("TPM2_PolicyOR (0x171), which tpmkey does not run"));
     CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())})), Catch::Contains("its file has none"));
     CHECK_THAT(usable_error(policy_key({policy_auth_value(), authorize_by(signer.get())}, {pcr_signed})),
                Catch::Contains("TPM2_PolicyAuthorize (0x16a) after its first command"));
     CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())}, {secret_signed})),
-               Catch::Contains("TPM2_PolicySecret (0x151), which tpmkey does not run"));
+               Catch::Contains("uses TPM2_PolicySecret, which tpmkey runs only in a key's own policy"));
     CHECK_THAT(usable_error(policy_key({authorize_by(signer.get())}, {{"", {pcr16()}}})),
                Catch::Contains("a signed policy of the key does not end with its signature"));
     CHECK_THAT(usable_error(policy_key({truncated_pcr})), Catch::StartsWith("k.tpm: malformed TPM2_PolicyPCR (0x17f)"));

@@ -464,3 +464,31 @@ TEST_CASE("policies are checked in software against the key before the TPM is as
         }
     }
 }
+
+TEST_CASE("PolicySecret naming the PIN object: its body, its digest, and malformed ones refused") {
+    // A SHA-256 object's name: the algorithm, then 32 bytes.
+    Bytes name = from_hex("000b");
+    for (std::uint8_t i = 0; i < 32; ++i)
+        name.push_back(i);
+    const PolicyCommand secret = policy_secret(name);
+    CHECK(secret.code == TPM2_CC_PolicySecret);
+    // A TPM2B_NAME: the size, then the name.
+    Bytes body = from_hex("0022");
+    body.insert(body.end(), name.begin(), name.end());
+    CHECK(secret.body == body);
+    CHECK(policy_secret_name(secret) == name);
+    // TPM 2.0 Part 3, PolicySecret: PolicyUpdate(CC, authName, policyRef),
+    // two hashes, the second over the empty policyRef.
+    const Bytes zeros(32, 0);
+    const Bytes code = from_hex("00000151");
+    CHECK(policy_digest(std::vector{secret}) == sha256({sha256({zeros, code, name})}));
+
+    PolicyCommand truncated = secret;
+    truncated.body.pop_back();
+    CHECK_THROWS_WITH(policy_secret_name(truncated), Catch::Contains("TPM2_PolicySecret"));
+    Bytes hierarchy_name = from_hex("4000000b");  // a handle's name, not a PIN object's
+    PolicyCommand not_an_object{TPM2_CC_PolicySecret, from_hex("0004")};
+    not_an_object.body.insert(not_an_object.body.end(), hierarchy_name.begin(), hierarchy_name.end());
+    CHECK_THROWS_WITH(policy_secret_name(not_an_object), Catch::Contains("names no SHA-256 object"));
+    CHECK_THROWS(policy_secret(Bytes{}));
+}

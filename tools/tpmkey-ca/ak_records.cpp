@@ -1,5 +1,7 @@
 #include "ak_records.hpp"
 
+#include "ca_store.hpp"
+
 #include "core/attestation/acme_attestation.hpp"
 #include "core/attestation/exchange_file.hpp"
 #include "core/base/error.hpp"
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 
 namespace tpmkey {
 
@@ -85,17 +88,120 @@ AkRecord read_record_file(const std::filesystem::path& path) {
         if (f.has(ak_record_file::reinstated))
             r.reinstated = f.text(ak_record_file::reinstated);
     }
-    if (r.serial != path.filename().string() || !is_serial_hex(r.serial) || !is_record_name(r.machine) ||
-        !is_principal_list(r.principals) || !parse_utc_text(r.issued) || !parse_utc_text(r.not_after) ||
-        (!r.revoked.empty() && !parse_utc_text(r.revoked)) || (!r.reinstated.empty() && !parse_utc_text(r.reinstated)))
-        throw Error(path.string() + ": refused: not a record as tpmkey-ca writes them (its serial, machine, "
-                                    "principals or times)");
+    if (r.serial != path.filename().string())
+        throw Error(path.string() + ": refused: its serial is not its file's name");
+    check_record(r, path.string());
     return r;
+}
+
+// The directory store's index (DIR/index/, 0700): ek/<SHA-256 of an EK
+// identifier, hex> lists the serials of that TPM's records, `revoked` the
+// serials of revoked records, one a line; `complete` says it covers every
+// record. A decision and a CRL read what it lists, not every record.
+// Written only under CaLock, before the record itself: an entry without a
+// record is skipped, so a crash between leaves no record unindexed.
+constexpr std::size_t max_index_size = 16 * 1024 * 1024;
+constexpr const char* index_risk = "hide a revoked AK from the webhook and the CRL";
+
+std::filesystem::path index_dir(const CaDirectory& ca) { return ca.dir / "index"; }
+std::filesystem::path ek_index_file(const CaDirectory& ca, const std::string& ek_identifier) {
+    return index_dir(ca) / "ek" /
+           hex(digest_of(EVP_sha256(),
+                         {{reinterpret_cast<const std::uint8_t*>(ek_identifier.data()), ek_identifier.size()}}));
+}
+std::filesystem::path revoked_index_file(const CaDirectory& ca) { return index_dir(ca) / "revoked"; }
+std::filesystem::path index_complete_file(const CaDirectory& ca) { return index_dir(ca) / "complete"; }
+
+bool index_complete(const CaDirectory& ca) {
+    return std::filesystem::exists(std::filesystem::symlink_status(index_complete_file(ca)));
+}
+
+// The serials an index file lists (none when it is missing).
+std::vector<std::string> index_entries(const std::filesystem::path& path) {
+    std::vector<std::string> out;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
+        return out;
+    const FileRead file = read_regular_file(path, max_index_size, /*follow_links=*/false);
+    if (file.owner != ::geteuid() || (file.mode & 0077))
+        throw Error(path.string() + ": refused: not an index tpmkey-ca wrote (owner " + std::to_string(file.owner) +
+                    ", mode " + octal_mode(file.mode) + "); whoever wrote it could " + index_risk +
+                    ": remove DIR/index, the next revoke, issue-ak or crl makes it again");
+    std::string_view text(reinterpret_cast<const char*>(file.data.data()), file.data.size());
+    while (!text.empty()) {
+        const std::size_t end = text.find('\n');
+        out.emplace_back(text.substr(0, end));
+        text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    }
+    return out;
+}
+
+void add_index_entry(const std::filesystem::path& path, const std::string& serial) {
+    std::vector<std::string> entries = index_entries(path);
+    if (std::find(entries.begin(), entries.end(), serial) != entries.end())
+        return;
+    std::string text;
+    for (const std::string& entry : entries)
+        text += entry + "\n";
+    text += serial + "\n";
+    write_file_atomically(path, text, 0600, Replace::yes);
+}
+
+void index_record(const CaDirectory& ca, const AkRecord& record) {
+    if (!record.ek_identifier.empty())
+        add_index_entry(ek_index_file(ca, record.ek_identifier), record.serial);
+    if (!record.revoked.empty())
+        add_index_entry(revoked_index_file(ca), record.serial);
+}
+
+// The records an index file lists that have `keep`, oldest first.
+template <class Keep>
+std::vector<AkRecord> indexed_records(const CaDirectory& ca, const std::filesystem::path& path, Keep keep) {
+    check_private_directory(index_dir(ca), index_risk);
+    std::vector<AkRecord> out;
+    for (const std::string& serial : index_entries(path))
+        if (std::optional<AkRecord> record = read_record(ca, serial); record && keep(*record))
+            out.push_back(std::move(*record));
+    std::sort(out.begin(), out.end(), [](const AkRecord& a, const AkRecord& b) {
+        return a.issued != b.issued ? a.issued < b.issued : a.serial < b.serial;
+    });
+    return out;
 }
 
 }  // namespace
 
+void build_record_index(const CaDirectory& ca) {
+    if (database_store(ca) || index_complete(ca))
+        return;
+    make_private_directory(index_dir(ca), index_risk);
+    make_private_directory(index_dir(ca) / "ek", index_risk);
+    // Each file written once, whole (a TPM's records are few).
+    std::map<std::filesystem::path, std::string> files;
+    for (const AkRecord& record : all_records(ca)) {
+        if (!record.ek_identifier.empty())
+            files[ek_index_file(ca, record.ek_identifier)] += record.serial + "\n";
+        if (!record.revoked.empty())
+            files[revoked_index_file(ca)] += record.serial + "\n";
+    }
+    for (const auto& [path, text] : files)
+        write_file_atomically(path, text, 0600, Replace::yes);
+    write_file_atomically(index_complete_file(ca), "", 0600, Replace::yes);
+}
+
+void check_record(const AkRecord& r, const std::string& what) {
+    if (!is_serial_hex(r.serial) || !is_record_name(r.machine) || !is_principal_list(r.principals) ||
+        !parse_utc_text(r.issued) || !parse_utc_text(r.not_after) ||
+        (!r.revoked.empty() && !parse_utc_text(r.revoked)) || (!r.reinstated.empty() && !parse_utc_text(r.reinstated)))
+        throw Error(what + ": refused: not a record as tpmkey-ca writes them (its serial, machine, "
+                           "principals or times)");
+}
+
 std::filesystem::path records_dir(const CaDirectory& ca) { return ca.dir / "records"; }
+
+std::string records_place(const CaDirectory& ca) {
+    if (const CaStore* db = database_store(ca))
+        return db->where();
+    return records_dir(ca).string();
+}
 
 bool is_record_name(const std::string& text) {
     return !text.empty() && text.size() <= 64 && text[0] != '-' &&
@@ -117,7 +223,11 @@ bool is_principal_list(const std::string& text) {
 }
 
 void write_record(const CaDirectory& ca, const AkRecord& record, bool replace) {
+    if (CaStore* db = database_store(ca))
+        return db->write_record(record, replace);
     make_private_directory(records_dir(ca), records_risk);
+    build_record_index(ca);
+    index_record(ca, record);
     write_file_atomically(records_dir(ca) / record.serial, to_file(record).to_string(), 0600,
                           replace ? Replace::yes : Replace::no);
 }
@@ -125,6 +235,8 @@ void write_record(const CaDirectory& ca, const AkRecord& record, bool replace) {
 std::optional<AkRecord> read_record(const CaDirectory& ca, const std::string& serial) {
     if (!is_serial_hex(serial))
         return std::nullopt;
+    if (CaStore* db = database_store(ca))
+        return db->record(serial);
     const std::filesystem::path dir = records_dir(ca);
     if (!std::filesystem::exists(std::filesystem::symlink_status(dir)))
         return std::nullopt;
@@ -136,6 +248,8 @@ std::optional<AkRecord> read_record(const CaDirectory& ca, const std::string& se
 }
 
 std::vector<AkRecord> all_records(const CaDirectory& ca) {
+    if (CaStore* db = database_store(ca))
+        return db->all_records();
     std::vector<AkRecord> out;
     const std::filesystem::path dir = records_dir(ca);
     if (!std::filesystem::exists(std::filesystem::symlink_status(dir)))
@@ -163,8 +277,50 @@ bool is_of_tpm(const AkRecord& record, const std::string& ek_identifier, const s
 std::vector<AkRecord> barring_records(const CaDirectory& ca, const std::string& ek_identifier,
                                       const std::string& ek_certificate_sha256) {
     std::vector<AkRecord> out;
+    for (AkRecord& record : records_of_tpm(ca, ek_identifier, ek_certificate_sha256))
+        if (bars_tpm(record))
+            out.push_back(std::move(record));
+    return out;
+}
+
+std::vector<AkRecord> records_with(const CaDirectory& ca, RecordKey key, const std::string& value) {
+    if (CaStore* db = database_store(ca))
+        return db->records_with(key, value);
+    if (key == RecordKey::ek_identifier && index_complete(ca))
+        return indexed_records(ca, ek_index_file(ca, value),
+                               [&value](const AkRecord& record) { return record.ek_identifier == value; });
+    std::vector<AkRecord> out;
     for (AkRecord& record : all_records(ca))
-        if (bars_tpm(record) && is_of_tpm(record, ek_identifier, ek_certificate_sha256))
+        if ((key == RecordKey::ek_identifier && record.ek_identifier == value) ||
+            (key == RecordKey::ak_name && record.ak_name == value) ||
+            (key == RecordKey::ek_certificate_sha256 && record.ek_certificate_sha256 == value))
+            out.push_back(std::move(record));
+    return out;
+}
+
+std::vector<AkRecord> records_of_tpm(const CaDirectory& ca, const std::string& ek_identifier,
+                                     const std::string& ek_certificate_sha256) {
+    std::vector<AkRecord> out = records_with(ca, RecordKey::ek_identifier, ek_identifier);
+    // Records written before the identifier was kept: by the EK certificate.
+    if (!ek_certificate_sha256.empty())
+        for (AkRecord& record : records_with(ca, RecordKey::ek_certificate_sha256, ek_certificate_sha256))
+            if (record.ek_identifier.empty())
+                out.push_back(std::move(record));
+    std::sort(out.begin(), out.end(), [](const AkRecord& a, const AkRecord& b) {
+        return a.issued != b.issued ? a.issued < b.issued : a.serial < b.serial;
+    });
+    return out;
+}
+
+std::vector<AkRecord> revoked_records(const CaDirectory& ca) {
+    if (CaStore* db = database_store(ca))
+        return db->revoked_records();
+    if (index_complete(ca))
+        return indexed_records(ca, revoked_index_file(ca),
+                               [](const AkRecord& record) { return !record.revoked.empty(); });
+    std::vector<AkRecord> out;
+    for (AkRecord& record : all_records(ca))
+        if (!record.revoked.empty())
             out.push_back(std::move(record));
     return out;
 }
@@ -203,12 +359,12 @@ AkRecord record_of_certificate(const CaDirectory& ca, X509* ak_certificate) {
     const std::optional<AkRecord> record = read_record(ca, serial);
     if (!record)
         throw Error("REFUSED: the AK certificate (serial " + serial + ") is not in the CA's records in " +
-                    records_dir(ca).string() +
+                    records_place(ca) +
                     ": not issued by this CA, or before it kept records (enrol the "
                     "machine again)");
     if (record->ak_certificate_sha256 != certificate_sha256(ak_certificate))
         throw Error("REFUSED: the AK certificate (serial " + serial + ") is not the one recorded under its serial in " +
-                    records_dir(ca).string() + " (another CA's, with the same serial?)");
+                    records_place(ca) + " (another CA's, with the same serial?)");
     return *record;
 }
 

@@ -56,12 +56,41 @@ bool is_of_tpm(const AkRecord& record, const std::string& ek_identifier, const s
 std::vector<AkRecord> barring_records(const CaDirectory& ca, const std::string& ek_identifier,
                                       const std::string& ek_certificate_sha256);
 
+// The records of that TPM (as is_of_tpm()), oldest first: one indexed
+// look-up in the database store.
+std::vector<AkRecord> records_of_tpm(const CaDirectory& ca, const std::string& ek_identifier,
+                                     const std::string& ek_certificate_sha256);
+
+// The columns a revoke or a decision looks records up by (each indexed in
+// the database store).
+enum class RecordKey { ek_identifier, ak_name, ek_certificate_sha256 };
+// The records whose `key` is `value`, oldest first.
+std::vector<AkRecord> records_with(const CaDirectory& ca, RecordKey key, const std::string& value);
+
+// The revoked records (what a CRL lists), oldest first.
+std::vector<AkRecord> revoked_records(const CaDirectory& ca);
+
+// Makes the directory store's index of the records (DIR/index/: the
+// serials of each TPM and the revoked ones), by reading every record once,
+// unless it is there or the CA has a database store. Hold a CaLock; CaLock
+// calls it. From then on write_record() keeps it, and a decision and a CRL
+// read only what it lists.
+void build_record_index(const CaDirectory& ca);
+
+// Throws Error "WHAT: refused: not a record ..." unless `record`'s serial,
+// machine, principals and times are as tpmkey-ca writes them (the machine
+// and principals go to ssh-keygen).
+void check_record(const AkRecord& record, const std::string& what);
+
 // Throws Error "WHAT: refused: ..." when a record bars the TPM of
 // `ek_certificate` (challenge and issue-ak: no new AK certificate for it).
 void refuse_barred_tpm(const CaDirectory& ca, X509* ek_certificate, const std::string& what);
 
 // DIR/records
 std::filesystem::path records_dir(const CaDirectory& ca);
+// Where the records are, for messages: DIR/records, or "the database of
+// DIR/database".
+std::string records_place(const CaDirectory& ca);
 
 // A machine name (--machine) or one principal: 1 to 64 of A-Z a-z 0-9 . _
 // @ -, not starting with '-' (it goes to ssh-keygen -I and -n).

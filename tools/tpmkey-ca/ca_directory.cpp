@@ -1,6 +1,7 @@
 #include "ca_directory.hpp"
 
 #include "ak_certificate.hpp"
+#include "ca_store.hpp"
 
 #include "core/base/error.hpp"
 #include "core/base/home.hpp"
@@ -92,6 +93,11 @@ bool is_pending_name(const std::string& name) {
 }
 
 std::time_t expiry_of(std::time_t created) { return created + std::time_t{pending_days} * 24 * 60 * 60; }
+
+// The checks of a challenge once taken (take_pending()): its created time,
+// its expiry; `where` names it.
+ExchangeFile checked_pending(const ExchangeFile& pending, std::span<const std::uint8_t> ak_name,
+                             const std::string& what, std::time_t now, const std::string& where);
 
 }  // namespace
 
@@ -249,8 +255,17 @@ std::string utc_text(std::time_t time) {
     return text;
 }
 
+void add_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, std::span<const std::uint8_t> id,
+                 const ExchangeFile& pending, std::time_t created) {
+    if (CaStore* db = database_store(ca))
+        return db->add_pending(hex(ak_name), hex(id), pending.to_string(), created);
+    write_file_atomically(ca.pending_file(ak_name, id), pending.to_string(), 0600, Replace::no);
+}
+
 std::size_t prune_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, std::size_t keep,
                           std::time_t now) {
+    if (CaStore* db = database_store(ca))
+        return db->prune_pending(hex(ak_name), keep, now - std::time_t{pending_days} * 24 * 60 * 60);
     struct Outstanding {
         std::time_t created;
         std::filesystem::file_time_type written;
@@ -309,6 +324,18 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
                     std::to_string(secret.size()) + " bytes, not " + std::to_string(challenge_secret_size) +
                     "); no challenge was used up");
     const std::filesystem::path path = ca.pending_file(ak_name, secret.first(challenge_id_size));
+    if (CaStore* db = database_store(ca)) {
+        // One DELETE ... RETURNING: of two hosts racing on this proof, one
+        // gets the challenge.
+        const std::optional<std::string> text = db->take_pending(hex(ak_name), hex(secret.first(challenge_id_size)));
+        if (!text)
+            throw Error(what + ": refused: no outstanding challenge for attestation key " + hex(ak_name) +
+                        " has this proof's id in " + db->where() +
+                        " (a proof works once; make a new challenge with tpmkey-ca challenge)");
+        return checked_pending(
+            ExchangeFile::parse(*text, ak_pending_file::kind, ak_pending_file::fields, db->where() + ": a challenge"),
+            ak_name, what, now, db->where() + ": a challenge");
+    }
     // A proof names its challenge by the id in its secret: one that names
     // none uses up none, so no one can void another's challenge.
     if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
@@ -329,10 +356,16 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
     if (!std::filesystem::remove(path))
         throw Error(what + ": refused: its challenge for attestation key " + hex(ak_name) +
                     " was used meanwhile (a proof works once)");
+    return checked_pending(pending, ak_name, what, now, path.string());
+}
+
+namespace {
+
+ExchangeFile checked_pending(const ExchangeFile& pending, std::span<const std::uint8_t> ak_name,
+                             const std::string& what, std::time_t now, const std::string& where) {
     const std::optional<std::time_t> created = parse_utc_text(pending.text(ak_pending_file::created));
     if (!created)
-        throw Error(path.string() + ": refused: its created time '" +
-                    printable(pending.text(ak_pending_file::created)) +
+        throw Error(where + ": refused: its created time '" + printable(pending.text(ak_pending_file::created)) +
                     "' is not YYYY-MM-DDTHH:MM:SSZ; it is removed now: make a new challenge");
     const std::time_t expiry = expiry_of(*created);
     if (now > expiry)
@@ -341,5 +374,7 @@ ExchangeFile take_pending(const CaDirectory& ca, std::span<const std::uint8_t> a
                     " days): make a new one with tpmkey-ca challenge");
     return pending;
 }
+
+}  // namespace
 
 }  // namespace tpmkey

@@ -113,6 +113,11 @@ constexpr int pending_days = 7;
 // loop leaves in pending/ for one AK to eight files of about 4 KiB.
 constexpr std::size_t max_pending_per_ak = 8;
 
+// Keeps the challenge `pending` (the AK's name, the challenge's id) in
+// pending/ (0600; never replacing one) or in the database store.
+void add_pending(const CaDirectory& ca, std::span<const std::uint8_t> ak_name, std::span<const std::uint8_t> id,
+                 const ExchangeFile& pending, std::time_t created);
+
 // Tidies pending/ before a new challenge for the AK named `ak_name` is
 // written: removes every challenge (of any AK) whose created time is more
 // than pending_days before `now` or does not parse (take_pending() would

@@ -180,9 +180,8 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
         pending.set_text(field, file.text(field));
     pending.set_bytes(ak_pending_file::secret, secret);
     pending.set_text(ak_pending_file::created, utc_text(std::time(nullptr)));
-    const std::filesystem::path pending_path =
-        ca.pending_file(request.ak_name, std::span(secret).first(challenge_id_size));
-    entry.hidden = hex(std::span(secret).first(challenge_id_size));
+    const Bytes id(secret.begin(), secret.begin() + challenge_id_size);
+    entry.hidden = hex(id);
     OPENSSL_cleanse(secret.data(), secret.size());
     // Expired challenges go, and this AK's oldest beyond the newest
     // max_pending_per_ak (this one among them): challenge run in a loop
@@ -190,7 +189,7 @@ void make_challenge(const Parsed& p, const CaDirectory& ca, AuditLog& log, Audit
     const std::size_t removed = prune_pending(ca, request.ak_name, max_pending_per_ak - 1, std::time(nullptr));
     // A file of its own, never another's: challenges for the same AK
     // coexist, each answered by its own proof.
-    write_file_atomically(pending_path, pending.to_string(), 0600, Replace::no);
+    add_pending(ca, request.ak_name, id, pending, std::time(nullptr));
 
     ExchangeFile challenge(ak_challenge_file::kind);
     challenge.set_bytes(ak_challenge_file::ak_name, request.ak_name);
@@ -341,7 +340,7 @@ void issue_ak(const Parsed& p, const CaDirectory& ca, const CaKeys& keys, int da
             << " by its EK certificate, issued by " << record.ek_certificate_issuer << "), valid " << days
             << " days, to " << p.value("-o") << ".\n";
     out << "AK certificate serial " << record.serial << " recorded for machine " << machine << " (principals "
-        << principals << ") in " << records_dir(ca).string() << ": keep the serial, to revoke it with tpmkey-ca "
+        << principals << ") in " << records_place(ca) << ": keep the serial, to revoke it with tpmkey-ca "
         << "revoke --serial " << record.serial << ".\n";
 }
 

@@ -83,12 +83,19 @@ constexpr CommandSpec revoke_spec{
 void revoke(const CaDirectory& ca, const CaKeys& keys, const std::string& what, const std::string& value,
             const std::string& reason_name, AuditLog& log, AuditEntry& entry) {
     const CaLock lock(ca);
+    // By an index (the serial's file or row, the database's columns), not
+    // by reading every record.
     std::vector<AkRecord> matches;
-    for (const AkRecord& record : all_records(ca))
-        if ((what == "serial" && record.serial == value) || (what == "AK name" && record.ak_name == value) ||
-            (what == "EK certificate SHA-256" && record.ek_certificate_sha256 == value) ||
-            (what == "EK identifier" && record.ek_identifier == value))
-            matches.push_back(record);
+    if (what == "serial") {
+        if (std::optional<AkRecord> record = read_record(ca, value))
+            matches.push_back(std::move(*record));
+    } else {
+        matches = records_with(ca,
+                               what == "AK name"                  ? RecordKey::ak_name
+                               : what == "EK certificate SHA-256" ? RecordKey::ek_certificate_sha256
+                                                                  : RecordKey::ek_identifier,
+                               value);
+    }
     if (matches.empty())
         throw Error("no AK certificate with " + what + " " + value + " in the records of " + ca.dir.string() +
                     " (tpmkey-ca list --ca " + ca.dir.string() + " shows them); nothing was revoked");
@@ -239,7 +246,7 @@ int cmd_list(const Parsed& p) {
         if (!r.ek_identifier.empty())
             std::cout << "  EK id        " << r.ek_identifier << "\n";
     }
-    std::cout << records.size() << " AK certificate(s) recorded in " << records_dir(ca).string() << ".\n";
+    std::cout << records.size() << " AK certificate(s) recorded in " << records_place(ca) << ".\n";
     return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "revocation.hpp"
 
+#include "ca_store.hpp"
+
 #include "ak_records.hpp"
 #include "rotation.hpp"
 
@@ -25,7 +27,7 @@ namespace tpmkey {
 
 namespace {
 
-constexpr std::size_t max_crl_size = 4 * 1024 * 1024;
+constexpr std::size_t max_crl_size = max_crl_file_size;
 // A verifier's clock may be a little behind the CA's.
 constexpr long crl_clock_skew = 5 * 60;
 
@@ -257,9 +259,22 @@ CaLock::CaLock(const CaDirectory& ca) {
             ::close(fd_);
         throw Error(ca.dir.string() + ": cannot lock the CA directory (" + std::strerror(e) + ")");
     }
+    // With a database store, every host of the CA: the same lock there.
+    try {
+        store_ = database_store(ca);
+        if (store_)
+            store_->lock();
+        else if (std::filesystem::exists(std::filesystem::symlink_status(records_dir(ca))))
+            build_record_index(ca);  // once, for a CA made before the index
+    } catch (...) {
+        ::close(fd_);
+        throw;
+    }
 }
 
 CaLock::~CaLock() {
+    if (store_)
+        store_->unlock();
     if (fd_ >= 0)
         ::close(fd_);
 }
@@ -286,6 +301,21 @@ int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesys
     check(number && BN_set_word(number.get(), 1) ? 1 : 0, "BN_set_word");
     if (const BigNum newest = newest_crl_number(dir, keys.certificate.get()))
         check(BN_add(number.get(), newest.get(), BN_value_one()), "BN_add");
+    // With a database store, other hosts sign this CA's CRLs too: the
+    // number goes on from the newest any of them signed.
+    CaStore* const db = database_store(ca);
+    const std::string ca_id = certificate_sha256(keys.certificate.get());
+    if (db)
+        if (const std::optional<std::string> shared = db->crl_number(ca_id)) {
+            BIGNUM* parsed = nullptr;
+            BigNum newest(BN_dec2bn(&parsed, shared->c_str()) == static_cast<int>(shared->size()) ? parsed : nullptr);
+            if (!newest) {
+                BN_free(parsed);
+                throw Error(db->where() + ": refused: the CRL number kept there is not a decimal number");
+            }
+            if (BN_cmp(newest.get(), number.get()) >= 0)
+                check(BN_add(number.get(), newest.get(), BN_value_one()), "BN_add");
+        }
 
     const Crl crl(X509_CRL_new());
     check(crl ? 1 : 0, "X509_CRL_new");
@@ -299,7 +329,7 @@ int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesys
     check(X509_CRL_set1_nextUpdate(crl.get(), next_update.get()), "X509_CRL_set1_nextUpdate");
 
     int listed = 0;
-    for (const AkRecord& record : all_records(ca)) {
+    for (const AkRecord& record : revoked_records(ca)) {
         // An expired certificate fails every chain check anyway: it may
         // leave the CRL (RFC 5280, 3.3), which so lists at most a lifetime
         // of revocations.
@@ -354,6 +384,8 @@ int publish_crl_in(const CaDirectory& ca, const CaKeys& keys, const std::filesys
     const long size = BIO_get_mem_data(bio.get(), &data);
     // The number first: a CRL on disk is never newer than the number
     // verify --ca holds older ones against.
+    if (db)
+        db->set_crl_number(ca_id, decimal(number.get()));
     write_file_atomically(dir / "crl-number", decimal(number.get()) + "\n", 0644, Replace::yes);
     write_file_atomically(dir / "crl.pem", std::string_view(data, static_cast<std::size_t>(size)), 0644, Replace::yes);
     return listed;
@@ -457,7 +489,7 @@ std::string check_ak_not_revoked(X509* ak, const std::string& roots_file, const 
         if (record && record->ak_certificate_sha256 == certificate_sha256(ak) && !record->revoked.empty())
             throw Error("REFUSED: the CA revoked the AK certificate (serial " + record->serial + ") on " +
                         record->revoked + ", reason " + record->revocation_reason + " (its record in " +
-                        records_dir(*ca).string() + "; the CRL " + path + " does not list it yet)");
+                        records_place(*ca) + "; the CRL " + path + " does not list it yet)");
         // A CRL that is still current but older than the CA's newest may
         // lack a revocation made since (RFC 5280, 5.2.3: a CRL number
         // only grows).

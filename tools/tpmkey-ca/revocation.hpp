@@ -31,6 +31,11 @@ const RevocationReason* revocation_reason(const std::string& name);
 // be signed again before then ('tpmkey-ca crl', e.g. weekly from cron).
 inline constexpr int default_crl_days = 30;
 
+// The largest crl.pem read back (revoke, crl, verify, rotate): about a
+// million entries of ~65 bytes (PEM). It was 4 MiB, about 63,000: at
+// 100,000 revoked AKs revoke, crl and verify failed (issue 37, item 3).
+inline constexpr std::size_t max_crl_file_size = 64 * 1024 * 1024;
+
 std::filesystem::path crl_file(const CaDirectory& ca);      // DIR/crl.pem
 std::filesystem::path crl_url_file(const CaDirectory& ca);  // DIR/crl-url: init --crl-url
 // DIR/crl-number: the number of the newest CRL signed (decimal), kept
@@ -48,7 +53,9 @@ std::string file_url(const std::filesystem::path& path);
 std::string crl_distribution_point(const CaDirectory& ca);
 
 // An exclusive lock on the CA directory (flock), held while records and
-// the CRL change: two revokes at once both end up in the CRL.
+// the CRL change: two revokes at once both end up in the CRL. With a
+// database store (ca_store.hpp), also its advisory lock: on every host.
+class CaStore;
 class CaLock {
 public:
     explicit CaLock(const CaDirectory& ca);
@@ -58,6 +65,7 @@ public:
 
 private:
     int fd_ = -1;
+    CaStore* store_ = nullptr;
 };
 
 // Signs a new CRL with every revoked record of `ca` (all_records()) whose

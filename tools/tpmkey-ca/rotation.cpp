@@ -269,7 +269,7 @@ void rotate(const Parsed& p, const CaDirectory& ca, AuditLog& log, AuditEntry& e
         make_private_directory(to, retired_risk);
         for (const auto& [file, mode] : {std::pair{"ca.key", 0600}, std::pair{"ca.crt", 0644},
                                          std::pair{"crl.pem", 0644}, std::pair{"crl-number", 0644}}) {
-            const std::optional<FileRead> read = read_regular_file_if_present(ca.dir / file, 4 * 1024 * 1024);
+            const std::optional<FileRead> read = read_regular_file_if_present(ca.dir / file, max_crl_file_size);
             if (read)
                 write_file_atomically(
                     to / file, std::string_view(reinterpret_cast<const char*>(read->data.data()), read->data.size()),

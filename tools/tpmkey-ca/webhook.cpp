@@ -21,6 +21,7 @@
 #include "ak_records.hpp"
 #include "audit_log.hpp"
 #include "ca.hpp"
+#include "ca_store.hpp"
 #include "step_ca_request.hpp"
 #include "webhook_server.hpp"
 
@@ -83,6 +84,9 @@ constexpr CommandSpec webhook_spec{
     "(no valid signature, not a POST, a body over 64 KiB or not JSON), at\n"
     "most 10 lines a minute for each of these reasons, then one line with how\n"
     "many more. It prints 'listening on ADDRESS:PORT' when it is ready.\n"
+    "With DIR/database (a libpq connection string), the records are in that\n"
+    "PostgreSQL database, asked at each decision: replicas on one database\n"
+    "decide alike, and while it cannot answer every request is refused (503).\n"
     "\n"
     "  --ca DIR           the CA directory (default ~/.local/share/tpmkey-ca)\n"
     "  --listen ADDR:PORT where to listen: 127.0.0.1:8443, [::1]:8443 (port 0:\n"
@@ -165,10 +169,10 @@ struct Decision {
 // revoked AK certificate of the TPM (not reinstated since) refuses it,
 // whatever other AK certificates it has; else its newest valid one allows.
 Decision decide(const CaDirectory& ca, const std::string& identifier, AuditEntry& entry) {
-    std::vector<AkRecord> records;
-    for (AkRecord& record : all_records(ca))
-        if (record.ek_identifier == identifier)
-            records.push_back(std::move(record));
+    // One indexed look-up, made for every decision: no copy, no cache, so
+    // every replica on one database store sees a revocation as soon as it
+    // is committed. A store that cannot answer throws: the caller refuses.
+    const std::vector<AkRecord> records = records_with(ca, RecordKey::ek_identifier, identifier);
     if (records.empty())
         return {false,
                 "tpmkey-ca-unknown-tpm",
@@ -425,29 +429,44 @@ HttpResponse answer(const CaDirectory& ca, const Secrets& secrets, const std::st
     if (!body.is_object())
         return refuse(400, "json", "its body is not a JSON object (not a step-ca webhook request)");
     Decision decision;
+    int status = 200;
     const auto attestation = body.find("attestationData");
-    if (from_x5c) {
-        decision = decide_x5c(ca, acme_provisioner, body, entry);
-    } else if (body.contains("x5cCertificate") || body.contains("sshCertificate") ||
-               body.contains("sshCertificateRequest")) {
+    try {
+        if (from_x5c) {
+            decision = decide_x5c(ca, acme_provisioner, body, entry);
+        } else if (body.contains("x5cCertificate") || body.contains("sshCertificate") ||
+                   body.contains("sshCertificateRequest")) {
+            decision = {
+                false,
+                "tpmkey-ca-x5c-with-acme-secret",
+                "a request from step-ca's X5C provisioner signed with the ACME webhook's secret (--secret-file): "
+                "give the X5C provisioner's webhook secret with --x5c-secret-file",
+                {},
+                {}};
+        } else if (attestation == body.end() || !attestation->is_object() ||
+                   !attestation->contains("permanentIdentifier") ||
+                   !(*attestation)["permanentIdentifier"].is_string()) {
+            decision = {false,
+                        "tpmkey-ca-no-attestation",
+                        "this certificate is not for an attested TPM (no attestationData.permanentIdentifier: not a "
+                        "device-attest-01 order); tpmkey-ca allows only those",
+                        {},
+                        {}};
+        } else {
+            const std::string identifier = (*attestation)["permanentIdentifier"].get<std::string>();
+            entry.input = identifier;
+            decision = decide(ca, identifier, entry);
+        }
+    } catch (const Error& e) {
+        // The store could not answer (the database unreachable, a record
+        // that fails its checks): never allowed without it. 503, so that a
+        // load balancer and step-ca's log tell it from a "no".
+        status = 503;
         decision = {false,
-                    "tpmkey-ca-x5c-with-acme-secret",
-                    "a request from step-ca's X5C provisioner signed with the ACME webhook's secret (--secret-file): "
-                    "give the X5C provisioner's webhook secret with --x5c-secret-file",
+                    "tpmkey-ca-store-unavailable",
+                    std::string("the CA's records could not be read, so nothing is allowed: ") + e.what(),
                     {},
                     {}};
-    } else if (attestation == body.end() || !attestation->is_object() ||
-               !attestation->contains("permanentIdentifier") || !(*attestation)["permanentIdentifier"].is_string()) {
-        decision = {false,
-                    "tpmkey-ca-no-attestation",
-                    "this certificate is not for an attested TPM (no attestationData.permanentIdentifier: not a "
-                    "device-attest-01 order); tpmkey-ca allows only those",
-                    {},
-                    {}};
-    } else {
-        const std::string identifier = (*attestation)["permanentIdentifier"].get<std::string>();
-        entry.input = identifier;
-        decision = decide(ca, identifier, entry);
     }
     entry.reason = decision.message;
     nlohmann::json out = {{"allow", decision.allow}};
@@ -459,7 +478,7 @@ HttpResponse answer(const CaDirectory& ca, const Secrets& secrets, const std::st
     }
     std::cerr << "tpmkey-ca webhook: " << (from_x5c ? "x5c: " : "acme: ") << (decision.allow ? "allowed" : "refused")
               << ": " << decision.message << "\n";
-    return {200, out.dump()};
+    return {status, out.dump()};
 }
 
 int cmd_webhook(const Parsed& p) {
@@ -471,7 +490,11 @@ int cmd_webhook(const Parsed& p) {
         throw UsageError("tpmkey-ca webhook: --acme-provisioner needs the ACME provisioner's name", webhook_spec.usage);
     const CaDirectory ca = ca_directory_of(p);
     (void)load_ca(ca);
-    (void)all_records(ca);  // a records/ that fails its checks stops it now, not at the first request
+    // A records/ that fails its checks, or a DIR/database that is not ours,
+    // stops it now, not at the first request. An unreachable database does
+    // not: each decision asks it, and refuses while it cannot answer.
+    if (database_store(ca) == nullptr)
+        (void)all_records(ca);
     Secrets secrets{read_webhook_secret(p.value("--secret-file")), std::nullopt};
     if (p.has_value("--x5c-secret-file")) {
         secrets.x5c = read_webhook_secret(p.value("--x5c-secret-file"));

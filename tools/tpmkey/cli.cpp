@@ -1,4 +1,5 @@
 #include "cli.hpp"
+#include "core/tpm/pin_object.hpp"
 
 #include "core/files/config.hpp"
 #include "core/pin/prompt.hpp"
@@ -76,7 +77,11 @@ OpenedKey::OpenedKey(const KeyFile& key, const std::filesystem::path& file, cons
     }
     // (a key made before a clear cannot load anyway)
     parent_ = verified_parent_for_pin(tpm_, key_, file_);
-    if (!args.has_value("--pin-file") && key_.needs_pin())
+    // A key with the shared PIN has an empty auth value of its own, which
+    // is what its ADMIN role (TPM2_Certify) takes: no PIN is asked or sent.
+    if (!shared_pin_name(key_).empty())
+        pin_ = Secret();
+    else if (!args.has_value("--pin-file") && key_.needs_pin())
         pin_ = pin_from_terminal("Enter the PIN of " + file_.stem().string() + ": ", "--pin-file");
 }
 

@@ -10,6 +10,7 @@
 #include "core/keys/key_discovery.hpp"
 #include "core/pin/source.hpp"
 #include "core/tpm/diagnosis.hpp"
+#include "core/tpm/pin_object.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm_queries.hpp"
@@ -162,6 +163,15 @@ void check_keys(Doctor& d, const Config& config, Tpm* tpm) {
         const PublicKey& pub = found.key->public_key;
         const std::string desc = name + ": " + key_type_text(pub) + ", " + (key.needs_pin() ? "PIN" : "no PIN") +
                                  ", parent " + handle_text(key.parent);
+        if (!shared_pin_name(key).empty()) {
+            try {
+                (void)pin_object_for(key);
+                d.ok(name + ": its PIN is the shared PIN (the PIN object " + pin_object_path().string() + ")");
+            } catch (const Error& e) {
+                d.fail(name + ": its PIN object cannot be used", e.what(),
+                       "put back the PIN object the key was made with (~/.config/tpmkey/pin-object)");
+            }
+        }
         // Read from the file alone: a lockout later would stop the key.
         const auto warn_if_lockout_stops_it = [&] {
             if (lockout_stops_pinless_key(key.blobs.pub.publicArea, !key.needs_pin()))

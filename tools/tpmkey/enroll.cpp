@@ -13,6 +13,7 @@
 #include "core/files/atomic_file.hpp"
 #include "core/files/config.hpp"
 #include "core/pin/prompt.hpp"
+#include "core/tpm/pin_object.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/attestation_key.hpp"
 #include "core/trust/key_attestation.hpp"
@@ -163,6 +164,10 @@ int cmd_enroll(const Parsed& p) {
                     "no TPM to attest it)");
     }
     check_usable(key, path.string());
+    if (!shared_pin_name(key).empty())
+        throw Error(path.string() +
+                    ": has the shared PIN (a TPM2_PolicySecret policy); tpmkey enroll signs the certificate request "
+                    "with the key's own PIN: make the key with tpmkey-keygen --own-pin");
     if (key.has_policy())
         throw Error(path.string() +
                     ": bound to a PCR policy; tpmkey enroll signs the certificate request with the key's PIN alone, "

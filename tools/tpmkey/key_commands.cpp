@@ -8,6 +8,7 @@
 #include "core/keys/key_discovery.hpp"
 #include "core/keys/key_file.hpp"
 #include "core/pin/prompt.hpp"
+#include "core/tpm/pin_object.hpp"
 #include "core/tpm/tpm.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/trust/known_parents.hpp"
@@ -120,7 +121,12 @@ int cmd_info(const Parsed& p) {
               << "type:        " << key_type_text(pub) << "\n"
               << "fingerprint: " << pub.ssh_fingerprint() << "\n"
               << "attributes:  " << attributes_text(area.objectAttributes) << "\n"
-              << "PIN:         " << (key.needs_pin() ? "yes" : "no") << "\n"
+              << "PIN:         "
+              << (!key.needs_pin()               ? "no"
+                  : shared_pin_name(key).empty() ? "yes, its own"
+                                                 : "yes, the shared PIN (the PIN object " + pin_object_path().string() +
+                                                       "; 'tpmkey passwd' changes it for every key made with it)")
+              << "\n"
               << "parent:      " << handle_text(key.parent)
               << (key.parent == owner_hierarchy ? " (storage key re-created from the owner hierarchy)"
                                                 : " (persistent storage key)")
@@ -175,6 +181,11 @@ constexpr CommandSpec passwd_spec{"passwd",
                                   "  --old-pin-file FILE   the current PIN: the first line of FILE\n"
                                   "  --new-pin-file FILE   the new PIN: the first line of FILE (empty: no PIN)\n"
                                   "\n"
+                                  "For a key with the shared PIN (tpmkey-keygen's default) it changes the\n"
+                                  "shared PIN: the auth value of your PIN object (~/.config/tpmkey/pin-object),\n"
+                                  "which that file then holds; every key made with it follows. The shared PIN\n"
+                                  "cannot be removed.\n"
+                                  "\n"
                                   "Wrong PINs count towards the TPM's dictionary-attack lockout (see\n"
                                   "'tpmkey doctor'). The public key stays the same.\n",
                                   {"--old-pin-file", "--new-pin-file", nullptr},
@@ -192,9 +203,23 @@ Secret ask_new_pin() {
 }
 
 int cmd_passwd(const Parsed& p) {
-    const std::filesystem::path path = rewritten_key_file(p.positional[0]);
+    std::filesystem::path path = rewritten_key_file(p.positional[0]);
     KeyFile key = read_key_file(path);
     check_usable(key, path.string());
+    // A key with the shared PIN: the PIN is the PIN object's, and that is
+    // what is wrapped again and rewritten (pin_object.hpp).
+    const bool shared = !shared_pin_name(key).empty();
+    const std::string key_name = path.string();
+    if (shared) {
+        try {
+            key = pin_object_for(key);
+        } catch (const Error& e) {
+            throw Error(key_name + ": " + e.what() + "; nothing changed");
+        }
+        path = pin_object_path();
+        std::cout << key_name << " has the shared PIN: changing it in " << path.string()
+                  << " changes it for every key made with it.\n";
+    }
     Secret old_pin;
     if (p.has_value("--old-pin-file"))
         old_pin = read_pin_file(p.value("--old-pin-file"));
@@ -226,7 +251,9 @@ int cmd_passwd(const Parsed& p) {
     if (parent_check.proven_now)
         std::cout << "Parent: " << parent_check_text(key.parent, parent_check) << ".\n";
     if (!p.has_value("--old-pin-file") && key.needs_pin())
-        old_pin = pin_from_terminal("Enter the current PIN of " + path.stem().string() + ": ", "--old-pin-file");
+        old_pin = pin_from_terminal(shared ? std::string("Enter the current shared PIN: ")
+                                           : "Enter the current PIN of " + path.stem().string() + ": ",
+                                    "--old-pin-file");
 
     // Both PINs cross the bus only inside the salted, encrypted session.
     const bool ask_new_pin_here = !p.has_value("--new-pin-file");
@@ -265,6 +292,9 @@ int cmd_passwd(const Parsed& p) {
         (void)wrapped_with(old_pin);
     if (ask_new_pin_here)
         new_pin = ask_new_pin();
+    if (shared && new_pin.empty())
+        throw Error("the shared PIN cannot be removed (keys made with it would need none: make keys without a PIN "
+                    "with tpmkey-keygen -N ''); nothing changed");
     if (old_pin.empty() && new_pin.empty() && !key.needs_pin()) {
         std::cout << path.string() << " has no PIN; nothing changed.\n";
         return 0;
@@ -275,6 +305,12 @@ int cmd_passwd(const Parsed& p) {
     key.empty_auth = new_pin.empty();
     write_file_atomically(path, format_key_file(key), 0600, Replace::yes);
     const char* what = new_pin.empty() ? "removed" : old_pin.empty() ? "set" : "changed";
+    if (shared) {
+        std::cout << "The shared PIN is changed (in " << path.string()
+                  << "): every key made with it takes the new PIN. A copy of the old file (a backup) still opens "
+                     "them with the old PIN.\n";
+        return 0;
+    }
     std::cout << "The PIN of " << path.string() << " is " << what << ".\n";
     // Its attributes stay those of a key with a PIN.
     if (new_pin.empty() && lockout_stops_pinless_key(key.blobs.pub.publicArea, true))

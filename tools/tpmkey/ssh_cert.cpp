@@ -10,6 +10,7 @@
 #include "core/files/config.hpp"
 #include "core/files/file_read.hpp"
 #include "core/pin/prompt.hpp"
+#include "core/tpm/pin_object.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "http_client.hpp"
 #include "jose.hpp"
@@ -220,6 +221,10 @@ int cmd_ssh_cert(const Parsed& p) {
 
     enroll::HttpClient http(p.value("--ca-root"));
 
+    if (!shared_pin_name(key).empty())
+        throw Error(path.string() +
+                    ": has the shared PIN (a TPM2_PolicySecret policy); tpmkey ssh-cert signs with the key's own PIN: "
+                    "make the key with tpmkey-keygen --own-pin");
     // The parent before the PIN is asked for (as in tpmkey attest).
     OpenedKey opened(key, path, p);
     std::string token;

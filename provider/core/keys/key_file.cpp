@@ -193,7 +193,13 @@ std::string oid_text(const ASN1_OBJECT* oid) {
     return buf;
 }
 
-void check_public(const TPMT_PUBLIC& area, const DerReader& reader) {
+void check_public(const TPMT_PUBLIC& area, const DerReader& reader, KeyFileKind kind) {
+    if (kind == KeyFileKind::pin_object) {
+        // Its template is check_pin_object's (core/tpm/pin_object.hpp).
+        if (area.type != TPM2_ALG_KEYEDHASH || (area.objectAttributes & TPMA_OBJECT_SIGN_ENCRYPT))
+            reader.fail("not a PIN object (a keyedhash data object)");
+        return;
+    }
     if (area.type != TPM2_ALG_RSA && area.type != TPM2_ALG_ECC)
         reader.fail("only RSA and ECC keys are supported");
     if (!(area.objectAttributes & TPMA_OBJECT_SIGN_ENCRYPT))
@@ -238,7 +244,7 @@ bool is_printable_utf8(std::string_view text) {
     return true;
 }
 
-KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name) {
+KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name, KeyFileKind kind) {
     if (pem.size() > max_key_file_size)
         throw FileError(name, "too large for a key file (" + std::to_string(pem.size()) + " bytes)");
     // BIO_new_mem_buf() refuses a NULL buffer, which an empty span may have.
@@ -341,7 +347,7 @@ KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& nam
     key.blobs.priv = unmarshal(priv->value.octet_string, Tss2_MU_TPM2B_PRIVATE_Unmarshal, r, "private part");
     if (key.blobs.priv.size == 0)
         r.fail("the private part is empty");
-    check_public(key.blobs.pub.publicArea, r);
+    check_public(key.blobs.pub.publicArea, r, kind);
     return key;
 }
 
@@ -439,7 +445,10 @@ void check_runnable(const PolicyCommand& command) {
     switch (command.code) {
     case TPM2_CC_PolicyAuthValue:
     case TPM2_CC_PolicyPCR:
-    case TPM2_CC_PolicyAuthorize: (void)policy_digest(std::span(&command, 1)); return;
+    case TPM2_CC_PolicyAuthorize:
+    case TPM2_CC_PolicySecret:  // the PIN object's (pin_object.hpp)
+        (void)policy_digest(std::span(&command, 1));
+        return;
     default: throw Error("the key's policy uses " + policy_command_text(command.code) + ", which tpmkey does not run");
     }
 }
@@ -454,6 +463,8 @@ void check_runnable(const SignedPolicy& policy) {
     for (std::size_t i = 0; i < policy.commands.size(); ++i) {
         if (i + 1 < policy.commands.size() && policy.commands[i].code == TPM2_CC_PolicyAuthorize)
             throw Error(which + " uses TPM2_PolicyAuthorize before its end, which tpmkey does not run");
+        if (policy.commands[i].code == TPM2_CC_PolicySecret)
+            throw Error(which + " uses TPM2_PolicySecret, which tpmkey runs only in a key's own policy");
         check_runnable(policy.commands[i]);
     }
 }
@@ -504,13 +515,13 @@ void check_usable(const KeyFile& key, const std::string& name) {
     }
 }
 
-KeyFile read_key_file(const std::filesystem::path& path) {
+KeyFile read_key_file(const std::filesystem::path& path, KeyFileKind kind) {
     // A key file may be a link (dotfile managers); what it points to must be
     // a regular file that no one else can replace (the public key in it is
     // what ssh-keygen -D prints, and a PIN typed for it goes to that key).
     const FileRead file = read_regular_file(path, max_key_file_size);
     check_not_replaceable(path, file);
-    return parse_key_file(file.data, path.string());
+    return parse_key_file(file.data, path.string(), kind);
 }
 
 }  // namespace tpmkey

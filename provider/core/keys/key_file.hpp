@@ -60,8 +60,13 @@ struct KeyFile {
 // Valid UTF-8 without control characters: what a description may hold.
 bool is_printable_utf8(std::string_view text);
 
+// What a key file must hold: a signing key (RSA or ECC, 'sign'), or the
+// user's PIN object (a keyedhash data object, core/tpm/pin_object.hpp).
+enum class KeyFileKind { signing_key, pin_object };
+
 // Parses PEM text. `name` (the file's path) prefixes every error message.
-KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name);
+KeyFile parse_key_file(std::span<const std::uint8_t> pem, const std::string& name,
+                       KeyFileKind kind = KeyFileKind::signing_key);
 
 // The PEM text of a key file: type, emptyAuth (when known), policy, the
 // other optional fields as they were read (authPolicy and description
@@ -96,6 +101,6 @@ void check_usable(const KeyFile& key, const std::string& name);
 
 // Reads and parses a key file: a regular file of at most max_key_file_size
 // bytes that only the user (or root) can replace (check_not_replaceable).
-KeyFile read_key_file(const std::filesystem::path& path);
+KeyFile read_key_file(const std::filesystem::path& path, KeyFileKind kind = KeyFileKind::signing_key);
 
 }  // namespace tpmkey

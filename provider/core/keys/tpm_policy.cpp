@@ -201,6 +201,29 @@ std::string policy_command_text(TPM2_CC code) {
 
 PolicyCommand policy_auth_value() { return {TPM2_CC_PolicyAuthValue, {}}; }
 
+PolicyCommand policy_secret(std::span<const std::uint8_t> name) {
+    TPM2B_NAME tpm2b{};
+    if (name.size() < 2 || name.size() > sizeof tpm2b.name)
+        throw Error("the name of a PIN object must be a TPM object name");
+    tpm2b.size = static_cast<UINT16>(name.size());
+    std::copy(name.begin(), name.end(), tpm2b.name);
+    PolicyCommand command{TPM2_CC_PolicySecret, {}};
+    put(command.body, tpm2b, Tss2_MU_TPM2B_NAME_Marshal);
+    return command;
+}
+
+Bytes policy_secret_name(const PolicyCommand& secret) {
+    BodyReader reader(secret, TPM2_CC_PolicySecret);
+    const TPM2B_NAME name = reader.take(Tss2_MU_TPM2B_NAME_Unmarshal, "object name");
+    reader.finish();
+    // An object's name: its name algorithm (SHA-256, as every object we
+    // make) and the digest of its public area.
+    if (name.size != 2 + sha256_size || name.name[0] != (TPM2_ALG_SHA256 >> 8) ||
+        name.name[1] != (TPM2_ALG_SHA256 & 0xff))
+        reader.fail("it names no SHA-256 object (a PIN object)");
+    return Bytes(name.name, name.name + name.size);
+}
+
 TPML_PCR_SELECTION pcr_selection_list(const PcrSelection& selection) {
     TPML_PCR_SELECTION list{};
     list.count = 1;
@@ -410,6 +433,12 @@ Bytes policy_digest(std::span<const PolicyCommand> commands) {
         case TPM2_CC_PolicyPCR:
             (void)pcr_selection_of(command);  // a malformed body has no digest
             digest = digest_of(sha256, {digest, code, command.body});
+            break;
+        case TPM2_CC_PolicySecret:
+            // PolicyUpdate (TPM 2.0 Part 3, 23.2.4): the object's name, then
+            // the policyRef, which tpmkey leaves empty.
+            digest = digest_of(sha256, {digest, code, policy_secret_name(command)});
+            digest = digest_of(sha256, {digest});
             break;
         case TPM2_CC_PolicyAuthorize: {
             // The TPM starts again from zeros: only the signer and the

@@ -10,6 +10,8 @@
 //   TPM2_PolicyPCR (0x17F):       TPML_PCR_SELECTION || pcrDigest (raw, 32
 //                                 bytes: SHA-256, the name hash of every
 //                                 key we make; the engine's order)
+//   TPM2_PolicySecret (0x151):    TPM2B_NAME of the PIN object (policyRef
+//                                 empty); only in a key's own policy
 //   TPM2_PolicyAuthorize (0x16A): TPM2B_PUBLIC signer || TPM2B_DIGEST policyRef
 //                                 || TPMT_SIGNATURE (sigAlg NULL in the key's
 //                                 own `policy`; a real one in authPolicy)
@@ -49,6 +51,14 @@ std::string policy_command_text(TPM2_CC code);
 TPML_PCR_SELECTION pcr_selection_list(const PcrSelection& selection);
 
 PolicyCommand policy_auth_value();
+// TPM2_PolicySecret naming the PIN object (docs/design.md, "PINs, keys and
+// the TPM's lockout"): the key is used with the PIN object's auth value.
+// The body is the object's name as a TPM2B_NAME, the form
+// draft-bottomley-tpm2-keys gives PolicySecret; the policyRef is empty.
+PolicyCommand policy_secret(std::span<const std::uint8_t> name);
+// The name in a PolicySecret command; throws Error if it is malformed or
+// names anything but a SHA-256 object.
+Bytes policy_secret_name(const PolicyCommand& secret);
 // `pcr_digest`: the name hash of the selected PCRs' values, concatenated
 // in ascending order.
 PolicyCommand policy_pcr(const PcrSelection& selection, std::span<const std::uint8_t> pcr_digest);

@@ -2,6 +2,7 @@
 
 #include "core/base/error.hpp"
 #include "core/base/owned.hpp"
+#include "core/tpm/pin_object.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -58,7 +59,8 @@ void run_authorize(Tpm& tpm, ESYS_TR session, const PolicyCommand& command,
 // Runs `commands` in order; a PolicyAuthorize covers the ones before it.
 // `pcr_step`: whose PolicyPCR it is (the key's own, or a signed policy's),
 // for what the user is told to do when it fails (diagnosis.hpp).
-void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands, TpmStep pcr_step) {
+void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands, TpmStep pcr_step,
+         const PinObjectAuth* pin_object) {
     for (std::size_t i = 0; i < commands.size(); ++i) {
         switch (commands[i].code) {
         case TPM2_CC_PolicyAuthValue:
@@ -67,6 +69,15 @@ void run(Tpm& tpm, ESYS_TR session, std::span<const PolicyCommand> commands, Tpm
             break;
         case TPM2_CC_PolicyPCR: run_pcr(tpm, session, commands[i], pcr_step); break;
         case TPM2_CC_PolicyAuthorize: run_authorize(tpm, session, commands[i], commands.first(i)); break;
+        case TPM2_CC_PolicySecret:
+            // The TPM checks the object's name against the policy digest;
+            // a file of another PIN object only fails there, so it is told
+            // here (and the PIN is not sent for it).
+            if (!pin_object || pin_object->name != policy_secret_name(commands[i]))
+                throw Error("the key's PIN object is not the one in " + pin_object_path().string() +
+                            " (the key was made with another PIN object)");
+            run_policy_secret(tpm, session, pin_object->object, pin_object->auth);
+            break;
         default:
             // check_usable() let no other command through.
             throw Error("the key's policy uses a TPM command tpmkey does not run");
@@ -160,12 +171,13 @@ Authorization PolicySession::take(Tpm& tpm, const TpmObject& salt_key) {
     return auth;
 }
 
-const Authorization& PolicySession::satisfy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key) {
+const Authorization& PolicySession::satisfy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key,
+                                            const PinObjectAuth* pin_object) {
     check_policy_digest(key);
     const std::span<const PolicyCommand> policy(key.policy);
     if (!key.has_signed_policies()) {
         Authorization auth = take(tpm, salt_key);
-        run(tpm, auth.session(), policy, TpmStep::policy_pcr);
+        run(tpm, auth.session(), policy, TpmStep::policy_pcr, pin_object);
         session_ = std::move(auth);
         return *session_;
     }
@@ -177,8 +189,8 @@ const Authorization& PolicySession::satisfy(Tpm& tpm, const TpmObject& salt_key,
     // hide an older one that does.
     const auto holds = [&](std::size_t i) {
         Authorization auth = take(tpm, salt_key);
-        run(tpm, auth.session(), key.signed_policies[i].commands, TpmStep::signed_policy_pcr);
-        run(tpm, auth.session(), policy.subspan(1), TpmStep::policy_pcr);
+        run(tpm, auth.session(), key.signed_policies[i].commands, TpmStep::signed_policy_pcr, nullptr);
+        run(tpm, auth.session(), policy.subspan(1), TpmStep::policy_pcr, pin_object);
         session_ = std::move(auth);
         held_ = i;
     };

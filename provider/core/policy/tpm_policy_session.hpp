@@ -33,6 +33,15 @@ void check_policy_digest(const KeyFile& key);
 // Else what is wrong with it, for a message.
 std::string signed_policy_problem(const KeyFile& key, const SignedPolicy& policy);
 
+// A key with the shared PIN (core/tpm/pin_object.hpp): its PIN object,
+// loaded, with its auth value set (AuthValue), and the salted session that
+// carries it for TPM2_PolicySecret.
+struct PinObjectAuth {
+    const TpmObject& object;
+    Bytes name;
+    const Authorization& auth;
+};
+
 // A key's policy session, kept from one signature to the next: starting
 // one is a salted TPM2_StartAuthSession, a key exchange in the TPM. A
 // session's policy is used up by the command it authorises, so each use
@@ -54,7 +63,9 @@ public:
     // for signed keys), and the session is flushed. Nothing secret is sent:
     // PolicyAuthValue puts the PIN into the HMAC of the command that uses the
     // key (set it with AuthValue), never on the bus.
-    const Authorization& satisfy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key);
+    // A key whose policy has TPM2_PolicySecret needs `pin_object`.
+    const Authorization& satisfy(Tpm& tpm, const TpmObject& salt_key, const KeyFile& key,
+                                 const PinObjectAuth* pin_object = nullptr);
 
 private:
     // The kept session, restarted, or a new one (also when the kept one is

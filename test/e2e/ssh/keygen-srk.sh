@@ -30,7 +30,7 @@ pin=4321
 run "$TPMKEY_TOOL" doctor
 expect_out "[ok]      no storage key at 0x81000001: keys use 0x40000001, a login uses: re-created in each process (TPM2_CreatePrimary) (slower on real TPMs; 'tpmkey setup' persists it, as does tpmkey-keygen when it next makes a key)" \
     "doctor on an empty TPM"
-run "$TPMKEY_KEYGEN" -t ecdsa -b 256 --pin-file "$(pin_file "$pin")" -f "$keys/pin.tpm" -C pin
+run "$TPMKEY_KEYGEN" -t ecdsa -b 256 --pin-file "$(pin_file "$pin")" --own-pin -f "$keys/pin.tpm" -C pin
 expect_rc 0 "keygen on an empty TPM"
 expect_out "Parent: made the TCG standard storage key (SRK) and persisted it at 0x81000001, as systemd-tpm2-setup does:" \
     "keygen on an empty TPM"

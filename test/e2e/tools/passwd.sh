@@ -149,7 +149,7 @@ open(path, "w").write("-----BEGIN TSS2 PRIVATE KEY-----\n" +
 PY
 }
 F=$HOME/.ssh/fields.tpm
-"$TPMKEY_KEYGEN" -q --pin-file "$PIN2" -f "$F" || fail "tpmkey-keygen failed"  # no -C: no description yet
+"$TPMKEY_KEYGEN" -q --pin-file "$PIN2" --own-pin -f "$F" || fail "tpmkey-keygen failed"  # no -C: no description yet; a PIN of its own: passwd rewrites this file
 with_fields "$F"
 run "$TPMKEY_TOOL" info "$F"
 expect_out "description: agent comment" "fields: before passwd"
