@@ -80,15 +80,16 @@ extern "C" {
 
 std::uint32_t sk_api_version(void) { return ssh_sk_version_major; }
 
-int sk_enroll(std::uint32_t alg, const std::uint8_t* /*challenge: for attestation, which is not written*/,
-              std::size_t /*challenge_len*/, const char* application, std::uint8_t flags, const char* pin,
-              sk_option** options, sk_enroll_response** enroll_response) {
+int sk_enroll(std::uint32_t alg, const std::uint8_t* challenge, std::size_t challenge_len, const char* application,
+              std::uint8_t flags, const char* pin, sk_option** options, sk_enroll_response** enroll_response) {
     return guarded([&] {
         if (application == nullptr || enroll_response == nullptr)
             throw Error("sk_enroll called without an application or a place for the answer");
         *enroll_response = nullptr;
+        if (challenge == nullptr && challenge_len != 0)
+            throw Error("sk_enroll called with a challenge length but no challenge");
         check_options(options);
-        const sk::Enrolled enrolled = sk::enroll(alg, application, flags, pin);
+        const sk::Enrolled enrolled = sk::enroll(alg, application, flags, pin, {challenge, challenge_len});
         auto* response = static_cast<sk_enroll_response*>(std::calloc(1, sizeof(sk_enroll_response)));
         if (response == nullptr)
             throw std::bad_alloc();
@@ -97,9 +98,18 @@ int sk_enroll(std::uint32_t alg, const std::uint8_t* /*challenge: for attestatio
             response->public_key = malloc_copy(enrolled.public_key, response->public_key_len);
             const auto* handle = reinterpret_cast<const std::uint8_t*>(enrolled.key_handle.data());
             response->key_handle = malloc_copy({handle, enrolled.key_handle.size()}, response->key_handle_len);
+            // Empty without an AK certificate: OpenSSH then writes empty fields.
+            if (!enrolled.authdata.empty()) {
+                response->attestation_cert = malloc_copy(enrolled.attestation_cert, response->attestation_cert_len);
+                response->signature = malloc_copy(enrolled.attestation_signature, response->signature_len);
+                response->authdata = malloc_copy(enrolled.authdata, response->authdata_len);
+            }
         } catch (...) {
             std::free(response->public_key);
             std::free(response->key_handle);
+            std::free(response->attestation_cert);
+            std::free(response->signature);
+            std::free(response->authdata);
             std::free(response);
             throw;
         }

@@ -1,5 +1,6 @@
 #include "security_key.hpp"
 
+#include "core/attestation/sk_attestation.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/config.hpp"
 #include "core/pin/askpass.hpp"
@@ -7,6 +8,8 @@
 #include "core/tpm/nv_counter.hpp"
 #include "core/tpm/tpm_keys.hpp"
 #include "core/tpm/tpm_queries.hpp"
+#include "core/trust/attestation_key.hpp"
+#include "core/trust/key_attestation.hpp"
 #include "core/trust/known_parents.hpp"
 #include "key_handle.hpp"
 #include "parent.hpp"
@@ -14,7 +17,10 @@
 
 #include <openssl/evp.h>
 
+#include <cstdlib>
+#include <iostream>
 #include <string>
+#include <vector>
 
 namespace tpmkey::sk {
 
@@ -87,7 +93,26 @@ Bytes signed_data(const std::string& application, std::uint8_t flags, std::uint3
     return out;
 }
 
-Enrolled enroll(std::uint32_t alg, const std::string& application, std::uint8_t flags, const char* pin) {
+namespace {
+
+// The AK certificate (and its chain) of TPMKEY_AK_CERT, if set.
+std::vector<Bytes> ak_certificates() {
+    const char* file = std::getenv(ak_cert_variable);
+    if (file == nullptr || *file == '\0') {
+        std::cerr << "tpmkey-sk: no attestation: " << ak_cert_variable
+                  << " names no AK certificate, so a file written by -O write-attestation holds no statement of "
+                     "the TPM; to have one, enrol this TPM's attestation key (tpmkey attest enroll, "
+                     "docs/attestation.md) and set "
+                  << ak_cert_variable << "=AK.crt\n";
+        return {};
+    }
+    return read_ak_certificates(file);
+}
+
+}  // namespace
+
+Enrolled enroll(std::uint32_t alg, const std::string& application, std::uint8_t flags, const char* pin,
+                std::span<const std::uint8_t> challenge) {
     check_alg(alg);
     if (!is_printable_utf8(application))
         throw Error("the application name is not printable text");
@@ -105,6 +130,20 @@ Enrolled enroll(std::uint32_t alg, const std::string& application, std::uint8_t 
     const std::uint32_t parent_handle = keygen::choose_parent(tpm, true, false);
     if (parent_handle == owner_hierarchy)
         keygen::refuse_owner_password(tpm);
+    // The AK before the key: a file that is not this TPM's AK certificate
+    // refuses the enrolment before anything is made.
+    const std::vector<Bytes> x5c = ak_certificates();
+    TPMT_PUBLIC ak_area{};
+    std::optional<TpmObject> ak;
+    if (!x5c.empty()) {
+        try {
+            ak = create_ak_of_certificate(tpm, x5c.front(), ak_area);
+        } catch (const TpmError&) {
+            throw;
+        } catch (const Error& e) {
+            throw Error(std::string(std::getenv(ak_cert_variable)) + ": " + e.what());
+        }
+    }
     const TpmObject parent = load_verified_parent(tpm, parent_handle, known);
     provide_sk_counter(tpm);
 
@@ -121,6 +160,18 @@ Enrolled enroll(std::uint32_t alg, const std::string& application, std::uint8_t 
     enrolled.flags = flags & (ssh_sk_user_presence_reqd | ssh_sk_user_verification_reqd);
     enrolled.public_key = uncompressed_point(key.blobs.pub.publicArea.unique.ecc);
     enrolled.key_handle = format_key_handle(key);
+    if (ak) {
+        // TPM2_Certify needs the key's ADMIN role: its PIN, in a session
+        // salted with the verified parent (as `tpmkey attest`).
+        const Authorization auth = Authorization::for_secret(tpm, parent, with_pin);
+        const TpmObject loaded = load_key(tpm, parent, auth, key.blobs);
+        const AuthValue auth_value(tpm, loaded, key_pin);
+        const KeyAttestation attestation = attest_key(tpm, loaded, key.blobs.pub.publicArea, auth, *ak, x5c,
+                                                      sk_certify_challenge(challenge, application));
+        enrolled.attestation_cert = x5c.front();
+        enrolled.authdata = attestation.attestation_object;
+        enrolled.attestation_signature = parse_attestation_object(attestation.attestation_object).sig;
+    }
     return enrolled;
 }
 

@@ -26,11 +26,24 @@ struct Enrolled {
     std::uint8_t flags = 0;  // the key's flags, as OpenSSH writes them into the key file
     Bytes public_key;        // the uncompressed point 04 || X || Y
     std::string key_handle;  // key_handle.hpp
+    // The TPM's attestation (core/attestation/sk_attestation.hpp), empty
+    // when no AK certificate is given (TPMKEY_AK_CERT).
+    Bytes attestation_cert, attestation_signature, authdata;
 };
 
+// The environment variable naming this TPM's AK certificate (tpmkey-ca
+// issue-ak), with which enroll() has the AK certify each new key.
+inline constexpr const char* ak_cert_variable = "TPMKEY_AK_CERT";
+
 // `flags`: OpenSSH's (user presence, user verification = verify-required,
-// resident); `pin`: null or empty until OpenSSH asked for one.
-Enrolled enroll(std::uint32_t alg, const std::string& application, std::uint8_t flags, const char* pin);
+// resident); `pin`: null or empty until OpenSSH asked for one; `challenge`:
+// ssh-keygen's (random, or -O challenge=FILE), which the attestation binds.
+// OpenSSH does not tell a provider whether -O write-attestation was given,
+// so without TPMKEY_AK_CERT the key is made with an empty attestation and
+// a warning on stderr; with it, a file that is not this TPM's AK
+// certificate refuses the enrolment.
+Enrolled enroll(std::uint32_t alg, const std::string& application, std::uint8_t flags, const char* pin,
+                std::span<const std::uint8_t> challenge = {});
 
 struct Signed {
     std::uint8_t flags = 0;  // what this signature proves: presence, verification

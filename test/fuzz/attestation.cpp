@@ -6,10 +6,14 @@
 // Properties: decoding throws only tpmkey::Error, never crashes; an object
 // that is read back is built again (attestation_object) into one that reads
 // back to the same fields; authData, certInfo and pubArea inside it are read
-// or refused with Error the same way.
+// or refused with Error the same way. The same input is also read as a
+// security key's attestation file and as its .pub line
+// (core/attestation/sk_attestation.hpp, tpmkey-ca verify-sk): Error or a
+// result within bounds.
 #include "fuzz.hpp"
 
 #include "core/attestation/cbor.hpp"
+#include "core/attestation/sk_attestation.hpp"
 #include "core/attestation/webauthn.hpp"
 #include "core/base/error.hpp"
 
@@ -19,6 +23,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::span<const std::uint8_t> input(data, size);
     try {
         (void)tpmkey::cbor::decode(input, "input");
+    } catch (const tpmkey::Error&) {
+    }
+    try {
+        const tpmkey::SkAttestation sk = tpmkey::parse_sk_attestation(input);
+        FUZZ_CHECK(sk.attestation_cert.size() + sk.signature.size() + sk.authdata.size() <= size);
+    } catch (const tpmkey::Error&) {
+    }
+    try {
+        const tpmkey::SkPublicKey pub =
+            tpmkey::parse_sk_public_key(std::string_view(reinterpret_cast<const char*>(data), size));
+        FUZZ_CHECK(pub.point.size() == 65 && pub.point[0] == 0x04 && pub.application.size() <= 1024);
     } catch (const tpmkey::Error&) {
     }
     tpmkey::TpmAttestation a;

@@ -13,6 +13,7 @@ namespace tpmkey::cli {
 
 extern const Command init_command, challenge_command, issue_ak_command;  // enrol.cpp
 extern const Command verify_command;                                     // verify.cpp
+extern const Command verify_sk_command;                                  // verify.cpp
 extern const Command revoke_command, list_command, crl_command;          // inventory.cpp
 extern const Command reinstate_command;                                  // reinstate.cpp
 extern const Command webhook_command;                                    // webhook.cpp

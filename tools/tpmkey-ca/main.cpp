@@ -7,8 +7,9 @@ namespace {
 using namespace tpmkey;
 using namespace tpmkey::cli;
 constexpr const Command* commands[] = {
-    &init_command, &challenge_command, &issue_ak_command, &verify_command, &revoke_command,     &reinstate_command,
-    &list_command, &crl_command,       &webhook_command,  &rotate_command, &reissue_ak_command,
+    &init_command,      &challenge_command, &issue_ak_command,  &verify_command,
+    &verify_sk_command, &revoke_command,    &reinstate_command, &list_command,
+    &crl_command,       &webhook_command,   &rotate_command,    &reissue_ak_command,
 };
 constexpr Program ca_program{"tpmkey-ca", commands, version};
 }  // namespace

@@ -7,11 +7,14 @@
 
 #include "core/attestation/exchange_file.hpp"
 #include "core/attestation/key_verification.hpp"
+#include "core/attestation/sk_attestation.hpp"
 #include "core/attestation/webauthn.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/file_read.hpp"
 #include "core/keys/key_file.hpp"
+#include "core/keys/public_key.hpp"
 
+#include "core/base/base64.hpp"
 #include "core/keys/algorithms.hpp"
 #include "core/keys/tpm_policy.hpp"
 
@@ -326,8 +329,180 @@ int cmd_verify(const Parsed& p) {
     return 0;
 }
 
+constexpr CommandSpec verify_sk_spec{"verify-sk",
+                                     "check a security key's attestation (ssh-keygen -O write-attestation)",
+                                     "tpmkey-ca verify-sk ATTESTATION --pub KEY.pub --challenge FILE --roots FILE "
+                                     "[--crl FILE] [--ca DIR] [--verify-required]",
+                                     "Checks ATTESTATION, written by 'ssh-keygen -t ecdsa-sk -w tpmkey-sk.so\n"
+                                     "-O challenge=FILE -O write-attestation=ATTESTATION' with TPMKEY_AK_CERT set\n"
+                                     "(docs/security-keys.md, \"Attestation\"): its AK certificate was issued by\n"
+                                     "a CA of --roots, is an AK certificate and is not revoked (as verify);\n"
+                                     "the AK signed TPM2_Certify's result over the key for this challenge and\n"
+                                     "the application of KEY.pub; the certified key is the key of KEY.pub\n"
+                                     "(its P-256 point) and was made in a TPM that will not let it out\n"
+                                     "(fixedTPM, fixedParent, sensitiveDataOrigin). Then prints what that\n"
+                                     "proves and what it cannot. Exit 0 only if every check holds; a refusal\n"
+                                     "is 'tpmkey-ca: REFUSED: REASON', exit 1.\n"
+                                     "\n"
+                                     "  --pub KEY.pub      the security key's public key (sk-ecdsa-sha2-nistp256)\n"
+                                     "  --challenge FILE   the challenge given to ssh-keygen -O challenge=FILE\n"
+                                     "                     (16 to 1024 bytes); without it nothing shows the\n"
+                                     "                     attestation is fresh, so it is needed\n"
+                                     "  --roots FILE       the CA certificates to trust (PEM)\n"
+                                     "  --crl FILE         the CA's CRL (PEM or DER), as for verify\n"
+                                     "  --ca DIR           the CA directory: its CRL, records and audit log, as\n"
+                                     "                     for verify\n"
+                                     "  --verify-required  refuse a key without dictionary-attack protection\n"
+                                     "                     (noDA): tpmkey-sk makes those without a PIN\n",
+                                     {"--pub", "--challenge", "--roots", "--crl", "--ca", nullptr},
+                                     {"--verify-required", nullptr},
+                                     1};
+
+// As verify(): nothing printed before every check held, and the decision
+// logged (`log`, if any) before anything is printed.
+void verify_sk(const Parsed& p, AuditLog* log, AuditEntry& entry) {
+    const std::string path = p.positional[0];
+    const std::string challenge_file = p.value("--challenge");
+    const Bytes challenge = read_regular_file(challenge_file, max_challenge_size + 1).data;
+    if (challenge.size() < min_challenge_size || challenge.size() > max_challenge_size)
+        throw Error(challenge_file + ": not a challenge (" + std::to_string(min_challenge_size) + " to " +
+                    std::to_string(max_challenge_size) + " bytes)");
+    const Bytes roots = read_regular_file(p.value("--roots"), 1024 * 1024).data;
+    // The attestation and the .pub are the sender's: whatever is wrong with
+    // them is a refusal.
+    SkAttestation attestation;
+    SkPublicKey pub;
+    entry.check = check_name(VerifyCheck::attestation_file);  // until the core's checks run
+    try {
+        attestation = parse_sk_attestation(read_regular_file(path, max_sk_attestation_size + 1).data);
+    } catch (const Error& e) {
+        throw Error("REFUSED: " + path + ": " + e.what());
+    }
+    try {
+        entry.check = check_name(VerifyCheck::ssh_public_key);
+        const Bytes text = read_regular_file(p.value("--pub"), 64 * 1024).data;
+        pub = parse_sk_public_key(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
+    } catch (const Error& e) {
+        throw Error("REFUSED: " + p.value("--pub") + ": " + e.what());
+    }
+    // OpenSSH's attestation_cert and signature are the attestation object's
+    // x5c[0] and sig (sk_attestation.hpp): two copies that must agree.
+    entry.check = check_name(VerifyCheck::attestation_file);
+    TpmAttestation object;
+    try {
+        object = parse_attestation_object(attestation.authdata);
+    } catch (const Error& e) {
+        throw Error("REFUSED: " + path + ": its authenticator data is not a TPM attestation object: " + e.what());
+    }
+    if (object.x5c.empty() || object.x5c.front() != attestation.attestation_cert)
+        throw Error("REFUSED: " + path +
+                    ": its attestation certificate is not the AK certificate of its "
+                    "authenticator data (the file was altered)");
+    if (object.sig != attestation.signature)
+        throw Error("REFUSED: " + path +
+                    ": its signature is not the one of its authenticator data (the file "
+                    "was altered)");
+
+    // The rest is verify's checks (key_verification.hpp), on the exchange
+    // file `tpmkey attest` would have written: the SSH key of KEY.pub's
+    // point, the clientDataJSON of the challenge bound to the application.
+    const Bytes certified = sk_certify_challenge(challenge, pub.application);
+    ExchangeFile file(attestation_file::kind);
+    Bytes blob;
+    const auto put_string = [&blob](std::string_view text) {
+        for (int shift = 24; shift >= 0; shift -= 8)
+            blob.push_back(static_cast<std::uint8_t>(text.size() >> shift));
+        blob.insert(blob.end(), text.begin(), text.end());
+    };
+    put_string("ecdsa-sha2-nistp256");
+    put_string("nistp256");
+    put_string(std::string_view(reinterpret_cast<const char*>(pub.point.data()), pub.point.size()));
+    file.set_text(attestation_file::ssh_public_key, "ecdsa-sha2-nistp256 " + base64(blob));
+    const std::string client_data = client_data_json(certified);
+    file.set_bytes(attestation_file::client_data_json, Bytes(client_data.begin(), client_data.end()));
+    file.set_bytes(attestation_file::attestation_object, attestation.authdata);
+    const std::string text = file.to_string();
+    entry.check.clear();
+    const std::variant<VerifiedKey, Refusal> outcome = verify_key_attestation({
+        .attestation = text,
+        .attestation_name = path,
+        .challenge = certified,
+        .challenge_name = challenge_file + " and the application of " + p.value("--pub"),
+        .roots = roots,
+        .roots_name = p.value("--roots"),
+    });
+    if (const Refusal* refusal = std::get_if<Refusal>(&outcome)) {
+        entry.check = check_name(refusal->check);
+        if (refusal->check == VerifyCheck::ssh_public_key)
+            throw Error("REFUSED: the attested key is not the key of " + p.value("--pub"));
+        if (refusal->check == VerifyCheck::challenge || refusal->check == VerifyCheck::extra_data)
+            throw Error("REFUSED: the attestation was not made for the challenge " + challenge_file +
+                        " and the application \"" + printable(pub.application) + "\" of " + p.value("--pub") + " (" +
+                        refusal->reason + ")");
+        throw Error("REFUSED: " + refusal->reason);
+    }
+    const VerifiedKey& key = std::get<VerifiedKey>(outcome);
+    // tpmkey-sk gives a key DA protection exactly when it has a PIN
+    // (key_handle.hpp); the PIN itself is not in the public area.
+    entry.ak_serial = key.ak_serial;
+    entry.key_fingerprint = ssh_fingerprint(pub.blob);
+    entry.ek_certificate_sha256 = key.ek_certificate_sha256.value_or("");
+    if (p.has_flag("--verify-required") && key.no_da) {
+        entry.check = "verify-required";
+        throw Error("REFUSED: the key is noDA: tpmkey-sk made it without -O verify-required, so it has no PIN");
+    }
+    const CaFacts facts = ca_facts(p, key, entry);
+    if (facts.record) {
+        entry.ak_name = facts.record->ak_name;
+        entry.machine = facts.record->machine;
+        entry.principals = facts.record->principals;
+    }
+    if (log) {
+        entry.reason = "verified: security key (ECDSA-SK P-256, application \"" + printable(pub.application) +
+                       "\"), TPM-resident, not exportable, " + (key.no_da ? "noDA" : "dictionary-attack protected") +
+                       "; " + facts.revocation;
+        log->accepted(entry);
+    }
+    std::cout << "Verified:      " << path << "\n"
+              << "Security key:  " << ssh_fingerprint(pub.blob) << " (ECDSA-SK P-256), application \""
+              << printable(pub.application) << "\"\n"
+              << "               TPM-resident, not exportable (fixedTPM, fixedParent, sensitiveDataOrigin)\n"
+              << "AK:            certificate serial " << key.ak_serial << ", issuer " << key.ak_issuer << "\n"
+              << "TPM:           manufacturer " << manufacturer_text(key.tpm_manufacturer) << ", model "
+              << key.tpm_model << ", version " << key.tpm_version << " (as the AK certificate names them)\n"
+              << "Revocation:    " << facts.revocation << "\n";
+    if (facts.record)
+        std::cout << "Machine:       " << facts.record->machine << "\n";
+    std::cout
+        << "Lockout:       "
+        << (key.no_da
+                ? "noDA: made without -O verify-required (tpmkey-sk gives such keys no PIN)"
+                : "dictionary-attack protected: as tpmkey-sk makes a key with a PIN (-O verify-required); the PIN "
+                  "itself is not proven")
+        << "\n"
+        << "Not proven:    the PIN itself (its auth value is not in the public area), user presence "
+           "(the askpass confirmation is the host's, not the TPM's), the key's flags in the key file\n";
+}
+
+int cmd_verify_sk(const Parsed& p) {
+    if (!p.has_value("--pub") || !p.has_value("--roots") || !p.has_value("--challenge"))
+        throw UsageError("tpmkey-ca verify-sk: --pub, --challenge and --roots are needed", verify_sk_spec.usage);
+    AuditEntry entry{.command = "verify-sk", .input = p.positional[0]};
+    // With --ca, the decision goes to the CA's audit log, as verify's.
+    if (!p.has_value("--ca")) {
+        verify_sk(p, nullptr, entry);
+        return 0;
+    }
+    const CaDirectory ca = ca_directory_of(p);
+    check_ca_directory(ca);  // before making audit.log in it
+    AuditLog log(audit_log_file(ca));
+    run_audited(log, entry, [&] { verify_sk(p, &log, entry); });
+    return 0;
+}
+
 }  // namespace
 
 const Command verify_command{&verify_spec, cmd_verify};
+const Command verify_sk_command{&verify_sk_spec, cmd_verify_sk};
 
 }  // namespace tpmkey::cli

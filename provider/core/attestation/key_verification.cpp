@@ -571,6 +571,7 @@ std::variant<VerifiedKey, Refusal> verify_key_attestation(const AttestationInput
     r.bits = v.key->bits();
     r.fingerprint = v.key->ssh_fingerprint();
     r.user_with_auth = (v.area.objectAttributes & TPMA_OBJECT_USERWITHAUTH) != 0;
+    r.no_da = (v.area.objectAttributes & TPMA_OBJECT_NODA) != 0;
     r.ak_certificate = v.attestation.x5c.front();
     r.ak_serial = serial_text(v.ak.get());
     r.ak_issuer = name_line(X509_get_issuer_name(v.ak.get()));

@@ -100,6 +100,7 @@ struct VerifiedKey {
     unsigned bits = 0;
     std::string fingerprint;      // "SHA256:...", as ssh-keygen -l prints it
     bool user_with_auth = false;  // the key signs with its auth value alone, a policy aside
+    bool no_da = false;           // noDA: wrong auth values do not count towards the TPM's lockout
     // The SHA-256 (hex) of the EK certificate the CA enrolled the AK with,
     // if the AK certificate records it.
     std::optional<std::string> ek_certificate_sha256;
