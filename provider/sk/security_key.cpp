@@ -3,6 +3,7 @@
 #include "core/attestation/sk_attestation.hpp"
 #include "core/base/printable.hpp"
 #include "core/files/config.hpp"
+#include "core/keys/algorithms.hpp"
 #include "core/pin/askpass.hpp"
 #include "core/tpm/diagnosis.hpp"
 #include "core/tpm/nv_counter.hpp"
@@ -26,13 +27,7 @@ namespace tpmkey::sk {
 
 namespace {
 
-Bytes sha256(std::span<const std::uint8_t> bytes) {
-    Bytes out(32);
-    unsigned int length = 0;
-    if (EVP_Digest(bytes.data(), bytes.size(), out.data(), &length, EVP_sha256(), nullptr) != 1 || length != 32)
-        throw Error("SHA-256 failed");
-    return out;
-}
+Bytes sha256(std::span<const std::uint8_t> bytes) { return digest_of(EVP_sha256(), {bytes}); }
 
 std::span<const std::uint8_t> bytes_of(const std::string& text) {
     return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};

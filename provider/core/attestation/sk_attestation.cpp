@@ -2,6 +2,7 @@
 
 #include "core/base/base64.hpp"
 #include "core/base/error.hpp"
+#include "core/keys/algorithms.hpp"
 
 #include <openssl/evp.h>
 
@@ -15,13 +16,7 @@ namespace {
 constexpr std::string_view sk_ecdsa_type = "sk-ecdsa-sha2-nistp256@openssh.com";
 constexpr std::size_t max_application_size = 1024;
 
-Bytes sha256(std::span<const std::uint8_t> bytes) {
-    Bytes out(32);
-    unsigned int length = 0;
-    if (EVP_Digest(bytes.data(), bytes.size(), out.data(), &length, EVP_sha256(), nullptr) != 1 || length != 32)
-        throw Error("SHA-256 failed (OpenSSL)");
-    return out;
-}
+Bytes sha256(std::span<const std::uint8_t> bytes) { return digest_of(EVP_sha256(), {bytes}); }
 
 // SSH wire format (RFC 4251): uint32 and string, each bounded by what is left.
 class Reader {
