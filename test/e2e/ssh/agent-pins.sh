@@ -64,8 +64,8 @@ fp() { fingerprint "$keys/$1.pub"; }
 export TPMKEY_KEYS=$keys
 # The agent below runs in the background, where the helper's stderr is
 # /dev/null: a module its helper cannot load would leave no word. ssh-keygen
-# says it (tools/ci-hardening's first pass: an ASan-built module in programs
-# without the ASan runtime, run again with it preloaded in the second pass).
+# says it (under tools/ci-hardening: an ASan-built module in a program that
+# does not have the ASan runtime preloaded).
 ssh-keygen -D "$AGENT_MODULE" >/dev/null 2>"$TEST_DIR/probe.err" ||
     { show "$TEST_DIR/probe.err"; fail "ssh-keygen -D cannot load the module"; }
 state_log=$HOME/.local/state/tpmkey/log
