@@ -202,6 +202,32 @@ more_requests 2
 expect_eq "$(served_serial)" "$serial1" "the certificate served at first"
 ok "the client gets SSH certificates ($(grep -c '^ok' "$w/client.log") so far)"
 
+# Meanwhile, through steps 1 and 2, a second client opens a new TLS
+# connection for each request as fast as it can (a signed POST that is no
+# step-ca request: answered 200, allow false): none may be refused or cut.
+python3 - "$wport" "$wh/root.crt" "$wh/secret" "$w/hammer.stop" >"$w/hammer.out" 2>&1 <<'PY2' &
+import base64, hashlib, hmac, http.client, os, ssl, sys
+port, root, secret, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+body = b"{}"
+sig = hmac.new(base64.b64decode(open(secret).read().split()[0]), body, hashlib.sha256).hexdigest()
+context = ssl.create_default_context(cafile=root)
+done, failed = 0, []
+while not os.path.exists(stop):
+    try:
+        c = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        c.request("POST", "/acme", body, {"X-Smallstep-Signature": sig, "Content-Type": "application/json"})
+        status = c.getresponse().status
+        c.close()
+        if status != 200:
+            failed.append("HTTP %d" % status)
+    except Exception as e:
+        failed.append(repr(e))
+    done += 1
+print("requests:", done, "failed:", len(failed), failed[:5])
+PY2
+hammer_pid=$!
+on_exit "touch $w/hammer.stop; kill $hammer_pid 2>/dev/null || true"
+
 # 1. A new TLS certificate: the files replaced (as a renewal does), SIGHUP.
 cp "$wh/server2.key" "$wh/server.key.new" && mv "$wh/server.key.new" "$wh/server.key"
 cp "$wh/server2.crt" "$wh/server.crt.new" && mv "$wh/server.crt.new" "$wh/server.crt"
@@ -225,6 +251,10 @@ has_line "$reloaded" "reload (SIGHUP) refused, still serving the previous certif
 cp "$wh/x5c-secret.good" "$wh/x5c-secret"
 more_requests 2
 ok "a garbage certificate or secret file, SIGHUP: refused with a message, the previous ones serve"
+touch "$w/hammer.stop"
+wait "$hammer_pid" || { show "$w/hammer.out"; fail "the second client failed"; }
+grep -q "failed: 0 \[\]" "$w/hammer.out" || { show "$w/hammer.out"; fail "a connection was refused or cut during the reloads"; }
+ok "a new connection for each request during the reloads: $(cat "$w/hammer.out")"
 
 # 3. The X5C webhook's secret. step-ca makes a webhook's secret when the
 # webhook is added and never changes it: a second webhook, added dormant,
