@@ -549,6 +549,18 @@ TEST_CASE("tpmkey-ca: records: names, the record of a certificate, and records o
                       Contains("could change the machine a key's SSH certificate is issued for; chmod 700"));
 }
 
+namespace {
+
+// The secrets' bytes, to compare (a Secret is not copied).
+std::vector<std::string> secret_texts(const std::vector<Secret>& secrets) {
+    std::vector<std::string> texts;
+    for (const Secret& secret : secrets)
+        texts.emplace_back(reinterpret_cast<const char*>(secret.data()), secret.size());
+    return texts;
+}
+
+}  // namespace
+
 TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or not, as openssl rand -base64 makes it",
           "[tpmkey-ca]") {
     TempDir tmp;
@@ -563,12 +575,13 @@ TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or no
         REQUIRE(RAND_bytes(bytes.data(), static_cast<int>(size)) == 1);
         write_secret(base64(bytes) + "\n");
         INFO(size << " bytes: " << base64(bytes));
-        CHECK(cli::read_webhook_secret(file.string()) == Secret(std::span<const std::uint8_t>(bytes)));
+        CHECK(secret_texts(cli::read_webhook_secrets("--secret-file", file.string())) ==
+              std::vector<std::string>{std::string(bytes.begin(), bytes.end())});
     }
     // The command step-ca's docs and the issue give, as written.
     std::filesystem::remove(file);
     REQUIRE(std::system(("umask 077 && openssl rand -base64 48 >'" + file.string() + "'").c_str()) == 0);
-    CHECK(cli::read_webhook_secret(file.string()).size() == 48);
+    CHECK(cli::read_webhook_secrets("--secret-file", file.string()).at(0).size() == 48);
 
     // Not base64 as step-ca writes it, or too short: refused.
     for (const char* bad : {"", "QUJDRA", "QUJD=EFG", "QUJDREVGR0hJSktMTU5PUA=A",
@@ -576,14 +589,38 @@ TEST_CASE("tpmkey-ca webhook: a secret of any length from 16 bytes, padded or no
                             "QUJDREVGR0hJSktMTU8=", "QUJDREVGR0hJSktMTU5PUA-_", "QUJDREVGR0hJSktMTU5PUB=="}) {
         write_secret(bad);
         INFO("'" << bad << "'");
-        CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()),
+        CHECK_THROWS_WITH(cli::read_webhook_secrets("--secret-file", file.string()),
                           Contains("not a webhook secret as step-ca gives it"));
     }
     // 16 bytes, padded: the shortest taken.
     write_secret("QUJDREVGR0hJSktMTU5PUA==");
-    CHECK(cli::read_webhook_secret(file.string()) == Secret(std::string_view("ABCDEFGHIJKLMNOP")));
+    CHECK(secret_texts(cli::read_webhook_secrets("--secret-file", file.string())) ==
+          std::vector<std::string>{"ABCDEFGHIJKLMNOP"});
     REQUIRE(chmod(file.c_str(), 0640) == 0);
-    CHECK_THROWS_WITH(cli::read_webhook_secret(file.string()), Contains("others may read it"));
+    CHECK_THROWS_WITH(cli::read_webhook_secrets("--secret-file", file.string()), Contains("others may read it"));
+}
+
+TEST_CASE("tpmkey-ca webhook: a secret file holds one secret, or two while it is rotated (the new one first)",
+          "[tpmkey-ca]") {
+    TempDir tmp;
+    const std::filesystem::path file = tmp.path / "secret";
+    const auto read = [&](const std::string& text) {
+        std::filesystem::remove(file);
+        write_file_atomically(file, text, 0600, Replace::yes);
+        return secret_texts(cli::read_webhook_secrets("--x5c-secret-file", file.string()));
+    };
+    const std::string fresh = "QUJDREVGR0hJSktMTU5PUA==", old = "cXJzdHV2d3h5ejAxMjM0NTY3ODk=";
+    const std::vector<std::string> both{"ABCDEFGHIJKLMNOP", "qrstuvwxyz0123456789"};
+    CHECK(read(fresh + "\n" + old + "\n") == both);
+    CHECK(read(fresh + "\r\n" + old + "\r\n\n") == both);  // CRLF, a blank line at the end
+    CHECK(read(fresh + "\n" + old) == both);
+    CHECK(read(old + "\n" + fresh).at(0) == both.at(1));  // the order is kept: the first is the new one
+    CHECK(read(fresh + "\n") == std::vector<std::string>{both.at(0)});
+    // A blank line between, a bad second secret, or a third: refused, naming the option.
+    for (const std::string& bad : {fresh + "\n\n" + old, fresh + "\nQUJDRA", old + "\n" + fresh + " x"})
+        CHECK_THROWS_WITH(
+            read(bad), Contains("--x5c-secret-file " + file.string() + ": not a webhook secret as step-ca gives it"));
+    CHECK_THROWS_WITH(read(fresh + "\n" + old + "\n" + fresh), Contains("more than two secrets"));
 }
 
 namespace {

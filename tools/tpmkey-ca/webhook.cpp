@@ -45,6 +45,7 @@
 #include <ctime>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,10 @@ constexpr CommandSpec webhook_spec{
     "                  [--x5c-secret-file FILE] [--acme-provisioner NAME]",
     "Serves step-ca's authorizing webhooks over HTTPS on ADDRESS:PORT until\n"
     "SIGTERM or SIGINT (it answers the requests in flight, then exits 0).\n"
+    "SIGHUP reloads the TLS certificate and key and the secret files with\n"
+    "no connection refused: new connections get the new certificate, those\n"
+    "begun are answered as before; if any file is not good, it logs why and\n"
+    "goes on with the old ones.\n"
     "Idle or slow clients do not hold up others: at most 512 connections,\n"
     "each dropped when its request is not whole within 10 s. Each request\n"
     "is told by the secret that signed it (X-Smallstep-Signature, the HMAC\n"
@@ -96,7 +101,9 @@ constexpr CommandSpec webhook_spec{
     "                     roots and intermediates), or under its system roots\n"
     "  --tls-key FILE     its private key (PEM)\n"
     "  --secret-file FILE the ACME provisioner's webhook secret as step-ca gives\n"
-    "                     it (base64), in a file of yours that others may not read\n"
+    "                     it (base64), in a file of yours that others may not read;\n"
+    "                     while it is rotated two lines, the new secret, then the\n"
+    "                     old one: either signs (the log says which)\n"
     "  --x5c-secret-file FILE\n"
     "                     the X5C provisioner's webhook secret, likewise\n"
     "  --acme-provisioner NAME\n"
@@ -111,30 +118,60 @@ constexpr std::size_t max_secret_file = 4096;
 
 }  // namespace
 
-Secret read_webhook_secret(const std::string& path) {
+namespace {
+
+Secret decoded_secret(const std::string& option, const std::string& path, std::string& line) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+        line.pop_back();
+    // Padded or not: a secret whose length is a multiple of 3 bytes (openssl
+    // rand -base64 48) has no '='.
+    std::optional<Bytes> decoded = base64_decode(line);
+    OPENSSL_cleanse(line.data(), line.size());
+    if (!decoded || decoded->size() < 16) {
+        if (decoded)
+            OPENSSL_cleanse(decoded->data(), decoded->size());
+        throw Error(option + " " + path +
+                    ": not a webhook secret as step-ca gives it (base64 of at least 16 bytes, one a line: one "
+                    "secret, or two while it is rotated, the new one first)");
+    }
+    Secret secret(std::span<const std::uint8_t>(decoded->data(), decoded->size()));
+    OPENSSL_cleanse(decoded->data(), decoded->size());
+    return secret;
+}
+
+}  // namespace
+
+std::vector<Secret> read_webhook_secrets(const std::string& option, const std::string& path) {
     FileRead file = read_regular_file(path, max_secret_file);
     std::string text(file.data.begin(), file.data.end());
     OPENSSL_cleanse(file.data.data(), file.data.size());
     if (file.owner != ::geteuid() || (file.mode & 0077)) {
         OPENSSL_cleanse(text.data(), text.size());
-        throw Error("--secret-file " + path + ": others may read it, or it is not yours: chmod 600 it (and give " +
+        throw Error(option + " " + path + ": others may read it, or it is not yours: chmod 600 it (and give " +
                     "step-ca's webhook a new secret if someone else could have read it)");
     }
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
         text.pop_back();
-    // Padded or not: a secret whose length is a multiple of 3 bytes (openssl
-    // rand -base64 48) has no '='.
-    std::optional<Bytes> decoded = base64_decode(text);
-    OPENSSL_cleanse(text.data(), text.size());
-    if (!decoded || decoded->size() < 16) {
-        if (decoded)
-            OPENSSL_cleanse(decoded->data(), decoded->size());
-        throw Error("--secret-file " + path +
-                    ": not a webhook secret as step-ca gives it (base64 of at least 16 bytes, on one line)");
+    std::vector<Secret> secrets;
+    std::size_t start = 0;
+    try {
+        while (secrets.size() < 3) {
+            const std::size_t end = std::min(text.find('\n', start), text.size());
+            std::string line = text.substr(start, end - start);
+            secrets.push_back(decoded_secret(option, path, line));
+            if (end == text.size())
+                break;
+            start = end + 1;
+        }
+    } catch (const Error&) {
+        OPENSSL_cleanse(text.data(), text.size());
+        throw;
     }
-    Secret secret(std::span<const std::uint8_t>(decoded->data(), decoded->size()));
-    OPENSSL_cleanse(decoded->data(), decoded->size());
-    return secret;
+    OPENSSL_cleanse(text.data(), text.size());
+    if (secrets.size() > 2)
+        throw Error(option + " " + path +
+                    ": more than two secrets: one, or two while it is rotated (the new one, then the old one)");
+    return secrets;
 }
 
 namespace {
@@ -340,11 +377,33 @@ Decision decide_x5c(const CaDirectory& ca, const std::string& acme_provisioner, 
 }
 
 // The secrets of step-ca's two webhooks: each webhook has its own, so the
-// one that signed a request says which provisioner sent it.
+// one that signed a request says which provisioner sent it. Each list holds
+// one secret, or two while it is rotated: the new one, then the old one.
+// Replaced whole by a reload (SIGHUP).
 struct Secrets {
-    Secret acme;
-    std::optional<Secret> x5c;
+    std::vector<Secret> acme;
+    std::vector<Secret> x5c;  // empty: no --x5c-secret-file
 };
+
+Secrets read_secrets(const Parsed& p) {
+    Secrets secrets{read_webhook_secrets("--secret-file", p.value("--secret-file")), {}};
+    if (p.has_value("--x5c-secret-file"))
+        secrets.x5c = read_webhook_secrets("--x5c-secret-file", p.value("--x5c-secret-file"));
+    for (const Secret& x5c : secrets.x5c)
+        for (const Secret& acme : secrets.acme)
+            if (x5c.size() == acme.size() && CRYPTO_memcmp(x5c.data(), acme.data(), acme.size()) == 0)
+                throw Error("--x5c-secret-file holds a secret of --secret-file: give each the secret step-ca "
+                            "gave that provisioner's webhook (they tell the two provisioners' requests apart)");
+    return secrets;
+}
+
+// Which of `secrets` signed the request: its index, or none.
+std::optional<std::size_t> signed_by(const std::vector<Secret>& secrets, const HttpRequest& request) {
+    for (std::size_t i = 0; i < secrets.size(); ++i)
+        if (signature_matches(secrets[i], request))
+            return i;
+    return std::nullopt;
+}
 
 // Requests refused before any decision (not signed by step-ca, not a POST,
 // too large, not JSON) are audited, but at most `lines_per_minute` lines a
@@ -419,8 +478,10 @@ HttpResponse answer(const CaDirectory& ca, const Secrets& secrets, const std::st
         return refuse(request.refusal_status, "status " + std::to_string(request.refusal_status), request.refusal);
     if (request.method != "POST")
         return refuse(405, "method", "its method is " + request.method + ", not POST (not a step-ca webhook request)");
-    const bool from_acme = signature_matches(secrets.acme, request);
-    const bool from_x5c = !from_acme && secrets.x5c && signature_matches(*secrets.x5c, request);
+    const std::optional<std::size_t> acme_secret = signed_by(secrets.acme, request);
+    const std::optional<std::size_t> x5c_secret = acme_secret ? std::nullopt : signed_by(secrets.x5c, request);
+    const bool from_acme = acme_secret.has_value();
+    const bool from_x5c = x5c_secret.has_value();
     if (!from_acme && !from_x5c)
         return refuse(401, "signature",
                       "its X-Smallstep-Signature is missing or is not the HMAC-SHA256 of its body with the secret "
@@ -468,6 +529,11 @@ HttpResponse answer(const CaDirectory& ca, const Secrets& secrets, const std::st
                     {},
                     {}};
     }
+    // While a secret is rotated, which one signed: step-ca has the new one
+    // when no request comes with the old one any more.
+    if ((from_acme ? secrets.acme : secrets.x5c).size() == 2)
+        decision.message += (from_acme ? *acme_secret : *x5c_secret) == 0 ? " (signed with the new secret)"
+                                                                          : " (signed with the old secret)";
     entry.reason = decision.message;
     nlohmann::json out = {{"allow", decision.allow}};
     if (decision.allow) {
@@ -495,14 +561,7 @@ int cmd_webhook(const Parsed& p) {
     // not: each decision asks it, and refuses while it cannot answer.
     if (database_store(ca) == nullptr)
         (void)all_records(ca);
-    Secrets secrets{read_webhook_secret(p.value("--secret-file")), std::nullopt};
-    if (p.has_value("--x5c-secret-file")) {
-        secrets.x5c = read_webhook_secret(p.value("--x5c-secret-file"));
-        if (secrets.x5c->size() == secrets.acme.size() &&
-            CRYPTO_memcmp(secrets.x5c->data(), secrets.acme.data(), secrets.acme.size()) == 0)
-            throw Error("--x5c-secret-file holds the same secret as --secret-file: give each the secret step-ca "
-                        "gave that provisioner's webhook (they tell the two provisioners' requests apart)");
-    }
+    Secrets secrets = read_secrets(p);
     AuditLog log(audit_log_file(ca));
     RefusalLog refusals(log);
     // A client that goes away mid-answer must not end the server.
@@ -510,7 +569,21 @@ int cmd_webhook(const Parsed& p) {
     serve_https(
         p.value("--listen"), p.value("--tls-cert"), p.value("--tls-key"), HttpsLimits{},
         [](const std::string& address) { std::cout << "listening on " << address << std::endl; },
-        [&](const HttpRequest& request) { return answer(ca, secrets, acme_provisioner, log, refusals, request); });
+        [&](const HttpRequest& request) { return answer(ca, secrets, acme_provisioner, log, refusals, request); },
+        [&]() -> std::function<void()> {
+            // Read now; put in use by the server once the certificate read
+            // again serves too (a shared_ptr: std::function copies).
+            auto next = std::make_shared<Secrets>(read_secrets(p));
+            return [&secrets, &p, next]() {
+                secrets = std::move(*next);
+                std::cerr << "tpmkey-ca webhook: reloaded the secrets: --secret-file " << secrets.acme.size()
+                          << (secrets.acme.size() == 2 ? " (the new one, then the old one)" : "");
+                if (p.has_value("--x5c-secret-file"))
+                    std::cerr << ", --x5c-secret-file " << secrets.x5c.size()
+                              << (secrets.x5c.size() == 2 ? " (the new one, then the old one)" : "");
+                std::cerr << "\n";
+            };
+        });
     std::cerr << "tpmkey-ca webhook: stopped\n";
     return 0;
 }

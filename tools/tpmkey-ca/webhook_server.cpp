@@ -6,6 +6,7 @@
 #include "core/files/file_read.hpp"
 
 #include <microhttpd.h>
+#include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -24,6 +25,8 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <list>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -62,14 +65,16 @@ std::string address_text(const sockaddr* addr) {
 // with OpenSSL for messages that name the file.
 struct TlsFiles {
     std::string certificate;
-    Secret key;  // NUL-terminated
+    Secret key;          // NUL-terminated
+    std::string serial;  // the leaf's, hex, for the log of a reload
 };
 
 TlsFiles read_tls_files(const std::string& certificate_file, const std::string& key_file) {
     const FileRead cert = read_regular_file(certificate_file, 1024 * 1024);
     FileRead key = read_regular_file(key_file, 1024 * 1024);
     TlsFiles files{std::string(cert.data.begin(), cert.data.end()),
-                   Secret(std::span<const std::uint8_t>(key.data.data(), key.data.size()))};
+                   Secret(std::span<const std::uint8_t>(key.data.data(), key.data.size())),
+                   {}};
     OPENSSL_cleanse(key.data.data(), key.data.size());
     const Owned<BIO, BIO_free> cert_bio(BIO_new_mem_buf(files.certificate.data(), static_cast<int>(cert.data.size())));
     const Owned<X509, X509_free> leaf(cert_bio ? PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr)
@@ -85,6 +90,10 @@ TlsFiles read_tls_files(const std::string& certificate_file, const std::string& 
         ERR_clear_error();
         throw Error("--tls-key " + key_file + " is not the key of --tls-cert " + certificate_file);
     }
+    const Owned<BIGNUM, BN_free> serial(ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf.get()), nullptr));
+    char* hex = serial ? BN_bn2hex(serial.get()) : nullptr;
+    files.serial = hex ? hex : "?";
+    OPENSSL_free(hex);
     // GnuTLS wants C strings.
     std::string terminated(reinterpret_cast<const char*>(files.key.data()), files.key.size());
     terminated.push_back('\0');
@@ -136,14 +145,19 @@ struct Tracked {
     bool cut = false;
 };
 
-// What the callbacks of libmicrohttpd share. They run in its one thread;
-// the connections' table is read by the main thread too, hence its mutex.
+// What the callbacks of one libmicrohttpd daemon share. They run in its
+// one thread; the connections' table is read by the main thread too, hence
+// its mutex. After a reload two daemons run for a while (the new one, and
+// the old one finishing its connections): `handling` is theirs together,
+// so that the handler still sees one request at a time.
 struct Server {
     const HttpsLimits& limits;
     const std::function<HttpResponse(const HttpRequest&)>& handle;
+    std::mutex& handling;
     std::mutex mutex;
     std::map<MHD_Connection*, Tracked> connections;
     unsigned in_flight = 0;  // requests begun, not yet answered and done
+    bool retiring = false;   // replaced by a reload: its answers close their connection
 };
 
 // One request being read.
@@ -176,12 +190,22 @@ void on_connection(void* cls, MHD_Connection* connection, void**, MHD_Connection
                                           Clock::now()};
 }
 
-MHD_Result send_answer(MHD_Connection* connection, const HttpResponse& answer) {
+MHD_Result send_answer(Server& server, MHD_Connection* connection, const HttpResponse& answer) {
     MHD_Response* response = MHD_create_response_from_buffer(answer.body.size(), const_cast<char*>(answer.body.data()),
                                                              MHD_RESPMEM_MUST_COPY);
     if (!response)
         return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    bool retiring;
+    {
+        const std::lock_guard<std::mutex> lock(server.mutex);
+        retiring = server.retiring;
+    }
+    // A daemon a reload replaced: the client's next request goes on a new
+    // connection, to the new daemon (step-ca's Go client keeps connections
+    // alive otherwise).
+    if (retiring)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     const MHD_Result queued = MHD_queue_response(connection, static_cast<unsigned>(answer.status), response);
     MHD_destroy_response(response);
     return queued;
@@ -198,6 +222,7 @@ MHD_Result collect_header(void* cls, MHD_ValueKind, const char* name, const char
 }
 
 HttpResponse handled(Server& server, const HttpRequest& request) {
+    const std::lock_guard<std::mutex> lock(server.handling);
     try {
         return server.handle(request);
     } catch (const std::exception& e) {
@@ -234,7 +259,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
                 // the connection after the answer.
                 request.refusal_status = 413;
                 request.refusal = "its body is over " + std::to_string(server.limits.max_body) + " bytes";
-                return send_answer(connection, handled(server, request));
+                return send_answer(server, connection, handled(server, request));
             }
         }
         return MHD_YES;
@@ -253,7 +278,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
         reading->request.refusal = "its body is over " + std::to_string(server.limits.max_body) + " bytes";
         reading->request.body.clear();
     }
-    return send_answer(connection, handled(server, reading->request));
+    return send_answer(server, connection, handled(server, reading->request));
 }
 
 void on_completed(void* cls, MHD_Connection* connection, void** request_state, MHD_RequestTerminationCode) {
@@ -286,63 +311,156 @@ void cut_slow_connections(Server& server) {
         }
 }
 
+// One libmicrohttpd daemon with the certificate it serves: the present
+// one, or one a reload replaced, quiesced (it accepts no connection) until
+// its connections are done.
+struct Instance {
+    Instance(TlsFiles files, const HttpsLimits& limits, const std::function<HttpResponse(const HttpRequest&)>& handle,
+             std::mutex& handling)
+        : tls(std::move(files)), server{limits, handle, handling, {}, {}, 0, false} {}
+    ~Instance() {
+        // Quiesced first: a daemon stopped otherwise closes the listening
+        // socket, which another daemon may use.
+        if (daemon) {
+            MHD_quiesce_daemon(daemon);
+            MHD_stop_daemon(daemon);
+        }
+    }
+    Instance(const Instance&) = delete;
+    Instance& operator=(const Instance&) = delete;
+
+    // Whether it has no connection left: it may be stopped.
+    bool drained() {
+        const std::lock_guard<std::mutex> lock(server.mutex);
+        return server.connections.empty() && server.in_flight == 0;
+    }
+
+    TlsFiles tls;  // kept while the daemon runs: it was given their memory
+    Server server;
+    MHD_Daemon* daemon = nullptr;
+    Clock::time_point retired{};
+};
+
+// Starts a daemon on `listener`, which may be another daemon's too (that
+// one is quiesced next: the socket is never closed, so no connection is
+// refused meanwhile). Throws Error.
+std::unique_ptr<Instance> start_instance(int listener, const std::string& address, TlsFiles files,
+                                         const HttpsLimits& limits,
+                                         const std::function<HttpResponse(const HttpRequest&)>& handle,
+                                         std::mutex& handling) {
+    auto instance = std::make_unique<Instance>(std::move(files), limits, handle, handling);
+    Server& server = instance->server;
+    instance->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TLS | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, nullptr,
+        nullptr, on_request, &server, MHD_OPTION_EXTERNAL_LOGGER, log_from_library, nullptr, MHD_OPTION_LISTEN_SOCKET,
+        listener, MHD_OPTION_HTTPS_MEM_CERT, instance->tls.certificate.c_str(), MHD_OPTION_HTTPS_MEM_KEY,
+        reinterpret_cast<const char*>(instance->tls.key.data()), MHD_OPTION_CONNECTION_LIMIT, limits.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(limits.request_time.count()),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.connection_memory, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        &server, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &server, MHD_OPTION_END);
+    if (!instance->daemon)
+        throw Error("cannot serve HTTPS on " + address +
+                    ": libmicrohttpd did not start (its message above says why; GnuTLS may refuse --tls-cert or "
+                    "--tls-key)");
+    return instance;
+}
+
 }  // namespace
 
 void serve_https(const std::string& listen, const std::string& certificate_file, const std::string& key_file,
                  const HttpsLimits& limits, const std::function<void(const std::string&)>& ready,
-                 const std::function<HttpResponse(const HttpRequest&)>& handle) {
+                 const std::function<HttpResponse(const HttpRequest&)>& handle, const HttpsReload& reload) {
     if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES || MHD_is_feature_supported(MHD_FEATURE_EPOLL) != MHD_YES)
         throw Error("this libmicrohttpd has no TLS or no epoll support: install Debian's libmicrohttpd12");
-    const TlsFiles tls = read_tls_files(certificate_file, key_file);
+    TlsFiles tls = read_tls_files(certificate_file, key_file);
     std::string address;
     const int listener = listening_socket(listen, address);
 
-    // SIGTERM and SIGINT are taken by sigtimedwait() below: blocked before
-    // libmicrohttpd's thread starts, so that it inherits the mask.
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    // SIGTERM and SIGINT (stop) and SIGHUP (reload) are taken by
+    // sigtimedwait() below: blocked before libmicrohttpd's threads start,
+    // so that they inherit the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    Server server{limits, handle, {}, {}, 0};
-    MHD_Daemon* daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TLS | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, nullptr,
-        nullptr, on_request, &server, MHD_OPTION_EXTERNAL_LOGGER, log_from_library, nullptr, MHD_OPTION_LISTEN_SOCKET,
-        listener, MHD_OPTION_HTTPS_MEM_CERT, tls.certificate.c_str(), MHD_OPTION_HTTPS_MEM_KEY,
-        reinterpret_cast<const char*>(tls.key.data()), MHD_OPTION_CONNECTION_LIMIT, limits.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(limits.request_time.count()),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.connection_memory, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        &server, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &server, MHD_OPTION_END);
-    if (!daemon) {
+    std::mutex handling;
+    std::unique_ptr<Instance> serving;
+    try {
+        serving = start_instance(listener, address, std::move(tls), limits, handle, handling);
+    } catch (const Error&) {
         ::close(listener);
-        throw Error("cannot serve HTTPS on " + address +
-                    ": libmicrohttpd did not start (its message above says why; GnuTLS may refuse --tls-cert or "
-                    "--tls-key)");
+        throw;
     }
+    std::list<std::unique_ptr<Instance>> retired;
     ready(address);
 
     const timespec second{1, 0};
     while (true) {
-        const int signal = sigtimedwait(&stop, nullptr, &second);
+        const int signal = sigtimedwait(&signals, nullptr, &second);
         if (signal == SIGTERM || signal == SIGINT)
             break;
-        cut_slow_connections(server);
+        if (signal == SIGHUP) {
+            // Everything read and checked, and the new daemon started,
+            // before anything changes: a bad file leaves all as it was.
+            try {
+                const std::function<void()> use = reload ? reload() : std::function<void()>();
+                std::unique_ptr<Instance> next = start_instance(
+                    listener, address, read_tls_files(certificate_file, key_file), limits, handle, handling);
+                {
+                    const std::lock_guard<std::mutex> lock(handling);
+                    if (use)
+                        use();
+                }
+                MHD_quiesce_daemon(serving->daemon);
+                {
+                    const std::lock_guard<std::mutex> lock(serving->server.mutex);
+                    serving->server.retiring = true;
+                }
+                serving->retired = Clock::now();
+                retired.push_back(std::move(serving));
+                serving = std::move(next);
+                std::cerr << "tpmkey-ca webhook: reloaded (SIGHUP): serving the certificate of --tls-cert "
+                          << certificate_file << " (serial " << serving->tls.serial
+                          << "); the connections begun before are answered with the previous one\n";
+            } catch (const std::exception& e) {
+                std::cerr << "tpmkey-ca webhook: reload (SIGHUP) refused, still serving the previous certificate "
+                             "and secrets: "
+                          << e.what() << "\n";
+            }
+        }
+        cut_slow_connections(serving->server);
+        // A replaced daemon stops once its connections are done: idle ones
+        // are cut as always (request_time), and a request begun is given
+        // shutdown_time more to be answered.
+        for (auto old = retired.begin(); old != retired.end();) {
+            cut_slow_connections((*old)->server);
+            if ((*old)->drained() || Clock::now() - (*old)->retired > limits.request_time + limits.shutdown_time)
+                old = retired.erase(old);
+            else
+                ++old;
+        }
     }
     // Graceful: no new connection; the requests begun are answered.
     std::cerr << "tpmkey-ca webhook: stopping: answering the requests in flight\n";
-    const int quiet = MHD_quiesce_daemon(daemon);
+    MHD_quiesce_daemon(serving->daemon);
+    retired.push_back(std::move(serving));
     const Clock::time_point until = Clock::now() + limits.shutdown_time;
     while (Clock::now() < until) {
-        {
-            const std::lock_guard<std::mutex> lock(server.mutex);
-            if (server.in_flight == 0)
-                break;
+        bool answered = true;
+        for (const auto& instance : retired) {
+            const std::lock_guard<std::mutex> lock(instance->server.mutex);
+            answered = answered && instance->server.in_flight == 0;
         }
+        if (answered)
+            break;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    MHD_stop_daemon(daemon);
-    ::close(quiet >= 0 ? quiet : listener);
+    retired.clear();
+    // Quiesced daemons leave the listening socket to its owner.
+    ::close(listener);
 }
 
 }  // namespace tpmkey

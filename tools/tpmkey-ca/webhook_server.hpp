@@ -4,7 +4,9 @@
 // slot, never the thread: the webhook answers others meanwhile. Bounded:
 // connections at once, each connection's time until its request is whole
 // (the TLS handshake too), the head (memory limit) and the body of a
-// request. SIGTERM or SIGINT stops it gracefully.
+// request. SIGTERM or SIGINT stops it gracefully; SIGHUP reloads its
+// certificate (and, through the caller, its secrets) with no gap: a second
+// daemon on the same listening socket, the first one quiesced.
 #pragma once
 
 #include <chrono>
@@ -44,14 +46,23 @@ struct HttpsLimits {
     std::chrono::seconds shutdown_time{10};
 };
 
+// On SIGHUP, in the main thread: reads again and checks what `handle` uses
+// (the webhook's secrets), throwing Error when it is not good; returns what
+// puts it in use. That is called only once the certificate read again
+// serves, and with no request being handled; on any error nothing changes.
+using HttpsReload = std::function<std::function<void()>()>;
+
 // Listens on ADDRESS:PORT (an IPv4 address, or an IPv6 one in brackets;
 // port 0 picks a free one) with the certificate chain and key of the PEM
 // files, calls `ready` with the address and port it listens on, and serves:
-// each request goes to `handle` (in one thread, one at a time). Returns
-// when SIGTERM or SIGINT came and the answers in flight are sent. Throws
-// Error when it cannot start.
+// each request goes to `handle` (one at a time). On SIGHUP it reads the
+// PEM files again and calls `reload`: when all is good the new certificate
+// serves new connections at once, while those begun are answered as
+// before; otherwise it logs why and nothing changes. Returns when SIGTERM
+// or SIGINT came and the answers in flight are sent. Throws Error when it
+// cannot start.
 void serve_https(const std::string& listen, const std::string& certificate_file, const std::string& key_file,
                  const HttpsLimits& limits, const std::function<void(const std::string&)>& ready,
-                 const std::function<HttpResponse(const HttpRequest&)>& handle);
+                 const std::function<HttpResponse(const HttpRequest&)>& handle, const HttpsReload& reload);
 
 }  // namespace tpmkey
