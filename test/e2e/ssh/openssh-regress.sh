@@ -25,6 +25,8 @@
 #   be made, so one line of its maybe_filter_sk() (which already drops the
 #   sk types when there is no provider) also drops sk-ssh-ed25519: the
 #   ed25519-sk cases of every test are left out, the ecdsa-sk ones run.
+# - `make unit` (regress/unittests/sshkey, sshsig): no provider is called;
+#   they compare bytes with fixed files sk-dummy made once.
 # LTESTS: the tests of 10.3p1 in which the TPM signs (counted on its NV
 # counter, one run each, under load): keytype (6 signatures: logins with
 # the ecdsa-sk key as user and as host key), sshsig (8: -Y sign, also with
@@ -75,8 +77,9 @@ changed=$(diff "$te.orig" "$te" | grep -c '^>' || true)
 # The keys a previous run made belong to its swtpm: test-exec.sh keeps a
 # key it finds, so those of the provider are made again in this TPM.
 rm -f "$src/regress"/sk-* "$src/regress"/host.sk-*
-# Their logs too: failed-regress.log is shown when a test fails.
-rm -f "$src/regress"/failed-* "$src/regress"/regress.log
+# Their logs too (failed-regress.log is shown when a test fails), and
+# sshd's pid file: test-exec.sh kills the pid a stale one names.
+rm -f "$src/regress"/failed-* "$src/regress"/regress.log "$src/regress/pidfile"
 
 # Presence: yes to tpmkey-sk's confirmation (SSH_ASKPASS_PROMPT=confirm),
 # recorded; OpenSSH's own notices (SSH_ASKPASS_PROMPT=none) answered; any
@@ -102,6 +105,10 @@ for _ in $(seq 20); do
     break
 done
 export TEST_SSH_PORT=$port TEST_SSH_ELAPSED_TIMES=1
+# The tests' temporary files and agents' sockets (mkdtemp, ssh-agent) in
+# the test's own directory, removed with it.
+mkdir "$TEST_DIR/tmp"
+export TMPDIR=$TEST_DIR/tmp
 
 echo "info: OpenSSH $(cat "$dir/prefix/openssh-version" | cut -d' ' -f1), regress tests: $ltests"
 start=$SECONDS
