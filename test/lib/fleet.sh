@@ -242,7 +242,7 @@ PY
 
 # fleet_machines N
 fleet_machines() {
-    local n=$1 i helper d pids=()
+    local n=$1 i helper d pid pids=()
     helper=$(readlink -f "$FIXTURES/../tools/tpmkey-swtpm")
     mkdir -m 0700 "$FLEET_DIR/ek-roots"
     FLEET_MACHINES=$n
@@ -253,14 +253,17 @@ fleet_machines() {
             printf 'export TPMKEY_SWTPM_DIR=%q TPMKEY_TCTI=%q\n' "$TPMKEY_SWTPM_DIR" "$TPMKEY_SWTPM_TCTI" >"$d/env"
             continue
         fi
-        # The swtpms start at once (swtpm_setup makes each one's EKs).
+        # Four swtpms start at a time (swtpm_setup makes each one's EKs:
+        # CPU-bound).
         (unset TPMKEY_TCTI TPM2TOOLS_TCTI TPMKEY_SWTPM_DIR
             TMPDIR=$FLEET_DIR "$helper" start --ek-cert --relaxed-da >"$d/env" 2>"$d/env.err") &
         pids+=($!)
         on_exit "(. '$d/env' && '$helper' stop) >/dev/null 2>&1 || true"
-    done
-    for i in "${pids[@]}"; do
-        wait "$i" || { show "$FLEET_DIR"/m*/env.err; fail "tools/tpmkey-swtpm start --ek-cert: a machine's TPM"; }
+        [ "${#pids[@]}" -lt 4 ] && [ "$i" != "$n" ] && continue
+        for pid in "${pids[@]}"; do
+            wait "$pid" || { show "$FLEET_DIR"/m*/env.err; fail "tools/tpmkey-swtpm start --ek-cert: a machine's TPM"; }
+        done
+        pids=()
     done
     for i in $(seq 2 "$n"); do
         FLEET_PORTS+=("$(. "$FLEET_DIR/m$i/env" && echo "${TPMKEY_TCTI##*port=}")")
@@ -296,8 +299,9 @@ fleet_try() {
             echo "$kind $i $key $start $(fleet_now_ms)" >>"$FLEET_DIR/requests"
             return 0
         fi
-        echo "$kind $i $key $start $(fleet_now_ms) try $try: $(tail -1 "$ERR" | tr -d '\n' | cut -c1-300)" \
-            >>"$FLEET_DIR/failures"
+        # The failing command's last word (stepca_enrol's: above its FAIL line).
+        echo "$kind $i $key $start $(fleet_now_ms) try $try: $(grep -v '^-----\|^FAIL: ' "$ERR" | tail -1 |
+            tr -d '\n' | cut -c1-300)" >>"$FLEET_DIR/failures"
         sleep "0.$((try * 2))"
     done
     show "$OUT" "$ERR"
