@@ -103,8 +103,8 @@ progress() {
 }
 # down BACKEND SERVER: haproxy's health check took it out, within 10 s.
 down() {
-    local i
-    for i in $(seq 100); do
+    local until=$((SECONDS + 10))
+    while [ $SECONDS -lt $until ]; do
         [ "$(fleet_backend "$1" "$2")" != DOWN ] || return 0
         sleep 0.1
     done
