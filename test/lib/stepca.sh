@@ -28,6 +28,12 @@
 #                           STEPCA_PID; stopped at exit. Its files are in
 #                           $TEST_DIR/NAME (default step-ca); a second
 #                           stepca_start stops the first.
+#                           With STEPCA_DB (a JSON object) that is
+#                           ca.json's "db" (e.g. PostgreSQL's), not bbolt;
+#                           with STEPCA_ADMIN_KEY (a P-256 key, PEM) the
+#                           admin API is on (enableAdmin) with a JWK
+#                           provisioner "admin" of that key, as
+#                           docs/step-ca.md's ca.json has it.
 #                           With STEPCA_RECIPE=1 the ACME and X5C
 #                           provisioners are those of the ca.json that
 #                           docs/step-ca.md writes, as written (its block
@@ -129,9 +135,10 @@ stepca_start() {
     on_exit stepca_stop
     for try in $(seq 20); do
         port=$((20000 + RANDOM % 40000))
-        python3 - "$STEPCA_DIR" "$port" "$roots" "$STEPCA_X5C" "$recipe" >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
-import base64, json, re, sys
-d, port, roots, x5c_name, recipe = sys.argv[1:6]
+        python3 - "$STEPCA_DIR" "$port" "$roots" "$STEPCA_X5C" "$recipe" "${STEPCA_DB:-}" "${STEPCA_ADMIN_KEY:-}" \
+            >"$STEPCA_DIR/ca.json" <<'PY' || fail "cannot write step-ca's ca.json"
+import base64, hashlib, json, re, subprocess, sys
+d, port, roots, x5c_name, recipe, db, admin_key = sys.argv[1:8]
 b64 = lambda f: base64.b64encode(open(f, "rb").read()).decode()  # JSON []byte: base64
 acme = {
     "type": "ACME", "name": "tpm",
@@ -156,6 +163,15 @@ if recipe:
     x5c["roots"] = b64(d + "/pki/root.crt")
     if acme["name"] != "tpm" or x5c["name"] != x5c_name:
         sys.exit(recipe + ": the provisioners are not named tpm and " + x5c_name)
+authority = {"provisioners": [acme, x5c]}
+if admin_key:
+    b64u = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    spki = subprocess.run(["openssl", "pkey", "-in", admin_key, "-pubout", "-outform", "DER"], capture_output=True,
+                          check=True).stdout  # a P-256 SubjectPublicKeyInfo ends with 04 || x || y
+    jwk = {"crv": "P-256", "kty": "EC", "x": b64u(spki[-64:-32]), "y": b64u(spki[-32:])}
+    kid = b64u(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())
+    authority["enableAdmin"] = True
+    authority["provisioners"].append({"type": "JWK", "name": "admin", "key": dict(jwk, use="sig", alg="ES256", kid=kid)})
 print(json.dumps({
     "root": d + "/pki/root.crt",
     "crt": d + "/pki/int.crt",
@@ -163,9 +179,9 @@ print(json.dumps({
     "address": "127.0.0.1:" + port,
     "dnsNames": ["127.0.0.1"],
     "logger": {"format": "text"},
-    "db": {"type": "bbolt", "dataSource": d + "/db"},
+    "db": json.loads(db) if db else {"type": "bbolt", "dataSource": d + "/db"},
     "ssh": {"userKey": d + "/pki/ssh_user_ca.key", "hostKey": d + "/pki/ssh_host_ca.key"},
-    "authority": {"provisioners": [acme, x5c]},
+    "authority": authority,
 }, indent=2))
 PY
         : >"$STEPCA_LOG"

@@ -30,8 +30,9 @@ bin=$out/step-ca-$key
         # The build tags that step-ca's dependencies honour to leave out
         # what the tests do not use (its source is not changed): the Azure
         # and TPM KMS for the CA's own keys (go.step.sm/crypto/kms), and
-        # the databases other than bbolt (smallstep/nosql; step-ca's
-        # CHANGELOG, 0.18.2). Not noawskms, nocloudkms: in go.step.sm/crypto
+        # the databases other than bbolt and PostgreSQL (smallstep/nosql;
+        # step-ca's CHANGELOG, 0.18.2; PostgreSQL, pgx, for the fleet test:
+        # two step-ca on one database, test/lib/fleet.sh). Not noawskms, nocloudkms: in go.step.sm/crypto
         # v0.77.1 they leave files without the tag that no longer compile;
         # not nosshagentkms: step-ca's authority package uses that KMS's
         # types. Cold, this saves about a quarter of the CPU time and of
@@ -40,7 +41,7 @@ bin=$out/step-ca-$key
         (cd "$out" &&
             GOTOOLCHAIN=local GOFLAGS="-modcacherw" GOMODCACHE="$out/mod" GOCACHE="$out/cache" \
                 GOPATH="$out/gopath" GOBIN="$out/step-ca-bin" CGO_ENABLED=0 \
-                "$go" install -trimpath -tags noazurekms,notpmkms,nobadger,nomysql,nopgx \
+                "$go" install -trimpath -tags noazurekms,notpmkms,nobadger,nomysql \
                 -ldflags "-w -X main.Version=${version#v}" "github.com/smallstep/certificates/cmd/step-ca@$version" >&2) ||
             { echo "step-ca: cannot build $version with $go ($("$go" version)); is the Go module proxy reachable?" >&2; exit 1; }
         find "$out" -maxdepth 1 -name 'step-ca-*' -type f -delete  # older builds
