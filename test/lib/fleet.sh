@@ -415,22 +415,25 @@ PY
 # IDENTIFIER's TPM over and over (a new TLS connection each time, as step-ca
 # does) until every one refuses; FLEET_DIR/watch.out then has "PORT
 # EPOCH-MS" of each one's first refusal (FLEET_WATCH_PID). For the time
-# from a revocation to the last replica refusing.
+# from a revocation to the last replica refusing. It gives up 30 s after
+# FLEET_DIR/revoked appears (the test makes it when revoke has returned).
 fleet_watch() {
     local identifier=$1
     shift
-    python3 - "$FLEET_DIR/secrets/acme.secret" "$identifier" "$FLEET_DIR/watch.ready" "$@" \
+    python3 - "$FLEET_DIR/secrets/acme.secret" "$identifier" "$FLEET_DIR/watch.ready" "$FLEET_DIR/revoked" "$@" \
         >"$FLEET_DIR/watch.out" 2>&1 <<'PY' &
-import base64, hashlib, hmac, http.client, json, ssl, sys, time
-secret_file, identifier, ready, *ports = sys.argv[1:]
+import base64, hashlib, hmac, http.client, json, os, ssl, sys, time
+secret_file, identifier, ready, revoked, *ports = sys.argv[1:]
 secret = base64.b64decode(open(secret_file).read())
 body = json.dumps({"attestationData": {"permanentIdentifier": identifier}}).encode()
 sign = {"X-Smallstep-Signature": hmac.new(secret, body, hashlib.sha256).hexdigest()}
 context = ssl._create_unverified_context()
 first = {}
-until = time.time() + 30
+until = None  # 30 s from the revocation's end (the test makes REVOKED then)
 while len(first) < len(ports):
-    if time.time() > until:
+    if until is None and os.path.exists(revoked):
+        until = time.time() + 30
+    if until is not None and time.time() > until:
         sys.exit("still allowed after 30 s by the replica(s) on port(s) "
                  + " ".join(p for p in ports if p not in first))
     for port in ports:
@@ -482,6 +485,7 @@ fleet_stop() {
     done
     [ ! -f "$POSTGRES_DIR/data/postmaster.pid" ] || left+=("PostgreSQL ($POSTGRES_DIR)")
     [ "${#left[@]}" = 0 ] || fail "left running after the stop: ${left[*]}"
+    FLEET_PIDS=()   # reaped: the exit handler's fleet_stop_all must not signal their numbers again
 }
 
 # fleet_port_listening PORT: a TCP socket listens on 127.0.0.1:PORT.

@@ -13,6 +13,7 @@
 #include <openssl/x509.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -95,10 +96,8 @@ TlsFiles read_tls_files(const std::string& certificate_file, const std::string& 
     files.serial = hex ? hex : "?";
     OPENSSL_free(hex);
     // GnuTLS wants C strings.
-    std::string terminated(reinterpret_cast<const char*>(files.key.data()), files.key.size());
-    terminated.push_back('\0');
-    files.key = Secret(std::string_view(terminated));
-    OPENSSL_cleanse(terminated.data(), terminated.size());
+    // (Grown in place: Secret's allocator wipes the buffer it leaves.)
+    files.key.push_back('\0');
     return files;
 }
 
@@ -319,11 +318,12 @@ struct Instance {
              std::mutex& handling)
         : tls(std::move(files)), server{limits, handle, handling, {}, {}, 0, false} {}
     ~Instance() {
-        // Quiesced first: a daemon stopped otherwise closes the listening
-        // socket, which another daemon may use.
+        // Quiesced first: a daemon stopped otherwise closes its listening
+        // socket itself; then the socket, its own duplicate, is closed here.
         if (daemon) {
             MHD_quiesce_daemon(daemon);
             MHD_stop_daemon(daemon);
+            ::close(socket);
         }
     }
     Instance(const Instance&) = delete;
@@ -338,30 +338,41 @@ struct Instance {
     TlsFiles tls;  // kept while the daemon runs: it was given their memory
     Server server;
     MHD_Daemon* daemon = nullptr;
+    int socket = -1;  // its duplicate of the listening socket
     Clock::time_point retired{};
 };
 
-// Starts a daemon on `listener`, which may be another daemon's too (that
-// one is quiesced next: the socket is never closed, so no connection is
-// refused meanwhile). Throws Error.
+// Starts a daemon on a duplicate of `listener`, which another daemon may
+// listen on too (that one is quiesced next: the socket stays open, so no
+// connection is refused meanwhile). Its own duplicate because
+// libmicrohttpd closes the socket it was given when it fails to start
+// (0.9.75: a certificate chain GnuTLS refuses, no thread): the serving
+// daemon's socket must survive a reload that fails so. Throws Error.
 std::unique_ptr<Instance> start_instance(int listener, const std::string& address, TlsFiles files,
                                          const HttpsLimits& limits,
                                          const std::function<HttpResponse(const HttpRequest&)>& handle,
                                          std::mutex& handling) {
     auto instance = std::make_unique<Instance>(std::move(files), limits, handle, handling);
     Server& server = instance->server;
+    const int socket = ::fcntl(listener, F_DUPFD_CLOEXEC, 0);
+    if (socket < 0)
+        throw Error("cannot serve HTTPS on " + address + ": " + std::strerror(errno));
     instance->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TLS | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, nullptr,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_TLS | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, nullptr,
         nullptr, on_request, &server, MHD_OPTION_EXTERNAL_LOGGER, log_from_library, nullptr, MHD_OPTION_LISTEN_SOCKET,
-        listener, MHD_OPTION_HTTPS_MEM_CERT, instance->tls.certificate.c_str(), MHD_OPTION_HTTPS_MEM_KEY,
+        socket, MHD_OPTION_HTTPS_MEM_CERT, instance->tls.certificate.c_str(), MHD_OPTION_HTTPS_MEM_KEY,
         reinterpret_cast<const char*>(instance->tls.key.data()), MHD_OPTION_CONNECTION_LIMIT, limits.max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(limits.request_time.count()),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.connection_memory, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
         &server, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &server, MHD_OPTION_END);
+    // When it did not start, the duplicate is left alone: libmicrohttpd
+    // may have closed it already, and its number may be another file's
+    // by now (one descriptor lost per failed start at most).
     if (!instance->daemon)
         throw Error("cannot serve HTTPS on " + address +
                     ": libmicrohttpd did not start (its message above says why; GnuTLS may refuse --tls-cert or "
                     "--tls-key)");
+    instance->socket = socket;
     return instance;
 }
 
@@ -370,8 +381,8 @@ std::unique_ptr<Instance> start_instance(int listener, const std::string& addres
 void serve_https(const std::string& listen, const std::string& certificate_file, const std::string& key_file,
                  const HttpsLimits& limits, const std::function<void(const std::string&)>& ready,
                  const std::function<HttpResponse(const HttpRequest&)>& handle, const HttpsReload& reload) {
-    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES || MHD_is_feature_supported(MHD_FEATURE_EPOLL) != MHD_YES)
-        throw Error("this libmicrohttpd has no TLS or no epoll support: install Debian's libmicrohttpd12");
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES || MHD_is_feature_supported(MHD_FEATURE_POLL) != MHD_YES)
+        throw Error("this libmicrohttpd has no TLS or no poll support: install Debian's libmicrohttpd12");
     TlsFiles tls = read_tls_files(certificate_file, key_file);
     std::string address;
     const int listener = listening_socket(listen, address);
@@ -434,10 +445,14 @@ void serve_https(const std::string& listen, const std::string& certificate_file,
         cut_slow_connections(serving->server);
         // A replaced daemon stops once its connections are done: idle ones
         // are cut as always (request_time), and a request begun is given
-        // shutdown_time more to be answered.
+        // shutdown_time more to be answered. Not in its first second: a
+        // connection it accepted just before the quiesce is in its table
+        // only after the TLS set-up (libmicrohttpd notifies it then).
         for (auto old = retired.begin(); old != retired.end();) {
             cut_slow_connections((*old)->server);
-            if ((*old)->drained() || Clock::now() - (*old)->retired > limits.request_time + limits.shutdown_time)
+            const Clock::duration since = Clock::now() - (*old)->retired;
+            if ((since > std::chrono::seconds(1) && (*old)->drained()) ||
+                since > limits.request_time + limits.shutdown_time)
                 old = retired.erase(old);
             else
                 ++old;

@@ -66,7 +66,7 @@ machine() {
     if [ "$i" = "$revoked" ]; then
         fleet_x509 "$i" k1 && fleet_ssh "$i" k1 || return 1
         touch "$d/ready"
-        while [ ! -e "$FLEET_DIR/revoked" ]; do sleep 0.1; done
+        while [ ! -e "$FLEET_DIR/revoked" ] && kill -0 $$ 2>/dev/null; do sleep 0.1; done
         for try in 1 2 3; do
             run "$TPMKEY_TOOL" enroll --acme "$FLEET_ACME" --ca-root "$FLEET_ROOT" --ak-cert "$d/m$i.ak.crt" "$d/k2.tpm"
             [ "$rc" != 0 ] || { echo "x509 k2: a certificate after the revocation"; return 1; }
@@ -88,6 +88,8 @@ for i in $(seq "$machines"); do
     machine "$i" >"$FLEET_DIR/m$i/machine.log" 2>&1 &
     pids+=($!)
 done
+# A failure before the end leaves no machine asking (nor machine 2 waiting).
+on_exit "kill ${pids[*]} 2>/dev/null || true"
 honest=$(((machines - 1) * keys * 2 * rounds + 2))
 certificates() { grep -Ec '^(x509|ssh) ' "$FLEET_DIR/requests" || true; }
 # progress N: N certificates issued, or every machine done; 10 minutes at most.

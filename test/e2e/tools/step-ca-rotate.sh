@@ -141,7 +141,7 @@ ok "step-ca's admin API added the authorizing webhooks of the ACME and the X5C p
     --secret-file "$wh/secret" --x5c-secret-file "$wh/x5c-secret" >"$wh/server.out" 2>"$wh/server.err" &
 webhook_pid=$!
 on_exit "kill $webhook_pid 2>/dev/null || true"
-for _ in $(seq 50); do grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" && break; sleep 0.1; done
 grep -q "^listening on 127.0.0.1:$wport$" "$wh/server.out" ||
     { show "$wh/server.out" "$wh/server.err"; fail "tpmkey-ca webhook did not start"; }
 
@@ -186,7 +186,7 @@ hup() {
     kill -HUP "$webhook_pid" || fail "no webhook to send SIGHUP to"
     reloads=$((reloads + 1))
     local i
-    for i in $(seq 100); do
+    for i in $(seq 300); do
         [ "$(grep -c 'tpmkey-ca webhook: reload.*(SIGHUP)' "$wh/server.err" || true)" -lt "$reloads" ] || break
         kill -0 "$webhook_pid" 2>/dev/null || { show "$wh/server.err"; fail "$1: the webhook died on SIGHUP"; }
         sleep 0.1
@@ -205,9 +205,9 @@ ok "the client gets SSH certificates ($(grep -c '^ok' "$w/client.log") so far)"
 # Meanwhile, through steps 1 and 2, a second client opens a new TLS
 # connection for each request as fast as it can (a signed POST that is no
 # step-ca request: answered 200, allow false): none may be refused or cut.
-python3 - "$wport" "$wh/root.crt" "$wh/secret" "$w/hammer.stop" >"$w/hammer.out" 2>&1 <<'PY2' &
+python3 - "$wport" "$wh/root.crt" "$wh/secret" "$w/hammer.stop" "$w/hammer.first" >"$w/hammer.out" 2>&1 <<'PY2' &
 import base64, hashlib, hmac, http.client, os, ssl, sys
-port, root, secret, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+port, root, secret, stop, first = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 body = b"{}"
 sig = hmac.new(base64.b64decode(open(secret).read().split()[0]), body, hashlib.sha256).hexdigest()
 context = ssl.create_default_context(cafile=root)
@@ -223,10 +223,18 @@ while not os.path.exists(stop):
     except Exception as e:
         failed.append(repr(e))
     done += 1
+    if done == 1:
+        open(first, "w").close()
 print("requests:", done, "failed:", len(failed), failed[:5])
 PY2
 hammer_pid=$!
 on_exit "touch $w/hammer.stop; kill $hammer_pid 2>/dev/null || true"
+# The reloads begin once it has had its first answer.
+for _ in $(seq 300); do
+    [ ! -e "$w/hammer.first" ] && kill -0 "$hammer_pid" 2>/dev/null || break
+    sleep 0.1
+done
+[ -e "$w/hammer.first" ] || { show "$w/hammer.out"; fail "the second client got no first answer"; }
 
 # 1. A new TLS certificate: the files replaced (as a renewal does), SIGHUP.
 cp "$wh/server2.key" "$wh/server.key.new" && mv "$wh/server.key.new" "$wh/server.key"
@@ -234,8 +242,15 @@ cp "$wh/server2.crt" "$wh/server.crt.new" && mv "$wh/server.crt.new" "$wh/server
 hup "the new TLS certificate"
 has_line "$reloaded" "reloaded (SIGHUP): serving the certificate of --tls-cert $wh/server.crt" "the reload's line"
 expect_eq "$(served_serial)" "$serial2" "the certificate served after the reload"
+# Four more good reloads (the same files): each starts a daemon and
+# retires one while both clients go on.
+for _ in 1 2 3 4; do
+    hup "a reload with the same files"
+    has_line "$reloaded" "reloaded (SIGHUP)" "the reload's line"
+    sleep 0.3
+done
 more_requests 3
-ok "new TLS certificate: served after SIGHUP ($serial2), the client's requests went on"
+ok "new TLS certificate: served after SIGHUP ($serial2), the client's requests went on through 5 reloads"
 
 # 2. A bad reload changes nothing: a garbage certificate file, then a bad secret file.
 echo garbage >"$wh/server.crt"
@@ -243,6 +258,17 @@ hup "a garbage certificate"
 has_line "$reloaded" "reload (SIGHUP) refused, still serving the previous certificate and secrets: --tls-cert $wh/server.crt: not a PEM certificate chain" \
     "the bad certificate's line"
 expect_eq "$(served_serial)" "$serial2" "the certificate served after a bad reload"
+# A chain whose second certificate is cut short (a renewal caught half
+# written): the leaf reads, GnuTLS refuses the chain, so the new daemon
+# does not start, and libmicrohttpd closes the socket it was given: the
+# serving daemon's must stay open (each daemon has its own duplicate).
+{ cat "$wh/server2.crt" && printf -- '-----BEGIN CERTIFICATE-----\nMIIBcut\n-----END CERTIFICATE-----\n'; } >"$wh/server.crt"
+hup "a certificate chain cut short"
+has_line "$reloaded" "reload (SIGHUP) refused, still serving the previous certificate and secrets: cannot serve HTTPS" \
+    "the cut chain's line"
+expect_eq "$(served_serial)" "$serial2" "the certificate served after a reload GnuTLS refused"
+hup "the same cut chain again"
+expect_eq "$(served_serial)" "$serial2" "the certificate served after a second reload GnuTLS refused"
 cp "$wh/server2.crt" "$wh/server.crt"
 cp "$wh/x5c-secret" "$wh/x5c-secret.good" && echo 'not base64!' >"$wh/x5c-secret"
 hup "a bad secret file"
@@ -250,10 +276,12 @@ has_line "$reloaded" "reload (SIGHUP) refused, still serving the previous certif
     "the bad secret's line"
 cp "$wh/x5c-secret.good" "$wh/x5c-secret"
 more_requests 2
-ok "a garbage certificate or secret file, SIGHUP: refused with a message, the previous ones serve"
+ok "a garbage certificate, a chain GnuTLS refuses or a bad secret file, SIGHUP: refused with a message, the previous ones serve"
 touch "$w/hammer.stop"
 wait "$hammer_pid" || { show "$w/hammer.out"; fail "the second client failed"; }
 grep -q "failed: 0 \[\]" "$w/hammer.out" || { show "$w/hammer.out"; fail "a connection was refused or cut during the reloads"; }
+hammered=$(sed -n 's/^requests: \([0-9]*\) .*/\1/p' "$w/hammer.out")
+[ "${hammered:-0}" -ge 10 ] || { show "$w/hammer.out"; fail "the second client made only ${hammered:-no} requests during the reloads"; }
 ok "a new connection for each request during the reloads: $(cat "$w/hammer.out")"
 
 # 3. The X5C webhook's secret. step-ca makes a webhook's secret when the
@@ -278,7 +306,7 @@ kill -HUP "$STEPCA_PID"
 more_requests 2
 cp "$wh/x5c-secret.new" "$wh/x5c-secret"
 hup "the old secret dropped"
-grep -q "reloaded the secrets: --secret-file 1, --x5c-secret-file 1$" "$wh/server.err" ||
+grep 'reloaded the secrets' "$wh/server.err" | tail -n 1 | grep -q -- "--secret-file 1, --x5c-secret-file 1$" ||
     { show "$wh/server.err"; fail "the webhook did not drop the old secret"; }
 more_requests 3
 touch "$w/stop"
