@@ -40,6 +40,9 @@
 #                           marked "<!-- step-ca.md: ca-json -->"; the roots
 #                           filled in).
 #   stepca_stop
+#   stepca_restart_admin BIN DIR SYSTEM-ROOTS
+#                           step-ca started again with its admin API on
+#                           (below)
 #   stepca_test_init        the start of a step-ca test script
 #                           (test/e2e/tools/step-ca-*.sh): TPMKEY_TOOL,
 #                           TPMKEY_CA and TPMKEY_TEST_GO set, a swtpm with an
@@ -244,4 +247,52 @@ stepca_stop() {
     kill "$STEPCA_PID" 2>/dev/null || true
     wait "$STEPCA_PID" 2>/dev/null || true
     STEPCA_PID=
+}
+
+# stepca_restart_admin BIN DIR SYSTEM-ROOTS: the step-ca of stepca_start
+# stopped and started again (BIN) with its admin API on, as `step ca
+# provisioner webhook add` needs it: ca.json plus enableAdmin and a JWK
+# provisioner "admin" (key DIR/admin-jwk.pem, its kid in
+# DIR/admin-jwk.spki.kid), renewal closed on every provisioner (as
+# docs/step-ca.md gives them: renew and rekey ask no webhook), and
+# SYSTEM-ROOTS as its system roots (the webhook's TLS root). Also makes the
+# admin certificate's key and request, DIR/admin.key and DIR/admin.csr
+# (subject and SAN "step", the super admin step-ca makes). Keys by openssl,
+# JSON and JOSE by Python's standard library (no PyPI).
+stepca_restart_admin() {
+    local bin=$1 d=$2 roots=$3 address
+    stepca_stop
+    (umask 077 && openssl ecparam -name prime256v1 -genkey -noout -out "$d/admin-jwk.pem" 2>/dev/null &&
+        openssl ecparam -name prime256v1 -genkey -noout -out "$d/admin.key" 2>/dev/null &&
+        openssl req -new -key "$d/admin.key" -subj "/CN=step" -addext "subjectAltName=DNS:step" -out "$d/admin.csr" \
+            2>/dev/null && openssl ec -in "$d/admin-jwk.pem" -pubout -outform DER -out "$d/admin-jwk.spki" 2>/dev/null) ||
+        fail "openssl: cannot make the admin keys"
+    python3 - "$STEPCA_DIR/ca.json" "$d/admin-jwk.spki" <<'PY' || fail "cannot add the admin provisioner to step-ca's ca.json"
+import base64, hashlib, json, sys
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+point = open(sys.argv[2], "rb").read()[-65:]  # a P-256 SubjectPublicKeyInfo ends with 04 || x || y
+assert point[0] == 4
+jwk = {"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])}
+kid = b64(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())  # RFC 7638
+config = json.load(open(sys.argv[1]))
+config["authority"]["enableAdmin"] = True
+for p in config["authority"]["provisioners"]:
+    p.setdefault("claims", {})["disableRenewal"] = True
+config["authority"]["provisioners"].append(
+    {"type": "JWK", "name": "admin", "key": dict(jwk, use="sig", alg="ES256", kid=kid)})
+json.dump(config, open(sys.argv[1], "w"), indent=2)
+open(sys.argv[2] + ".kid", "w").write(kid)
+PY
+    address=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["address"])' "$STEPCA_DIR/ca.json")
+    : >"$STEPCA_LOG"
+    SSL_CERT_FILE=$roots SSL_CERT_DIR=/nonexistent "$bin" "$STEPCA_DIR/ca.json" >>"$STEPCA_LOG" 2>&1 &
+    STEPCA_PID=$!
+    for _ in $(seq 300); do
+        grep -q "Serving HTTPS on $address" "$STEPCA_LOG" && break
+        kill -0 "$STEPCA_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "Serving HTTPS on $address" "$STEPCA_LOG" || { show "$STEPCA_LOG"; fail "step-ca did not start again with enableAdmin"; }
+    grep -q 'Migrated JWK provisioner "admin" with admin permissions' "$STEPCA_LOG" ||
+        { show "$STEPCA_LOG"; fail "step-ca did not migrate the admin provisioner"; }
 }

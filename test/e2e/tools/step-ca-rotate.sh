@@ -52,37 +52,7 @@ wport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 # step-ca with its admin API (enableAdmin, a JWK provisioner "admin"),
 # started again with the webhook's root as its system roots.
 stepca_start "$step_ca" "$ca/ca.crt"
-stepca_stop
-(umask 077 && openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin-jwk.pem" 2>/dev/null &&
-    openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin.key" 2>/dev/null &&
-    openssl req -new -key "$wh/admin.key" -subj "/CN=step" -addext "subjectAltName=DNS:step" -out "$wh/admin.csr" \
-        2>/dev/null && openssl ec -in "$wh/admin-jwk.pem" -pubout -outform DER -out "$wh/admin-jwk.spki" 2>/dev/null) ||
-    fail "openssl: cannot make the admin keys"
-python3 - "$STEPCA_DIR/ca.json" "$wh/admin-jwk.spki" <<'PY' || fail "cannot add the admin provisioner to step-ca's ca.json"
-import base64, hashlib, json, sys
-b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-point = open(sys.argv[2], "rb").read()[-65:]
-jwk = {"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])}
-kid = b64(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())  # RFC 7638
-config = json.load(open(sys.argv[1]))
-config["authority"]["enableAdmin"] = True
-for p in config["authority"]["provisioners"]:
-    p.setdefault("claims", {})["disableRenewal"] = True
-config["authority"]["provisioners"].append(
-    {"type": "JWK", "name": "admin", "key": dict(jwk, use="sig", alg="ES256", kid=kid)})
-json.dump(config, open(sys.argv[1], "w"), indent=2)
-open(sys.argv[2] + ".kid", "w").write(kid)
-PY
-address=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["address"])' "$STEPCA_DIR/ca.json")
-: >"$STEPCA_LOG"
-SSL_CERT_FILE=$wh/root.crt SSL_CERT_DIR=/nonexistent "$step_ca" "$STEPCA_DIR/ca.json" >>"$STEPCA_LOG" 2>&1 &
-STEPCA_PID=$!
-for _ in $(seq 300); do
-    grep -q "Serving HTTPS on $address" "$STEPCA_LOG" && break
-    kill -0 "$STEPCA_PID" 2>/dev/null || break
-    sleep 0.1
-done
-grep -q "Serving HTTPS on $address" "$STEPCA_LOG" || { show "$STEPCA_LOG"; fail "step-ca did not start with enableAdmin"; }
+stepca_restart_admin "$step_ca" "$wh" "$wh/root.crt"
 
 # admin ACTION PROVISIONER NAME [KIND CERT-TYPE]: step-ca's admin API as
 # `step ca provisioner webhook add|update|remove` calls it (an admin
@@ -131,7 +101,7 @@ answer = call({"add": "POST", "update": "PUT", "remove": "DELETE"}[action], path
 if action == "add":
     print(answer["secret"])
 PY
-admin() { python3 "$wh/admin.py" "https://$address" "$STEPCA_ROOT" "$wh" "https://127.0.0.1:$wport/$2" "$@"; }
+admin() { python3 "$wh/admin.py" "$STEPCA_URL" "$STEPCA_ROOT" "$wh" "https://127.0.0.1:$wport/$2" "$@"; }
 (umask 077 && admin add tpm tpmkey-ca AUTHORIZING X509 >"$wh/secret" && admin add x5c tpmkey-ca AUTHORIZING ALL >"$wh/x5c-secret") ||
     fail "step-ca's admin API did not add the webhooks"
 cp "$wh/x5c-secret" "$wh/x5c-secret.old"

@@ -74,49 +74,14 @@ x5c_webhook_url=https://127.0.0.1:$wport/x5c
 # and a JWK provisioner "admin" (its key made here), started again with
 # the webhook's root as its system roots.
 stepca_start "$step_ca" "$ca/ca.crt"
-stepca_stop
-# Keys by openssl, JSON and JOSE by Python's standard library (no PyPI).
-(umask 077 && openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin-jwk.pem" 2>/dev/null &&
-    openssl ecparam -name prime256v1 -genkey -noout -out "$wh/admin.key" 2>/dev/null &&
-    openssl req -new -key "$wh/admin.key" -subj "/CN=step" -addext "subjectAltName=DNS:step" -out "$wh/admin.csr" \
-        2>/dev/null && openssl ec -in "$wh/admin-jwk.pem" -pubout -outform DER -out "$wh/admin-jwk.spki" 2>/dev/null) ||
-    fail "openssl: cannot make the admin keys"
-python3 - "$STEPCA_DIR/ca.json" "$wh/admin-jwk.spki" <<'PY' || fail "cannot add the admin provisioner to step-ca's ca.json"
-import base64, hashlib, json, sys
-b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-point = open(sys.argv[2], "rb").read()[-65:]  # a P-256 SubjectPublicKeyInfo ends with 04 || x || y
-assert point[0] == 4
-jwk = {"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])}
-kid = b64(hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest())  # RFC 7638
-config = json.load(open(sys.argv[1]))
-config["authority"]["enableAdmin"] = True
-# As docs/step-ca.md gives them: renew and rekey, which ask no webhook, closed.
-for p in config["authority"]["provisioners"]:
-    p.setdefault("claims", {})["disableRenewal"] = True
-config["authority"]["provisioners"].append(
-    {"type": "JWK", "name": "admin", "key": dict(jwk, use="sig", alg="ES256", kid=kid)})
-json.dump(config, open(sys.argv[1], "w"), indent=2)
-open(sys.argv[2] + ".kid", "w").write(kid)
-PY
-address=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["address"])' "$STEPCA_DIR/ca.json")
-: >"$STEPCA_LOG"
-SSL_CERT_FILE=$wh/root.crt SSL_CERT_DIR=/nonexistent "$step_ca" "$STEPCA_DIR/ca.json" >>"$STEPCA_LOG" 2>&1 &
-STEPCA_PID=$!
-for _ in $(seq 300); do
-    grep -q "Serving HTTPS on $address" "$STEPCA_LOG" && break
-    kill -0 "$STEPCA_PID" 2>/dev/null || break
-    sleep 0.1
-done
-grep -q "Serving HTTPS on $address" "$STEPCA_LOG" || { show "$STEPCA_LOG"; fail "step-ca did not start again with enableAdmin"; }
-grep -q 'Migrated JWK provisioner "admin" with admin permissions' "$STEPCA_LOG" ||
-    { show "$STEPCA_LOG"; fail "step-ca did not migrate the admin provisioner"; }
+stepca_restart_admin "$step_ca" "$wh" "$wh/root.crt"
 
 # 3. What `step ca provisioner webhook add tpm tpmkey-ca --url URL --kind
 # AUTHORIZING --cert-type X509` does: an admin certificate (subject "step",
 # the super admin step-ca made) from the JWK provisioner's one-time token,
 # then an x5c token for the admin API. The answer's secret goes to the
 # secret file (0600) as step-ca gives it.
-python3 - "https://$address" "$STEPCA_ROOT" "$wh" "$webhook_url" "$x5c_webhook_url" >"$wh/added.json" \
+python3 - "$STEPCA_URL" "$STEPCA_ROOT" "$wh" "$webhook_url" "$x5c_webhook_url" >"$wh/added.json" \
     2>"$wh/added.err" <<'PY' || { show "$wh/added.err" "$STEPCA_LOG"; fail "step-ca's admin API did not add the webhook"; }
 import base64, json, os, ssl, subprocess, sys, time, urllib.request
 base, root, d, url, x5c_url = sys.argv[1:]
@@ -458,7 +423,7 @@ openssl verify -CAfile "$ca/ca.crt" "$w/laptop.new.ak.crt" >/dev/null 2>&1 ||
 cp "$w/laptop.new.ak.crt" "$w/laptop.ak.crt"  # what the laptop installs
 # step-ca: the ACME provisioner's attestationRoots, the new ca.crt alone
 # (step ca provisioner update tpm --attestation-roots ca.crt).
-python3 - "https://$address" "$STEPCA_ROOT" "$wh" "$ca/ca.crt" >"$wh/update.out" 2>&1 <<'PY' ||
+python3 - "$STEPCA_URL" "$STEPCA_ROOT" "$wh" "$ca/ca.crt" >"$wh/update.out" 2>&1 <<'PY' ||
 import base64, json, os, ssl, subprocess, sys, time, urllib.request
 base, root, d, new_root = sys.argv[1:]
 b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
